@@ -1,0 +1,147 @@
+//! The command line (clap derive). Usage errors exit 2 through clap.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "cutover",
+    version,
+    about = "Prove a database migration exact before the switch, and roll it back exactly after.",
+    after_help = "Exit codes: 0 everything checked holds; 1 the data failed a check; 2 the tool could not do its job (usage, spec, I/O, precondition)."
+)]
+pub struct Cli {
+    /// Output format: human tables, or one JSON document on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Table, global = true)]
+    pub format: Format,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+}
+
+/// The spec every command works from.
+#[derive(Clone, Debug, Args)]
+pub struct SpecArg {
+    /// The migration spec (TOML); database paths in it are relative to it.
+    #[arg(long, value_name = "FILE")]
+    pub spec: PathBuf,
+}
+
+#[derive(Clone, Debug, Subcommand)]
+pub enum Command {
+    /// Check the spec, both databases, and that every source row transforms and round-trips. Writes nothing.
+    Check {
+        #[command(flatten)]
+        spec: SpecArg,
+        /// Fail on value-equal but non-canonical source text (`12.5` for `12.50`).
+        #[arg(long)]
+        strict: bool,
+        /// How many findings to list.
+        #[arg(long, default_value_t = 20, value_name = "N")]
+        max_diffs: usize,
+    },
+    /// Copy source → target through the forward transform, in batches.
+    Load {
+        #[command(flatten)]
+        spec: SpecArg,
+        /// Rows per transaction.
+        #[arg(long, default_value_t = 1000, value_name = "N")]
+        batch: usize,
+        /// Delete the rows already in the target tables and load again.
+        #[arg(long)]
+        replace: bool,
+    },
+    /// Reconcile source against target: exit 0 when they hold the same data, 1 when not.
+    Gate {
+        #[command(flatten)]
+        spec: SpecArg,
+        /// Rehearse: inject a changed, a missing and an extra row (always rolled back) and prove the gate catches them.
+        #[arg(long)]
+        inject_mismatch: bool,
+        /// How many differences to list (all are counted).
+        #[arg(long, default_value_t = 20, value_name = "N")]
+        max_diffs: usize,
+    },
+    /// Record every write to the target (install at the switch).
+    Journal {
+        #[command(subcommand)]
+        action: JournalAction,
+    },
+    /// Make the target read-only for every writer while the rollback runs.
+    Fence {
+        #[command(subcommand)]
+        action: FenceAction,
+    },
+    /// Roll back: apply the fenced journal to the source, then reconcile.
+    Replay {
+        #[command(flatten)]
+        spec: SpecArg,
+        /// Journal entries per transaction.
+        #[arg(long, default_value_t = 1000, value_name = "N")]
+        batch: usize,
+        /// Print the plan (counts per op, stale keys) and write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// How many differences or stale keys to list.
+        #[arg(long, default_value_t = 20, value_name = "N")]
+        max_diffs: usize,
+    },
+    /// Where the migration stands and the next command to run.
+    Status {
+        #[command(flatten)]
+        spec: SpecArg,
+    },
+    /// Run the runbook end to end on built-in fixtures in a temporary folder.
+    Drill {
+        /// The built-in scenario.
+        #[arg(long, value_enum, default_value_t = Scenario::Orders)]
+        scenario: Scenario,
+        /// Stop at the gate rehearsal: the gate must catch the injected faults (exit 1).
+        #[arg(long)]
+        inject_mismatch: bool,
+        /// Run in DIR (created; must be empty) and leave the spec and databases there.
+        #[arg(long, value_name = "DIR")]
+        keep: Option<PathBuf>,
+        /// Stop after this step, leaving the folder ready for the next step by hand.
+        #[arg(long, value_enum, value_name = "STEP")]
+        stop_after: Option<crate::drill::Step>,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Scenario {
+    Orders,
+}
+
+#[derive(Clone, Debug, Subcommand)]
+pub enum JournalAction {
+    /// Install the journal triggers on every target table of the spec.
+    Install(SpecArg),
+    /// Remove the journal triggers (the recorded entries are kept).
+    Remove(SpecArg),
+    /// Entries per table and op, and whether the triggers are in place.
+    Status(SpecArg),
+}
+
+#[derive(Clone, Debug, Subcommand)]
+pub enum FenceAction {
+    /// Fence the target: record the journal boundary and refuse every write.
+    On(SpecArg),
+    /// Lift the fence (refused while the replay is incomplete, unless --force).
+    Off {
+        #[command(flatten)]
+        spec: SpecArg,
+        /// Lift it even though journal entries are not replayed.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Whether the fence is on and intact.
+    Status(SpecArg),
+}

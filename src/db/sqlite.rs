@@ -1,0 +1,825 @@
+//! SQLite: connections with the durability rules of DESIGN.md, catalogue
+//! queries, key-ordered scans, keyed row access, and the control tables,
+//! journal and fence triggers.
+//!
+//! Identifiers from a spec go through [`quote_ident`]; values are always bound.
+//! Trigger bodies cannot take parameters, so the only literal ever spliced
+//! into SQL is the spec's table name inside a trigger, through [`quote_literal`].
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use rusqlite::types::{ToSqlOutput, ValueRef};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, ToSql, config::DbConfig, params};
+use sha2::{Digest, Sha256};
+
+use crate::value::{Row, Value};
+
+const CONTROL_DDL: &str = include_str!("../../sql/sqlite/control.sql");
+const APPLIED_DDL: &str = include_str!("../../sql/sqlite/applied.sql");
+const JOURNAL_TRIGGERS: &str = include_str!("../../sql/sqlite/journal_triggers.sql");
+const FENCE_TRIGGERS: &str = include_str!("../../sql/sqlite/fence_triggers.sql");
+
+/// How long a statement waits for another process's lock before failing.
+/// Overridable with `CUTOVER_BUSY_TIMEOUT_MS` for drills and tests.
+fn busy_timeout() -> Duration {
+    let ms = std::env::var("CUTOVER_BUSY_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    Duration::from_millis(ms)
+}
+
+/// Whether a connection will write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+/// A column as the catalogue describes it.
+#[derive(Clone, Debug)]
+pub struct ColumnInfo {
+    pub name: String,
+    pub decl_type: String,
+}
+
+/// The fence row: `(boundary, journal rows, fingerprint, tables JSON, fenced_at)`.
+pub type FenceRecord = (i64, i64, String, String, String);
+
+/// One row of `_cutover_journal`.
+#[derive(Clone, Debug)]
+pub struct JournalEntry {
+    pub seq: i64,
+    pub tbl: String,
+    pub op: String,
+    pub key: String,
+    pub old_key: Option<String>,
+    pub old: Option<String>,
+    pub new: Option<String>,
+}
+
+/// The statements for one table and one column order, built once per run.
+#[derive(Clone, Debug)]
+pub struct TableSql {
+    pub table: String,
+    pub key_len: usize,
+    width: usize,
+    scan: String,
+    scan_after: String,
+    select_by_key: String,
+    insert: String,
+    update: String,
+    delete: String,
+    count: String,
+}
+
+/// Quotes an identifier: `a "b"` becomes `"a ""b"""`.
+pub fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// Quotes a string literal for the places SQL allows no parameter (trigger bodies).
+pub fn quote_literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+impl TableSql {
+    pub fn new(table: &str, columns: &[&str], key_len: usize) -> TableSql {
+        let t = quote_ident(table);
+        let cols: Vec<String> = columns.iter().map(|c| quote_ident(c)).collect();
+        let keys = &cols[..key_len];
+        let list = cols.join(", ");
+        let order = keys.join(", ");
+        let key_match = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| format!("{k} IS ?{}", i + 1))
+            .collect::<Vec<_>>()
+            .join(" AND ");
+        let placeholders = (1..=cols.len())
+            .map(|i| format!("?{i}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sets = cols
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c} = ?{}", i + 1))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let upd_match = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| format!("{k} IS ?{}", cols.len() + i + 1))
+            .collect::<Vec<_>>()
+            .join(" AND ");
+        let after_params = (1..=key_len)
+            .map(|i| format!("?{i}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        TableSql {
+            table: table.to_string(),
+            key_len,
+            width: cols.len(),
+            scan: format!("SELECT {list} FROM {t} ORDER BY {order}"),
+            scan_after: format!(
+                "SELECT {list} FROM {t} WHERE ({order}) > ({after_params}) ORDER BY {order}"
+            ),
+            select_by_key: format!("SELECT {list} FROM {t} WHERE {key_match}"),
+            insert: format!("INSERT INTO {t} ({list}) VALUES ({placeholders})"),
+            update: format!("UPDATE {t} SET {sets} WHERE {upd_match}"),
+            delete: format!("DELETE FROM {t} WHERE {key_match}"),
+            count: format!("SELECT count(*) FROM {t}"),
+        }
+    }
+}
+
+/// Binds a [`Value`] exactly as it is, storage class included.
+struct Bind<'a>(&'a Value);
+
+impl ToSql for Bind<'_> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(match self.0 {
+            Value::Null => ToSqlOutput::Borrowed(ValueRef::Null),
+            Value::Integer(i) => ToSqlOutput::Borrowed(ValueRef::Integer(*i)),
+            Value::Real(r) => ToSqlOutput::Borrowed(ValueRef::Real(*r)),
+            Value::Text(t) => ToSqlOutput::Borrowed(ValueRef::Text(t.as_bytes())),
+            Value::Blob(b) => ToSqlOutput::Borrowed(ValueRef::Blob(b)),
+        })
+    }
+}
+
+fn read_value(v: ValueRef<'_>) -> Value {
+    match v {
+        ValueRef::Null => Value::Null,
+        ValueRef::Integer(i) => Value::Integer(i),
+        ValueRef::Real(r) => Value::Real(r),
+        // SQLite does not check that stored text is UTF-8; keep the bytes
+        // visible rather than failing or replacing characters silently.
+        ValueRef::Text(t) => match std::str::from_utf8(t) {
+            Ok(s) => Value::Text(s.to_string()),
+            Err(_) => Value::Blob(t.to_vec()),
+        },
+        ValueRef::Blob(b) => Value::Blob(b.to_vec()),
+    }
+}
+
+fn read_row(row: &rusqlite::Row<'_>, width: usize) -> rusqlite::Result<Row> {
+    (0..width).map(|i| row.get_ref(i).map(read_value)).collect()
+}
+
+/// One open SQLite database.
+pub struct Db {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl Db {
+    /// Opens an existing database file. A missing file is an error, never a
+    /// new empty database. A connection opened to write refuses a rollback
+    /// journal that a crash could leave half-applied (`OFF`, `MEMORY`) and runs
+    /// with `synchronous=FULL`.
+    pub fn open(path: &Path, access: Access, role: &str) -> Result<Db> {
+        if !path.exists() {
+            bail!(
+                "{role} database {} does not exist; check the url in the spec (paths are relative to the spec file)",
+                path.display()
+            );
+        }
+        if path.is_dir() {
+            bail!(
+                "{role} database {} is a directory, not a SQLite file",
+                path.display()
+            );
+        }
+        let flags = match access {
+            Access::Read => OpenFlags::SQLITE_OPEN_READ_ONLY,
+            Access::Write => OpenFlags::SQLITE_OPEN_READ_WRITE,
+        } | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI;
+        let conn = Connection::open_with_flags(path, flags)
+            .with_context(|| format!("opening {role} database {}", path.display()))?;
+        let db = Db {
+            conn,
+            path: path.to_path_buf(),
+        };
+        db.configure(access, role)?;
+        Ok(db)
+    }
+
+    fn configure(&self, access: Access, role: &str) -> Result<()> {
+        let c = &self.conn;
+        c.busy_timeout(busy_timeout())?;
+        // A misspelled column in double quotes must be an error, not a string.
+        c.set_db_config(DbConfig::SQLITE_DBCONFIG_DQS_DML, false)?;
+        c.set_db_config(DbConfig::SQLITE_DBCONFIG_DQS_DDL, false)?;
+        // Reading the catalogue proves the file is a database; a full
+        // integrity check would cost a scan of every table.
+        let probe: rusqlite::Result<i64> =
+            c.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0));
+        if let Err(e) = probe {
+            return Err(anyhow::Error::new(e).context(format!(
+                "{role} database {} could not be read; is it a SQLite database?",
+                self.path.display()
+            )));
+        }
+        if access == Access::Write {
+            let mode = self.journal_mode()?;
+            if mode.eq_ignore_ascii_case("off") || mode.eq_ignore_ascii_case("memory") {
+                bail!(
+                    "{role} database {} uses journal_mode={mode}: a crash there would leave half a batch behind; set PRAGMA journal_mode=WAL (or DELETE) first",
+                    self.path.display()
+                );
+            }
+            c.pragma_update(None, "synchronous", "FULL")?;
+        }
+        Ok(())
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn journal_mode(&self) -> Result<String> {
+        Ok(self
+            .conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))?)
+    }
+
+    pub fn synchronous(&self) -> Result<&'static str> {
+        let n: i64 = self
+            .conn
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))?;
+        Ok(match n {
+            0 => "OFF",
+            1 => "NORMAL",
+            2 => "FULL",
+            _ => "EXTRA",
+        })
+    }
+
+    /// Columns of a table in declaration order; empty when there is no such table.
+    pub fn table_columns(&self, table: &str) -> Result<Vec<ColumnInfo>> {
+        let mut st = self
+            .conn
+            .prepare("SELECT name, type FROM pragma_table_info(?1)")?;
+        let rows = st.query_map([table], |r| {
+            Ok(ColumnInfo {
+                name: r.get(0)?,
+                decl_type: r.get(1)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// The user tables, for messages that list what is there.
+    pub fn user_tables(&self) -> Result<Vec<String>> {
+        let mut st = self.conn.prepare(
+            "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '\\_cutover\\_%' ESCAPE '\\' ORDER BY name",
+        )?;
+        let rows = st.query_map([], |r| r.get(0))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn has_table(&self, name: &str) -> Result<bool> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1",
+                [name],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some())
+    }
+
+    pub fn row_count(&self, sql: &TableSql) -> Result<i64> {
+        Ok(self
+            .conn
+            .prepare_cached(&sql.count)?
+            .query_row([], |r| r.get(0))?)
+    }
+
+    /// Streams a table in key order (optionally only keys after `after`),
+    /// handing each row to `f` until it returns `false`.
+    pub fn scan(
+        &self,
+        sql: &TableSql,
+        after: Option<&[Value]>,
+        mut f: impl FnMut(Row) -> Result<bool>,
+    ) -> Result<()> {
+        let (text, binds): (&str, Vec<Bind<'_>>) = match after {
+            None => (&sql.scan, Vec::new()),
+            Some(k) => (&sql.scan_after, k.iter().map(Bind).collect()),
+        };
+        let mut st = self
+            .conn
+            .prepare(text)
+            .with_context(|| format!("reading table '{}' in {}", sql.table, self.path.display()))?;
+        let mut rows = st.query(rusqlite::params_from_iter(binds.iter()))?;
+        while let Some(r) = rows.next()? {
+            if !f(read_row(r, sql.width)?)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// The row stored under `key`, if any.
+    pub fn get_row(&self, sql: &TableSql, key: &[Value]) -> Result<Option<Row>> {
+        let mut st = self.conn.prepare_cached(&sql.select_by_key)?;
+        let mut rows = st.query(rusqlite::params_from_iter(key.iter().map(Bind)))?;
+        let first = match rows.next()? {
+            Some(r) => read_row(r, sql.width)?,
+            None => return Ok(None),
+        };
+        if rows.next()?.is_some() {
+            bail!(
+                "table '{}' in {} holds more than one row with key {}; the spec's key must be unique",
+                sql.table,
+                self.path.display(),
+                crate::value::display_key(key)
+            );
+        }
+        Ok(Some(first))
+    }
+
+    pub fn insert_row(&self, sql: &TableSql, row: &[Value]) -> Result<()> {
+        self.conn
+            .prepare_cached(&sql.insert)?
+            .execute(rusqlite::params_from_iter(row.iter().map(Bind)))?;
+        Ok(())
+    }
+
+    /// Rewrites the row stored under `old_key` (which may differ from the
+    /// row's own key when the key changed).
+    pub fn update_row(&self, sql: &TableSql, old_key: &[Value], row: &[Value]) -> Result<usize> {
+        let binds = row.iter().chain(old_key).map(Bind);
+        Ok(self
+            .conn
+            .prepare_cached(&sql.update)?
+            .execute(rusqlite::params_from_iter(binds))?)
+    }
+
+    pub fn delete_row(&self, sql: &TableSql, key: &[Value]) -> Result<usize> {
+        Ok(self
+            .conn
+            .prepare_cached(&sql.delete)?
+            .execute(rusqlite::params_from_iter(key.iter().map(Bind)))?)
+    }
+
+    /// The largest integer in a column (index-assisted when there is one).
+    pub fn max_integer(&self, table: &str, column: &str) -> Result<Option<i64>> {
+        let c = quote_ident(column);
+        let sql = format!(
+            "SELECT max({c}) FROM {} WHERE typeof({c}) = 'integer'",
+            quote_ident(table)
+        );
+        Ok(self.conn.query_row(&sql, [], |r| r.get(0))?)
+    }
+
+    /// Deletes every row of a table (load `--replace`).
+    pub fn clear_table(&self, table: &str) -> Result<usize> {
+        Ok(self
+            .conn
+            .execute(&format!("DELETE FROM {}", quote_ident(table)), [])?)
+    }
+
+    // --- transactions -----------------------------------------------------
+
+    /// Takes the write lock now (waiting for a writer in flight), so that
+    /// what is read inside the transaction cannot change before it commits.
+    pub fn begin_immediate(&self) -> Result<()> {
+        self.conn.execute_batch("BEGIN IMMEDIATE").with_context(|| {
+            format!(
+                "taking the write lock on {}; another process may hold it, retry when it is done",
+                self.path.display()
+            )
+        })
+    }
+
+    pub fn begin_read(&self) -> Result<()> {
+        Ok(self.conn.execute_batch("BEGIN")?)
+    }
+
+    pub fn commit(&self) -> Result<()> {
+        self.conn
+            .execute_batch("COMMIT")
+            .with_context(|| format!("committing to {}", self.path.display()))
+    }
+
+    /// Rolls back if a transaction is open; safe to call at any time.
+    pub fn rollback(&self) {
+        if !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+
+    /// Counts commits by other connections: it changes whenever another
+    /// connection, in any process, commits to this database.
+    pub fn data_version(&self) -> Result<i64> {
+        Ok(self
+            .conn
+            .query_row("PRAGMA data_version", [], |r| r.get(0))?)
+    }
+
+    // --- control tables -----------------------------------------------------
+
+    pub fn ensure_control_tables(&self) -> Result<()> {
+        Ok(self.conn.execute_batch(CONTROL_DDL)?)
+    }
+
+    pub fn ensure_applied_table(&self) -> Result<()> {
+        Ok(self.conn.execute_batch(APPLIED_DDL)?)
+    }
+
+    pub fn has_journal(&self) -> Result<bool> {
+        self.has_table("_cutover_journal")
+    }
+
+    /// `(rows, last seq applied)` of `_cutover_applied`; zeros when absent.
+    pub fn applied_progress(&self) -> Result<(i64, i64)> {
+        if !self.has_table("_cutover_applied")? {
+            return Ok((0, 0));
+        }
+        Ok(self.conn.query_row(
+            "SELECT count(*), coalesce(max(seq), 0) FROM _cutover_applied",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?)
+    }
+
+    pub fn record_applied(&self, seq: i64, delivery: &str) -> Result<()> {
+        self.conn
+            .prepare_cached("INSERT INTO _cutover_applied (seq, delivery) VALUES (?1, ?2)")?
+            .execute(params![seq, delivery])?;
+        Ok(())
+    }
+
+    /// The load checkpoint of a table: `(last key as JSON, rows, done)`.
+    pub fn load_checkpoint(&self, tbl: &str) -> Result<Option<(Option<String>, i64, bool)>> {
+        if !self.has_table("_cutover_load")? {
+            return Ok(None);
+        }
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT last_key, rows, done FROM _cutover_load WHERE tbl = ?1",
+                [tbl],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)? != 0)),
+            )
+            .optional()?)
+    }
+
+    pub fn set_load_checkpoint(
+        &self,
+        tbl: &str,
+        last_key: Option<&str>,
+        rows: i64,
+        done: bool,
+    ) -> Result<()> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO _cutover_load (tbl, last_key, rows, done) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (tbl) DO UPDATE SET last_key = excluded.last_key, rows = excluded.rows,
+                 done = excluded.done, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
+            )?
+            .execute(params![tbl, last_key, rows, done])?;
+        Ok(())
+    }
+
+    // --- journal ------------------------------------------------------------
+
+    fn trigger_names(kind: &str, table: &str) -> [String; 3] {
+        ["insert", "update", "delete"].map(|op| format!("_cutover_{kind}_{op}_{table}"))
+    }
+
+    /// Installs the journal triggers on one table; idempotent.
+    pub fn install_journal(
+        &self,
+        name: &str,
+        table: &str,
+        columns: &[&str],
+        key_len: usize,
+    ) -> Result<()> {
+        let image = |row: &str| {
+            columns
+                .iter()
+                .map(|c| {
+                    let v = format!("{row}.{}", quote_ident(c));
+                    // json_object cannot hold a blob; carry it as {"blob": hex}.
+                    format!(
+                        "{}, CASE typeof({v}) WHEN 'blob' THEN json_object('blob', hex({v})) ELSE {v} END",
+                        quote_literal(c)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let keys = |row: &str| {
+            columns[..key_len]
+                .iter()
+                .map(|c| format!("{row}.{}", quote_ident(c)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let [ins, upd, del] = Self::trigger_names("journal", table).map(|n| quote_ident(&n));
+        let sql = JOURNAL_TRIGGERS
+            .replace("{{ins}}", &ins)
+            .replace("{{upd}}", &upd)
+            .replace("{{del}}", &del)
+            .replace("{{table}}", &quote_ident(table))
+            .replace("{{name}}", &quote_literal(name))
+            .replace("{{new_key}}", &keys("NEW"))
+            .replace("{{old_key}}", &keys("OLD"))
+            .replace("{{new_image}}", &image("NEW"))
+            .replace("{{old_image}}", &image("OLD"));
+        self.conn
+            .execute_batch(&sql)
+            .with_context(|| format!("installing journal triggers on '{table}'"))
+    }
+
+    pub fn remove_journal(&self, table: &str) -> Result<()> {
+        for n in Self::trigger_names("journal", table) {
+            self.conn
+                .execute_batch(&format!("DROP TRIGGER IF EXISTS {}", quote_ident(&n)))?;
+        }
+        Ok(())
+    }
+
+    /// How many of the three journal triggers of a table exist.
+    pub fn journal_triggers(&self, table: &str) -> Result<usize> {
+        self.count_triggers(&Self::trigger_names("journal", table))
+    }
+
+    fn count_triggers(&self, names: &[String]) -> Result<usize> {
+        let mut n: i64 = 0;
+        for name in names {
+            n += self.conn.query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND name = ?1",
+                [name],
+                |r| r.get::<_, i64>(0),
+            )?;
+        }
+        Ok(n as usize)
+    }
+
+    /// `(tbl, op, entries)` of the journal, in table then op order.
+    pub fn journal_counts(&self) -> Result<Vec<(String, String, i64)>> {
+        if !self.has_journal()? {
+            return Ok(Vec::new());
+        }
+        let mut st = self.conn.prepare(
+            "SELECT tbl, op, count(*) FROM _cutover_journal GROUP BY tbl, op ORDER BY tbl, op",
+        )?;
+        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// `(entries, max seq)` of the journal.
+    pub fn journal_extent(&self) -> Result<(i64, i64)> {
+        if !self.has_journal()? {
+            return Ok((0, 0));
+        }
+        Ok(self.conn.query_row(
+            "SELECT count(*), coalesce(max(seq), 0) FROM _cutover_journal",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?)
+    }
+
+    /// Entries with `seq <= upto`.
+    pub fn journal_count_upto(&self, upto: i64) -> Result<i64> {
+        if !self.has_journal()? {
+            return Ok(0);
+        }
+        Ok(self.conn.query_row(
+            "SELECT count(*) FROM _cutover_journal WHERE seq <= ?1",
+            [upto],
+            |r| r.get(0),
+        )?)
+    }
+
+    /// Entries with `after < seq <= upto`, at most `limit`, in `seq` order.
+    pub fn journal_page(&self, after: i64, upto: i64, limit: usize) -> Result<Vec<JournalEntry>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT seq, tbl, op, key, old_key, old, new FROM _cutover_journal
+             WHERE seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT ?3",
+        )?;
+        let rows = st.query_map(params![after, upto, limit as i64], |r| {
+            Ok(JournalEntry {
+                seq: r.get(0)?,
+                tbl: r.get(1)?,
+                op: r.get(2)?,
+                key: r.get(3)?,
+                old_key: r.get(4)?,
+                old: r.get(5)?,
+                new: r.get(6)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Entries with `after < seq <= upto` counted per op.
+    pub fn journal_pending_counts(&self, after: i64, upto: i64) -> Result<Vec<(String, i64)>> {
+        let mut st = self.conn.prepare(
+            "SELECT op, count(*) FROM _cutover_journal WHERE seq > ?1 AND seq <= ?2 GROUP BY op ORDER BY op",
+        )?;
+        let rows = st.query_map(params![after, upto], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Every key touched by entries with `after < seq <= upto`, with the ops
+    /// on it in order: `(tbl, key JSON, "insert,update")`, first touched first.
+    /// Grouping happens inside SQLite, which spills to disk, not in our memory.
+    pub fn journal_touched_keys(
+        &self,
+        after: i64,
+        upto: i64,
+        mut f: impl FnMut(String, String, String) -> Result<()>,
+    ) -> Result<()> {
+        let mut st = self.conn.prepare(
+            "SELECT tbl, k, group_concat(op, ',') FROM (
+                 SELECT seq, tbl, key AS k, op FROM _cutover_journal WHERE seq > ?1 AND seq <= ?2
+                 UNION ALL
+                 SELECT seq, tbl, old_key AS k, op FROM _cutover_journal
+                 WHERE seq > ?1 AND seq <= ?2 AND old_key IS NOT NULL
+                 ORDER BY seq)
+             GROUP BY tbl, k ORDER BY min(seq)",
+        )?;
+        let mut rows = st.query(params![after, upto])?;
+        while let Some(r) = rows.next()? {
+            f(r.get(0)?, r.get(1)?, r.get(2)?)?;
+        }
+        Ok(())
+    }
+
+    // --- fence --------------------------------------------------------------
+
+    pub fn install_fence_triggers(&self, table: &str, message: &str) -> Result<()> {
+        let [ins, upd, del] = Self::trigger_names("fence", table).map(|n| quote_ident(&n));
+        let sql = FENCE_TRIGGERS
+            .replace("{{ins}}", &ins)
+            .replace("{{upd}}", &upd)
+            .replace("{{del}}", &del)
+            .replace("{{table}}", &quote_ident(table))
+            .replace("{{message}}", &quote_literal(message));
+        self.conn
+            .execute_batch(&sql)
+            .with_context(|| format!("installing fence triggers on '{table}'"))
+    }
+
+    pub fn remove_fence_triggers(&self, table: &str) -> Result<()> {
+        for n in Self::trigger_names("fence", table) {
+            self.conn
+                .execute_batch(&format!("DROP TRIGGER IF EXISTS {}", quote_ident(&n)))?;
+        }
+        Ok(())
+    }
+
+    /// How many of the three fence triggers of a table exist.
+    pub fn fence_triggers(&self, table: &str) -> Result<usize> {
+        self.count_triggers(&Self::trigger_names("fence", table))
+    }
+
+    /// The fence row: `(boundary, journal rows, fingerprint, tables, fenced_at)`.
+    pub fn fence_row(&self) -> Result<Option<FenceRecord>> {
+        if !self.has_table("_cutover_fence")? {
+            return Ok(None);
+        }
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT boundary, journal_rows, fingerprint, tables, fenced_at FROM _cutover_fence WHERE id = 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            )
+            .optional()?)
+    }
+
+    pub fn set_fence_row(
+        &self,
+        boundary: i64,
+        journal_rows: i64,
+        fingerprint: &str,
+        tables: &str,
+    ) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO _cutover_fence (id, boundary, journal_rows, fingerprint, tables) VALUES (1, ?1, ?2, ?3, ?4)",
+            params![boundary, journal_rows, fingerprint, tables],
+        )?;
+        Ok(())
+    }
+
+    pub fn delete_fence_row(&self) -> Result<()> {
+        self.conn.execute("DELETE FROM _cutover_fence", [])?;
+        Ok(())
+    }
+
+    /// The schema of the given tables and of the control tables: every table,
+    /// index and trigger definition, as `(name, sql)` in name order.
+    pub fn schema_of(&self, tables: &[&str]) -> Result<Vec<(String, String)>> {
+        let mut st = self.conn.prepare(
+            "SELECT type || ' ' || name, coalesce(sql, '') FROM sqlite_schema
+             WHERE tbl_name IN (SELECT value FROM json_each(?1)) OR tbl_name LIKE '\\_cutover\\_%' ESCAPE '\\'
+             ORDER BY type, name",
+        )?;
+        let list = serde_json::to_string(tables)?;
+        let rows = st.query_map([list], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// SHA-256 over every journal row, in `seq` order.
+    pub fn journal_digest(&self) -> Result<String> {
+        let mut h = Sha256::new();
+        if self.has_journal()? {
+            let mut st = self.conn.prepare(
+                "SELECT seq, tbl, op, key, coalesce(old_key, ''), coalesce(old, ''), coalesce(new, ''), at
+                 FROM _cutover_journal ORDER BY seq",
+            )?;
+            let mut rows = st.query([])?;
+            while let Some(r) = rows.next()? {
+                h.update(r.get::<_, i64>(0)?.to_le_bytes());
+                for i in 1..8 {
+                    let v = r.get_ref(i)?;
+                    let bytes = v.as_bytes().unwrap_or(b"");
+                    h.update((bytes.len() as u64).to_le_bytes());
+                    h.update(bytes);
+                }
+            }
+        }
+        Ok(hex::encode(h.finalize()))
+    }
+
+    /// Tries one insert into `table` through this connection, inside a
+    /// transaction that is always rolled back. `Ok(None)` means the write went
+    /// through (the fence does not hold); `Ok(Some(msg))` is the refusal.
+    pub fn probe_write(&self, table: &str) -> Result<Option<String>> {
+        self.conn.execute_batch("BEGIN")?;
+        let r = self.conn.execute(
+            &format!("INSERT INTO {} DEFAULT VALUES", quote_ident(table)),
+            [],
+        );
+        self.rollback();
+        Ok(match r {
+            Ok(_) => None,
+            Err(e) => Some(e.to_string()),
+        })
+    }
+
+    /// Runs fixture SQL (drill set-up and the application's writes).
+    pub fn execute_script(&self, sql: &str) -> Result<()> {
+        self.conn
+            .execute_batch(sql)
+            .with_context(|| format!("running SQL on {}", self.path.display()))
+    }
+
+    /// Creates a new database file from a script (drill fixtures).
+    pub fn create(path: &Path, script: &str) -> Result<()> {
+        let conn =
+            Connection::open(path).with_context(|| format!("creating {}", path.display()))?;
+        conn.execute_batch(script)
+            .with_context(|| format!("creating {}", path.display()))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_survives_hostile_names() {
+        assert_eq!(quote_ident("a\"b"), "\"a\"\"b\"");
+        assert_eq!(quote_literal("it's"), "'it''s'");
+    }
+
+    #[test]
+    fn keyed_access_binds_storage_classes_exactly() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let p = dir.path().join("t.db");
+        Db::create(
+            &p,
+            "CREATE TABLE \"we ird\" (\"k\" PRIMARY KEY, \"v\")",
+        )?;
+        let db = Db::open(&p, Access::Write, "target")?;
+        let sql = TableSql::new("we ird", &["k", "v"], 1);
+        db.insert_row(&sql, &[Value::Text("1".into()), Value::Text("1250".into())])?;
+        assert_eq!(
+            db.get_row(&sql, &[Value::Text("1".into())])?,
+            Some(vec![Value::Text("1".into()), Value::Text("1250".into())])
+        );
+        assert_eq!(db.get_row(&sql, &[Value::Integer(1)])?, None);
+        Ok(())
+    }
+
+    #[test]
+    fn missing_file_is_refused_not_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("nope.db");
+        let err = Db::open(&p, Access::Write, "source").err().unwrap();
+        assert!(err.to_string().contains("does not exist"));
+        assert!(!p.exists());
+    }
+}

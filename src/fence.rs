@@ -1,0 +1,414 @@
+//! The fence: makes the target read-only for every writer, in every process,
+//! while the rollback runs.
+//!
+//! `PRAGMA query_only` is per connection and fences nothing. On SQLite the
+//! fence is a set of `BEFORE INSERT/UPDATE/DELETE` triggers that abort, on
+//! every journaled table and on the journal itself, installed in one
+//! `BEGIN IMMEDIATE` transaction together with the fence row: the journal
+//! boundary and a fingerprint. That transaction waits for a writer in flight,
+//! so nothing lands between boundary and fence, and a crash leaves a whole
+//! fence or none.
+//!
+//! Triggers cannot stop `DROP TRIGGER`, `ALTER TABLE` or a connection with
+//! triggers disabled. The fingerprint (schema of the fenced tables and
+//! triggers, journal size and digest) and SQLite's `data_version` let replay
+//! notice that before and after every batch and stop with "fence breached".
+
+use anyhow::{Result, bail};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::db::{Access, Db};
+use crate::report::{self, Outcome};
+use crate::spec::{self, Spec};
+
+const JOURNAL: &str = "_cutover_journal";
+
+/// What the fence protects, as found now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fingerprint {
+    schema: Vec<(String, String)>,
+    journal_rows: i64,
+    max_seq: i64,
+    digest: String,
+}
+
+impl Fingerprint {
+    pub fn read(db: &Db, tables: &[String]) -> Result<Fingerprint> {
+        let names: Vec<&str> = tables.iter().map(String::as_str).collect();
+        let (journal_rows, max_seq) = db.journal_extent()?;
+        Ok(Fingerprint {
+            schema: db.schema_of(&names)?,
+            journal_rows,
+            max_seq,
+            digest: db.journal_digest()?,
+        })
+    }
+
+    pub fn hash(&self) -> String {
+        let mut h = Sha256::new();
+        for (name, sql) in &self.schema {
+            for part in [name, sql] {
+                h.update((part.len() as u64).to_le_bytes());
+                h.update(part.as_bytes());
+            }
+        }
+        h.update(self.journal_rows.to_le_bytes());
+        h.update(self.max_seq.to_le_bytes());
+        h.update(self.digest.as_bytes());
+        hex::encode(h.finalize())
+    }
+
+    /// What differs from `earlier`, in words an operator can act on.
+    pub fn describe_change(&self, earlier: &Fingerprint) -> String {
+        let mut what = Vec::new();
+        for (name, sql) in &earlier.schema {
+            match self.schema.iter().find(|(n, _)| n == name) {
+                None => what.push(format!("{name} was dropped")),
+                Some((_, now)) if now != sql => what.push(format!("{name} was altered")),
+                _ => {}
+            }
+        }
+        for (name, _) in &self.schema {
+            if !earlier.schema.iter().any(|(n, _)| n == name) {
+                what.push(format!("{name} was created"));
+            }
+        }
+        if self.journal_rows != earlier.journal_rows || self.max_seq != earlier.max_seq {
+            what.push(format!(
+                "the journal changed from {} entries (last seq {}) to {} (last seq {})",
+                earlier.journal_rows, earlier.max_seq, self.journal_rows, self.max_seq
+            ));
+        } else if self.digest != earlier.digest {
+            what.push("journal entries were rewritten".to_string());
+        }
+        what.join("; ")
+    }
+}
+
+/// The fence as recorded in the target.
+#[derive(Clone, Debug, Serialize)]
+pub struct FenceRow {
+    pub boundary: i64,
+    pub journal_rows: i64,
+    pub fingerprint: String,
+    pub tables: Vec<String>,
+    pub fenced_at: String,
+}
+
+pub fn read(target: &Db) -> Result<Option<FenceRow>> {
+    Ok(match target.fence_row()? {
+        None => None,
+        Some((boundary, journal_rows, fingerprint, tables, fenced_at)) => Some(FenceRow {
+            boundary,
+            journal_rows,
+            fingerprint,
+            tables: serde_json::from_str(&tables)?,
+            fenced_at,
+        }),
+    })
+}
+
+/// Watches a fence from a reader's connection during a replay.
+pub struct Watch {
+    fence: FenceRow,
+    at_start: Fingerprint,
+    data_version: i64,
+}
+
+impl Watch {
+    /// Verifies the fence now; `Err` when there is none, `Ok(Err(why))` when
+    /// it was breached.
+    pub fn start(target: &Db) -> Result<Result<Watch, String>> {
+        let Some(fence) = read(target)? else {
+            bail!(
+                "target {} is not fenced; run `cutover fence on` first so that nothing writes to it while the source is rolled back",
+                target.path().display()
+            );
+        };
+        let data_version = target.data_version()?;
+        let now = Fingerprint::read(target, &fence.tables)?;
+        if now.hash() != fence.fingerprint {
+            return Ok(Err(format!(
+                "fence breached: the target changed since `fence on` at {} (tables {}): its fingerprint no longer matches; find what wrote to it, then re-plan the rollback",
+                fence.fenced_at,
+                fence.tables.join(", ")
+            )));
+        }
+        Ok(Ok(Watch {
+            fence,
+            at_start: now,
+            data_version,
+        }))
+    }
+
+    pub fn fence(&self) -> &FenceRow {
+        &self.fence
+    }
+
+    /// Cheap re-check: any commit by another connection to a fenced target
+    /// is a breach; the fingerprint then says what it was.
+    pub fn recheck(&mut self, target: &Db) -> Result<Option<String>> {
+        let v = target.data_version()?;
+        if v == self.data_version {
+            return Ok(None);
+        }
+        let now = Fingerprint::read(target, &self.fence.tables)?;
+        let what = now.describe_change(&self.at_start);
+        Ok(Some(if what.is_empty() {
+            format!(
+                "fence breached: something committed a write to the fenced target (tables {}) without going through its triggers",
+                self.fence.tables.join(", ")
+            )
+        } else {
+            format!("fence breached: {what}")
+        }))
+    }
+
+    /// Full re-check, including the journal digest.
+    pub fn verify(&self, target: &Db) -> Result<Option<String>> {
+        let now = Fingerprint::read(target, &self.fence.tables)?;
+        if now.hash() == self.fence.fingerprint && target.data_version()? == self.data_version {
+            return Ok(None);
+        }
+        let what = now.describe_change(&self.at_start);
+        Ok(Some(format!(
+            "fence breached: {}",
+            if what.is_empty() {
+                "something committed a write to the fenced target".to_string()
+            } else {
+                what
+            }
+        )))
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct FenceReport {
+    action: &'static str,
+    fenced: bool,
+    intact: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    breach: Option<String>,
+    #[serde(flatten)]
+    fence: Option<FenceRow>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    verification: Option<String>,
+}
+
+fn fence_message(table: &str) -> String {
+    format!(
+        "cutover fence: table {table} is read-only while the migration rolls back; lift it only with `cutover fence off`"
+    )
+}
+
+fn render(rep: &FenceReport, headline: &str) -> String {
+    let mut text = format!("{headline}\n");
+    if let Some(f) = &rep.fence {
+        text.push_str(&report::pairs(&[
+            ("journal_boundary", f.boundary.to_string()),
+            ("journal_entries", f.journal_rows.to_string()),
+            ("fenced_tables", f.tables.join(", ")),
+            ("fenced_at", f.fenced_at.clone()),
+            ("fingerprint", f.fingerprint.clone()),
+            (
+                "intact",
+                match rep.intact {
+                    Some(true) => "yes".into(),
+                    Some(false) => "NO".into(),
+                    None => "-".into(),
+                },
+            ),
+        ]));
+    }
+    if let Some(v) = &rep.verification {
+        text.push_str(&format!("verification  {v}\n"));
+    }
+    if let Some(b) = &rep.breach {
+        text.push_str(&format!("{b}\n"));
+    }
+    text
+}
+
+pub fn on(spec: &Spec) -> Result<Outcome> {
+    let (_, target, _) = spec::open(spec, Access::Read, Access::Write)?;
+    if !crate::journal::installed(spec, &target)? {
+        bail!(
+            "the journal is not installed on target {}; without it there is nothing to replay. Run `cutover journal install` at cutover time",
+            target.path().display()
+        );
+    }
+    let tables: Vec<String> = spec.tables.iter().map(|t| t.target_table.clone()).collect();
+    // Waits (busy timeout) for a writer holding the lock, so its commit lands
+    // inside the boundary.
+    target.begin_immediate()?;
+    if let Some(existing) = read(&target)? {
+        target.rollback();
+        let now = Fingerprint::read(&target, &existing.tables)?;
+        let intact = now.hash() == existing.fingerprint;
+        let rep = FenceReport {
+            action: "on",
+            fenced: true,
+            intact: Some(intact),
+            breach: (!intact).then(|| "fence breached: the fingerprint no longer matches; run `cutover fence status` and find what changed".to_string()),
+            fence: Some(existing.clone()),
+            verification: None,
+        };
+        let head = format!(
+            "fence: already on since {}; nothing changed",
+            existing.fenced_at
+        );
+        let text = render(&rep, &head);
+        return Outcome::new(intact, &rep, text);
+    }
+    let r = (|| -> Result<FenceRow> {
+        for t in &tables {
+            target.install_fence_triggers(t, &fence_message(t))?;
+        }
+        target.install_fence_triggers(JOURNAL, &fence_message(JOURNAL))?;
+        let fp = Fingerprint::read(&target, &tables)?;
+        let hash = fp.hash();
+        target.set_fence_row(
+            fp.max_seq,
+            fp.journal_rows,
+            &hash,
+            &serde_json::to_string(&tables)?,
+        )?;
+        target.commit()?;
+        Ok(read(&target)?.expect("fence row just committed"))
+    })();
+    let row = match r {
+        Ok(row) => row,
+        Err(e) => {
+            target.rollback();
+            return Err(e.context("the fence was not installed; the target is unchanged"));
+        }
+    };
+    drop(target);
+    // Verify from a separate connection, as any other writer would come.
+    let other = Db::open(&spec.target, Access::Write, "target")?;
+    let mut refused = Vec::new();
+    for t in tables.iter().map(String::as_str).chain([JOURNAL]) {
+        match other.probe_write(t)? {
+            Some(msg) if msg.contains("cutover fence") => refused.push(msg),
+            Some(msg) => bail!(
+                "fence verification: a write to '{t}' failed, but not because of the fence ({msg}); the fence is in place but unproven"
+            ),
+            None => bail!(
+                "fence verification FAILED: a write to '{t}' from another connection went through (it was rolled back); do not trust this fence"
+            ),
+        }
+    }
+    let rep = FenceReport {
+        action: "on",
+        fenced: true,
+        intact: Some(true),
+        breach: None,
+        fence: Some(row.clone()),
+        verification: Some(format!(
+            "a write from another connection to each of {} tables was refused: {}",
+            refused.len(),
+            refused.first().cloned().unwrap_or_default()
+        )),
+    };
+    let text = render(
+        &rep,
+        &format!(
+            "fence: on; the target is read-only for every writer; journal_boundary={}",
+            row.boundary
+        ),
+    );
+    Outcome::new(true, &rep, text)
+}
+
+pub fn off(spec: &Spec, force: bool) -> Result<Outcome> {
+    let (source, target, _) = spec::open(spec, Access::Read, Access::Write)?;
+    let Some(existing) = read(&target)? else {
+        let rep = FenceReport {
+            action: "off",
+            fenced: false,
+            intact: None,
+            breach: None,
+            fence: None,
+            verification: None,
+        };
+        return Outcome::new(true, &rep, "fence: not on; nothing to do\n".into());
+    };
+    let (applied, _) = source.applied_progress()?;
+    let pending = target.journal_count_upto(existing.boundary)? - applied;
+    if pending > 0 && !force {
+        bail!(
+            "the replay is incomplete: {pending} journal entries at or below boundary {} are not applied to the source. Run `cutover replay` to finish it; `cutover fence off --force` lifts the fence anyway and lets writers change the target again",
+            existing.boundary
+        );
+    }
+    target.begin_immediate()?;
+    let r = (|| -> Result<()> {
+        for t in existing.tables.iter().map(String::as_str).chain([JOURNAL]) {
+            target.remove_fence_triggers(t)?;
+        }
+        target.delete_fence_row()?;
+        target.commit()
+    })();
+    if let Err(e) = r {
+        target.rollback();
+        return Err(e.context("the fence is still on"));
+    }
+    let rep = FenceReport {
+        action: "off",
+        fenced: false,
+        intact: None,
+        breach: None,
+        fence: Some(existing),
+        verification: None,
+    };
+    let head = if pending > 0 {
+        format!(
+            "fence: off (forced, with {pending} entries not replayed); writers can change the target again"
+        )
+    } else {
+        "fence: off; writers can change the target again".to_string()
+    };
+    let text = render(&rep, &head);
+    Outcome::new(true, &rep, text)
+}
+
+pub fn status(spec: &Spec) -> Result<Outcome> {
+    let (_, target, _) = spec::open(spec, Access::Read, Access::Read)?;
+    let Some(existing) = read(&target)? else {
+        let rep = FenceReport {
+            action: "status",
+            fenced: false,
+            intact: None,
+            breach: None,
+            fence: None,
+            verification: None,
+        };
+        return Outcome::new(true, &rep, "fence: off\n".into());
+    };
+    let now = Fingerprint::read(&target, &existing.tables)?;
+    let intact = now.hash() == existing.fingerprint;
+    let mut missing = Vec::new();
+    for t in existing.tables.iter().map(String::as_str).chain([JOURNAL]) {
+        if target.fence_triggers(t)? != 3 {
+            missing.push(t.to_string());
+        }
+    }
+    let breach = (!intact).then(|| {
+        if missing.is_empty() {
+            "fence breached: the fingerprint no longer matches (schema or journal changed since fence on)".to_string()
+        } else {
+            format!("fence breached: fence triggers missing on {}", missing.join(", "))
+        }
+    });
+    let rep = FenceReport {
+        action: "status",
+        fenced: true,
+        intact: Some(intact),
+        breach,
+        fence: Some(existing),
+        verification: None,
+    };
+    let text = render(&rep, "fence: on");
+    Outcome::new(intact, &rep, text)
+}

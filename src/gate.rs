@@ -1,0 +1,298 @@
+//! `cutover gate`: the acceptance gate. Reconciles source against target and
+//! gives the verdict that allows or blocks the cutover.
+//!
+//! `--inject-mismatch` is the rehearsal that proves the gate is alive: it
+//! changes one target row, deletes another and adds a third inside a
+//! transaction that is always rolled back, runs the same reconcile over that
+//! view, and reports how many of the three faults were caught.
+
+use anyhow::{Result, bail};
+use serde::Serialize;
+
+use crate::db::{Access, Db, TableSql};
+use crate::reconcile::{self, DiffKind, Reconciliation};
+use crate::report::{self, Outcome};
+use crate::spec::{self, Spec, Table};
+use crate::value::{Row, Value, display_key, key_json};
+
+#[derive(Debug, Serialize)]
+struct GateReport<'a> {
+    verdict: &'static str,
+    summary: String,
+    #[serde(flatten)]
+    rec: &'a Reconciliation,
+}
+
+/// The one-line summary the runbook and drill quote: `rows=3, total_cents=4000`.
+pub fn summary(spec: &Spec, rec: &Reconciliation) -> String {
+    let mut parts = vec![format!("rows={}", rec.rows())];
+    for (t, r) in spec.tables.iter().zip(&rec.tables) {
+        for tot in &r.totals {
+            let name = match &tot.currency {
+                Some(c) => format!("total_{}[{c}]", tot.column),
+                None => format!("total_{}", tot.column),
+            };
+            let name = if spec.tables.len() > 1 {
+                format!("{}.{name}", t.name)
+            } else {
+                name
+            };
+            parts.push(format!("{name}={}", tot.target));
+        }
+    }
+    parts.push(format!("differences={}", rec.diffs_found_blocking()));
+    parts.join(", ")
+}
+
+impl Reconciliation {
+    /// Differences that fail the gate (non-canonical texts do not).
+    pub fn diffs_found_blocking(&self) -> u64 {
+        self.tables
+            .iter()
+            .map(|t| t.changed + t.missing + t.extra + t.invalid)
+            .sum()
+    }
+}
+
+pub fn run(spec: &Spec, max_diffs: usize, inject: bool) -> Result<Outcome> {
+    if inject {
+        return rehearse(spec, max_diffs);
+    }
+    let (mut source, mut target, _) = spec::open(spec, Access::Read, Access::Read)?;
+    let rec = reconcile::reconcile(spec, &mut source, &mut target, max_diffs)?;
+    let holds = rec.clean();
+    let mut text = report::reconciliation(&rec);
+    text.push_str(&format!("\n{}\n", summary(spec, &rec)));
+    text.push_str(if holds {
+        "verdict: PASS; the target holds exactly the source's data, cutover may proceed\n"
+    } else {
+        "verdict: FAIL; cutover is blocked until source and target reconcile\n"
+    });
+    let rep = GateReport {
+        verdict: if holds { "pass" } else { "fail" },
+        summary: summary(spec, &rec),
+        rec: &rec,
+    };
+    Outcome::new(holds, &rep, text)
+}
+
+/// One injected fault and whether the gate saw it.
+#[derive(Debug, Serialize)]
+struct Injected {
+    kind: DiffKind,
+    table: String,
+    key: serde_json::Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    column: Option<String>,
+    detail: String,
+    caught: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct RehearsalReport<'a> {
+    verdict: &'static str,
+    injected: usize,
+    caught: usize,
+    faults: Vec<Injected>,
+    #[serde(flatten)]
+    rec: &'a Reconciliation,
+}
+
+fn rehearse(spec: &Spec, max_diffs: usize) -> Result<Outcome> {
+    let (mut source, mut target, _) = spec::open(spec, Access::Read, Access::Write)?;
+    if let Some((b, ..)) = target.fence_row()? {
+        bail!(
+            "target {} is fenced (boundary {b}); the rehearsal writes inside a rolled-back transaction, which the fence forbids. Rehearse before the cutover, or on a copy",
+            target.path().display()
+        );
+    }
+    let baseline = reconcile::reconcile(spec, &mut source, &mut target, 0)?;
+    target.begin_immediate()?;
+    let result = inject_and_reconcile(spec, &mut source, &mut target, &baseline, max_diffs);
+    // Always rolled back, whatever happened: the target stays as it was.
+    target.rollback();
+    let (faults, rec) = result?;
+    if faults.is_empty() {
+        bail!("the rehearsal found no target rows to change; load the target first");
+    }
+    let caught = faults.iter().filter(|f| f.caught).count();
+    let all = caught == faults.len();
+    let mut text = report::table(
+        &["injected", "table", "key", "column", "detail", "caught"],
+        faults.iter().map(|f| {
+            vec![
+                serde_json::to_value(f.kind)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                f.table.clone(),
+                f.key.to_string(),
+                f.column.clone().unwrap_or_default(),
+                f.detail.clone(),
+                if f.caught { "yes".into() } else { "NO".into() },
+            ]
+        }),
+    );
+    text.push_str("\nwhat the gate reported on the injected view:\n");
+    text.push_str(&report::reconciliation(&rec));
+    text.push_str(&format!(
+        "\nrehearsal: caught {caught} of {} injected faults\n",
+        faults.len()
+    ));
+    text.push_str(if all {
+        "verdict: FAIL (as it should be): cutover is blocked; the gate is alive. The target was rolled back and is unchanged\n"
+    } else {
+        "rehearsal: the gate MISSED an injected fault; do not trust a passing gate until this is fixed\n"
+    });
+    let rep = RehearsalReport {
+        verdict: if all { "fail" } else { "missed" },
+        injected: faults.len(),
+        caught,
+        faults,
+        rec: &rec,
+    };
+    let json = serde_json::to_value(&rep)?;
+    if !all {
+        // A gate that misses a fault is a broken tool, not a data finding.
+        eprint!("{text}");
+        bail!(
+            "the rehearsal missed {} of {} injected faults",
+            rep.injected - rep.caught,
+            rep.injected
+        );
+    }
+    // All caught: the gate blocks, which is exit 1.
+    Ok(Outcome {
+        holds: false,
+        json,
+        text,
+    })
+}
+
+fn inject_and_reconcile(
+    spec: &Spec,
+    source: &mut Db,
+    target: &mut Db,
+    baseline: &Reconciliation,
+    max_diffs: usize,
+) -> Result<(Vec<Injected>, Reconciliation)> {
+    let mut faults = Vec::new();
+    for t in &spec.tables {
+        let sql = TableSql::new(&t.target_table, &t.target_names(), t.key_len);
+        let mut rows: Vec<Row> = Vec::new();
+        target.scan(&sql, None, |r| {
+            rows.push(r);
+            Ok(rows.len() < 3)
+        })?;
+        if rows.is_empty() {
+            continue;
+        }
+        // Chosen before anything changes, so it can never be a deleted key.
+        let extra_key = fresh_key(t, target, &sql, &rows[0])?;
+        // changed: the second of three rows (the first of fewer), one column
+        // nudged; missing: the last row read, never the changed one.
+        let changed = &rows[if rows.len() >= 3 { 1 } else { 0 }];
+        if let Some((col, new)) =
+            (t.key_len..t.columns.len()).find_map(|i| nudge(&changed[i]).map(|v| (i, v)))
+        {
+            let mut row = changed.clone();
+            let old = std::mem::replace(&mut row[col], new);
+            target.update_row(&sql, &changed[..t.key_len], &row)?;
+            faults.push(Injected {
+                kind: DiffKind::Changed,
+                table: t.name.clone(),
+                key: key_json(&changed[..t.key_len]),
+                column: Some(t.columns[col].target.clone()),
+                detail: format!("{} {old} → {}", t.columns[col].target, row[col]),
+                caught: false,
+            });
+        }
+        if rows.len() >= 2 {
+            let gone = &rows[rows.len() - 1];
+            target.delete_row(&sql, &gone[..t.key_len])?;
+            faults.push(Injected {
+                kind: DiffKind::Missing,
+                table: t.name.clone(),
+                key: key_json(&gone[..t.key_len]),
+                column: None,
+                detail: format!("row {} deleted", display_key(&gone[..t.key_len])),
+                caught: false,
+            });
+        }
+        // extra: a copy of the first row under a key the source does not have.
+        let mut extra = rows[0].clone();
+        if let Some(k) = extra_key {
+            extra.splice(..t.key_len, k);
+            target.insert_row(&sql, &extra)?;
+            faults.push(Injected {
+                kind: DiffKind::Extra,
+                table: t.name.clone(),
+                key: key_json(&extra[..t.key_len]),
+                column: None,
+                detail: format!("row {} added", display_key(&extra[..t.key_len])),
+                caught: false,
+            });
+        }
+        if !faults.is_empty() {
+            // One table is enough to prove the read path.
+            break;
+        }
+    }
+    let rec = reconcile::reconcile(spec, source, target, max_diffs.max(faults.len()))?;
+    for f in &mut faults {
+        let table = rec.tables.iter().find(|r| r.name == f.table);
+        let base = baseline.tables.iter().find(|r| r.name == f.table);
+        let (Some(r), Some(b)) = (table, base) else {
+            continue;
+        };
+        let counted = match f.kind {
+            DiffKind::Changed => r.changed > b.changed,
+            DiffKind::Missing => r.missing > b.missing,
+            DiffKind::Extra => r.extra > b.extra,
+            _ => false,
+        };
+        let listed = rec
+            .diffs
+            .iter()
+            .any(|d| d.table == f.table && d.kind == f.kind && d.key == f.key)
+            || rec.diffs.len() >= max_diffs;
+        f.caught = counted && listed;
+    }
+    Ok((faults, rec))
+}
+
+/// A different value of the same storage class.
+fn nudge(v: &Value) -> Option<Value> {
+    match v {
+        Value::Integer(i) => Some(Value::Integer(i.checked_add(1).unwrap_or(i - 1))),
+        Value::Real(r) => Some(Value::Real(r + 1.0)),
+        Value::Text(t) => Some(Value::Text(format!("{t}~"))),
+        Value::Blob(b) => {
+            let mut b = b.clone();
+            b.push(0);
+            Some(Value::Blob(b))
+        }
+        Value::Null => None,
+    }
+}
+
+/// A key not present in the target: the last key part bumped until free.
+fn fresh_key(t: &Table, target: &Db, sql: &TableSql, like: &Row) -> Result<Option<Vec<Value>>> {
+    let mut key = like[..t.key_len].to_vec();
+    let last = t.key_len - 1;
+    if let Value::Integer(_) = key[last] {
+        // Past the largest key, so the extra row sorts last, as a new row would.
+        let max = target.max_integer(&t.target_table, &t.columns[last].target)?;
+        key[last] = Value::Integer(max.unwrap_or(0).saturating_add(1));
+    }
+    for _ in 0..100 {
+        if target.get_row(sql, &key)?.is_none() {
+            return Ok(Some(key));
+        }
+        key[last] = match nudge(&key[last]) {
+            Some(v) => v,
+            None => return Ok(None),
+        };
+    }
+    Ok(None)
+}

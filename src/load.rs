@@ -1,0 +1,219 @@
+//! `cutover load`: the full copy source → target through the forward
+//! transform, in batches written by the apply engine.
+//!
+//! Every source row is validated before the first write, so an invalid row
+//! stops the load with nothing written. Each batch commits with the table's
+//! load checkpoint (`_cutover_load`), so a load stopped part-way (a crash, a
+//! kill) resumes after its last committed key instead of starting over.
+
+use anyhow::{Result, bail};
+use serde::Serialize;
+
+use crate::apply::{BatchOutcome, Change, Engine};
+use crate::db::{Access, TableSql};
+use crate::reconcile::canonical;
+use crate::report::{self, Outcome};
+use crate::spec::{self, Side, Spec};
+use crate::value::{display_key, key_from_json, key_json};
+
+#[derive(Debug, Serialize)]
+struct TableLoad {
+    name: String,
+    loaded: u64,
+    already_present: u64,
+    resumed_after: Option<serde_json::Value>,
+    batches: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct LoadReport {
+    verdict: &'static str,
+    tables: Vec<TableLoad>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    invalid: Option<serde_json::Value>,
+}
+
+pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
+    if batch == 0 {
+        bail!("--batch must be at least 1");
+    }
+    let (source, target, _) = spec::open(spec, Access::Read, Access::Write)?;
+    if let Some((b, ..)) = target.fence_row()? {
+        bail!(
+            "target {} is fenced (boundary {b}); load would write into a database under rollback. Nothing was written",
+            target.path().display()
+        );
+    }
+    for t in &spec.tables {
+        if target.journal_triggers(&t.target_table)? > 0 {
+            bail!(
+                "table '{}' in target {} is journaled; a load now would journal every row. Run `cutover journal remove` first if this really is a fresh load. Nothing was written",
+                t.name,
+                target.path().display()
+            );
+        }
+    }
+
+    // Validate everything before writing anything.
+    for t in &spec.tables {
+        let sql = TableSql::new(&t.source_table, &t.source_names(), t.key_len);
+        let mut bad = None;
+        source.scan(&sql, None, |row| match canonical(t, row) {
+            Ok(_) => Ok(true),
+            Err(e) => {
+                bad = Some(e);
+                Ok(false)
+            }
+        })?;
+        if let Some((key, column, value, reason)) = bad {
+            let rep = LoadReport {
+                verdict: "fail",
+                tables: Vec::new(),
+                invalid: Some(serde_json::json!({
+                    "table": t.name, "key": key_json(&key), "column": column,
+                    "value": value.to_json(), "reason": reason,
+                })),
+            };
+            let text = format!(
+                "load: FAIL, nothing was written\ntable '{}', key {}, column '{}': {} — {}\nfix the source row (run `cutover check` to list every invalid row) and load again\n",
+                t.name,
+                display_key(&key),
+                column,
+                value,
+                reason
+            );
+            return Outcome::new(false, &rep, text);
+        }
+    }
+
+    target.ensure_control_tables()?;
+    let engine = Engine::new(spec, &target, Side::Target);
+    let mut tables = Vec::new();
+    for (ti, t) in spec.tables.iter().enumerate() {
+        let s_sql = TableSql::new(&t.source_table, &t.source_names(), t.key_len);
+        let t_sql = TableSql::new(&t.target_table, &t.target_names(), t.key_len);
+        let checkpoint = target.load_checkpoint(&t.name)?;
+        let mut fresh = true;
+        let mut resume: Option<Vec<crate::value::Value>> = None;
+        let mut rows_before = 0;
+        match (&checkpoint, replace) {
+            (_, true) => {}
+            (Some((last, rows, false)), false) => {
+                fresh = false;
+                rows_before = *rows;
+                if let Some(k) = last {
+                    resume = Some(key_from_json(&serde_json::from_str(k)?)?);
+                }
+            }
+            _ => {
+                let n = target.row_count(&t_sql)?;
+                if n > 0 {
+                    bail!(
+                        "target table '{}' in {} already holds {n} rows{}; pass --replace to delete them and load again. Nothing was written",
+                        t.target_table,
+                        target.path().display(),
+                        if matches!(checkpoint, Some((_, _, true))) {
+                            " from a completed load"
+                        } else {
+                            ""
+                        }
+                    );
+                }
+            }
+        }
+        let mut tl = TableLoad {
+            name: t.name.clone(),
+            loaded: 0,
+            already_present: 0,
+            resumed_after: resume.as_deref().map(key_json),
+            batches: 0,
+        };
+        let mut pending: Vec<Change> = Vec::with_capacity(batch);
+        let mut total = rows_before;
+        let mut first = fresh;
+        let mut flush = |pending: &mut Vec<Change>, done: bool| -> Result<()> {
+            let last_key = pending
+                .last()
+                .and_then(|c| c.after.as_ref())
+                .map(|r| key_json(&r[..t.key_len]).to_string());
+            let n = pending.len() as i64;
+            let clear = std::mem::take(&mut first) && replace;
+            let outcome = engine.apply_batch(pending, |db| {
+                if clear {
+                    db.clear_table(&t.target_table)?;
+                }
+                total += n;
+                let last = match &last_key {
+                    Some(k) => Some(k.clone()),
+                    None => db.load_checkpoint(&t.name)?.and_then(|c| c.0),
+                };
+                db.set_load_checkpoint(&t.name, last.as_deref(), total, done)
+            });
+            match outcome? {
+                BatchOutcome::Committed(a) => {
+                    tl.loaded += a.written;
+                    tl.already_present += a.already;
+                    tl.batches += u64::from(n > 0);
+                }
+                BatchOutcome::Conflict(c) => bail!(
+                    "table '{}', key {}: {} — found {}, loading {}. The batch was rolled back; pass --replace to load over existing rows",
+                    c.table,
+                    c.key,
+                    c.reason,
+                    c.found
+                        .map(|f| f.to_string())
+                        .unwrap_or_else(|| "no row".into()),
+                    c.wanted.map(|f| f.to_string()).unwrap_or_default()
+                ),
+            }
+            pending.clear();
+            Ok(())
+        };
+        if replace {
+            // Empty the table in its own first transaction, together with a
+            // reset checkpoint, so a crash after it resumes a fresh load.
+            flush(&mut Vec::new(), false)?;
+        }
+        let mut tag = 0i64;
+        source.scan(&s_sql, resume.as_deref(), |row| {
+            tag += 1;
+            let canon = canonical(t, row).map_err(|(key, column, value, reason)| {
+                anyhow::anyhow!(
+                    "table '{}', key {}, column '{column}': {value} — {reason} (the source changed during the load)",
+                    t.name,
+                    display_key(&key)
+                )
+            })?;
+            pending.push(Change { table: ti, before: None, after: Some(canon), tag });
+            if pending.len() == batch {
+                flush(&mut pending, false)?;
+            }
+            Ok(true)
+        })?;
+        flush(&mut pending, true)?;
+        tables.push(tl);
+    }
+    let rep = LoadReport {
+        verdict: "pass",
+        tables,
+        invalid: None,
+    };
+    let mut text = report::table(
+        &["table", "rows loaded", "already present", "resumed after"],
+        rep.tables.iter().map(|t| {
+            vec![
+                t.name.clone(),
+                t.loaded.to_string(),
+                t.already_present.to_string(),
+                t.resumed_after
+                    .as_ref()
+                    .map(|k| k.to_string())
+                    .unwrap_or_default(),
+            ]
+        }),
+    );
+    text.push_str(
+        "\nload: done; next run `cutover gate` to prove the target holds exactly the source\n",
+    );
+    Outcome::new(true, &rep, text)
+}

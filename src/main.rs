@@ -1,0 +1,35 @@
+//! The `cutover` binary: parse, run, print, map the outcome to an exit code.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+use cutover::cli::{Cli, Format};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse(); // clap exits 2 on usage errors
+    match cutover::run(&cli) {
+        Ok(out) => {
+            let mut stdout = std::io::stdout().lock();
+            let printed = match cli.format {
+                Format::Json => serde_json::to_writer_pretty(&mut stdout, &out.json)
+                    .map_err(std::io::Error::from)
+                    .and_then(|()| writeln!(stdout)),
+                Format::Table => write!(stdout, "{}", out.text),
+            };
+            if let Err(e) = printed.and_then(|()| stdout.flush()) {
+                // A closed pipe is the reader's choice; anything else is ours.
+                if e.kind() != std::io::ErrorKind::BrokenPipe {
+                    eprintln!("cutover: writing the report: {e}");
+                    return ExitCode::from(2);
+                }
+            }
+            // Findings are an answer, not an error: exit 1, like grep.
+            ExitCode::from(if out.holds { 0 } else { 1 })
+        }
+        Err(err) => {
+            eprintln!("cutover: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,383 @@
+//! `cutover replay`: the rollback. Applies the fenced journal, at or below
+//! its boundary, to the source through the reverse transform, batch by batch
+//! through the apply engine, with each entry's `seq` recorded in
+//! `_cutover_applied` in the same transaction as its rows. Then reconciles the
+//! source against the target; exit 0 only if they are equal.
+//!
+//! Applied entries are always a prefix of the journal in `seq` order (a batch
+//! commits whole), so a rerun after any crash starts after the last applied
+//! `seq` and applies nothing twice. Gaps in `seq` are counted, never waited for.
+
+use std::collections::HashMap;
+
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+
+use crate::apply::{BatchOutcome, Change, Conflict, Engine, row_from_json};
+use crate::db::{Access, Db, JournalEntry};
+use crate::fence::Watch;
+use crate::reconcile;
+use crate::report::{self, Outcome};
+use crate::spec::{self, Side, Spec};
+use crate::value::key_from_json;
+
+#[derive(Debug, Serialize)]
+struct StaleKey {
+    table: String,
+    key: serde_json::Value,
+    ops: String,
+    effect: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+struct Plan {
+    boundary: i64,
+    already_applied: i64,
+    pending: i64,
+    gaps: i64,
+    insert: i64,
+    update: i64,
+    delete: i64,
+    stale_keys: u64,
+    keys: Vec<StaleKey>,
+}
+
+#[derive(Debug, Serialize)]
+struct ReplayReport {
+    verdict: &'static str,
+    boundary: i64,
+    entries: i64,
+    previously_applied: i64,
+    applied: u64,
+    already_in_place: u64,
+    batches: u64,
+    gaps: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    conflict: Option<Conflict>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    breach: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reconciliation: Option<reconcile::Reconciliation>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    summary: Option<String>,
+}
+
+/// Turns one journal entry into a change in canonical form.
+fn to_change(spec: &Spec, index: &HashMap<&str, usize>, e: &JournalEntry) -> Result<Change> {
+    let ctx = || {
+        format!(
+            "journal entry seq {} (table '{}', op {}, key {})",
+            e.seq, e.tbl, e.op, e.key
+        )
+    };
+    let &ti = index.get(e.tbl.as_str()).with_context(|| {
+        format!(
+            "{}: the spec has no table '{}'; replay with the spec the journal was installed with",
+            ctx(),
+            e.tbl
+        )
+    })?;
+    let table = &spec.tables[ti];
+    let image = |j: &Option<String>, which: &str| -> Result<Option<crate::value::Row>> {
+        match j {
+            None => Ok(None),
+            Some(text) => {
+                let json: serde_json::Value = serde_json::from_str(text)
+                    .with_context(|| format!("{which}-image is not JSON"))?;
+                Ok(Some(
+                    row_from_json(table, &json).with_context(|| format!("{which}-image"))?,
+                ))
+            }
+        }
+    };
+    let old = image(&e.old, "before").with_context(ctx)?;
+    let new = image(&e.new, "after").with_context(ctx)?;
+    let (before, after) = match (e.op.as_str(), old, new) {
+        ("insert", None, Some(n)) => (None, Some(n)),
+        ("update", Some(o), Some(n)) => (Some(o), Some(n)),
+        ("delete", Some(o), None) => (Some(o), None),
+        _ => bail!(
+            "{}: the images do not fit the op; the journal is damaged",
+            ctx()
+        ),
+    };
+    // The key column must agree with the image it names.
+    let key = key_from_json(&serde_json::from_str(&e.key).with_context(ctx)?).with_context(ctx)?;
+    let named = after
+        .as_ref()
+        .or(before.as_ref())
+        .map(|r| &r[..table.key_len]);
+    if named != Some(&key[..]) {
+        bail!(
+            "{}: key {} does not match the row's own key; the journal is damaged",
+            ctx(),
+            e.key
+        );
+    }
+    Ok(Change {
+        table: ti,
+        before,
+        after,
+        tag: e.seq,
+    })
+}
+
+pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result<Outcome> {
+    if batch == 0 {
+        bail!("--batch must be at least 1");
+    }
+    let source_access = if dry_run { Access::Read } else { Access::Write };
+    let (mut source, mut target, _) = spec::open(spec, source_access, Access::Read)?;
+    let mut watch = match Watch::start(&target)? {
+        Ok(w) => w,
+        Err(breach) => return breached(breach, 0, 0),
+    };
+    let boundary = watch.fence().boundary;
+    let (applied_rows, last_applied) = source.applied_progress()?;
+    let entries = target.journal_count_upto(boundary)?;
+    let consistent = target.journal_count_upto(last_applied)?;
+    if consistent != applied_rows || last_applied > boundary {
+        bail!(
+            "source {} records {applied_rows} applied entries up to seq {last_applied}, but the journal holds {consistent} entries up to that seq (boundary {boundary}); this source was replayed from another journal. Stop and investigate",
+            source.path().display()
+        );
+    }
+    let gaps = (boundary - last_applied) - (entries - applied_rows);
+    if dry_run {
+        return plan(
+            &target,
+            boundary,
+            applied_rows,
+            last_applied,
+            gaps,
+            max_diffs,
+        );
+    }
+
+    source.ensure_applied_table()?;
+    let index: HashMap<&str, usize> = spec
+        .tables
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.name.as_str(), i))
+        .collect();
+    let engine = Engine::new(spec, &source, Side::Source);
+    let mut rep = ReplayReport {
+        verdict: "fail",
+        boundary,
+        entries,
+        previously_applied: applied_rows,
+        applied: 0,
+        already_in_place: 0,
+        batches: 0,
+        gaps,
+        conflict: None,
+        breach: None,
+        reconciliation: None,
+        summary: None,
+    };
+    let mut after = last_applied;
+    loop {
+        let page = target.journal_page(after, boundary, batch)?;
+        let Some(last) = page.last() else { break };
+        let last_seq = last.seq;
+        let changes: Vec<Change> = page
+            .iter()
+            .map(|e| to_change(spec, &index, e))
+            .collect::<Result<_>>()?;
+        if let Some(b) = watch.recheck(&target)? {
+            rep.breach = Some(b);
+            break;
+        }
+        let delivery = format!("journal:{}-{}", page[0].seq, last_seq);
+        let outcome = engine.apply_batch(&changes, |db| {
+            for e in &page {
+                db.record_applied(e.seq, &delivery)?;
+            }
+            Ok(())
+        })?;
+        match outcome {
+            BatchOutcome::Committed(a) => {
+                rep.applied += a.written;
+                rep.already_in_place += a.already;
+                rep.batches += 1;
+            }
+            BatchOutcome::Conflict(c) => {
+                rep.conflict = Some(*c);
+                break;
+            }
+        }
+        after = last_seq;
+    }
+    drop(engine);
+    if rep.breach.is_none() && rep.conflict.is_none() {
+        rep.breach = watch.verify(&target)?;
+    }
+    if rep.breach.is_none() && rep.conflict.is_none() {
+        let rec = reconcile::reconcile(spec, &mut source, &mut target, max_diffs)?;
+        rep.summary = Some(crate::gate::summary(spec, &rec));
+        if rec.clean() {
+            rep.verdict = "pass";
+        }
+        rep.reconciliation = Some(rec);
+    }
+    render(rep)
+}
+
+fn breached(breach: String, boundary: i64, entries: i64) -> Result<Outcome> {
+    let rep = ReplayReport {
+        verdict: "fail",
+        boundary,
+        entries,
+        previously_applied: 0,
+        applied: 0,
+        already_in_place: 0,
+        batches: 0,
+        gaps: 0,
+        conflict: None,
+        breach: Some(breach),
+        reconciliation: None,
+        summary: None,
+    };
+    render(rep)
+}
+
+fn render(rep: ReplayReport) -> Result<Outcome> {
+    let holds = rep.verdict == "pass";
+    let mut text = report::pairs(&[
+        ("journal_boundary", rep.boundary.to_string()),
+        ("entries", rep.entries.to_string()),
+        ("previously_applied", rep.previously_applied.to_string()),
+        ("applied", rep.applied.to_string()),
+        ("already_in_place", rep.already_in_place.to_string()),
+        ("gaps", rep.gaps.to_string()),
+    ]);
+    if let Some(c) = &rep.conflict {
+        text.push_str(&format!(
+            "\nCONFLICT at seq {} in table '{}', key {}{}: {}\n",
+            c.tag,
+            c.table,
+            c.key,
+            c.column
+                .as_ref()
+                .map(|col| format!(", column '{col}'"))
+                .unwrap_or_default(),
+            c.reason
+        ));
+        let show = |v: &Option<serde_json::Value>| {
+            v.as_ref().map_or("(no row)".to_string(), |j| j.to_string())
+        };
+        text.push_str(&report::table(
+            &["version", "row (target form)"],
+            [
+                vec![
+                    "expected (journal before-image)".to_string(),
+                    show(&c.expected),
+                ],
+                vec!["found in source now".to_string(), show(&c.found)],
+                vec!["journal after-image".to_string(), show(&c.wanted)],
+            ],
+        ));
+        text.push_str(
+            "\nthe batch was rolled back; entries before it stay applied. The source row was changed after the cutover: decide which version is right, fix the source row by hand, and run `cutover replay` again\n",
+        );
+    }
+    if let Some(b) = &rep.breach {
+        text.push_str(&format!(
+            "\n{b}\nreplay stopped; batches already committed stay applied\n"
+        ));
+    }
+    if let Some(rec) = &rep.reconciliation {
+        text.push_str("\nrollback reconciliation (source against target)\n");
+        text.push_str(&report::reconciliation(rec));
+        text.push('\n');
+        if let Some(s) = &rep.summary {
+            text.push_str(&format!("{s}\n"));
+        }
+        text.push_str(if holds {
+            "replay: done; the source holds exactly the target's data. Switch the application back to the source and keep the fence on\n"
+        } else {
+            "replay: FAIL; the source does not reconcile with the target after the replay (a write that bypassed the journal?); do not switch back yet\n"
+        });
+    }
+    Outcome::new(holds, &rep, text)
+}
+
+fn plan(
+    target: &Db,
+    boundary: i64,
+    applied: i64,
+    last_applied: i64,
+    gaps: i64,
+    max_keys: usize,
+) -> Result<Outcome> {
+    let counts = target.journal_pending_counts(last_applied, boundary)?;
+    let get = |op: &str| counts.iter().find(|(o, _)| o == op).map_or(0, |c| c.1);
+    let mut keys = Vec::new();
+    let mut stale = 0u64;
+    target.journal_touched_keys(last_applied, boundary, |tbl, key, ops| {
+        stale += 1;
+        if keys.len() < max_keys {
+            let first = ops.split(',').next().unwrap_or("");
+            let last = ops.rsplit(',').next().unwrap_or("");
+            let effect = match (first, last) {
+                ("insert", "delete") => "inserted and deleted",
+                ("insert", _) => "new",
+                (_, "delete") => "deleted",
+                _ => "updated",
+            };
+            keys.push(StaleKey {
+                table: tbl,
+                key: serde_json::from_str(&key)?,
+                ops,
+                effect,
+            });
+        }
+        Ok(())
+    })?;
+    let p = Plan {
+        boundary,
+        already_applied: applied,
+        pending: get("insert") + get("update") + get("delete"),
+        gaps,
+        insert: get("insert"),
+        update: get("update"),
+        delete: get("delete"),
+        stale_keys: stale,
+        keys,
+    };
+    let mut text = report::pairs(&[
+        ("journal_boundary", p.boundary.to_string()),
+        ("already_applied", p.already_applied.to_string()),
+        (
+            "to_apply",
+            format!(
+                "{} (insert {}, update {}, delete {})",
+                p.pending, p.insert, p.update, p.delete
+            ),
+        ),
+        ("gaps", p.gaps.to_string()),
+        ("stale_keys", p.stale_keys.to_string()),
+    ]);
+    if !p.keys.is_empty() {
+        text.push_str(&format!(
+            "\nthe source is stale at these keys (first {} of {}):\n",
+            p.keys.len(),
+            p.stale_keys
+        ));
+        text.push_str(&report::table(
+            &["table", "key", "effect", "journal ops"],
+            p.keys.iter().map(|k| {
+                vec![
+                    k.table.clone(),
+                    k.key.to_string(),
+                    k.effect.to_string(),
+                    k.ops.clone(),
+                ]
+            }),
+        ));
+        text.push('\n');
+    }
+    text.push_str("dry run: nothing was written\n");
+    Outcome::new(true, &p, text)
+}

@@ -1,0 +1,563 @@
+//! The migration spec: one TOML file that says where source and target are and
+//! how each table's columns are carried across.
+//!
+//! Loading is two-staged. [`load`] parses and checks everything the file alone
+//! can tell (unknown fields and transforms, a `map` that is not bijective, a bad
+//! pattern); [`Spec::check_schema`] then compares every table and column with
+//! the databases' own catalogue, before any command reads a row. Nothing is
+//! checked by trying SQL and seeing it fail.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use regex::Regex;
+use serde::Deserialize;
+
+use crate::db::{ColumnInfo, Db};
+use crate::transform::{MAX_SCALE, Transform};
+use crate::value::Value;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSpec {
+    source: RawEndpoint,
+    target: RawEndpoint,
+    tables: Vec<RawTable>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEndpoint {
+    url: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTable {
+    name: String,
+    source_table: Option<String>,
+    target_table: Option<String>,
+    key: Vec<String>,
+    revision: Option<String>,
+    watermark: Option<String>,
+    currency: Option<String>,
+    on_change: Option<String>,
+    #[serde(default)]
+    ignore: Vec<String>,
+    #[serde(default)]
+    columns: Vec<RawColumn>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawColumn {
+    source: String,
+    target: Option<String>,
+    transform: Option<String>,
+    scale: Option<u32>,
+    map: Option<BTreeMap<String, String>>,
+    integer: Option<bool>,
+    min: Option<i64>,
+    values: Option<Vec<String>>,
+    pattern: Option<String>,
+}
+
+/// A loaded spec with paths resolved against the spec file's folder.
+#[derive(Debug)]
+pub struct Spec {
+    pub path: PathBuf,
+    pub source: PathBuf,
+    pub target: PathBuf,
+    pub tables: Vec<Table>,
+}
+
+/// One migrated table. `columns` holds the key columns first (carried as
+/// `copy`), then the mapped ones; every row in the tool uses this order.
+#[derive(Debug)]
+pub struct Table {
+    pub name: String,
+    pub source_table: String,
+    pub target_table: String,
+    pub key_len: usize,
+    pub columns: Vec<Column>,
+    pub ignore: Vec<String>,
+    pub currency: Option<usize>,
+}
+
+#[derive(Debug)]
+pub struct Column {
+    pub source: String,
+    pub target: String,
+    pub transform: Transform,
+    pub checks: Checks,
+}
+
+/// Checks on a column's canonical (target) value.
+#[derive(Debug, Default)]
+pub struct Checks {
+    pub integer: bool,
+    pub min: Option<i64>,
+    pub values: Option<BTreeSet<String>>,
+    pub pattern: Option<Regex>,
+}
+
+impl Checks {
+    /// Checks a canonical value; NULL passes (nullability is the schema's job).
+    pub fn check(&self, v: &Value) -> Result<(), String> {
+        if matches!(v, Value::Null) {
+            return Ok(());
+        }
+        if (self.integer || self.min.is_some()) && !matches!(v, Value::Integer(_)) {
+            return Err(format!("{v} is not an integer ({})", v.class()));
+        }
+        if let (Some(min), Value::Integer(i)) = (self.min, v)
+            && *i < min
+        {
+            return Err(format!("{i} is below the minimum {min}"));
+        }
+        if let Some(values) = &self.values {
+            match v {
+                Value::Text(t) if values.contains(t) => {}
+                _ => return Err(format!("{v} is not one of the allowed values")),
+            }
+        }
+        if let Some(re) = &self.pattern {
+            match v {
+                Value::Text(t) if re.is_match(t) => {}
+                _ => return Err(format!("{v} does not match the pattern {}", re.as_str())),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Table {
+    pub fn key_columns(&self) -> &[Column] {
+        &self.columns[..self.key_len]
+    }
+
+    pub fn source_names(&self) -> Vec<&str> {
+        self.columns.iter().map(|c| c.source.as_str()).collect()
+    }
+
+    pub fn target_names(&self) -> Vec<&str> {
+        self.columns.iter().map(|c| c.target.as_str()).collect()
+    }
+
+    /// Indexes of the `decimal_to_minor` columns, whose sums are control totals.
+    pub fn money_columns(&self) -> Vec<usize> {
+        (0..self.columns.len())
+            .filter(|&i| matches!(self.columns[i].transform, Transform::DecimalToMinor { .. }))
+            .collect()
+    }
+}
+
+/// Which side of the migration a database is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Source,
+    Target,
+}
+
+impl fmt::Display for Side {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Side::Source => "source",
+            Side::Target => "target",
+        })
+    }
+}
+
+/// Reads and checks a spec file.
+pub fn load(path: &Path) -> Result<Spec> {
+    if path.is_dir() {
+        bail!(
+            "spec {} is a directory; pass the spec's .toml file",
+            path.display()
+        );
+    }
+    let text = std::fs::read_to_string(path).with_context(|| {
+        format!(
+            "reading spec {}; check the path given to --spec",
+            path.display()
+        )
+    })?;
+    let raw: RawSpec = toml::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "spec {} is not valid: {}",
+            path.display(),
+            e.to_string().trim_end()
+        )
+    })?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    let ctx = |what: &str| format!("spec {}: {what}", path.display());
+    let source = sqlite_path(base, &raw.source.url).with_context(|| ctx("[source] url"))?;
+    let target = sqlite_path(base, &raw.target.url).with_context(|| ctx("[target] url"))?;
+    if raw.tables.is_empty() {
+        bail!(
+            "spec {}: no [[tables]]; describe at least one table",
+            path.display()
+        );
+    }
+    let mut names = BTreeSet::new();
+    let mut tables = Vec::new();
+    for t in raw.tables {
+        if !names.insert(t.name.clone()) {
+            bail!(
+                "spec {}: table '{}' is described twice",
+                path.display(),
+                t.name
+            );
+        }
+        let name = t.name.clone();
+        tables.push(resolve_table(t).with_context(|| ctx(&format!("table '{name}'")))?);
+    }
+    Ok(Spec {
+        path: path.to_path_buf(),
+        source,
+        target,
+        tables,
+    })
+}
+
+fn sqlite_path(base: &Path, url: &str) -> Result<PathBuf> {
+    match url.strip_prefix("sqlite://") {
+        Some(p) if !p.is_empty() => Ok(base.join(p)),
+        _ => bail!("url '{url}' is not supported; write sqlite://PATH (relative to the spec file)"),
+    }
+}
+
+fn resolve_table(t: RawTable) -> Result<Table> {
+    if t.key.is_empty() {
+        bail!("key is empty; name the column(s) that identify a row, e.g. key = [\"id\"]");
+    }
+    for (field, value) in [("revision", &t.revision), ("watermark", &t.watermark)] {
+        if let Some(v) = value {
+            bail!("{field} = '{v}' is not supported by this version of cutover; remove it");
+        }
+    }
+    match t.on_change.as_deref() {
+        None | Some("reject") => {}
+        Some(other) => bail!(
+            "on_change = '{other}' is not supported by this version of cutover; use \"reject\" or remove it"
+        ),
+    }
+    let mut columns: Vec<Column> = t
+        .key
+        .iter()
+        .map(|k| Column {
+            source: k.clone(),
+            target: k.clone(),
+            transform: Transform::Copy,
+            checks: Checks::default(),
+        })
+        .collect();
+    for c in t.columns {
+        let col = resolve_column(c)?;
+        if let Some(i) = t.key.iter().position(|k| *k == col.source) {
+            // A key column may be listed, but only as the plain copy it is.
+            if col.target != col.source || col.transform != Transform::Copy {
+                bail!(
+                    "key column '{}' must be carried as copy under the same name",
+                    col.source
+                );
+            }
+            columns[i].checks = col.checks;
+            continue;
+        }
+        columns.push(col);
+    }
+    let mut seen_s = BTreeSet::new();
+    let mut seen_t = BTreeSet::new();
+    for c in &columns {
+        if !seen_s.insert(c.source.as_str()) {
+            bail!("source column '{}' is mapped twice", c.source);
+        }
+        if !seen_t.insert(c.target.as_str()) {
+            bail!("target column '{}' is the target of two mappings", c.target);
+        }
+    }
+    for i in &t.ignore {
+        if seen_s.contains(i.as_str()) {
+            bail!("column '{i}' is both mapped and ignored; remove one");
+        }
+    }
+    let currency = match &t.currency {
+        None => None,
+        Some(c) => Some(
+            columns
+                .iter()
+                .position(|col| col.target == *c)
+                .with_context(|| format!("currency column '{c}' is not a mapped target column"))?,
+        ),
+    };
+    Ok(Table {
+        source_table: t.source_table.unwrap_or_else(|| t.name.clone()),
+        target_table: t.target_table.unwrap_or_else(|| t.name.clone()),
+        name: t.name,
+        key_len: t.key.len(),
+        columns,
+        ignore: t.ignore,
+        currency,
+    })
+}
+
+fn resolve_column(c: RawColumn) -> Result<Column> {
+    let what = format!("column '{}'", c.source);
+    let transform = match c.transform.as_deref().unwrap_or("copy") {
+        "copy" => Transform::Copy,
+        "decimal_to_minor" => {
+            let scale = c.scale.with_context(|| {
+                format!("{what}: decimal_to_minor needs a scale, e.g. scale = 2")
+            })?;
+            if scale > MAX_SCALE {
+                bail!("{what}: scale {scale} is past the largest supported scale {MAX_SCALE}");
+            }
+            Transform::DecimalToMinor { scale }
+        }
+        "map" => {
+            let map = c.map.clone().with_context(|| {
+                format!("{what}: map needs a table, e.g. map = {{ A = \"active\" }}")
+            })?;
+            if map.is_empty() {
+                bail!("{what}: map is empty");
+            }
+            Transform::map(map).map_err(|e| anyhow::anyhow!("{what}: {e}"))?
+        }
+        other => {
+            bail!("{what}: unknown transform '{other}'; use one of copy, decimal_to_minor, map")
+        }
+    };
+    if c.scale.is_some() && !matches!(transform, Transform::DecimalToMinor { .. }) {
+        bail!("{what}: scale is only for decimal_to_minor");
+    }
+    if c.map.is_some() && !matches!(transform, Transform::Map { .. }) {
+        bail!("{what}: map = {{…}} is only for transform = \"map\"");
+    }
+    let pattern =
+        match c.pattern {
+            None => None,
+            Some(p) => Some(Regex::new(&p).with_context(|| {
+                format!("{what}: pattern '{p}' is not a valid regular expression")
+            })?),
+        };
+    Ok(Column {
+        target: c.target.unwrap_or_else(|| c.source.clone()),
+        source: c.source,
+        transform,
+        checks: Checks {
+            integer: c.integer.unwrap_or(false),
+            min: c.min,
+            values: c.values.map(|v| v.into_iter().collect()),
+            pattern,
+        },
+    })
+}
+
+/// Opens both databases of a spec and checks the spec against their
+/// catalogues, before anything reads a row.
+pub fn open(
+    spec: &Spec,
+    source: crate::db::Access,
+    target: crate::db::Access,
+) -> Result<(Db, Db, SchemaNotes)> {
+    let s = Db::open(&spec.source, source, "source")?;
+    let t = Db::open(&spec.target, target, "target")?;
+    let notes = spec.check_schema(&s, &t)?;
+    Ok((s, t, notes))
+}
+
+/// What the schema check found that is allowed but worth saying.
+#[derive(Debug, Default)]
+pub struct SchemaNotes {
+    /// `(table, column)` source columns deliberately not carried.
+    pub irreversible: Vec<(String, String)>,
+}
+
+impl Spec {
+    pub fn table(&self, name: &str) -> Option<&Table> {
+        self.tables.iter().find(|t| t.name == name)
+    }
+
+    /// Compares the spec with both databases' catalogues.
+    pub fn check_schema(&self, source: &Db, target: &Db) -> Result<SchemaNotes> {
+        let mut notes = SchemaNotes::default();
+        for t in &self.tables {
+            let s_cols = table_columns(source, &t.source_table, Side::Source, self)?;
+            let t_cols = table_columns(target, &t.target_table, Side::Target, self)?;
+            let s_names: BTreeSet<&str> = s_cols.iter().map(|c| c.name.as_str()).collect();
+            let t_names: BTreeSet<&str> = t_cols.iter().map(|c| c.name.as_str()).collect();
+            for c in &t.columns {
+                if !s_names.contains(c.source.as_str()) {
+                    bail!(
+                        "spec {}: table '{}': source table '{}' in {} has no column '{}' (it has: {}); fix the column name in the spec",
+                        self.path.display(),
+                        t.name,
+                        t.source_table,
+                        self.source.display(),
+                        c.source,
+                        join(&s_names)
+                    );
+                }
+                if !t_names.contains(c.target.as_str()) {
+                    bail!(
+                        "spec {}: table '{}': target table '{}' in {} has no column '{}' (it has: {}); fix the column name in the spec",
+                        self.path.display(),
+                        t.name,
+                        t.target_table,
+                        self.target.display(),
+                        c.target,
+                        join(&t_names)
+                    );
+                }
+            }
+            for i in &t.ignore {
+                if !s_names.contains(i.as_str()) {
+                    bail!(
+                        "spec {}: table '{}': ignored column '{i}' does not exist in source table '{}'",
+                        self.path.display(),
+                        t.name,
+                        t.source_table
+                    );
+                }
+                notes.irreversible.push((t.name.clone(), i.clone()));
+            }
+            let mapped_s: BTreeSet<&str> = t.columns.iter().map(|c| c.source.as_str()).collect();
+            for c in &s_cols {
+                if !mapped_s.contains(c.name.as_str()) && !t.ignore.contains(&c.name) {
+                    bail!(
+                        "spec {}: table '{}': source column '{}' is not mapped; add a [[tables.columns]] entry with source = \"{}\", or list it in ignore = [...] to drop it (rollback cannot restore an ignored column)",
+                        self.path.display(),
+                        t.name,
+                        c.name,
+                        c.name
+                    );
+                }
+            }
+            let mapped_t: BTreeSet<&str> = t.columns.iter().map(|c| c.target.as_str()).collect();
+            for c in &t_cols {
+                if !mapped_t.contains(c.name.as_str()) {
+                    bail!(
+                        "spec {}: table '{}': target column '{}' is not the target of any mapping, so it could be neither loaded nor reconciled; map a source column to it",
+                        self.path.display(),
+                        t.name,
+                        c.name
+                    );
+                }
+            }
+        }
+        Ok(notes)
+    }
+}
+
+fn table_columns(db: &Db, table: &str, side: Side, spec: &Spec) -> Result<Vec<ColumnInfo>> {
+    let cols = db.table_columns(table)?;
+    if cols.is_empty() {
+        let have = db.user_tables()?;
+        bail!(
+            "spec {}: {side} {} has no table '{table}' (it has: {}); fix the table name in the spec",
+            spec.path.display(),
+            db.path().display(),
+            if have.is_empty() {
+                "no tables".to_string()
+            } else {
+                have.join(", ")
+            }
+        );
+    }
+    Ok(cols)
+}
+
+fn join(names: &BTreeSet<&str>) -> String {
+    names.iter().copied().collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, text: &str) -> PathBuf {
+        let p = dir.join("spec.toml");
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    const HEAD: &str = "[source]\nurl = \"sqlite://s.db\"\n[target]\nurl = \"sqlite://t.db\"\n";
+
+    #[test]
+    fn paths_resolve_against_the_spec_folder() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let p = write(
+            dir.path(),
+            &format!("{HEAD}[[tables]]\nname = \"orders\"\nkey = [\"id\"]\n"),
+        );
+        let spec = load(&p)?;
+        assert_eq!(spec.source, dir.path().join("s.db"));
+        assert_eq!(spec.tables[0].source_table, "orders");
+        assert_eq!(spec.tables[0].columns.len(), 1);
+        Ok(())
+    }
+
+    #[test]
+    fn unknown_transform_is_refused() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let p = write(
+            dir.path(),
+            &format!(
+                "{HEAD}[[tables]]\nname = \"o\"\nkey = [\"id\"]\n[[tables.columns]]\nsource = \"a\"\ntransform = \"round\"\n"
+            ),
+        );
+        let err = format!("{:#}", load(&p).unwrap_err());
+        assert!(err.contains("unknown transform 'round'"), "{err}");
+        Ok(())
+    }
+
+    #[test]
+    fn non_bijective_map_is_refused() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let p = write(
+            dir.path(),
+            &format!(
+                "{HEAD}[[tables]]\nname = \"o\"\nkey = [\"id\"]\n[[tables.columns]]\nsource = \"s\"\ntransform = \"map\"\nmap = {{ A = \"x\", B = \"x\" }}\n"
+            ),
+        );
+        let err = format!("{:#}", load(&p).unwrap_err());
+        assert!(
+            err.contains("both map to 'x'") && err.contains("table 'o'"),
+            "{err}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn unknown_field_is_refused() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let p = write(
+            dir.path(),
+            &format!("{HEAD}[[tables]]\nname = \"o\"\nkeys = [\"id\"]\n"),
+        );
+        assert!(format!("{:#}", load(&p).unwrap_err()).contains("keys"));
+        Ok(())
+    }
+
+    #[test]
+    fn checks_apply_to_canonical_values() -> Result<()> {
+        let c = Checks {
+            integer: false,
+            min: Some(0),
+            values: None,
+            pattern: Some(Regex::new("^[A-Z]{3}$")?),
+        };
+        assert!(c.check(&Value::Integer(-1)).is_err());
+        assert!(c.check(&Value::Text("1".into())).is_err());
+        let p = Checks {
+            pattern: Some(Regex::new("^[A-Z]{3}$")?),
+            ..Checks::default()
+        };
+        assert!(p.check(&Value::Text("EUR".into())).is_ok());
+        assert!(p.check(&Value::Text("eur".into())).is_err());
+        Ok(())
+    }
+}

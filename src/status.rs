@@ -1,0 +1,109 @@
+//! `cutover status`: where the migration stands (loaded, journaling, fenced,
+//! replayed k of n, rolled back) and the next command the runbook calls for.
+//! Reads only counters and control tables; never scans a user table.
+
+use anyhow::Result;
+use serde::Serialize;
+
+use crate::db::{Access, TableSql};
+use crate::report::{self, Outcome};
+use crate::spec::{self, Spec};
+
+#[derive(Debug, Serialize)]
+struct StatusReport {
+    phase: String,
+    next: String,
+    target_rows: i64,
+    journal_installed: bool,
+    journal_entries: i64,
+    fenced: bool,
+    boundary: Option<i64>,
+    replayed: i64,
+    to_replay: i64,
+}
+
+pub fn run(spec: &Spec) -> Result<Outcome> {
+    let (source, target, _) = spec::open(spec, Access::Read, Access::Read)?;
+    let mut target_rows = 0;
+    for t in &spec.tables {
+        target_rows += target.row_count(&TableSql::new(
+            &t.target_table,
+            &t.target_names(),
+            t.key_len,
+        ))?;
+    }
+    let journal_installed = crate::journal::installed(spec, &target)?;
+    let (journal_entries, _) = target.journal_extent()?;
+    let fence = crate::fence::read(&target)?;
+    let (replayed, _) = source.applied_progress()?;
+    let spec_arg = format!("--spec {}", spec.path.display());
+    let (phase, next, to_replay) = match &fence {
+        Some(f) => {
+            let n = target.journal_count_upto(f.boundary)?;
+            if replayed >= n {
+                (
+                    format!("rolled back (fenced at boundary {}, replayed {replayed} of {n})", f.boundary),
+                    "switch the application back to the source; keep the fence on. Confirm with `cutover gate`".to_string(),
+                    n,
+                )
+            } else {
+                (
+                    format!(
+                        "fenced at boundary {}, replayed {replayed} of {n}",
+                        f.boundary
+                    ),
+                    format!("cutover replay {spec_arg}"),
+                    n,
+                )
+            }
+        }
+        None if journal_installed => (
+            format!("journaling ({journal_entries} entries)"),
+            format!(
+                "if the cutover fails: cutover fence on {spec_arg}, then cutover replay {spec_arg}"
+            ),
+            0,
+        ),
+        None if target_rows > 0 => (
+            "loaded".to_string(),
+            format!("cutover gate {spec_arg}; at the switch: cutover journal install {spec_arg}"),
+            0,
+        ),
+        None => (
+            "not loaded".to_string(),
+            format!("cutover check {spec_arg}, then cutover load {spec_arg}"),
+            0,
+        ),
+    };
+    let rep = StatusReport {
+        phase,
+        next,
+        target_rows,
+        journal_installed,
+        journal_entries,
+        fenced: fence.is_some(),
+        boundary: fence.as_ref().map(|f| f.boundary),
+        replayed,
+        to_replay,
+    };
+    let text = report::pairs(&[
+        ("phase", rep.phase.clone()),
+        ("target_rows", rep.target_rows.to_string()),
+        (
+            "journal",
+            if rep.journal_installed {
+                format!("installed, {} entries", rep.journal_entries)
+            } else {
+                format!("not installed ({} entries)", rep.journal_entries)
+            },
+        ),
+        (
+            "fence",
+            rep.boundary
+                .map_or("off".into(), |b| format!("on, journal_boundary={b}")),
+        ),
+        ("replayed", format!("{} of {}", rep.replayed, rep.to_replay)),
+        ("next", rep.next.clone()),
+    ]);
+    Outcome::new(true, &rep, text)
+}

@@ -1,0 +1,446 @@
+//! Column transforms: a forward function (source → target) and its reverse,
+//! bound by one law: `reverse(forward(x))` has the same value as `x` for every
+//! `x` that forward accepts.
+//!
+//! Money is parsed by a strict grammar into integer minor units with checked
+//! `i64` arithmetic and rendered back through `rust_decimal`; no value ever
+//! passes through floating point, and nothing is rounded, trimmed or clamped.
+//! Anything the grammar does not accept is a [`Reject`] naming the reason.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use rust_decimal::Decimal;
+
+use crate::value::Value;
+
+/// The largest scale whose factor `10^scale` fits an `i64`.
+pub const MAX_SCALE: u32 = 18;
+
+/// A column's transform, resolved from the spec.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Transform {
+    /// The value is carried as it is, storage class included.
+    Copy,
+    /// Decimal text ↔ integer minor units at a fixed scale (`"12.50"` ↔ `1250`).
+    DecimalToMinor { scale: u32 },
+    /// A bijective code table: `forward` maps codes to words, `reverse` back.
+    Map {
+        forward: BTreeMap<String, String>,
+        reverse: BTreeMap<String, String>,
+    },
+}
+
+/// Why a value cannot be carried across.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reject(pub String);
+
+impl fmt::Display for Reject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn reject<T>(why: impl Into<String>) -> Result<T, Reject> {
+    Err(Reject(why.into()))
+}
+
+impl Transform {
+    /// Builds a `map` transform, refusing a table that is not bijective.
+    pub fn map(forward: BTreeMap<String, String>) -> Result<Transform, String> {
+        let mut reverse = BTreeMap::new();
+        for (code, word) in &forward {
+            if let Some(first) = reverse.insert(word.clone(), code.clone()) {
+                return Err(format!(
+                    "map is not reversible: codes '{first}' and '{code}' both map to '{word}'; give each code its own word"
+                ));
+            }
+        }
+        Ok(Transform::Map { forward, reverse })
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Transform::Copy => "copy",
+            Transform::DecimalToMinor { .. } => "decimal_to_minor",
+            Transform::Map { .. } => "map",
+        }
+    }
+
+    /// Source value → target value.
+    pub fn forward(&self, v: &Value) -> Result<Value, Reject> {
+        match (self, v) {
+            (Transform::Copy, v) => Ok(v.clone()),
+            (_, Value::Null) => Ok(Value::Null),
+            (Transform::DecimalToMinor { scale }, Value::Text(t)) => {
+                parse_decimal(t, *scale).map(|d| Value::Integer(d.minor))
+            }
+            (Transform::DecimalToMinor { .. }, Value::Real(r)) => reject(format!(
+                "expected decimal text, found the real {r:?}: floating point cannot carry money exactly"
+            )),
+            (Transform::DecimalToMinor { .. }, other) => reject(format!(
+                "expected decimal text, found {} {other}",
+                other.class()
+            )),
+            (Transform::Map { forward, .. }, Value::Text(code)) => match forward.get(code) {
+                Some(word) => Ok(Value::Text(word.clone())),
+                None => reject(format!("code {v} is not in the map")),
+            },
+            (Transform::Map { .. }, other) => reject(format!(
+                "expected a text code, found {} {other}",
+                other.class()
+            )),
+        }
+    }
+
+    /// Target value → source value, in canonical form.
+    pub fn reverse(&self, v: &Value) -> Result<Value, Reject> {
+        match (self, v) {
+            (Transform::Copy, v) => Ok(v.clone()),
+            (_, Value::Null) => Ok(Value::Null),
+            (Transform::DecimalToMinor { scale }, Value::Integer(minor)) => {
+                Ok(Value::Text(render_minor(*minor, *scale)))
+            }
+            (Transform::DecimalToMinor { .. }, other) => reject(format!(
+                "expected integer minor units, found {} {other}",
+                other.class()
+            )),
+            (Transform::Map { reverse, .. }, Value::Text(word)) => match reverse.get(word) {
+                Some(code) => Ok(Value::Text(code.clone())),
+                None => reject(format!(
+                    "word {v} is not in the map, so no source code carries it"
+                )),
+            },
+            (Transform::Map { .. }, other) => reject(format!(
+                "expected a text word, found {} {other}",
+                other.class()
+            )),
+        }
+    }
+
+    /// For a source value that forward accepts: is it already the exact text
+    /// reverse would write back? `"12.5"` is value-equal to `"12.50"` but not
+    /// canonical, so replay would rewrite it.
+    pub fn is_canonical(&self, v: &Value) -> bool {
+        match (self, v) {
+            (Transform::DecimalToMinor { scale }, Value::Text(t)) => {
+                parse_decimal(t, *scale).is_ok_and(|d| d.canonical)
+            }
+            _ => true,
+        }
+    }
+}
+
+/// A parsed decimal: its minor units and whether the text was canonical.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Parsed {
+    pub minor: i64,
+    pub canonical: bool,
+}
+
+/// Parses `-?[0-9]+(\.[0-9]{1,scale})?` (ASCII digits only) into minor units.
+///
+/// Rejected, never repaired: exponents (`1e3`), `NaN`, `inf`, a leading `+`,
+/// surrounding or inner whitespace, `.5`, `5.`, `12,50`, non-ASCII digits,
+/// more fraction digits than the scale, and anything past the `i64` range.
+/// Runs in time linear in the text, however long.
+pub fn parse_decimal(text: &str, scale: u32) -> Result<Parsed, Reject> {
+    let shown = || {
+        if text.len() > 40 {
+            format!(
+                "'{}…' ({} bytes)",
+                &text[..text.floor_char_boundary(40)],
+                text.len()
+            )
+        } else {
+            format!("'{text}'")
+        }
+    };
+    if text.is_empty() {
+        return reject("empty text is not a decimal");
+    }
+    let (negative, body) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (int_part, frac_part) = match body.split_once('.') {
+        Some((i, f)) => (i, Some(f)),
+        None => (body, None),
+    };
+    let check_digits = |part: &str, what: &str| -> Result<(), Reject> {
+        if let Some(c) = part.chars().find(|c| !c.is_ascii_digit()) {
+            let why = if c.is_whitespace() {
+                "contains whitespace".to_string()
+            } else if c.is_numeric() {
+                format!("contains the non-ASCII digit {c:?}")
+            } else {
+                format!("contains {c:?}")
+            };
+            return reject(format!("{} is not a plain decimal: {what} {why}", shown()));
+        }
+        Ok(())
+    };
+    if int_part.is_empty() {
+        return reject(format!(
+            "{} is not a plain decimal: no digit before the point",
+            shown()
+        ));
+    }
+    check_digits(int_part, "the integer part")?;
+    if let Some(f) = frac_part {
+        if f.is_empty() {
+            return reject(format!(
+                "{} is not a plain decimal: no digit after the point",
+                shown()
+            ));
+        }
+        check_digits(f, "the fraction")?;
+        if f.len() > scale as usize {
+            return reject(format!(
+                "{} has {} decimal places, past the scale of {scale}; it would have to be rounded",
+                shown(),
+                f.len()
+            ));
+        }
+    }
+    let out_of_range = || {
+        Reject(format!(
+            "{} is past the 64-bit range of minor units",
+            shown()
+        ))
+    };
+    // Accumulate negatively so that i64::MIN itself is representable.
+    let mut acc: i64 = 0;
+    let digits = int_part.bytes().chain(frac_part.unwrap_or("").bytes());
+    for d in digits {
+        acc = acc
+            .checked_mul(10)
+            .and_then(|a| a.checked_sub(i64::from(d - b'0')))
+            .ok_or_else(out_of_range)?;
+    }
+    let pad = scale as usize - frac_part.map_or(0, str::len);
+    for _ in 0..pad {
+        acc = acc.checked_mul(10).ok_or_else(out_of_range)?;
+    }
+    let minor = if negative {
+        acc
+    } else {
+        acc.checked_neg().ok_or_else(out_of_range)?
+    };
+    let canonical = render_minor(minor, scale) == text;
+    Ok(Parsed { minor, canonical })
+}
+
+/// Renders minor units as canonical decimal text: `1250` at scale 2 is `"12.50"`.
+pub fn render_minor(minor: i64, scale: u32) -> String {
+    Decimal::new(minor, scale).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn minor(t: &str) -> Result<i64, Reject> {
+        parse_decimal(t, 2).map(|p| p.minor)
+    }
+
+    #[test]
+    fn running_example_amounts_parse_exactly() {
+        assert_eq!(minor("12.50"), Ok(1250));
+        assert_eq!(minor("7.50"), Ok(750));
+        assert_eq!(minor("20.00"), Ok(2000));
+        assert_eq!(minor("-0.01"), Ok(-1));
+        assert_eq!(minor("0"), Ok(0));
+    }
+
+    #[test]
+    fn every_rejected_form_is_rejected() {
+        for bad in [
+            "1e3",
+            "NaN",
+            "nan",
+            "inf",
+            "-inf",
+            "+7.50",
+            " 7.50",
+            "7.50 ",
+            "7. 50",
+            ".5",
+            "5.",
+            "12,50",
+            "12.345",
+            "",
+            "-",
+            "--1",
+            "1-",
+            "0x10",
+            "１２.５０",
+            "١٢.٥٠",
+            "12.5.0",
+            "1_000",
+            "99999999999999999.00",
+            "92233720368547758.08",
+            "-92233720368547758.09",
+        ] {
+            assert!(minor(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn reasons_name_what_is_wrong() {
+        assert!(
+            minor("12.345")
+                .unwrap_err()
+                .0
+                .contains("past the scale of 2")
+        );
+        assert!(
+            minor("１２.５０")
+                .unwrap_err()
+                .0
+                .contains("non-ASCII digit")
+        );
+        assert!(minor(" 7.50").unwrap_err().0.contains("whitespace"));
+        assert!(
+            minor("92233720368547758.08")
+                .unwrap_err()
+                .0
+                .contains("64-bit")
+        );
+    }
+
+    #[test]
+    fn i64_limits_are_exact() {
+        assert_eq!(minor("92233720368547758.07"), Ok(i64::MAX));
+        assert_eq!(minor("-92233720368547758.08"), Ok(i64::MIN));
+        assert_eq!(render_minor(i64::MIN, 2), "-92233720368547758.08");
+    }
+
+    #[test]
+    fn very_long_digit_strings_are_refused_quickly() {
+        let long = "9".repeat(1_000_000);
+        let err = minor(&long).unwrap_err();
+        assert!(err.0.contains("64-bit"), "{err}");
+        let zeros = format!("{}1.00", "0".repeat(1_000_000));
+        assert_eq!(
+            parse_decimal(&zeros, 2),
+            Ok(Parsed {
+                minor: 100,
+                canonical: false
+            })
+        );
+    }
+
+    #[test]
+    fn non_canonical_text_is_value_equal_but_flagged() {
+        assert_eq!(
+            parse_decimal("12.5", 2),
+            Ok(Parsed {
+                minor: 1250,
+                canonical: false
+            })
+        );
+        assert_eq!(
+            parse_decimal("-0.00", 2),
+            Ok(Parsed {
+                minor: 0,
+                canonical: false
+            })
+        );
+        assert_eq!(
+            parse_decimal("012.50", 2),
+            Ok(Parsed {
+                minor: 1250,
+                canonical: false
+            })
+        );
+        assert_eq!(
+            parse_decimal("12.50", 2),
+            Ok(Parsed {
+                minor: 1250,
+                canonical: true
+            })
+        );
+    }
+
+    #[test]
+    fn scale_zero_takes_no_fraction() {
+        assert_eq!(parse_decimal("12", 0).map(|p| p.minor), Ok(12));
+        assert!(parse_decimal("12.0", 0).is_err());
+        assert_eq!(render_minor(12, 0), "12");
+    }
+
+    #[test]
+    fn decimal_refuses_reals_and_integers_in_the_source() {
+        let t = Transform::DecimalToMinor { scale: 2 };
+        assert!(
+            t.forward(&Value::Real(12.5))
+                .unwrap_err()
+                .0
+                .contains("floating point")
+        );
+        assert!(t.forward(&Value::Integer(1250)).is_err());
+        assert!(t.reverse(&Value::Text("1250".into())).is_err());
+        assert_eq!(t.forward(&Value::Null), Ok(Value::Null));
+    }
+
+    #[test]
+    fn map_with_two_codes_for_one_word_is_refused() {
+        let m = BTreeMap::from([("A".into(), "active".into()), ("B".into(), "active".into())]);
+        let err = Transform::map(m).unwrap_err();
+        assert!(err.contains("'A' and 'B' both map to 'active'"), "{err}");
+    }
+
+    #[test]
+    fn map_rejects_unknown_codes_both_ways() -> Result<(), String> {
+        let m = Transform::map(BTreeMap::from([("A".into(), "active".into())]))?;
+        assert_eq!(
+            m.forward(&Value::Text("A".into())),
+            Ok(Value::Text("active".into()))
+        );
+        assert!(m.forward(&Value::Text("Z".into())).is_err());
+        assert!(m.forward(&Value::Text("а".into())).is_err()); // Cyrillic look-alike
+        assert!(m.reverse(&Value::Text("gone".into())).is_err());
+        assert!(m.forward(&Value::Integer(1)).is_err());
+        Ok(())
+    }
+
+    proptest! {
+        // The law, on generated values: reverse(forward(x)) is value-equal to x,
+        // and exactly x when x is canonical.
+        #[test]
+        fn decimal_law_holds(m in any::<i64>(), scale in 0u32..=MAX_SCALE) {
+            let t = Transform::DecimalToMinor { scale };
+            let text = Value::Text(render_minor(m, scale));
+            let fwd = t.forward(&text).map_err(|e| TestCaseError::fail(e.0))?;
+            prop_assert_eq!(&fwd, &Value::Integer(m));
+            prop_assert_eq!(t.reverse(&fwd).map_err(|e| TestCaseError::fail(e.0))?, text);
+        }
+
+        #[test]
+        fn decimal_law_holds_for_non_canonical_text(int in 0u64..1_000_000, frac in 0u32..10, zeros in 0usize..4) {
+            let text = format!("{}{int}.{frac}", "0".repeat(zeros));
+            let t = Transform::DecimalToMinor { scale: 2 };
+            let fwd = t.forward(&Value::Text(text.clone())).map_err(|e| TestCaseError::fail(e.0))?;
+            let back = t.reverse(&fwd).map_err(|e| TestCaseError::fail(e.0))?;
+            prop_assert_eq!(t.forward(&back).map_err(|e| TestCaseError::fail(e.0))?, fwd);
+        }
+
+        #[test]
+        fn arbitrary_text_never_panics(s in "\\PC{0,40}") {
+            let _ = parse_decimal(&s, 2);
+        }
+
+        #[test]
+        fn map_law_holds(codes in proptest::collection::btree_map("[A-Z]{1,3}", "[a-z]{1,8}", 1..8)) {
+            if let Ok(m) = Transform::map(codes.clone()) {
+                for code in codes.keys() {
+                    let v = Value::Text(code.clone());
+                    let fwd = m.forward(&v).map_err(|e| TestCaseError::fail(e.0))?;
+                    prop_assert_eq!(m.reverse(&fwd).map_err(|e| TestCaseError::fail(e.0))?, v);
+                }
+            }
+        }
+    }
+}
