@@ -1,17 +1,28 @@
-//! The apply engine: the one place that writes rows, used by load and replay.
+//! The apply engine: the one place that writes rows and the bookkeeping that
+//! proves what was written. Load, replay and change-feed apply all go through
+//! [`Engine::apply_batch`].
 //!
-//! A batch is a list of [`Change`]s, each a compare-and-set on one key: "the
-//! row is `before` (or absent), make it `after` (or absent)". The whole batch
-//! and its checkpoint (the caller's bookkeeping: applied sequence numbers, a
-//! load cursor) commit in one `BEGIN IMMEDIATE` transaction; a conflict or
-//! any error rolls all of it back, so every table is exactly as before.
+//! The contract (DESIGN.md "Apply"):
+//!
+//! - a batch is atomic: its changes and its [`Checkpoint`] (load cursor,
+//!   applied journal sequence numbers, or a delivery receipt) commit in one
+//!   `BEGIN IMMEDIATE` transaction; a conflict or any error rolls all of it
+//!   back and every table is as before;
+//! - identity is the spec key (several columns allowed) within one table;
+//! - each change follows one [`Rule`]: the replay rule (the row must equal
+//!   `before`, or already equal `after`), the revision rule (newer replaces,
+//!   older is kept as evidence, a tombstone is never resurrected by an older
+//!   update), or the plain rule (same content is a duplicate, different
+//!   content a conflict unless the table's `on_change = "update"`);
+//! - deliveries are idempotent: a receipt with the same digest is `replayed`,
+//!   a different digest is refused, and positions are gapless per feed.
 //!
 //! Rows in a change are canonical (target form). Applied to the source they
 //! are reverse-transformed; the source's current row is compared in canonical
-//! form, so a value-equal but non-canonical text (`12.5`) is not a conflict.
+//! form, so value-equal but non-canonical text (`12.5`) is not a conflict.
 //!
-//! A change whose `after` is already in place counts as done, never as a
-//! conflict: that is what makes a rerun after a crash apply nothing twice.
+//! `CUTOVER_FAULT` crash points (drills) live here, because this is where a
+//! batch can be interrupted: `mid-batch`, `before-commit`, `after-commit`.
 
 use std::sync::OnceLock;
 
@@ -21,19 +32,35 @@ use serde_json::Value as Json;
 
 use crate::db::{Db, TableSql};
 use crate::reconcile::canonical;
-use crate::spec::{Side, Spec, Table};
-use crate::value::{Row, Value, key_cmp, key_json};
+use crate::spec::{OnChange, Side, Spec, Table};
+use crate::value::{Row, Value, display_key, key_cmp, key_json};
 
-/// One compare-and-set on one key.
+/// How a change decides whether it may be written.
+#[derive(Clone, Debug)]
+pub enum Rule {
+    /// Replay: the current row must equal this (`None`: no row), or already
+    /// equal the change's `after`.
+    Expect(Option<Row>),
+    /// The record's revision; the table has a revision column.
+    Revision(i64),
+    /// No revision: identical content is a duplicate, different a conflict
+    /// (or an update, if the table's `on_change` says so).
+    Plain,
+}
+
+/// One change to one record.
 #[derive(Clone, Debug)]
 pub struct Change {
     /// Index of the table in the spec.
     pub table: usize,
-    /// The row expected to be in place now (canonical); `None`: no row.
-    pub before: Option<Row>,
-    /// The row to leave in place (canonical); `None`: no row.
+    /// The record's key (for a key change under [`Rule::Expect`], the key it
+    /// had before).
+    pub key: Row,
+    pub rule: Rule,
+    /// The row to leave in place (canonical); `None` deletes.
     pub after: Option<Row>,
-    /// Where the change came from, for reports (a journal `seq`, a row number).
+    /// Where the change came from, for reports: a journal `seq`, a feed
+    /// position, a source row number.
     pub tag: i64,
 }
 
@@ -46,7 +73,7 @@ pub struct Conflict {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub column: Option<String>,
     pub reason: String,
-    /// The row the change expected to find (canonical).
+    /// The row the change expected to find (canonical), where it says.
     pub expected: Option<Json>,
     /// The row that is there (canonical).
     pub found: Option<Json>,
@@ -59,14 +86,67 @@ pub struct Conflict {
 pub struct Applied {
     /// Changes written.
     pub written: u64,
-    /// Changes whose `after` was already in place.
-    pub already: u64,
+    /// Changes already in place: duplicates, or replayed entries whose result
+    /// was already there.
+    pub duplicate: u64,
+    /// Older revisions, kept as evidence without replacing the current row.
+    pub stale: u64,
 }
 
-/// A batch either committed or was refused whole because of a conflict.
+impl Applied {
+    pub fn add(&mut self, o: Applied) {
+        self.written += o.written;
+        self.duplicate += o.duplicate;
+        self.stale += o.stale;
+    }
+}
+
+/// The bookkeeping that commits with a batch.
+pub enum Checkpoint<'a> {
+    /// Load: the table's last committed key; `clear` empties the target table
+    /// first (load `--replace`). `expect_rows` is the cursor's row count this
+    /// load saw, so a concurrent load is noticed.
+    Load {
+        table: &'a str,
+        target_table: &'a str,
+        last_key: Option<String>,
+        expect_rows: i64,
+        rows: i64,
+        done: bool,
+        clear: bool,
+    },
+    /// Replay: these journal `seq`s are applied, and the last applied must
+    /// still be `after` (else another replay got there first).
+    Journal {
+        after: i64,
+        seqs: &'a [i64],
+        delivery: &'a str,
+    },
+    /// A change-feed delivery and its receipt; `seqs` are journal sequence
+    /// numbers the lines carry (a feed exported from the journal).
+    Delivery {
+        feed: &'a str,
+        delivery: &'a str,
+        digest: &'a str,
+        first: i64,
+        last: i64,
+        seqs: &'a [i64],
+    },
+}
+
+/// How a batch ended.
+#[derive(Debug)]
 pub enum BatchOutcome {
     Committed(Applied),
+    /// Refused whole: a change conflicts with what is there.
     Conflict(Box<Conflict>),
+    /// A delivery already committed with the same digest; nothing written.
+    Replayed,
+    /// Refused whole before any change: stale or future positions, or a
+    /// known delivery id with other content.
+    Refused(String),
+    /// Another process committed this work first; re-read and go on.
+    Raced,
 }
 
 /// Crash points for drills: `CUTOVER_FAULT=mid-batch|before-commit|after-commit`
@@ -98,6 +178,13 @@ fn crash_at(point: Fault) {
     }
 }
 
+/// What one change did.
+enum Effect {
+    Written,
+    Duplicate,
+    Stale,
+}
+
 /// The engine bound to one database of the migration.
 pub struct Engine<'a> {
     spec: &'a Spec,
@@ -124,19 +211,27 @@ impl<'a> Engine<'a> {
         }
     }
 
-    pub fn db(&self) -> &Db {
-        self.db
+    /// Creates the control tables the given checkpoint kind needs (outside
+    /// any batch; idempotent).
+    pub fn prepare(&self, deliveries: bool) -> Result<()> {
+        match self.side {
+            Side::Source => self.db.ensure_applied_table()?,
+            Side::Target => self.db.ensure_control_tables()?,
+        }
+        if deliveries {
+            self.db.ensure_apply_tables()?;
+        }
+        Ok(())
     }
 
-    /// Applies `changes` and then `checkpoint`, all in one transaction.
+    /// Applies `changes` and `checkpoint` in one transaction.
     pub fn apply_batch(
         &self,
         changes: &[Change],
-        checkpoint: impl FnOnce(&Db) -> Result<()>,
+        checkpoint: Checkpoint<'_>,
     ) -> Result<BatchOutcome> {
         self.db.begin_immediate()?;
-        let result = self.apply_inside(changes, checkpoint);
-        match result {
+        match self.apply_inside(changes, &checkpoint) {
             Ok(BatchOutcome::Committed(a)) => {
                 crash_at(Fault::BeforeCommit);
                 if let Err(e) = self.db.commit() {
@@ -146,9 +241,9 @@ impl<'a> Engine<'a> {
                 crash_at(Fault::AfterCommit);
                 Ok(BatchOutcome::Committed(a))
             }
-            Ok(conflict) => {
+            Ok(other) => {
                 self.db.rollback();
-                Ok(conflict)
+                Ok(other)
             }
             Err(e) => {
                 self.db.rollback();
@@ -163,124 +258,423 @@ impl<'a> Engine<'a> {
     fn apply_inside(
         &self,
         changes: &[Change],
-        checkpoint: impl FnOnce(&Db) -> Result<()>,
+        checkpoint: &Checkpoint<'_>,
     ) -> Result<BatchOutcome> {
+        // Preconditions are read inside the write lock, so no other process
+        // can change them before this batch commits.
+        let mut skip_seqs: &[i64] = &[];
+        match checkpoint {
+            Checkpoint::Journal { after, .. } => {
+                if self.db.applied_progress()?.1 != *after {
+                    return Ok(BatchOutcome::Raced);
+                }
+            }
+            Checkpoint::Load {
+                table,
+                expect_rows,
+                clear,
+                ..
+            } => {
+                let rows = self.db.load_checkpoint(table)?.map_or(0, |c| c.1);
+                if rows != *expect_rows && !clear {
+                    return Ok(BatchOutcome::Raced);
+                }
+            }
+            Checkpoint::Delivery {
+                feed,
+                delivery,
+                digest,
+                first,
+                last,
+                seqs,
+            } => {
+                if let Some(seen) = self.db.receipt_digest(feed, delivery)? {
+                    return Ok(if seen == *digest {
+                        BatchOutcome::Replayed
+                    } else {
+                        BatchOutcome::Refused(format!(
+                            "delivery '{delivery}' of feed '{feed}' was committed before with different content (digest {} then, {} now); a delivery id must never be reused for other changes",
+                            short(&seen),
+                            short(digest)
+                        ))
+                    });
+                }
+                let at = self.db.feed_checkpoint(feed)?;
+                if *first != at + 1 {
+                    return Ok(BatchOutcome::Refused(if *first <= at {
+                        format!(
+                            "delivery '{delivery}' (positions {first}..{last}) is stale: feed '{feed}' is already at position {at} and no delivery with this id was committed"
+                        )
+                    } else {
+                        format!(
+                            "delivery '{delivery}' (positions {first}..{last}) is from the future: feed '{feed}' is at position {at}, so positions {}..{} are missing; apply them first",
+                            at + 1,
+                            first - 1
+                        )
+                    }));
+                }
+                skip_seqs = seqs;
+            }
+        }
+        if let Checkpoint::Load {
+            target_table,
+            clear: true,
+            ..
+        } = checkpoint
+        {
+            self.db.clear_table(target_table)?;
+        }
+        let delivery = match checkpoint {
+            Checkpoint::Delivery { delivery, .. } | Checkpoint::Journal { delivery, .. } => {
+                delivery
+            }
+            Checkpoint::Load { .. } => "load",
+        };
         let mut done = Applied::default();
         for (i, c) in changes.iter().enumerate() {
-            match self.apply_one(c)? {
-                Ok(true) => done.written += 1,
-                Ok(false) => done.already += 1,
+            // A journal entry already applied (by a replay or another feed)
+            // is not applied twice.
+            if let Some(&seq) = skip_seqs.get(i)
+                && seq > 0
+                && self.db.is_applied(seq)?
+            {
+                done.duplicate += 1;
+                continue;
+            }
+            match self.apply_one(c, delivery)? {
+                Ok(Effect::Written) => done.written += 1,
+                Ok(Effect::Duplicate) => done.duplicate += 1,
+                Ok(Effect::Stale) => done.stale += 1,
                 Err(conflict) => return Ok(BatchOutcome::Conflict(conflict)),
             }
             if i == 0 {
                 crash_at(Fault::MidBatch);
             }
         }
-        checkpoint(self.db)?;
+        match checkpoint {
+            Checkpoint::Load {
+                table,
+                last_key,
+                rows,
+                done: finished,
+                ..
+            } => {
+                let last = match last_key {
+                    Some(k) => Some(k.clone()),
+                    None => self.db.load_checkpoint(table)?.and_then(|c| c.0),
+                };
+                self.db
+                    .set_load_checkpoint(table, last.as_deref(), *rows, *finished)?;
+            }
+            Checkpoint::Journal { seqs, delivery, .. } => {
+                for &seq in *seqs {
+                    if !self.db.record_applied(seq, delivery)? {
+                        bail!(
+                            "journal entry seq {seq} is already recorded as applied; another replay is running against this source"
+                        );
+                    }
+                }
+            }
+            Checkpoint::Delivery {
+                feed,
+                delivery,
+                digest,
+                first,
+                last,
+                seqs,
+            } => {
+                self.db.insert_receipt(
+                    feed,
+                    delivery,
+                    digest,
+                    *first,
+                    *last,
+                    done.written,
+                    done.duplicate,
+                    done.stale,
+                )?;
+                for &seq in seqs.iter().filter(|&&s| s > 0) {
+                    self.db.record_applied(seq, delivery)?;
+                }
+            }
+        }
         Ok(BatchOutcome::Committed(done))
     }
 
-    /// `Ok(true)` written, `Ok(false)` already in place, `Err` a conflict.
-    fn apply_one(&self, c: &Change) -> Result<Result<bool, Box<Conflict>>> {
+    fn apply_one(&self, c: &Change, delivery: &str) -> Result<Result<Effect, Box<Conflict>>> {
         let table = &self.spec.tables[c.table];
-        let sql = &self.sql[c.table];
-        let k = table.key_len;
-        let Some(any) = c.before.as_ref().or(c.after.as_ref()) else {
-            bail!(
-                "change {} of table '{}' has neither a before nor an after row",
-                c.tag,
-                table.name
-            );
-        };
-        let before_key = c.before.as_ref().map(|r| &r[..k]);
-        let after_key = c.after.as_ref().map(|r| &r[..k]);
-        let here_key = before_key.unwrap_or(&any[..k]);
-        let moves = matches!((before_key, after_key), (Some(b), Some(a)) if key_cmp(b, a).is_ne());
-
-        let conflict = |reason: String, column: Option<String>, found: Option<&Row>| {
-            Box::new(Conflict {
-                tag: c.tag,
-                table: table.name.clone(),
-                key: key_json(here_key),
-                column,
-                reason,
-                expected: c.before.as_ref().map(|r| row_json(table, r)),
-                found: found.map(|r| row_json(table, r)),
-                wanted: c.after.as_ref().map(|r| row_json(table, r)),
-            })
-        };
-
-        let here = match self.current(table, sql, here_key)? {
+        let here = match self.current(table, c.table, &c.key)? {
             Ok(r) => r,
-            Err((column, why)) => return Ok(Err(conflict(why, Some(column), None))),
+            Err((column, why)) => return Ok(Err(self.conflict(c, why, Some(column), None, None))),
         };
-        let there = if moves {
-            match self.current(table, sql, &any_after_key(c, k))? {
-                Ok(r) => r,
-                Err((column, why)) => return Ok(Err(conflict(why, Some(column), None))),
-            }
-        } else {
-            None
-        };
+        match &c.rule {
+            Rule::Expect(before) => self.expect(c, before.as_ref(), here),
+            Rule::Plain => match (&here, &c.after) {
+                (None, None) => Ok(Ok(Effect::Duplicate)),
+                (Some(_), None) => self.write(c, here.as_ref(), None),
+                (None, Some(_)) => self.write(c, None, c.after.as_ref()),
+                (Some(h), Some(a)) if h == a => Ok(Ok(Effect::Duplicate)),
+                (Some(h), Some(_)) => {
+                    if table.on_change == OnChange::Update {
+                        self.write(c, Some(h), c.after.as_ref())
+                    } else {
+                        let column = first_difference(table, Some(h), c.after.as_ref());
+                        Ok(Err(self.conflict(
+                            c,
+                            "a different row with this key is already there (no revision column to order them, and on_change is \"reject\")".into(),
+                            column,
+                            None,
+                            here.as_ref(),
+                        )))
+                    }
+                }
+            },
+            Rule::Revision(rev) => self.revision(c, *rev, here, delivery),
+        }
+    }
 
+    /// The replay rule, including a change of key.
+    fn expect(
+        &self,
+        c: &Change,
+        before: Option<&Row>,
+        here: Option<Row>,
+    ) -> Result<Result<Effect, Box<Conflict>>> {
+        let table = &self.spec.tables[c.table];
+        let k = table.key_len;
+        let moves =
+            matches!((before, &c.after), (Some(_), Some(a)) if key_cmp(&c.key, &a[..k]).is_ne());
+        let there = match (&c.after, moves) {
+            (Some(a), true) => match self.current(table, c.table, &a[..k])? {
+                Ok(r) => r,
+                Err((column, why)) => {
+                    return Ok(Err(self.conflict(c, why, Some(column), before, None)));
+                }
+            },
+            _ => None,
+        };
         let already = if moves {
             here.is_none() && there == c.after
         } else {
             here == c.after
         };
         if already {
-            return Ok(Ok(false));
+            return Ok(Ok(Effect::Duplicate));
         }
-        let as_expected = here == c.before && (!moves || there.is_none());
-        if !as_expected {
-            let reason = if moves && there.is_some() && here == c.before {
-                "the key it moves to is already taken".to_string()
+        if here.as_ref() != before || (moves && there.is_some()) {
+            let (reason, found) = if here.as_ref() == before {
+                ("the key it moves to is already taken", there.as_ref())
             } else {
-                match (&c.before, &here) {
-                    (None, Some(_)) => {
-                        "a row with this key exists, but the change expected none".to_string()
-                    }
-                    (Some(_), None) => "the row is gone, but the change expected it".to_string(),
-                    _ => "the row differs from the one the change expected".to_string(),
+                match (before, &here) {
+                    (None, Some(_)) => (
+                        "a row with this key exists, but the change expected none",
+                        here.as_ref(),
+                    ),
+                    (Some(_), None) => ("the row is gone, but the change expected it", None),
+                    _ => (
+                        "the row differs from the one the change expected",
+                        here.as_ref(),
+                    ),
                 }
             };
-            let column = first_difference(table, c.before.as_ref(), here.as_ref());
-            let found = if moves && here == c.before {
-                there.as_ref()
-            } else {
-                here.as_ref()
-            };
-            return Ok(Err(conflict(reason, column, found)));
+            let column = first_difference(table, before, here.as_ref());
+            return Ok(Err(self.conflict(c, reason.into(), column, before, found)));
         }
+        self.write(c, here.as_ref(), c.after.as_ref())
+    }
 
-        let written = match &c.after {
-            Some(after) => match self.stored_form(table, after) {
-                Ok(r) => r,
-                Err((column, why)) => return Ok(Err(conflict(why, Some(column), here.as_ref()))),
+    /// The revision rule.
+    fn revision(
+        &self,
+        c: &Change,
+        rev: i64,
+        here: Option<Row>,
+        delivery: &str,
+    ) -> Result<Result<Effect, Box<Conflict>>> {
+        let table = &self.spec.tables[c.table];
+        let Some(rc) = table.revision else {
+            bail!(
+                "table '{}' has no revision column; a revision cannot be applied to it",
+                table.name
+            );
+        };
+        let key = key_json(&c.key).to_string();
+        let evidence = |kind: &str, row: Option<&Row>, revision: i64| {
+            let json = row.map(|r| row_json(table, r).to_string());
+            self.db.record_evidence(
+                &table.name,
+                &key,
+                revision,
+                kind,
+                json.as_deref(),
+                delivery,
+                c.tag,
+            )
+        };
+        let rev_of = |row: &Row| match row[rc] {
+            Value::Integer(i) => Ok(i),
+            ref other => Err(other.clone()),
+        };
+        // An older revision: a duplicate of what we saw then, a conflict if it
+        // says something else, otherwise kept as evidence.
+        let older = || -> Result<Result<Effect, Box<Conflict>>> {
+            match self.db.evidence(&table.name, &key, rev)? {
+                Some((kind, seen)) => {
+                    let same = match (&c.after, seen) {
+                        (None, None) => true,
+                        (Some(a), Some(s)) => {
+                            row_from_json(table, &serde_json::from_str(&s)?)
+                                .ok()
+                                .as_ref()
+                                == Some(a)
+                        }
+                        _ => false,
+                    };
+                    if same {
+                        Ok(Ok(Effect::Duplicate))
+                    } else {
+                        Ok(Err(self.conflict(
+                            c,
+                            format!(
+                                "revision {rev} was seen before ({kind}) with different content"
+                            ),
+                            None,
+                            None,
+                            None,
+                        )))
+                    }
+                }
+                None => {
+                    evidence("stale", c.after.as_ref(), rev)?;
+                    Ok(Ok(Effect::Stale))
+                }
+            }
+        };
+        match here {
+            Some(h) => {
+                let cur = match rev_of(&h) {
+                    Ok(i) => i,
+                    Err(v) => {
+                        return Ok(Err(self.conflict(
+                            c,
+                            format!("the stored row's revision {v} is not an integer"),
+                            Some(table.columns[rc].target.clone()),
+                            None,
+                            Some(&h),
+                        )));
+                    }
+                };
+                if rev > cur {
+                    evidence("superseded", Some(&h), cur)?;
+                    if c.after.is_none() {
+                        evidence("tombstone", None, rev)?;
+                    }
+                    self.write(c, Some(&h), c.after.as_ref())
+                } else if rev == cur {
+                    if c.after.as_ref() == Some(&h) {
+                        Ok(Ok(Effect::Duplicate))
+                    } else {
+                        let column = first_difference(table, Some(&h), c.after.as_ref());
+                        let why = if c.after.is_some() {
+                            format!("revision {rev} is already stored with different content")
+                        } else {
+                            format!(
+                                "a delete at revision {rev}, the revision of the stored row; a delete must carry a newer revision"
+                            )
+                        };
+                        Ok(Err(self.conflict(c, why, column, None, Some(&h))))
+                    }
+                } else {
+                    older()
+                }
+            }
+            None => match self.db.tombstone(&table.name, &key)? {
+                Some(t) if rev < t => older(),
+                Some(t) if rev == t => {
+                    if c.after.is_none() {
+                        Ok(Ok(Effect::Duplicate))
+                    } else {
+                        Ok(Err(self.conflict(
+                            c,
+                            format!("the record was deleted at revision {t}; an update at the same revision conflicts with that delete"),
+                            None,
+                            None,
+                            None,
+                        )))
+                    }
+                }
+                _ => {
+                    if c.after.is_none() {
+                        // A delete of a record never seen here: remember it, so
+                        // an older update arriving later cannot bring it back.
+                        evidence("tombstone", None, rev)?;
+                        Ok(Ok(Effect::Written))
+                    } else {
+                        self.write(c, None, c.after.as_ref())
+                    }
+                }
             },
-            None => Vec::new(),
+        }
+    }
+
+    /// Writes `after` where `here` is (insert, update, or delete).
+    fn write(
+        &self,
+        c: &Change,
+        here: Option<&Row>,
+        after: Option<&Row>,
+    ) -> Result<Result<Effect, Box<Conflict>>> {
+        let table = &self.spec.tables[c.table];
+        let sql = &self.sql[c.table];
+        let stored = match after {
+            Some(a) => match self.stored_form(table, a) {
+                Ok(r) => Some(r),
+                Err((column, why)) => {
+                    return Ok(Err(self.conflict(c, why, Some(column), None, here)));
+                }
+            },
+            None => None,
         };
         let ctx = || {
             format!(
                 "writing key {} of table '{}' in {}",
-                crate::value::display_key(here_key),
+                display_key(&c.key),
                 table.name,
                 self.db.path().display()
             )
         };
-        match (&c.before, &c.after) {
-            (None, Some(_)) => self.db.insert_row(sql, &written).with_context(ctx)?,
-            (Some(_), Some(_)) => {
-                self.db
-                    .update_row(sql, here_key, &written)
-                    .with_context(ctx)?;
+        match (here, stored) {
+            (None, Some(row)) => self.db.insert_row(sql, &row).with_context(ctx)?,
+            (Some(_), Some(row)) => {
+                self.db.update_row(sql, &c.key, &row).with_context(ctx)?;
             }
             (Some(_), None) => {
-                self.db.delete_row(sql, here_key).with_context(ctx)?;
+                self.db.delete_row(sql, &c.key).with_context(ctx)?;
             }
-            (None, None) => unreachable!("checked above"),
+            (None, None) => {}
         }
-        Ok(Ok(true))
+        Ok(Ok(Effect::Written))
+    }
+
+    fn conflict(
+        &self,
+        c: &Change,
+        reason: String,
+        column: Option<String>,
+        expected: Option<&Row>,
+        found: Option<&Row>,
+    ) -> Box<Conflict> {
+        let table = &self.spec.tables[c.table];
+        Box::new(Conflict {
+            tag: c.tag,
+            table: table.name.clone(),
+            key: key_json(&c.key),
+            column,
+            reason,
+            expected: expected.map(|r| row_json(table, r)),
+            found: found.map(|r| row_json(table, r)),
+            wanted: c.after.as_ref().map(|r| row_json(table, r)),
+        })
     }
 
     /// The row under `key` in canonical form; `Err((column, why))` when the
@@ -288,10 +682,10 @@ impl<'a> Engine<'a> {
     fn current(
         &self,
         table: &Table,
-        sql: &TableSql,
+        ti: usize,
         key: &[Value],
     ) -> Result<Result<Option<Row>, (String, String)>> {
-        let Some(row) = self.db.get_row(sql, key)? else {
+        let Some(row) = self.db.get_row(&self.sql[ti], key)? else {
             return Ok(Ok(None));
         };
         Ok(match self.side {
@@ -335,11 +729,8 @@ impl<'a> Engine<'a> {
     }
 }
 
-fn any_after_key(c: &Change, k: usize) -> Row {
-    c.after
-        .as_ref()
-        .map(|r| r[..k].to_vec())
-        .unwrap_or_default()
+fn short(digest: &str) -> &str {
+    &digest[..digest.len().min(12)]
 }
 
 fn first_difference(table: &Table, a: Option<&Row>, b: Option<&Row>) -> Option<String> {

@@ -93,6 +93,17 @@ pub enum Command {
         #[arg(long, default_value_t = 20, value_name = "N")]
         max_diffs: usize,
     },
+    /// Apply a change feed (JSON Lines, docs/feed.md) with the delivery contract.
+    Apply {
+        #[command(flatten)]
+        spec: SpecArg,
+        /// The feed file.
+        #[arg(long, value_name = "FILE")]
+        feed: PathBuf,
+        /// Which database to apply it to.
+        #[arg(long, value_enum)]
+        into: Into,
+    },
     /// Where the migration stands and the next command to run.
     Status {
         #[command(flatten)]
@@ -116,6 +127,12 @@ pub enum Command {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Into {
+    Source,
+    Target,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Scenario {
     Orders,
 }
@@ -128,6 +145,17 @@ pub enum JournalAction {
     Remove(SpecArg),
     /// Entries per table and op, and whether the triggers are in place.
     Status(SpecArg),
+    /// Write the fenced journal as a change feed (temporary file, synced, renamed).
+    Export {
+        #[command(flatten)]
+        spec: SpecArg,
+        /// The feed file to write.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+        /// Changes per delivery.
+        #[arg(long, default_value_t = 1000, value_name = "N")]
+        delivery_size: usize,
+    },
 }
 
 #[derive(Clone, Debug, Subcommand)]

@@ -10,6 +10,7 @@
 //!   turns into a verdict and [`check`] into a reversibility proof;
 //! - [`apply`] — the one engine that writes rows, batch and checkpoint in one
 //!   transaction, used by [`load`] and [`replay`];
+//! - [`feed`] — change feeds as files: journal export and `apply`;
 //! - [`journal`] and [`fence`] — the target's write journal and the
 //!   read-only fence a rollback needs;
 //! - [`status`] and [`drill`] — where a migration stands, and the runbook
@@ -24,6 +25,7 @@ pub mod check;
 pub mod cli;
 pub mod db;
 pub mod drill;
+pub mod feed;
 pub mod fence;
 pub mod gate;
 pub mod journal;
@@ -69,6 +71,11 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
             JournalAction::Install(s) => journal::install(&load(s)?),
             JournalAction::Remove(s) => journal::remove(&load(s)?),
             JournalAction::Status(s) => journal::status(&load(s)?),
+            JournalAction::Export {
+                spec,
+                out,
+                delivery_size,
+            } => feed::export(&load(spec)?, out, *delivery_size),
         },
         Command::Fence { action } => match action {
             FenceAction::On(s) => fence::on(&load(s)?),
@@ -81,6 +88,17 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
             dry_run,
             max_diffs,
         } => replay::run(&load(spec)?, *batch, *dry_run, *max_diffs),
+        Command::Apply {
+            spec,
+            feed: file,
+            into,
+        } => {
+            let side = match into {
+                cli::Into::Source => spec::Side::Source,
+                cli::Into::Target => spec::Side::Target,
+            };
+            feed::apply(&load(spec)?, file, side)
+        }
         Command::Status { spec } => status::run(&load(spec)?),
         Command::Drill {
             scenario,

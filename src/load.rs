@@ -9,7 +9,7 @@
 use anyhow::{Result, bail};
 use serde::Serialize;
 
-use crate::apply::{BatchOutcome, Change, Engine};
+use crate::apply::{BatchOutcome, Change, Checkpoint, Engine, Rule};
 use crate::db::{Access, TableSql};
 use crate::reconcile::canonical;
 use crate::report::{self, Outcome};
@@ -86,20 +86,18 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
         }
     }
 
-    target.ensure_control_tables()?;
     let engine = Engine::new(spec, &target, Side::Target);
+    engine.prepare(false)?;
     let mut tables = Vec::new();
     for (ti, t) in spec.tables.iter().enumerate() {
         let s_sql = TableSql::new(&t.source_table, &t.source_names(), t.key_len);
         let t_sql = TableSql::new(&t.target_table, &t.target_names(), t.key_len);
         let checkpoint = target.load_checkpoint(&t.name)?;
-        let mut fresh = true;
         let mut resume: Option<Vec<crate::value::Value>> = None;
         let mut rows_before = 0;
         match (&checkpoint, replace) {
             (_, true) => {}
             (Some((last, rows, false)), false) => {
-                fresh = false;
                 rows_before = *rows;
                 if let Some(k) = last {
                     resume = Some(key_from_json(&serde_json::from_str(k)?)?);
@@ -130,33 +128,28 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
         };
         let mut pending: Vec<Change> = Vec::with_capacity(batch);
         let mut total = rows_before;
-        let mut first = fresh;
+        let mut clear = replace;
         let mut flush = |pending: &mut Vec<Change>, done: bool| -> Result<()> {
-            let last_key = pending
-                .last()
-                .and_then(|c| c.after.as_ref())
-                .map(|r| key_json(&r[..t.key_len]).to_string());
+            let last_key = pending.last().map(|c| key_json(&c.key).to_string());
             let n = pending.len() as i64;
-            let clear = std::mem::take(&mut first) && replace;
-            let outcome = engine.apply_batch(pending, |db| {
-                if clear {
-                    db.clear_table(&t.target_table)?;
-                }
-                total += n;
-                let last = match &last_key {
-                    Some(k) => Some(k.clone()),
-                    None => db.load_checkpoint(&t.name)?.and_then(|c| c.0),
-                };
-                db.set_load_checkpoint(&t.name, last.as_deref(), total, done)
-            });
-            match outcome? {
+            let checkpoint = Checkpoint::Load {
+                table: &t.name,
+                target_table: &t.target_table,
+                last_key,
+                expect_rows: total,
+                rows: total + n,
+                done,
+                clear: std::mem::take(&mut clear),
+            };
+            match engine.apply_batch(pending, checkpoint)? {
                 BatchOutcome::Committed(a) => {
+                    total += n;
                     tl.loaded += a.written;
-                    tl.already_present += a.already;
+                    tl.already_present += a.duplicate;
                     tl.batches += u64::from(n > 0);
                 }
                 BatchOutcome::Conflict(c) => bail!(
-                    "table '{}', key {}: {} — found {}, loading {}. The batch was rolled back; pass --replace to load over existing rows",
+                    "table '{}', key {}: {}; found {}, loading {}. The batch was rolled back; pass --replace to load over existing rows",
                     c.table,
                     c.key,
                     c.reason,
@@ -165,6 +158,12 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
                         .unwrap_or_else(|| "no row".into()),
                     c.wanted.map(|f| f.to_string()).unwrap_or_default()
                 ),
+                BatchOutcome::Raced => bail!(
+                    "another load of table '{}' committed into {} while this one ran; let it finish, then run `cutover gate`",
+                    t.name,
+                    target.path().display()
+                ),
+                other => bail!("unexpected outcome of a load batch: {other:?}"),
             }
             pending.clear();
             Ok(())
@@ -184,7 +183,7 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
                     display_key(&key)
                 )
             })?;
-            pending.push(Change { table: ti, before: None, after: Some(canon), tag });
+            pending.push(Change { table: ti, key: canon[..t.key_len].to_vec(), rule: Rule::Plain, after: Some(canon), tag });
             if pending.len() == batch {
                 flush(&mut pending, false)?;
             }

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use crate::apply::{BatchOutcome, Change, Conflict, Engine, row_from_json};
+use crate::apply::{BatchOutcome, Change, Checkpoint, Conflict, Engine, Rule, row_from_json};
 use crate::db::{Access, Db, JournalEntry};
 use crate::fence::Watch;
 use crate::reconcile;
@@ -52,6 +52,8 @@ struct ReplayReport {
     already_in_place: u64,
     batches: u64,
     gaps: i64,
+    /// Another replay ran at the same time; this one skipped what it applied.
+    raced: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     conflict: Option<Conflict>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -92,15 +94,16 @@ fn to_change(spec: &Spec, index: &HashMap<&str, usize>, e: &JournalEntry) -> Res
     };
     let old = image(&e.old, "before").with_context(ctx)?;
     let new = image(&e.new, "after").with_context(ctx)?;
-    let (before, after) = match (e.op.as_str(), old, new) {
-        ("insert", None, Some(n)) => (None, Some(n)),
-        ("update", Some(o), Some(n)) => (Some(o), Some(n)),
-        ("delete", Some(o), None) => (Some(o), None),
-        _ => bail!(
-            "{}: the images do not fit the op; the journal is damaged",
-            ctx()
-        ),
-    };
+    let (before, after): (Option<crate::value::Row>, Option<crate::value::Row>) =
+        match (e.op.as_str(), old, new) {
+            ("insert", None, Some(n)) => (None, Some(n)),
+            ("update", Some(o), Some(n)) => (Some(o), Some(n)),
+            ("delete", Some(o), None) => (Some(o), None),
+            _ => bail!(
+                "{}: the images do not fit the op; the journal is damaged",
+                ctx()
+            ),
+        };
     // The key column must agree with the image it names.
     let key = key_from_json(&serde_json::from_str(&e.key).with_context(ctx)?).with_context(ctx)?;
     let named = after
@@ -114,9 +117,17 @@ fn to_change(spec: &Spec, index: &HashMap<&str, usize>, e: &JournalEntry) -> Res
             e.key
         );
     }
+    // The change is addressed by the key the row had before it (a key
+    // change moves it from there).
+    let at = before
+        .as_ref()
+        .or(after.as_ref())
+        .map(|r| r[..table.key_len].to_vec())
+        .unwrap_or_default();
     Ok(Change {
         table: ti,
-        before,
+        key: at,
+        rule: Rule::Expect(before),
         after,
         tag: e.seq,
     })
@@ -154,7 +165,6 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         );
     }
 
-    source.ensure_applied_table()?;
     let index: HashMap<&str, usize> = spec
         .tables
         .iter()
@@ -162,6 +172,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         .map(|(i, t)| (t.name.as_str(), i))
         .collect();
     let engine = Engine::new(spec, &source, Side::Source);
+    engine.prepare(false)?;
     let mut rep = ReplayReport {
         verdict: "fail",
         boundary,
@@ -171,6 +182,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         already_in_place: 0,
         batches: 0,
         gaps,
+        raced: false,
         conflict: None,
         breach: None,
         reconciliation: None,
@@ -190,22 +202,31 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
             break;
         }
         let delivery = format!("journal:{}-{}", page[0].seq, last_seq);
-        let outcome = engine.apply_batch(&changes, |db| {
-            for e in &page {
-                db.record_applied(e.seq, &delivery)?;
-            }
-            Ok(())
-        })?;
-        match outcome {
+        let seqs: Vec<i64> = page.iter().map(|e| e.seq).collect();
+        match engine.apply_batch(
+            &changes,
+            Checkpoint::Journal {
+                after,
+                seqs: &seqs,
+                delivery: &delivery,
+            },
+        )? {
             BatchOutcome::Committed(a) => {
                 rep.applied += a.written;
-                rep.already_in_place += a.already;
+                rep.already_in_place += a.duplicate;
                 rep.batches += 1;
             }
             BatchOutcome::Conflict(c) => {
                 rep.conflict = Some(*c);
                 break;
             }
+            BatchOutcome::Raced => {
+                // Another replay committed first: carry on after what it did.
+                after = source.applied_progress()?.1;
+                rep.raced = true;
+                continue;
+            }
+            other => bail!("unexpected outcome of a replay batch: {other:?}"),
         }
         after = last_seq;
     }
@@ -234,6 +255,7 @@ fn breached(breach: String, boundary: i64, entries: i64) -> Result<Outcome> {
         already_in_place: 0,
         batches: 0,
         gaps: 0,
+        raced: false,
         conflict: None,
         breach: Some(breach),
         reconciliation: None,

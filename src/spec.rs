@@ -84,6 +84,18 @@ pub struct Table {
     pub columns: Vec<Column>,
     pub ignore: Vec<String>,
     pub currency: Option<usize>,
+    /// The revision column, when records carry one (see apply's revision rule).
+    pub revision: Option<usize>,
+    pub on_change: OnChange,
+}
+
+/// What a different row under a known key does when there is no revision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnChange {
+    /// Refused as a conflict (the default): never a blind replace.
+    Reject,
+    /// The later change (feed position, sync watermark) replaces the row.
+    Update,
 }
 
 #[derive(Debug)]
@@ -233,17 +245,14 @@ fn resolve_table(t: RawTable) -> Result<Table> {
     if t.key.is_empty() {
         bail!("key is empty; name the column(s) that identify a row, e.g. key = [\"id\"]");
     }
-    for (field, value) in [("revision", &t.revision), ("watermark", &t.watermark)] {
-        if let Some(v) = value {
-            bail!("{field} = '{v}' is not supported by this version of cutover; remove it");
-        }
+    if let Some(v) = &t.watermark {
+        bail!("watermark = '{v}' is not supported by this version of cutover; remove it");
     }
-    match t.on_change.as_deref() {
-        None | Some("reject") => {}
-        Some(other) => bail!(
-            "on_change = '{other}' is not supported by this version of cutover; use \"reject\" or remove it"
-        ),
-    }
+    let on_change = match t.on_change.as_deref() {
+        None | Some("reject") => OnChange::Reject,
+        Some("update") => OnChange::Update,
+        Some(other) => bail!("on_change = '{other}' is not one of \"reject\", \"update\""),
+    };
     let mut columns: Vec<Column> = t
         .key
         .iter()
@@ -284,6 +293,23 @@ fn resolve_table(t: RawTable) -> Result<Table> {
             bail!("column '{i}' is both mapped and ignored; remove one");
         }
     }
+    let revision = match &t.revision {
+        None => None,
+        Some(r) => {
+            let i = columns
+                .iter()
+                .position(|col| col.target == *r)
+                .with_context(|| format!("revision column '{r}' is not a mapped target column; map it (transform copy)"))?;
+            if i < t.key.len() {
+                bail!(
+                    "revision column '{r}' is part of the key; a revision must be a separate column"
+                );
+            }
+            columns[i].checks.integer = true;
+            columns[i].checks.min = Some(columns[i].checks.min.unwrap_or(1).max(1));
+            Some(i)
+        }
+    };
     let currency = match &t.currency {
         None => None,
         Some(c) => Some(
@@ -301,6 +327,8 @@ fn resolve_table(t: RawTable) -> Result<Table> {
         columns,
         ignore: t.ignore,
         currency,
+        revision,
+        on_change,
     })
 }
 

@@ -18,6 +18,7 @@ use crate::value::{Row, Value};
 
 const CONTROL_DDL: &str = include_str!("../../sql/sqlite/control.sql");
 const APPLIED_DDL: &str = include_str!("../../sql/sqlite/applied.sql");
+const APPLY_DDL: &str = include_str!("../../sql/sqlite/apply.sql");
 const JOURNAL_TRIGGERS: &str = include_str!("../../sql/sqlite/journal_triggers.sql");
 const FENCE_TRIGGERS: &str = include_str!("../../sql/sqlite/fence_triggers.sql");
 
@@ -450,10 +451,131 @@ impl Db {
         )?)
     }
 
-    pub fn record_applied(&self, seq: i64, delivery: &str) -> Result<()> {
-        self.conn
-            .prepare_cached("INSERT INTO _cutover_applied (seq, delivery) VALUES (?1, ?2)")?
+    /// Records a journal entry as applied; `false` if it already was.
+    pub fn record_applied(&self, seq: i64, delivery: &str) -> Result<bool> {
+        let n = self
+            .conn
+            .prepare_cached(
+                "INSERT OR IGNORE INTO _cutover_applied (seq, delivery) VALUES (?1, ?2)",
+            )?
             .execute(params![seq, delivery])?;
+        Ok(n == 1)
+    }
+
+    pub fn is_applied(&self, seq: i64) -> Result<bool> {
+        if !self.has_table("_cutover_applied")? {
+            return Ok(false);
+        }
+        Ok(self
+            .conn
+            .prepare_cached("SELECT 1 FROM _cutover_applied WHERE seq = ?1")?
+            .query_row([seq], |_| Ok(()))
+            .optional()?
+            .is_some())
+    }
+
+    pub fn ensure_apply_tables(&self) -> Result<()> {
+        Ok(self.conn.execute_batch(APPLY_DDL)?)
+    }
+
+    /// The digest of a committed delivery, if there is one.
+    pub fn receipt_digest(&self, feed: &str, delivery: &str) -> Result<Option<String>> {
+        if !self.has_table("_cutover_deliveries")? {
+            return Ok(None);
+        }
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT digest FROM _cutover_deliveries WHERE feed = ?1 AND delivery = ?2",
+            )?
+            .query_row([feed, delivery], |r| r.get(0))
+            .optional()?)
+    }
+
+    /// A feed's checkpoint: the last position committed, 0 before the first.
+    pub fn feed_checkpoint(&self, feed: &str) -> Result<i64> {
+        if !self.has_table("_cutover_deliveries")? {
+            return Ok(0);
+        }
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT coalesce(max(last_position), 0) FROM _cutover_deliveries WHERE feed = ?1",
+            )?
+            .query_row([feed], |r| r.get(0))?)
+    }
+
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one receipt row, column by column"
+    )]
+    pub fn insert_receipt(
+        &self,
+        feed: &str,
+        delivery: &str,
+        digest: &str,
+        first: i64,
+        last: i64,
+        written: u64,
+        duplicate: u64,
+        stale: u64,
+    ) -> Result<()> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO _cutover_deliveries (feed, delivery, digest, first_position, last_position, written, duplicate, stale)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )?
+            .execute(params![feed, delivery, digest, first, last, written as i64, duplicate as i64, stale as i64])?;
+        Ok(())
+    }
+
+    /// The evidence row of one revision of a record: `(kind, row JSON)`.
+    pub fn evidence(
+        &self,
+        tbl: &str,
+        key: &str,
+        revision: i64,
+    ) -> Result<Option<(String, Option<String>)>> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT kind, row FROM _cutover_revisions WHERE tbl = ?1 AND key = ?2 AND revision = ?3
+                 ORDER BY kind = 'tombstone' DESC LIMIT 1",
+            )?
+            .query_row(params![tbl, key, revision], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?)
+    }
+
+    /// The newest tombstone revision of a record, if it was deleted.
+    pub fn tombstone(&self, tbl: &str, key: &str) -> Result<Option<i64>> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT max(revision) FROM _cutover_revisions WHERE tbl = ?1 AND key = ?2 AND kind = 'tombstone'",
+            )?
+            .query_row(params![tbl, key], |r| r.get(0))?)
+    }
+
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one evidence row, column by column"
+    )]
+    pub fn record_evidence(
+        &self,
+        tbl: &str,
+        key: &str,
+        revision: i64,
+        kind: &str,
+        row: Option<&str>,
+        delivery: &str,
+        position: i64,
+    ) -> Result<()> {
+        self.conn
+            .prepare_cached(
+                "INSERT OR IGNORE INTO _cutover_revisions (tbl, key, revision, kind, row, delivery, position)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?
+            .execute(params![tbl, key, revision, kind, row, delivery, position])?;
         Ok(())
     }
 
@@ -799,10 +921,7 @@ mod tests {
     fn keyed_access_binds_storage_classes_exactly() -> Result<()> {
         let dir = tempfile::tempdir()?;
         let p = dir.path().join("t.db");
-        Db::create(
-            &p,
-            "CREATE TABLE \"we ird\" (\"k\" PRIMARY KEY, \"v\")",
-        )?;
+        Db::create(&p, "CREATE TABLE \"we ird\" (\"k\" PRIMARY KEY, \"v\")")?;
         let db = Db::open(&p, Access::Write, "target")?;
         let sql = TableSql::new("we ird", &["k", "v"], 1);
         db.insert_row(&sql, &[Value::Text("1".into()), Value::Text("1250".into())])?;
