@@ -211,19 +211,6 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Creates the control tables the given checkpoint kind needs (outside
-    /// any batch; idempotent).
-    pub fn prepare(&self, deliveries: bool) -> Result<()> {
-        match self.side {
-            Side::Source => self.db.ensure_applied_table()?,
-            Side::Target => self.db.ensure_control_tables()?,
-        }
-        if deliveries {
-            self.db.ensure_apply_tables()?;
-        }
-        Ok(())
-    }
-
     /// Applies `changes` and `checkpoint` in one transaction.
     pub fn apply_batch(
         &self,
@@ -260,6 +247,15 @@ impl<'a> Engine<'a> {
         changes: &[Change],
         checkpoint: &Checkpoint<'_>,
     ) -> Result<BatchOutcome> {
+        // The control tables are created inside the batch, so a batch that
+        // never commits leaves no trace at all.
+        match self.side {
+            Side::Source => self.db.ensure_applied_table()?,
+            Side::Target => self.db.ensure_control_tables()?,
+        }
+        if let Checkpoint::Delivery { .. } = checkpoint {
+            self.db.ensure_apply_tables()?;
+        }
         // Preconditions are read inside the write lock, so no other process
         // can change them before this batch commits.
         let mut skip_seqs: &[i64] = &[];

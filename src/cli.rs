@@ -117,6 +117,12 @@ pub enum Command {
         /// Stop at the gate rehearsal: the gate must catch the injected faults (exit 1).
         #[arg(long)]
         inject_mismatch: bool,
+        /// Kill load, replay and apply at every crash point and check each resumes exactly.
+        #[arg(long)]
+        crash_matrix: bool,
+        /// Compare the drill's JSON transcript with this expected contract; exit 1 on any difference.
+        #[arg(long, value_name = "FILE")]
+        verify: Option<PathBuf>,
         /// Run in DIR (created; must be empty) and leave the spec and databases there.
         #[arg(long, value_name = "DIR")]
         keep: Option<PathBuf>,
@@ -134,7 +140,10 @@ pub enum Into {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Scenario {
+    /// The running example: gate, journal, fence, replay.
     Orders,
+    /// A change feed exercising the apply contract.
+    Invoices,
 }
 
 #[derive(Clone, Debug, Subcommand)]

@@ -544,7 +544,6 @@ pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<Outcome> {
         }
     };
     let engine = Engine::new(spec, db, into);
-    engine.prepare(true)?;
     let mut pending: Vec<Line> = Vec::new();
     let mut idx = 0usize;
     let mut stopped = false;

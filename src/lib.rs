@@ -103,14 +103,18 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
         Command::Drill {
             scenario,
             inject_mismatch,
+            crash_matrix,
+            verify,
             keep,
             stop_after,
-        } => drill::run(
-            *scenario,
-            *inject_mismatch,
-            keep.as_deref(),
-            *stop_after,
+        } => drill::run(drill::Options {
+            scenario: *scenario,
+            inject: *inject_mismatch,
+            crash_matrix: *crash_matrix,
+            verify: verify.as_deref(),
+            keep: keep.as_deref(),
+            stop_after: *stop_after,
             format,
-        ),
+        }),
     }
 }

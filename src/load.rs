@@ -23,6 +23,8 @@ struct TableLoad {
     already_present: u64,
     resumed_after: Option<serde_json::Value>,
     batches: u64,
+    /// A completed load of this table was found; nothing was done.
+    complete_before: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -87,7 +89,6 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
     }
 
     let engine = Engine::new(spec, &target, Side::Target);
-    engine.prepare(false)?;
     let mut tables = Vec::new();
     for (ti, t) in spec.tables.iter().enumerate() {
         let s_sql = TableSql::new(&t.source_table, &t.source_names(), t.key_len);
@@ -97,6 +98,19 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
         let mut rows_before = 0;
         match (&checkpoint, replace) {
             (_, true) => {}
+            (Some((_, rows, true)), false) if target.row_count(&t_sql)? == *rows => {
+                // A rerun after a completed load (say, after a crash that hit
+                // once the last batch had committed) has nothing to do.
+                tables.push(TableLoad {
+                    name: t.name.clone(),
+                    loaded: 0,
+                    already_present: *rows as u64,
+                    resumed_after: None,
+                    batches: 0,
+                    complete_before: true,
+                });
+                continue;
+            }
             (Some((last, rows, false)), false) => {
                 rows_before = *rows;
                 if let Some(k) = last {
@@ -111,7 +125,7 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
                         t.target_table,
                         target.path().display(),
                         if matches!(checkpoint, Some((_, _, true))) {
-                            " from a completed load"
+                            ", not the count its completed load recorded (the target changed since)"
                         } else {
                             ""
                         }
@@ -125,6 +139,7 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
             already_present: 0,
             resumed_after: resume.as_deref().map(key_json),
             batches: 0,
+            complete_before: false,
         };
         let mut pending: Vec<Change> = Vec::with_capacity(batch);
         let mut total = rows_before;
@@ -198,7 +213,13 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
         invalid: None,
     };
     let mut text = report::table(
-        &["table", "rows loaded", "already present", "resumed after"],
+        &[
+            "table",
+            "rows loaded",
+            "already present",
+            "resumed after",
+            "note",
+        ],
         rep.tables.iter().map(|t| {
             vec![
                 t.name.clone(),
@@ -208,6 +229,11 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
                     .as_ref()
                     .map(|k| k.to_string())
                     .unwrap_or_default(),
+                if t.complete_before {
+                    "already loaded; nothing to do".into()
+                } else {
+                    String::new()
+                },
             ]
         }),
     );

@@ -172,7 +172,6 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         .map(|(i, t)| (t.name.as_str(), i))
         .collect();
     let engine = Engine::new(spec, &source, Side::Source);
-    engine.prepare(false)?;
     let mut rep = ReplayReport {
         verdict: "fail",
         boundary,

@@ -852,18 +852,20 @@ impl Db {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// SHA-256 over every journal row, in `seq` order.
+    /// SHA-256 over every journal row, in `seq` order. The `at` timestamp is
+    /// left out: the digest says what the journal holds, so two copies of the
+    /// same history (a drill and its rerun) fingerprint alike.
     pub fn journal_digest(&self) -> Result<String> {
         let mut h = Sha256::new();
         if self.has_journal()? {
             let mut st = self.conn.prepare(
-                "SELECT seq, tbl, op, key, coalesce(old_key, ''), coalesce(old, ''), coalesce(new, ''), at
+                "SELECT seq, tbl, op, key, coalesce(old_key, ''), coalesce(old, ''), coalesce(new, '')
                  FROM _cutover_journal ORDER BY seq",
             )?;
             let mut rows = st.query([])?;
             while let Some(r) = rows.next()? {
                 h.update(r.get::<_, i64>(0)?.to_le_bytes());
-                for i in 1..8 {
+                for i in 1..7 {
                     let v = r.get_ref(i)?;
                     let bytes = v.as_bytes().unwrap_or(b"");
                     h.update((bytes.len() as u64).to_le_bytes());
@@ -888,6 +890,46 @@ impl Db {
             Ok(_) => None,
             Err(e) => Some(e.to_string()),
         })
+    }
+
+    /// Every table of the database (user and control tables, and SQLite's
+    /// `sqlite_sequence`), each as its sorted rows in `quote()` form, leaving
+    /// out timestamp columns (`at`, `*_at`). Drills compare these before and after
+    /// a crash.
+    pub fn snapshot(&self) -> Result<Vec<(String, Vec<String>)>> {
+        let mut out = Vec::new();
+        let tables: Vec<String> = {
+            let mut st = self
+                .conn
+                .prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")?;
+            let rows = st.query_map([], |r| r.get(0))?;
+            rows.collect::<rusqlite::Result<_>>()?
+        };
+        for t in tables {
+            let cols: Vec<String> = self
+                .table_columns(&t)?
+                .into_iter()
+                .map(|c| c.name)
+                .filter(|n| n != "at" && !n.ends_with("_at"))
+                .collect();
+            if cols.is_empty() {
+                continue;
+            }
+            let expr = cols
+                .iter()
+                .map(|c| format!("quote({})", quote_ident(c)))
+                .collect::<Vec<_>>()
+                .join(" || ',' || ");
+            let mut st = self
+                .conn
+                .prepare(&format!("SELECT {expr} FROM {}", quote_ident(&t)))?;
+            let mut rows: Vec<String> = st
+                .query_map([], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            rows.sort();
+            out.push((t, rows));
+        }
+        Ok(out)
     }
 
     /// Runs fixture SQL (drill set-up and the application's writes).

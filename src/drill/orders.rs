@@ -1,66 +1,29 @@
-//! `cutover drill`: the runbook rehearsed end to end on the running example,
-//! in a temporary folder, through the very commands an operator runs.
-//!
-//! Fixtures are compiled into the binary so the drill works from any folder.
-//! Each step runs a command through [`crate::execute`] and checks its figures
-//! against what the runbook promises; any surprise fails the drill (exit 1).
+//! The running example (DESIGN.md), step by step as RUNBOOK.md tells it.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use anyhow::{Context, Result, bail};
-use clap::ValueEnum;
-use serde::Serialize;
+use anyhow::Result;
 use serde_json::{Value as Json, json};
 
-use crate::cli::{Command, FenceAction, Format, JournalAction, Scenario, SpecArg};
+use super::{Recorder, Step, key_text};
+use crate::cli::{Command, FenceAction, Format, JournalAction, SpecArg};
 use crate::db::{Access, Db};
 use crate::report::Outcome;
 
-const SPEC: &str = include_str!("../fixtures/orders/spec.toml");
-const SOURCE: &str = include_str!("../fixtures/orders/source.sql");
-const TARGET: &str = include_str!("../fixtures/orders/target.sql");
-const APP_WRITES: &str = include_str!("../fixtures/orders/app_writes.sql");
+const SPEC: &str = include_str!("../../fixtures/orders/spec.toml");
+const SOURCE: &str = include_str!("../../fixtures/orders/source.sql");
+const TARGET: &str = include_str!("../../fixtures/orders/target.sql");
+const APP_WRITES: &str = include_str!("../../fixtures/orders/app_writes.sql");
 
-/// Drill steps an operator can stop after, to carry on by hand.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Step {
-    /// Fixture databases created; nothing run yet.
-    Setup,
-    Check,
-    Load,
-    /// Gate and its rehearsal.
-    Gate,
-    /// Journal installed (the switch).
-    Journal,
-    /// The application's writes after the switch.
-    Writes,
-    Fence,
-    Replay,
+struct Drill<'a> {
+    dir: &'a Path,
+    rec: &'a mut Recorder,
 }
 
-#[derive(Debug, Serialize)]
-struct StepRecord {
-    step: u32,
-    name: &'static str,
-    command: Option<String>,
-    ok: bool,
-    figures: Json,
-    said: String,
-}
-
-struct Drill {
-    dir: PathBuf,
-    spec: PathBuf,
-    print: bool,
-    steps: Vec<StepRecord>,
-}
-
-impl Drill {
+impl Drill<'_> {
     fn arg(&self) -> SpecArg {
         SpecArg {
-            spec: self.spec.clone(),
+            spec: self.dir.join("spec.toml"),
         }
     }
 
@@ -72,22 +35,7 @@ impl Drill {
         figures: Json,
         said: String,
     ) {
-        let n = self.steps.len() as u32 + 1;
-        if self.print {
-            let mut out = std::io::stdout().lock();
-            let _ = match command {
-                Some(c) => writeln!(out, "step {n:<2} {name:<13} $ {c}\n{:17}{said}", ""),
-                None => writeln!(out, "step {n:<2} {name:<13} {said}"),
-            };
-        }
-        self.steps.push(StepRecord {
-            step: n,
-            name,
-            command: command.map(str::to_string),
-            ok,
-            figures,
-            said,
-        });
+        self.rec.say(name, command, ok, figures, said);
     }
 
     /// Runs a command; an error is a failed step, reported with its message.
@@ -108,56 +56,28 @@ impl Drill {
     }
 }
 
-fn key_text(k: &Json) -> String {
-    match k {
-        Json::Array(a) if a.len() == 1 => match &a[0] {
-            Json::String(s) => s.clone(),
-            other => other.to_string(),
-        },
-        other => other.to_string(),
-    }
+/// Creates the running example's spec and databases in `dir`.
+pub(super) fn set_up(dir: &Path) -> Result<()> {
+    std::fs::write(dir.join("spec.toml"), SPEC)?;
+    Db::create(&dir.join("source.db"), SOURCE)?;
+    Db::create(&dir.join("target.db"), TARGET)?;
+    Ok(())
 }
 
-pub fn run(
-    scenario: Scenario,
+/// Runs the drill in `dir`; returns whether it held, its transcript, and
+/// its closing lines.
+pub(super) fn run(
+    dir: &Path,
+    rec: &mut Recorder,
     inject: bool,
-    keep: Option<&Path>,
     stop_after: Option<Step>,
-    format: Format,
-) -> Result<Outcome> {
-    let Scenario::Orders = scenario;
-    let temp;
-    let dir = match keep {
-        Some(d) => {
-            std::fs::create_dir_all(d)
-                .with_context(|| format!("creating drill folder {}", d.display()))?;
-            for f in ["spec.toml", "source.db", "target.db"] {
-                if d.join(f).exists() {
-                    bail!(
-                        "{} already holds {f}; give --keep an empty or new folder so nothing is overwritten",
-                        d.display()
-                    );
-                }
-            }
-            d.to_path_buf()
-        }
-        None => {
-            temp = tempfile::tempdir().context("creating a temporary folder for the drill")?;
-            temp.path().to_path_buf()
-        }
-    };
-    let print = format == Format::Table;
-    let mut d = Drill {
-        spec: dir.join("spec.toml"),
-        dir: dir.clone(),
-        print,
-        steps: Vec::new(),
-    };
-    if print {
+) -> Result<(bool, Json, String)> {
+    if rec.print {
         println!(
             "cutover drill: the running example (orders: dollars and status codes → cents and words)\n"
         );
     }
+    let mut d = Drill { dir, rec };
     let ok = steps(&mut d, inject, stop_after.unwrap_or(Step::Replay))?;
     let verdict = match (ok, inject) {
         (true, false) => "pass",
@@ -171,37 +91,27 @@ pub fn run(
         _ => "drill: FAIL; a step did not do what the runbook says (see above)\n",
     });
     if let Some(s) = stop_after {
-        text.push_str(&format!(
-            "drill: stopped after step '{}' as asked\n",
-            s.to_possible_value()
-                .map(|v| v.get_name().to_string())
-                .unwrap_or_default()
-        ));
+        let name = clap::ValueEnum::to_possible_value(&s)
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_default();
+        text.push_str(&format!("drill: stopped after step '{name}' as asked\n"));
     }
-    if keep.is_some() {
-        text.push_str(&format!(
-            "drill: spec and databases kept in {}\n",
-            dir.display()
-        ));
-    }
-    let json = serde_json::to_value(json!({
-        "scenario": "orders",
-        "verdict": verdict,
-        "steps": d.steps,
-    }))?;
-    Ok(Outcome {
-        holds: ok && !inject,
-        json,
-        text,
-    })
+    let transcript = json!({ "scenario": "orders", "verdict": verdict, "steps": rec_steps(d.rec) });
+    Ok((ok && !inject, transcript, text))
+}
+
+fn rec_steps(rec: &Recorder) -> Json {
+    serde_json::to_value(&rec.steps).unwrap_or(Json::Null)
 }
 
 /// The runbook, step by step. Returns whether every step held.
+pub(super) fn steps_until(dir: &Path, rec: &mut Recorder, last: Step) -> Result<bool> {
+    steps(&mut Drill { dir, rec }, false, last)
+}
+
 fn steps(d: &mut Drill, inject: bool, last: Step) -> Result<bool> {
     let sh = |c: &str| format!("cutover {c} --spec spec.toml");
-    std::fs::write(&d.spec, SPEC)?;
-    Db::create(&d.dir.join("source.db"), SOURCE)?;
-    Db::create(&d.dir.join("target.db"), TARGET)?;
+    set_up(d.dir)?;
     d.say(
         "set up",
         None,

@@ -1,0 +1,175 @@
+//! The crash matrix: load, replay and apply, each killed at every crash
+//! point (`CUTOVER_FAULT`: mid-batch, before-commit, after-commit) in a child
+//! process of the tool. After each crash the databases are reopened and every
+//! table (user and `_cutover_*`) is compared with the state before the step
+//! (crash before commit) or after a clean run (crash after commit); then the
+//! step is rerun without the fault and must end exactly as a clean run.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde_json::{Value as Json, json};
+
+use super::{Recorder, Step, child, orders};
+use crate::db::{Access, Db};
+use crate::report;
+
+const POINTS: [&str; 3] = ["mid-batch", "before-commit", "after-commit"];
+const OPERATIONS: [&str; 3] = ["load", "replay", "apply"];
+
+type Snapshot = Vec<(String, Vec<(String, Vec<String>)>)>;
+
+fn snapshot(dir: &Path) -> Result<Snapshot> {
+    let mut out = Vec::new();
+    for db in ["source.db", "target.db"] {
+        out.push((
+            db.to_string(),
+            Db::open(&dir.join(db), Access::Read, db)?.snapshot()?,
+        ));
+    }
+    Ok(out)
+}
+
+/// The folder state an operation starts from, built with the orders drill.
+fn prepare(dir: &Path, op: &str) -> Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let mut quiet = Recorder {
+        print: false,
+        steps: Vec::new(),
+    };
+    let last = if op == "load" {
+        Step::Check
+    } else {
+        Step::Fence
+    };
+    if !orders::steps_until(dir, &mut quiet, last)? {
+        anyhow::bail!(
+            "setting up the {op} step failed: {:?}",
+            quiet.steps.last().map(|s| &s.said)
+        );
+    }
+    if op == "apply" {
+        let spec = crate::spec::load(&dir.join("spec.toml"))?;
+        crate::feed::export(&spec, &dir.join("feed.jsonl"), 1000)?;
+    }
+    Ok(())
+}
+
+fn args(op: &str) -> Vec<&'static str> {
+    match op {
+        "load" => vec!["load", "--spec", "spec.toml"],
+        "replay" => vec!["replay", "--spec", "spec.toml"],
+        _ => vec![
+            "apply",
+            "--spec",
+            "spec.toml",
+            "--feed",
+            "feed.jsonl",
+            "--into",
+            "source",
+        ],
+    }
+}
+
+/// Names the tables whose rows differ.
+fn differ(a: &Snapshot, b: &Snapshot) -> Vec<String> {
+    let mut out = Vec::new();
+    for ((db, ta), (_, tb)) in a.iter().zip(b) {
+        let names: std::collections::BTreeSet<&String> =
+            ta.iter().chain(tb).map(|(n, _)| n).collect();
+        for n in names {
+            let ra = ta.iter().find(|(t, _)| t == n).map(|(_, r)| r);
+            let rb = tb.iter().find(|(t, _)| t == n).map(|(_, r)| r);
+            if ra != rb {
+                out.push(format!("{db}:{n}"));
+            }
+        }
+    }
+    out
+}
+
+pub(super) fn run(dir: &Path, rec: &mut Recorder) -> Result<(bool, Json, String)> {
+    if rec.print {
+        println!(
+            "cutover drill --crash-matrix: each write step killed at each crash point, then resumed\n"
+        );
+    }
+    let mut cells = Vec::new();
+    let mut all_ok = true;
+    for op in OPERATIONS {
+        let clean_dir = dir.join(op).join("clean");
+        prepare(&clean_dir, op)?;
+        let (code, _) = child(&clean_dir, &args(op), None)?;
+        if code != 0 {
+            anyhow::bail!(
+                "a clean {op} exited {code}; the crash matrix needs a clean run to compare with"
+            );
+        }
+        let clean = snapshot(&clean_dir)?;
+        for point in POINTS {
+            let d = dir.join(op).join(point);
+            prepare(&d, op).with_context(|| format!("preparing {op} / {point}"))?;
+            let before = snapshot(&d)?;
+            let (crash_code, _) = child(&d, &args(op), Some(point))?;
+            let after_crash = snapshot(&d)?;
+            let expected = if point == "after-commit" {
+                &clean
+            } else {
+                &before
+            };
+            let crash_diff = differ(expected, &after_crash);
+            let (rerun_code, _) = child(&d, &args(op), None)?;
+            let final_diff = differ(&clean, &snapshot(&d)?);
+            let ok = crash_code == crate::apply::FAULT_EXIT as i32
+                && crash_diff.is_empty()
+                && rerun_code == 0
+                && final_diff.is_empty();
+            all_ok &= ok;
+            let said = format!(
+                "{op} killed {point}: exit {crash_code}, state {}; rerun exit {rerun_code}, {}",
+                if crash_diff.is_empty() {
+                    if point == "after-commit" {
+                        "as after a clean run".to_string()
+                    } else {
+                        "as before the step".to_string()
+                    }
+                } else {
+                    format!("DIFFERS in {}", crash_diff.join(", "))
+                },
+                if final_diff.is_empty() {
+                    "equal to a clean run".to_string()
+                } else {
+                    format!("DIFFERS from a clean run in {}", final_diff.join(", "))
+                }
+            );
+            rec.say(if ok { "pass" } else { "FAIL" }, None, ok, json!({}), said);
+            cells.push(json!({
+                "operation": op, "point": point, "exit": crash_code, "rerun_exit": rerun_code,
+                "state_after_crash": if crash_diff.is_empty() { "expected" } else { "different" },
+                "after_rerun": if final_diff.is_empty() { "clean" } else { "different" },
+                "pass": ok,
+            }));
+        }
+    }
+    let mut text = String::from("\n");
+    text.push_str(&report::table(
+        &["operation", "mid-batch", "before-commit", "after-commit"],
+        OPERATIONS.iter().map(|op| {
+            let mut row = vec![op.to_string()];
+            for p in POINTS {
+                let pass = cells
+                    .iter()
+                    .any(|c| c["operation"] == *op && c["point"] == p && c["pass"] == true);
+                row.push(if pass { "pass".into() } else { "FAIL".into() });
+            }
+            row
+        }),
+    ));
+    text.push_str(if all_ok {
+        "\ncrash matrix: PASS\n"
+    } else {
+        "\ncrash matrix: FAIL\n"
+    });
+    let transcript = json!({ "scenario": "crash-matrix", "verdict": if all_ok { "pass" } else { "fail" }, "cells": cells });
+    Ok((all_ok, transcript, text))
+}

@@ -1,0 +1,293 @@
+//! `cutover drill`: the runbook rehearsed on built-in fixtures, in a temporary
+//! folder, through the very commands an operator runs.
+//!
+//! - `orders` (the running example): check, load, gate and its rehearsal,
+//!   journal, the application's writes, fence, replay, replay again, status;
+//! - `invoices`: a change feed delivered in stages that exercise every rule
+//!   of the apply contract, crashes included;
+//! - `--crash-matrix`: load, replay and apply each killed at every crash
+//!   point in a child process, then checked and resumed.
+//!
+//! Fixtures are compiled into the binary so the drill works from any folder.
+//! Every drill produces a JSON transcript; `--verify FILE` compares it with a
+//! stored contract and fails on any difference.
+
+mod crash;
+mod invoices;
+mod orders;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use clap::ValueEnum;
+use serde::Serialize;
+use serde_json::{Value as Json, json};
+
+use crate::cli::{Format, Scenario};
+use crate::report::Outcome;
+
+/// Drill steps an operator can stop after, to carry on by hand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Step {
+    /// Fixture databases created; nothing run yet.
+    Setup,
+    Check,
+    Load,
+    /// Gate and its rehearsal.
+    Gate,
+    /// Journal installed (the switch).
+    Journal,
+    /// The application's writes after the switch.
+    Writes,
+    Fence,
+    Replay,
+}
+
+/// What the drill was asked to do.
+pub struct Options<'a> {
+    pub scenario: Scenario,
+    pub inject: bool,
+    pub crash_matrix: bool,
+    pub verify: Option<&'a Path>,
+    pub keep: Option<&'a Path>,
+    pub stop_after: Option<Step>,
+    pub format: Format,
+}
+
+#[derive(Debug, Serialize)]
+struct StepRecord {
+    step: u32,
+    name: &'static str,
+    command: Option<String>,
+    ok: bool,
+    figures: Json,
+    said: String,
+}
+
+/// Records and prints the steps of a drill.
+struct Recorder {
+    print: bool,
+    steps: Vec<StepRecord>,
+}
+
+impl Recorder {
+    fn say(
+        &mut self,
+        name: &'static str,
+        command: Option<&str>,
+        ok: bool,
+        figures: Json,
+        said: String,
+    ) {
+        let n = self.steps.len() as u32 + 1;
+        if self.print {
+            let mut out = std::io::stdout().lock();
+            let _ = match command {
+                Some(c) => writeln!(out, "step {n:<2} {name:<13} $ {c}\n{:17}{said}", ""),
+                None => writeln!(out, "step {n:<2} {name:<13} {said}"),
+            };
+        }
+        self.steps.push(StepRecord {
+            step: n,
+            name,
+            command: command.map(str::to_string),
+            ok,
+            figures,
+            said,
+        });
+    }
+}
+
+/// A key for display: `101`, or the JSON of a composite key.
+fn key_text(k: &Json) -> String {
+    match k {
+        Json::Array(a) if a.len() == 1 => match &a[0] {
+            Json::String(s) => s.clone(),
+            other => other.to_string(),
+        },
+        other => other.to_string(),
+    }
+}
+
+/// The folder a drill runs in: `--keep DIR` (which must not hold a drill
+/// already) or a temporary one removed afterwards.
+struct Folder {
+    path: PathBuf,
+    _temp: Option<tempfile::TempDir>,
+}
+
+fn folder(keep: Option<&Path>) -> Result<Folder> {
+    match keep {
+        Some(d) => {
+            std::fs::create_dir_all(d)
+                .with_context(|| format!("creating drill folder {}", d.display()))?;
+            for f in [
+                "spec.toml",
+                "source.db",
+                "target.db",
+                "load",
+                "replay",
+                "apply",
+            ] {
+                if d.join(f).exists() {
+                    bail!(
+                        "{} already holds {f}; give --keep an empty or new folder so nothing is overwritten",
+                        d.display()
+                    );
+                }
+            }
+            Ok(Folder {
+                path: d.to_path_buf(),
+                _temp: None,
+            })
+        }
+        None => {
+            let t = tempfile::tempdir().context("creating a temporary folder for the drill")?;
+            Ok(Folder {
+                path: t.path().to_path_buf(),
+                _temp: Some(t),
+            })
+        }
+    }
+}
+
+pub fn run(o: Options<'_>) -> Result<Outcome> {
+    if o.stop_after.is_some() && (o.crash_matrix || o.scenario != Scenario::Orders) {
+        bail!("--stop-after applies to the orders drill only");
+    }
+    if o.inject && (o.crash_matrix || o.scenario != Scenario::Orders) {
+        bail!("--inject-mismatch applies to the orders drill only");
+    }
+    let expected = match o.verify {
+        None => None,
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("reading the expected transcript {}", p.display()))?;
+            Some(
+                serde_json::from_str::<Json>(&text)
+                    .with_context(|| format!("{} is not JSON", p.display()))?,
+            )
+        }
+    };
+    let dir = folder(o.keep)?;
+    let mut rec = Recorder {
+        print: o.format == Format::Table,
+        steps: Vec::new(),
+    };
+    let (ok, mut transcript, mut text) = if o.crash_matrix {
+        crash::run(&dir.path, &mut rec)?
+    } else {
+        match o.scenario {
+            Scenario::Orders => orders::run(&dir.path, &mut rec, o.inject, o.stop_after)?,
+            Scenario::Invoices => invoices::run(&dir.path, &mut rec)?,
+        }
+    };
+    let mut holds = ok;
+    if let Some(exp) = expected {
+        let mut diffs = Vec::new();
+        compare("", &exp, &transcript, &mut diffs);
+        transcript["verify"] =
+            json!({ "file": o.verify.map(|p| p.display().to_string()), "differences": diffs });
+        if diffs.is_empty() {
+            text.push_str("verify: the transcript matches the expected contract\n");
+        } else {
+            holds = false;
+            text.push_str(&format!(
+                "verify: {} differences from the expected contract:\n",
+                diffs.len()
+            ));
+            for d in &diffs {
+                text.push_str(&format!("  {d}\n"));
+            }
+        }
+    }
+    if o.keep.is_some() {
+        text.push_str(&format!(
+            "drill: spec and databases kept in {}\n",
+            dir.path.display()
+        ));
+    }
+    Ok(Outcome {
+        holds,
+        json: transcript,
+        text,
+    })
+}
+
+/// Lists every place where `actual` differs from `expected`.
+fn compare(path: &str, expected: &Json, actual: &Json, out: &mut Vec<String>) {
+    match (expected, actual) {
+        (Json::Object(e), Json::Object(a)) => {
+            for (k, ev) in e {
+                let p = format!("{path}.{k}");
+                match a.get(k) {
+                    Some(av) => compare(&p, ev, av, out),
+                    None => out.push(format!("{p}: expected {ev}, missing")),
+                }
+            }
+            for k in a.keys().filter(|k| !e.contains_key(*k)) {
+                out.push(format!("{path}.{k}: not expected, found {}", a[k]));
+            }
+        }
+        (Json::Array(e), Json::Array(a)) => {
+            if e.len() != a.len() {
+                out.push(format!(
+                    "{path}: expected {} items, found {}",
+                    e.len(),
+                    a.len()
+                ));
+            }
+            for (i, (ev, av)) in e.iter().zip(a).enumerate() {
+                compare(&format!("{path}[{i}]"), ev, av, out);
+            }
+        }
+        (e, a) if e != a => out.push(format!(
+            "{}: expected {e}, found {a}",
+            if path.is_empty() { "." } else { path }
+        )),
+        _ => {}
+    }
+}
+
+/// Runs the tool itself as a child process (crash points need a process to
+/// kill), in `dir`, returning its exit code and its JSON report if any.
+fn child(dir: &Path, args: &[&str], fault: Option<&str>) -> Result<(i32, Json)> {
+    let exe = std::env::current_exe().context("finding the cutover executable")?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.current_dir(dir)
+        .args(args)
+        .arg("--format")
+        .arg("json")
+        .env_remove("CUTOVER_FAULT");
+    if let Some(f) = fault {
+        cmd.env("CUTOVER_FAULT", f);
+    }
+    let out = cmd
+        .output()
+        .context("running a drill step in a child process")?;
+    let code = out.status.code().unwrap_or(-1);
+    let json = serde_json::from_slice(&out.stdout).unwrap_or(Json::Null);
+    Ok((code, json))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compare_names_every_changed_number() {
+        let e = json!({"a": [1, {"b": 2}], "c": "x"});
+        let a = json!({"a": [1, {"b": 3}], "c": "x", "d": 1});
+        let mut out = Vec::new();
+        compare("", &e, &a, &mut out);
+        assert_eq!(
+            out,
+            vec![
+                ".a[1].b: expected 2, found 3".to_string(),
+                ".d: not expected, found 1".to_string()
+            ]
+        );
+    }
+}
