@@ -120,7 +120,7 @@ pub(super) fn run(dir: &Path, rec: &mut Recorder) -> Result<(bool, Json, String)
             let crash_diff = differ(expected, &after_crash);
             let (rerun_code, _) = child(&d, &args(op), None)?;
             let final_diff = differ(&clean, &snapshot(&d)?);
-            let ok = crash_code == crate::apply::FAULT_EXIT as i32
+            let ok = crash_code == crate::apply::FAULT_EXIT
                 && crash_diff.is_empty()
                 && rerun_code == 0
                 && final_diff.is_empty();
