@@ -306,8 +306,8 @@ pub fn on(spec: &Spec) -> Result<Outcome> {
         breach: None,
         fence: Some(row.clone()),
         verification: Some(format!(
-            "a write from another connection to each of {} tables was refused: {}",
-            refused.len(),
+            "a write from another connection to each of the {} fenced tables and to the journal was refused: {}",
+            tables.len(),
             refused.first().cloned().unwrap_or_default()
         )),
     };

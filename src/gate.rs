@@ -64,7 +64,7 @@ pub fn run(spec: &Spec, max_diffs: usize, inject: bool) -> Result<Outcome> {
     let mut text = report::reconciliation(&rec);
     text.push_str(&format!("\n{}\n", summary(spec, &rec)));
     text.push_str(if holds {
-        "verdict: PASS; the target holds exactly the source's data, cutover may proceed\n"
+        "verdict: PASS; source and target hold exactly the same data\n"
     } else {
         "verdict: FAIL; cutover is blocked until source and target reconcile\n"
     });

@@ -141,7 +141,11 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
     let (mut source, mut target, _) = spec::open(spec, source_access, Access::Read)?;
     let mut watch = match Watch::start(&target)? {
         Ok(w) => w,
-        Err(breach) => return breached(breach, 0, 0),
+        Err(breach) => {
+            let boundary = crate::fence::read(&target)?.map_or(0, |f| f.boundary);
+            let entries = target.journal_count_upto(boundary)?;
+            return breached(breach, boundary, entries);
+        }
     };
     let boundary = watch.fence().boundary;
     let (applied_rows, last_applied) = source.applied_progress()?;

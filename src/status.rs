@@ -37,10 +37,29 @@ pub fn run(spec: &Spec) -> Result<Outcome> {
     let fence = crate::fence::read(&target)?;
     let (replayed, _) = source.applied_progress()?;
     let spec_arg = format!("--spec {}", spec.path.display());
+    let mut load_incomplete = Vec::new();
+    for t in &spec.tables {
+        if let Some((_, _, false)) = target.load_checkpoint(&t.name)? {
+            load_incomplete.push(t.name.clone());
+        }
+    }
     let (phase, next, to_replay) = match &fence {
         Some(f) => {
             let n = target.journal_count_upto(f.boundary)?;
-            if replayed >= n {
+            let intact =
+                crate::fence::Fingerprint::read(&target, &f.tables)?.hash() == f.fingerprint;
+            if !intact {
+                (
+                    format!(
+                        "fence BREACHED (fenced at boundary {}, replayed {replayed} of {n})",
+                        f.boundary
+                    ),
+                    format!(
+                        "stop: find what changed with cutover fence status {spec_arg}; then re-plan the rollback (cutover fence off --force, cutover fence on, cutover replay --dry-run)"
+                    ),
+                    n,
+                )
+            } else if replayed >= n {
                 (
                     format!("rolled back (fenced at boundary {}, replayed {replayed} of {n})", f.boundary),
                     "switch the application back to the source; keep the fence on. Confirm with `cutover gate`".to_string(),
@@ -57,11 +76,31 @@ pub fn run(spec: &Spec) -> Result<Outcome> {
                 )
             }
         }
+        // A rollback that finished, and whose fence was lifted afterwards.
+        None if replayed > 0 && journal_installed => (
+            format!(
+                "rolled back, fence lifted (replayed {replayed} entries); the journal is still installed"
+            ),
+            format!("when the target is retired: cutover journal remove {spec_arg}"),
+            replayed,
+        ),
+        None if replayed > 0 => (
+            format!(
+                "rolled back and finished (replayed {replayed} entries; fence and journal removed)"
+            ),
+            "nothing; the source is the system of record again".to_string(),
+            replayed,
+        ),
         None if journal_installed => (
             format!("journaling ({journal_entries} entries)"),
             format!(
                 "if the cutover fails: cutover fence on {spec_arg}, then cutover replay {spec_arg}"
             ),
+            0,
+        ),
+        None if !load_incomplete.is_empty() => (
+            format!("load incomplete (tables {})", load_incomplete.join(", ")),
+            format!("cutover load {spec_arg} (it resumes after the last committed batch)"),
             0,
         ),
         None if target_rows > 0 => (

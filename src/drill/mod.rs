@@ -160,6 +160,11 @@ pub fn run(o: Options<'_>) -> Result<Outcome> {
     if o.inject && (o.crash_matrix || o.scenario != Scenario::Orders) {
         bail!("--inject-mismatch applies to the orders drill only");
     }
+    if std::env::var_os("CUTOVER_FAULT").is_some() {
+        bail!(
+            "CUTOVER_FAULT is set; the drill sets crash points itself (--crash-matrix), so unset it and run the drill again"
+        );
+    }
     let expected = match o.verify {
         None => None,
         Some(p) => {

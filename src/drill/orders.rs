@@ -86,6 +86,7 @@ pub(super) fn run(
     };
     let mut text = String::from("\n");
     text.push_str(match verdict {
+        "pass" if stop_after.is_some() => "drill: PASS; every step run so far held\n",
         "pass" => "drill: PASS; every step of the runbook held\n",
         "blocked" => "drill: cutover BLOCKED by the gate, as the rehearsal intends (exit 1)\n",
         _ => "drill: FAIL; a step did not do what the runbook says (see above)\n",
