@@ -661,6 +661,11 @@ impl<'a> Engine<'a> {
         found: Option<&Row>,
     ) -> Box<Conflict> {
         let table = &self.spec.tables[c.table];
+        // Under the replay rule the expected row is always the before-image.
+        let expected = match (&c.rule, expected) {
+            (Rule::Expect(before), None) => before.as_ref(),
+            (_, e) => e,
+        };
         Box::new(Conflict {
             tag: c.tag,
             table: table.name.clone(),

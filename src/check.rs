@@ -5,11 +5,11 @@
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::db::{Access, Db, TableSql};
-use crate::reconcile::{Diff, DiffKind, canonical};
+use crate::db::{Access, Db};
+use crate::reconcile::{self, Diff, DiffKind, Note};
 use crate::report::{self, Outcome};
 use crate::spec::{self, Spec};
-use crate::value::key_json;
+use crate::value::{Value, key_json};
 
 #[derive(Debug, Serialize)]
 struct Durability {
@@ -59,93 +59,52 @@ pub fn run(spec: &Spec, strict: bool, max_diffs: usize) -> Result<Outcome> {
         }
     };
     for t in &spec.tables {
-        let sql = TableSql::new(&t.source_table, &t.source_names(), t.key_len);
-        let mut tc = TableCheck {
+        let found = reconcile::scan_source(t, &source, |key, note| {
+            let (kind, column, expected, actual, reason) = match note {
+                Note::Invalid(column, value, reason) => (
+                    DiffKind::Invalid,
+                    column.clone(),
+                    None,
+                    value.clone(),
+                    reason.clone(),
+                ),
+                Note::NonCanonical(c, value, canonical) => (
+                    DiffKind::NonCanonical,
+                    t.columns[*c].source.clone(),
+                    Some(canonical.clone()),
+                    value.clone(),
+                    "value-equal but not canonical; replay would write the canonical text"
+                        .to_string(),
+                ),
+            };
+            keep(Diff {
+                table: t.name.clone(),
+                key: key_json(&key),
+                kind,
+                column: Some(column),
+                expected: expected.as_ref().map(Value::to_json),
+                actual: Some(actual.to_json()),
+                reason: Some(reason),
+                shown: (
+                    expected.as_ref().map_or_else(String::new, Value::to_string),
+                    actual.to_string(),
+                ),
+            });
+            Ok(true)
+        })?;
+        tables.push(TableCheck {
             name: t.name.clone(),
-            rows: 0,
-            reversible: 0,
-            invalid: 0,
-            non_canonical: 0,
+            rows: found.rows,
+            reversible: found.rows - found.invalid,
+            invalid: found.invalid,
+            non_canonical: found.non_canonical,
             ignored_columns: notes
                 .irreversible
                 .iter()
                 .filter(|(n, _)| *n == t.name)
                 .map(|(_, c)| c.clone())
                 .collect(),
-        };
-        source.scan(&sql, None, |row| {
-            tc.rows += 1;
-            let key = key_json(&row[..t.key_len]);
-            let diff = |kind,
-                        column: &str,
-                        expected: Option<&crate::value::Value>,
-                        actual: &crate::value::Value,
-                        reason: String| Diff {
-                table: t.name.clone(),
-                key: key.clone(),
-                kind,
-                column: Some(column.to_string()),
-                expected: expected.map(|v| v.to_json()),
-                actual: Some(actual.to_json()),
-                reason: Some(reason),
-                shown: (
-                    expected.map_or_else(String::new, |v| v.to_string()),
-                    actual.to_string(),
-                ),
-            };
-            for (col, v) in t.columns.iter().zip(&row) {
-                if !col.transform.is_canonical(v)
-                    && let Ok(fwd) = col.transform.forward(v)
-                    && let Ok(back) = col.transform.reverse(&fwd)
-                {
-                    tc.non_canonical += 1;
-                    keep(diff(
-                        DiffKind::NonCanonical,
-                        &col.source,
-                        Some(&back),
-                        v,
-                        "value-equal but not canonical; replay would write the canonical text"
-                            .into(),
-                    ));
-                }
-            }
-            match canonical(t, row.clone()) {
-                Err((_, column, value, reason)) => {
-                    tc.invalid += 1;
-                    keep(diff(DiffKind::Invalid, &column, None, &value, reason));
-                }
-                Ok(fwd) => {
-                    // The law, checked on real data: the reverse must carry
-                    // every value back to one forward maps to the same place.
-                    let mut ok = true;
-                    for ((col, f), orig) in t.columns.iter().zip(&fwd).zip(&row) {
-                        let back = col.transform.reverse(f).ok();
-                        if back
-                            .as_ref()
-                            .and_then(|b| col.transform.forward(b).ok())
-                            .as_ref()
-                            != Some(f)
-                        {
-                            ok = false;
-                            keep(diff(
-                                DiffKind::Invalid,
-                                &col.source,
-                                back.as_ref(),
-                                orig,
-                                "does not round-trip".into(),
-                            ));
-                        }
-                    }
-                    if ok {
-                        tc.reversible += 1;
-                    } else {
-                        tc.invalid += 1;
-                    }
-                }
-            }
-            Ok(true)
-        })?;
-        tables.push(tc);
+        });
     }
     let invalid: u64 = tables.iter().map(|t| t.invalid).sum();
     let non_canonical: u64 = tables.iter().map(|t| t.non_canonical).sum();

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::apply::{BatchOutcome, Change, Checkpoint, Engine, Rule};
 use crate::db::{Access, TableSql};
-use crate::reconcile::canonical;
+use crate::reconcile::{self, Note, canonical};
 use crate::report::{self, Outcome};
 use crate::spec::{self, Side, Spec};
 use crate::value::{display_key, key_from_json, key_json};
@@ -56,16 +56,16 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
         }
     }
 
-    // Validate everything before writing anything.
+    // Validate everything (every row, key order and uniqueness) before
+    // writing anything.
     for t in &spec.tables {
-        let sql = TableSql::new(&t.source_table, &t.source_names(), t.key_len);
         let mut bad = None;
-        source.scan(&sql, None, |row| match canonical(t, row) {
-            Ok(_) => Ok(true),
-            Err(e) => {
-                bad = Some(e);
-                Ok(false)
+        reconcile::scan_source(t, &source, |key, note| {
+            if let Note::Invalid(column, value, reason) = note {
+                bad = Some((key, column.clone(), value.clone(), reason.clone()));
+                return Ok(false);
             }
+            Ok(true)
         })?;
         if let Some((key, column, value, reason)) = bad {
             let rep = LoadReport {
@@ -77,7 +77,7 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
                 })),
             };
             let text = format!(
-                "load: FAIL, nothing was written\ntable '{}', key {}, column '{}': {} — {}\nfix the source row (run `cutover check` to list every invalid row) and load again\n",
+                "load: FAIL, nothing was written\ntable '{}', key {}, column '{}': {} ({})\nfix the source row (run `cutover check` to list every invalid row) and load again\n",
                 t.name,
                 display_key(&key),
                 column,

@@ -29,6 +29,13 @@ fn main() -> ExitCode {
         }
         Err(err) => {
             eprintln!("cutover: {err:#}");
+            if cli.format == Format::Json {
+                // Scripts reading stdout still get one JSON document.
+                println!(
+                    "{}",
+                    serde_json::json!({ "verdict": "error", "error": format!("{err:#}") })
+                );
+            }
             ExitCode::from(2)
         }
     }

@@ -15,10 +15,13 @@ use serde_json::Value as Json;
 
 use crate::db::{Db, TableSql};
 use crate::spec::{Spec, Table};
-use crate::value::{Row, Value, key_cmp, key_json};
+use crate::value::{Block, CellRef, Row, Value, key_json};
 
-const CHUNK: usize = 1024;
-const CHANNEL_CHUNKS: usize = 4;
+/// Rows per block handed from a reader thread to the merge.
+pub const BLOCK_ROWS: usize = 1024;
+/// Blocks in flight per side: with the block being read and the one being
+/// merged, memory is bounded by a handful of blocks whatever the table size.
+pub const CHANNEL_BLOCKS: usize = 4;
 
 /// What kind of difference a [`Diff`] is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -141,32 +144,12 @@ impl Reconciliation {
     }
 }
 
-/// A source row in canonical form, or why it has none.
-enum Canon {
-    Row(Row),
-    Invalid {
-        key: Row,
-        column: String,
-        value: Value,
-        reason: String,
-    },
-}
-
-impl Canon {
-    fn key(&self, key_len: usize) -> &[Value] {
-        match self {
-            Canon::Row(r) => &r[..key_len],
-            Canon::Invalid { key, .. } => key,
-        }
-    }
-}
-
-/// Forward-transforms and checks one source row.
+/// Forward-transforms and checks one source row (paths that are not hot).
 pub fn canonical(table: &Table, row: Row) -> Result<Row, (Row, String, Value, String)> {
     let mut out = Vec::with_capacity(row.len());
     for (col, v) in table.columns.iter().zip(row.iter()) {
-        let fwd = match col.transform.forward(v) {
-            Ok(f) => f,
+        let fwd = match col.transform.forward_ref(v.as_cell()) {
+            Ok((f, _)) => f,
             Err(r) => {
                 return Err((
                     row[..table.key_len].to_vec(),
@@ -176,7 +159,7 @@ pub fn canonical(table: &Table, row: Row) -> Result<Row, (Row, String, Value, St
                 ));
             }
         };
-        if let Err(why) = col.checks.check(&fwd) {
+        if let Err(why) = col.checks.check_ref(fwd) {
             return Err((
                 row[..table.key_len].to_vec(),
                 col.source.clone(),
@@ -184,18 +167,78 @@ pub fn canonical(table: &Table, row: Row) -> Result<Row, (Row, String, Value, St
                 why,
             ));
         }
-        out.push(fwd);
+        out.push(fwd.to_value());
     }
     Ok(out)
 }
 
-/// Which source rows, if any, are value-equal but not canonical text.
-fn non_canonical_column(table: &Table, row: &[Value]) -> Option<usize> {
-    table
-        .columns
-        .iter()
-        .zip(row)
-        .position(|(c, v)| !c.transform.is_canonical(v))
+/// Something to say about one row of a [`CanonBlock`].
+#[derive(Debug)]
+pub enum Note {
+    /// The row cannot be carried across: `(column, value, reason)`. Its key
+    /// cells are in the block; the rest are NULL.
+    Invalid(String, Value, String),
+    /// Accepted, but the text of this column is not canonical:
+    /// `(column index, source value, canonical text)`.
+    NonCanonical(usize, Value, Value),
+}
+
+/// Source rows in canonical (target) form, with notes on the rows that are
+/// invalid or not canonical, kept sparse: `(row, note)` in row order.
+#[derive(Debug, Default)]
+pub struct CanonBlock {
+    pub rows: Block,
+    pub notes: Vec<(usize, Note)>,
+}
+
+/// Forward-transforms a block of source rows. Nothing is allocated per row
+/// except for the rare row that needs a note.
+pub fn canonical_block(table: &Table, raw: &Block) -> CanonBlock {
+    let width = table.columns.len();
+    let mut out = CanonBlock {
+        rows: Block::new(width, raw.rows()),
+        notes: Vec::new(),
+    };
+    for r in 0..raw.rows() {
+        let mut bad: Option<Note> = None;
+        let mut nc: Option<Note> = None;
+        for (c, col) in table.columns.iter().enumerate() {
+            let v = raw.get(r, c);
+            match col.transform.forward_ref(v) {
+                Ok((f, canonical)) => match col.checks.check_ref(f) {
+                    Ok(()) => {
+                        if !canonical && nc.is_none() {
+                            let back = col.transform.reverse(&f.to_value()).unwrap_or(Value::Null);
+                            nc = Some(Note::NonCanonical(c, v.to_value(), back));
+                        }
+                        out.rows.push(f);
+                    }
+                    Err(why) => {
+                        bad = Some(Note::Invalid(col.source.clone(), v.to_value(), why));
+                        break;
+                    }
+                },
+                Err(rej) => {
+                    bad = Some(Note::Invalid(col.source.clone(), v.to_value(), rej.0));
+                    break;
+                }
+            }
+        }
+        if let Some(note) = bad {
+            out.rows.truncate_rows(r);
+            for c in 0..width {
+                out.rows.push(if c < table.key_len {
+                    raw.get(r, c)
+                } else {
+                    CellRef::Null
+                });
+            }
+            out.notes.push((r, note));
+        } else if let Some(note) = nc {
+            out.notes.push((r, note));
+        }
+    }
+    out
 }
 
 /// Reconciles every table of the spec. Both connections are used from a
@@ -218,58 +261,203 @@ pub fn reconcile(
     Ok(rec)
 }
 
+/// Starts a thread that scans a table into blocks, maps each, and sends
+/// them through a bounded channel.
 fn reader<'scope, 'env, T: Send + 'scope>(
     db: &'scope mut Db,
     sql: TableSql,
-    map: impl Fn(Row) -> T + Send + 'scope,
+    map: impl Fn(Block) -> T + Send + 'scope,
     scope: &'scope std::thread::Scope<'scope, 'env>,
 ) -> (
-    Receiver<Vec<T>>,
+    Receiver<T>,
     std::thread::ScopedJoinHandle<'scope, Result<()>>,
 ) {
-    let (tx, rx) = sync_channel::<Vec<T>>(CHANNEL_CHUNKS);
+    let (tx, rx) = sync_channel::<T>(CHANNEL_BLOCKS);
     let h = scope.spawn(move || {
-        let mut buf = Vec::with_capacity(CHUNK);
-        db.scan(&sql, None, |row| {
-            buf.push(map(row));
-            if buf.len() == CHUNK {
-                let full = std::mem::replace(&mut buf, Vec::with_capacity(CHUNK));
-                // The merge hung up: it failed, and its error is the one to report.
-                if tx.send(full).is_err() {
-                    return Ok(false);
-                }
-            }
-            Ok(true)
-        })?;
-        if !buf.is_empty() {
-            let _ = tx.send(buf);
-        }
-        Ok(())
+        // The merge hung up: it failed, and its error is the one to report.
+        db.scan_blocks(&sql, None, BLOCK_ROWS, |b| Ok(tx.send(map(b)).is_ok()))
     });
     (rx, h)
 }
 
-/// A stream of chunks read one item at a time, checking key order.
-struct Side<T> {
-    rx: Receiver<Vec<T>>,
-    chunk: std::vec::IntoIter<T>,
+/// One side of the merge: the current block and the row in it.
+struct Cursor<T> {
+    rx: Receiver<T>,
+    block: Option<T>,
+    row: usize,
+    /// The key of the last row of the previous block, to check key order
+    /// across block boundaries.
+    prev_last: Option<Row>,
+    side: &'static str,
 }
 
-impl<T> Side<T> {
-    fn new(rx: Receiver<Vec<T>>) -> Self {
-        Side {
+trait Rows {
+    fn block(&self) -> &Block;
+}
+
+impl Rows for Block {
+    fn block(&self) -> &Block {
+        self
+    }
+}
+
+impl Rows for CanonBlock {
+    fn block(&self) -> &Block {
+        &self.rows
+    }
+}
+
+impl<T: Rows> Cursor<T> {
+    fn new(rx: Receiver<T>, side: &'static str) -> Self {
+        let mut c = Cursor {
             rx,
-            chunk: Vec::new().into_iter(),
-        }
+            block: None,
+            row: 0,
+            prev_last: None,
+            side,
+        };
+        c.fill();
+        c
     }
-    fn next(&mut self) -> Option<T> {
-        loop {
-            if let Some(x) = self.chunk.next() {
-                return Some(x);
+
+    fn fill(&mut self) {
+        while self
+            .block
+            .as_ref()
+            .is_none_or(|b| self.row >= b.block().rows())
+        {
+            match self.rx.recv() {
+                Ok(b) => {
+                    self.block = Some(b);
+                    self.row = 0;
+                }
+                Err(_) => {
+                    self.block = None;
+                    return;
+                }
             }
-            self.chunk = self.rx.recv().ok()?.into_iter();
         }
     }
+
+    fn current(&self) -> Option<(&T, usize)> {
+        self.block.as_ref().map(|b| (b, self.row))
+    }
+
+    /// Moves to the next row, first checking that the keys strictly increase.
+    fn advance(&mut self, k: usize, table: &str) -> Result<()> {
+        let Some(b) = self.block.as_ref() else {
+            return Ok(());
+        };
+        let rows = b.block();
+        check_order(
+            rows,
+            self.row,
+            self.prev_last.as_deref(),
+            k,
+            self.side,
+            table,
+        )?;
+        self.row += 1;
+        if self.row >= rows.rows() {
+            self.prev_last = Some(rows.values(self.row - 1, k));
+            self.fill();
+        }
+        Ok(())
+    }
+}
+
+/// Keys must arrive strictly increasing in SQLite's order; a repeat is a
+/// duplicate key, a step back means the engine ordered differently than we
+/// compare (a non-binary collation on the key), and a merge would lie.
+/// `prev_last` is the key of the row before the block's first.
+fn check_order(
+    rows: &Block,
+    row: usize,
+    prev_last: Option<&[Value]>,
+    k: usize,
+    side: &str,
+    table: &str,
+) -> Result<()> {
+    let prev = if row > 0 {
+        Some(rows.cmp_prefix(row - 1, rows, row, k))
+    } else {
+        prev_last.map(|p| {
+            (0..k)
+                .map(|c| p[c].as_cell().sql_cmp(&rows.get(row, c)))
+                .find(|o| o.is_ne())
+                .unwrap_or(Ordering::Equal)
+        })
+    };
+    if let Some(o) = prev
+        && o.is_ge()
+    {
+        let key = crate::value::display_key(&rows.values(row, k));
+        if o.is_eq() {
+            bail!(
+                "{side} table '{table}' holds two rows with key {key}; the spec's key must be unique (add a unique index, or fix the key in the spec)"
+            );
+        }
+        bail!(
+            "{side} table '{table}' returned key {key} out of order: the key column sorts with a collation other than BINARY; reconcile needs binary key order"
+        );
+    }
+    Ok(())
+}
+
+/// What a pass over the source found for one table.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SourceScan {
+    pub rows: u64,
+    pub invalid: u64,
+    pub non_canonical: u64,
+}
+
+/// Reads a source table once, forward-transforming every row and checking
+/// key order and uniqueness; hands each note (an invalid or non-canonical
+/// row) to `note` with the row's key. This is `check`, and load's
+/// validation before its first write.
+///
+/// A row that forwards without a note round-trips exactly: canonical text
+/// is by definition what reverse writes back (the property tests of
+/// `transform` pin that), and a map is bijective. So only non-canonical rows
+/// need their reverse rendered.
+pub fn scan_source(
+    table: &Table,
+    source: &Db,
+    mut note: impl FnMut(Row, &Note) -> Result<bool>,
+) -> Result<SourceScan> {
+    let sql = TableSql::new(&table.source_table, &table.source_names(), table.key_len);
+    let k = table.key_len;
+    let mut scan = SourceScan::default();
+    let mut prev_last: Option<Row> = None;
+    source.scan_blocks(&sql, None, BLOCK_ROWS, |raw| {
+        let canon = canonical_block(table, &raw);
+        for r in 0..raw.rows() {
+            check_order(
+                &raw,
+                r,
+                prev_last.as_deref(),
+                k,
+                "source",
+                &table.source_table,
+            )?;
+        }
+        scan.rows += raw.rows() as u64;
+        for (r, n) in &canon.notes {
+            match n {
+                Note::Invalid(..) => scan.invalid += 1,
+                Note::NonCanonical(..) => scan.non_canonical += 1,
+            }
+            if !note(raw.values(*r, k), n)? {
+                return Ok(false);
+            }
+        }
+        if raw.rows() > 0 {
+            prev_last = Some(raw.values(raw.rows() - 1, k));
+        }
+        Ok(true)
+    })?;
+    Ok(scan)
 }
 
 fn reconcile_table(
@@ -286,138 +474,124 @@ fn reconcile_table(
         ..Default::default()
     };
     let mut totals: BTreeMap<(usize, Option<String>), (i128, i128)> = BTreeMap::new();
+    // Without a currency column the totals are a fixed array, updated
+    // without a map look-up per row.
+    let mut plain: Vec<(i128, i128)> = vec![(0, 0); money.len()];
     let k = table.key_len;
-    let currency_of = |row: &[Value]| -> Option<String> {
-        table.currency.map(|c| match &row[c] {
-            Value::Text(t) => t.clone(),
-            other => other.to_string(),
+    let currency_of = |b: &Block, r: usize| -> Option<String> {
+        table.currency.map(|c| match b.get(r, c) {
+            CellRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+            other => other.to_value().to_string(),
         })
+    };
+    let diff = |kind,
+                key: Row,
+                column: Option<&str>,
+                exp: Option<Value>,
+                act: Option<Value>,
+                reason: Option<String>| Diff {
+        table: table.name.clone(),
+        key: key_json(&key),
+        kind,
+        column: column.map(str::to_string),
+        expected: exp.as_ref().map(Value::to_json),
+        actual: act.as_ref().map(Value::to_json),
+        reason,
+        shown: (
+            exp.as_ref().map_or_else(String::new, Value::to_string),
+            act.as_ref().map_or_else(String::new, Value::to_string),
+        ),
     };
 
     std::thread::scope(|scope| -> Result<()> {
-        let (s_rx, s_h) = reader(
-            source,
-            s_sql,
-            |row| {
-                let nc = non_canonical_column(table, &row).map(|i| (i, row[i].clone()));
-                let canon = match canonical(table, row) {
-                    Ok(r) => Canon::Row(r),
-                    Err((key, column, value, reason)) => Canon::Invalid {
-                        key,
-                        column,
-                        value,
-                        reason,
-                    },
-                };
-                (canon, nc)
-            },
-            scope,
-        );
-        let (t_rx, t_h) = reader(target, t_sql, |row| row, scope);
-        let mut s = Side::new(s_rx);
-        let mut t = Side::new(t_rx);
-        let mut s_head = s.next();
-        let mut t_head = t.next();
-        let mut s_prev: Option<Row> = None;
-        let mut t_prev: Option<Row> = None;
-
-        let diff = |kind,
-                    key: &[Value],
-                    column: Option<&str>,
-                    exp: Option<&Value>,
-                    act: Option<&Value>,
-                    reason: Option<String>| Diff {
-            table: table.name.clone(),
-            key: key_json(key),
-            kind,
-            column: column.map(str::to_string),
-            expected: exp.map(Value::to_json),
-            actual: act.map(Value::to_json),
-            reason,
-            shown: (
-                exp.map_or_else(String::new, Value::to_string),
-                act.map_or_else(String::new, Value::to_string),
-            ),
-        };
-
+        let (s_rx, s_h) = reader(source, s_sql, |b| canonical_block(table, &b), scope);
+        let (t_rx, t_h) = reader(target, t_sql, |b| b, scope);
+        let mut s: Cursor<CanonBlock> = Cursor::new(s_rx, "source");
+        let mut t: Cursor<Block> = Cursor::new(t_rx, "target");
+        // The next note of the current source block, by position.
+        let mut note_at = 0usize;
+        let mut s_block_id = 0usize;
+        let mut last_block_ptr: *const CanonBlock = std::ptr::null();
         loop {
-            let ord = match (&s_head, &t_head) {
+            let ord = match (s.current(), t.current()) {
                 (None, None) => break,
                 (Some(_), None) => Ordering::Less,
                 (None, Some(_)) => Ordering::Greater,
-                (Some((sc, _)), Some(tr)) => key_cmp(sc.key(k), &tr[..k]),
+                (Some((sb, sr)), Some((tb, tr))) => sb.rows.cmp_prefix(sr, tb, tr, k),
             };
             if ord != Ordering::Greater {
-                let (sc, nc) = s_head
-                    .take()
-                    .ok_or_else(|| anyhow!("merge lost its source row"))?;
-                report.source_rows += 1;
-                let key = sc.key(k).to_vec();
-                check_order(&mut s_prev, &key, "source", &table.source_table)?;
-                if let Some((i, v)) = nc {
-                    report.non_canonical += 1;
-                    let col = &table.columns[i];
-                    let canon_text = col
-                        .transform
-                        .forward(&v)
-                        .ok()
-                        .and_then(|f| col.transform.reverse(&f).ok());
-                    rec.keep(diff(
-                        DiffKind::NonCanonical,
-                        &key,
-                        Some(&col.source),
-                        canon_text.as_ref(),
-                        Some(&v),
-                        Some(
-                            "value-equal but not canonical; replay would write the canonical text"
-                                .into(),
-                        ),
-                    ));
+                let Some((sb, sr)) = s.current() else { break };
+                if !std::ptr::eq(last_block_ptr, sb) {
+                    last_block_ptr = sb;
+                    s_block_id += 1;
+                    note_at = 0;
                 }
-                match &sc {
-                    Canon::Invalid {
-                        column,
-                        value,
-                        reason,
-                        ..
-                    } => {
-                        report.invalid += 1;
-                        rec.keep(diff(
-                            DiffKind::Invalid,
-                            &key,
-                            Some(column),
-                            None,
-                            Some(value),
-                            Some(reason.clone()),
-                        ));
+                report.source_rows += 1;
+                let mut invalid = false;
+                while let Some((r, note)) = sb.notes.get(note_at) {
+                    if *r != sr {
+                        break;
                     }
-                    Canon::Row(srow) => {
-                        for &m in &money {
-                            if let Value::Integer(i) = srow[m] {
-                                totals.entry((m, currency_of(srow))).or_default().0 +=
-                                    i128::from(i);
+                    note_at += 1;
+                    let key = sb.rows.values(sr, k);
+                    match note {
+                        Note::Invalid(column, value, reason) => {
+                            invalid = true;
+                            report.invalid += 1;
+                            rec.keep(diff(
+                                DiffKind::Invalid,
+                                key,
+                                Some(column),
+                                None,
+                                Some(value.clone()),
+                                Some(reason.clone()),
+                            ));
+                        }
+                        Note::NonCanonical(c, value, canonical) => {
+                            report.non_canonical += 1;
+                            rec.keep(diff(
+                                DiffKind::NonCanonical,
+                                key,
+                                Some(&table.columns[*c].source),
+                                Some(canonical.clone()),
+                                Some(value.clone()),
+                                Some("value-equal but not canonical; replay would write the canonical text".into()),
+                            ));
+                        }
+                    }
+                }
+                if !invalid {
+                    let cur = if table.currency.is_some() {
+                        currency_of(&sb.rows, sr)
+                    } else {
+                        None
+                    };
+                    for (i, &m) in money.iter().enumerate() {
+                        if let CellRef::Integer(v) = sb.rows.get(sr, m) {
+                            if cur.is_some() {
+                                totals.entry((m, cur.clone())).or_default().0 += i128::from(v);
+                            } else {
+                                plain[i].0 += i128::from(v);
                             }
                         }
                     }
                 }
                 if ord == Ordering::Equal {
-                    let trow = t_head
-                        .take()
-                        .ok_or_else(|| anyhow!("merge lost its target row"))?;
+                    let Some((tb, tr)) = t.current() else { break };
                     report.target_rows += 1;
-                    check_order(&mut t_prev, &trow[..k], "target", &table.target_table)?;
-                    add_target_totals(&money, &trow, currency_of(&trow), &mut totals);
-                    if let Canon::Row(srow) = &sc {
+                    add_target_totals(table, &money, tb, tr, &currency_of, &mut totals, &mut plain);
+                    if !invalid {
                         let mut same = true;
-                        for (i, (e, a)) in srow.iter().zip(&trow).enumerate().skip(k) {
-                            if e != a {
+                        for c in k..table.columns.len() {
+                            let (e, a) = (sb.rows.get(sr, c), tb.get(tr, c));
+                            if !cells_equal(e, a) {
                                 same = false;
                                 rec.keep(diff(
                                     DiffKind::Changed,
-                                    &key,
-                                    Some(&table.columns[i].target),
-                                    Some(e),
-                                    Some(a),
+                                    sb.rows.values(sr, k),
+                                    Some(&table.columns[c].target),
+                                    Some(e.to_value()),
+                                    Some(a.to_value()),
                                     None,
                                 ));
                             }
@@ -428,24 +602,36 @@ fn reconcile_table(
                             report.changed += 1;
                         }
                     }
-                    t_head = t.next();
-                } else if matches!(sc, Canon::Row(_)) {
+                    t.advance(k, &table.target_table)?;
+                } else if !invalid {
                     report.missing += 1;
-                    rec.keep(diff(DiffKind::Missing, &key, None, None, None, None));
+                    rec.keep(diff(
+                        DiffKind::Missing,
+                        sb.rows.values(sr, k),
+                        None,
+                        None,
+                        None,
+                        None,
+                    ));
                 }
-                s_head = s.next();
+                s.advance(k, &table.source_table)?;
             } else {
-                let trow = t_head
-                    .take()
-                    .ok_or_else(|| anyhow!("merge lost its target row"))?;
+                let Some((tb, tr)) = t.current() else { break };
                 report.target_rows += 1;
-                check_order(&mut t_prev, &trow[..k], "target", &table.target_table)?;
-                add_target_totals(&money, &trow, currency_of(&trow), &mut totals);
+                add_target_totals(table, &money, tb, tr, &currency_of, &mut totals, &mut plain);
                 report.extra += 1;
-                rec.keep(diff(DiffKind::Extra, &trow[..k], None, None, None, None));
-                t_head = t.next();
+                rec.keep(diff(
+                    DiffKind::Extra,
+                    tb.values(tr, k),
+                    None,
+                    None,
+                    None,
+                    None,
+                ));
+                t.advance(k, &table.target_table)?;
             }
         }
+        let _ = s_block_id;
         drop(s);
         drop(t);
         s_h.join()
@@ -455,9 +641,11 @@ fn reconcile_table(
         Ok(())
     })?;
 
-    for &m in &money {
-        if !totals.keys().any(|(c, _)| *c == m) {
-            totals.insert((m, None), (0, 0));
+    for (i, &m) in money.iter().enumerate() {
+        if table.currency.is_none() || !totals.keys().any(|(c, _)| *c == m) {
+            let e = totals.entry((m, None)).or_default();
+            e.0 += plain[i].0;
+            e.1 += plain[i].1;
         }
     }
     report.totals = totals
@@ -472,40 +660,35 @@ fn reconcile_table(
     Ok(report)
 }
 
-fn add_target_totals(
-    money: &[usize],
-    row: &[Value],
-    currency: Option<String>,
-    totals: &mut BTreeMap<(usize, Option<String>), (i128, i128)>,
-) {
-    for &m in money {
-        if let Value::Integer(i) = row[m] {
-            totals.entry((m, currency.clone())).or_default().1 += i128::from(i);
-        }
+/// Equality with storage class: the text `'1250'` is not the integer `1250`.
+fn cells_equal(a: CellRef<'_>, b: CellRef<'_>) -> bool {
+    match (a, b) {
+        (CellRef::Real(x), CellRef::Real(y)) => x == y || (x.is_nan() && y.is_nan()),
+        _ => a == b,
     }
 }
 
-/// Keys must arrive strictly increasing in SQLite's order; a repeat is a
-/// duplicate key, a step back means the engine ordered differently than we
-/// compare (a non-binary collation on the key), and the merge would lie.
-fn check_order(prev: &mut Option<Row>, key: &[Value], side: &str, table: &str) -> Result<()> {
-    if let Some(p) = prev {
-        match key_cmp(p, key) {
-            Ordering::Less => {}
-            Ordering::Equal => bail!(
-                "{side} table '{table}' holds two rows with key {}; the spec's key must be unique (add a unique index or fix the key)",
-                crate::value::display_key(key)
-            ),
-            Ordering::Greater => bail!(
-                "{side} table '{table}' returned key {} after {}: the key column sorts with a collation other than BINARY; reconcile needs binary key order",
-                crate::value::display_key(key),
-                crate::value::display_key(p)
-            ),
-        }
-        p.clear();
-        p.extend_from_slice(key);
+fn add_target_totals(
+    table: &Table,
+    money: &[usize],
+    b: &Block,
+    r: usize,
+    currency_of: &dyn Fn(&Block, usize) -> Option<String>,
+    totals: &mut BTreeMap<(usize, Option<String>), (i128, i128)>,
+    plain: &mut [(i128, i128)],
+) {
+    let cur = if table.currency.is_some() {
+        currency_of(b, r)
     } else {
-        *prev = Some(key.to_vec());
+        None
+    };
+    for (i, &m) in money.iter().enumerate() {
+        if let CellRef::Integer(v) = b.get(r, m) {
+            if cur.is_some() {
+                totals.entry((m, cur.clone())).or_default().1 += i128::from(v);
+            } else {
+                plain[i].1 += i128::from(v);
+            }
+        }
     }
-    Ok(())
 }

@@ -303,9 +303,11 @@ fn render(rep: ReplayReport) -> Result<Outcome> {
                 vec!["journal after-image".to_string(), show(&c.wanted)],
             ],
         ));
-        text.push_str(
-            "\nthe batch was rolled back; entries before it stay applied. The source row was changed after the cutover: decide which version is right, fix the source row by hand, and run `cutover replay` again\n",
-        );
+        text.push_str(if c.found.is_some() && c.found == c.expected {
+            "\nthe batch was rolled back; entries before it stay applied. The source row is as the journal expected, but the target's value cannot be written back to the source: extend the spec (a map, a column check) or settle the value by hand in the source, then run `cutover replay` again\n"
+        } else {
+            "\nthe batch was rolled back; entries before it stay applied. The source row was changed after the cutover: decide which version is right, fix the source row by hand, and run `cutover replay` again\n"
+        });
     }
     if let Some(b) = &rep.breach {
         text.push_str(&format!(

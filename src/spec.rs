@@ -17,7 +17,7 @@ use serde::Deserialize;
 
 use crate::db::{ColumnInfo, Db};
 use crate::transform::{MAX_SCALE, Transform};
-use crate::value::Value;
+use crate::value::{CellRef, Value};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -118,30 +118,50 @@ pub struct Checks {
 impl Checks {
     /// Checks a canonical value; NULL passes (nullability is the schema's job).
     pub fn check(&self, v: &Value) -> Result<(), String> {
-        if matches!(v, Value::Null) {
+        self.check_ref(v.as_cell())
+    }
+
+    /// The same, on a borrowed cell (the hot path).
+    pub fn check_ref(&self, v: CellRef<'_>) -> Result<(), String> {
+        if matches!(v, CellRef::Null) || self.is_empty() {
             return Ok(());
         }
-        if (self.integer || self.min.is_some()) && !matches!(v, Value::Integer(_)) {
-            return Err(format!("{v} is not an integer ({})", v.class()));
+        let shown = || v.to_value();
+        if (self.integer || self.min.is_some()) && !matches!(v, CellRef::Integer(_)) {
+            return Err(format!(
+                "{} is not an integer ({})",
+                shown(),
+                shown().class()
+            ));
         }
-        if let (Some(min), Value::Integer(i)) = (self.min, v)
-            && *i < min
+        if let (Some(min), CellRef::Integer(i)) = (self.min, v)
+            && i < min
         {
             return Err(format!("{i} is below the minimum {min}"));
         }
-        if let Some(values) = &self.values {
-            match v {
-                Value::Text(t) if values.contains(t) => {}
-                _ => return Err(format!("{v} is not one of the allowed values")),
-            }
+        let text = match v {
+            CellRef::Text(t) => std::str::from_utf8(t).ok(),
+            _ => None,
+        };
+        if let Some(values) = &self.values
+            && !text.is_some_and(|t| values.contains(t))
+        {
+            return Err(format!("{} is not one of the allowed values", shown()));
         }
-        if let Some(re) = &self.pattern {
-            match v {
-                Value::Text(t) if re.is_match(t) => {}
-                _ => return Err(format!("{v} does not match the pattern {}", re.as_str())),
-            }
+        if let Some(re) = &self.pattern
+            && !text.is_some_and(|t| re.is_match(t))
+        {
+            return Err(format!(
+                "{} does not match the pattern {}",
+                shown(),
+                re.as_str()
+            ));
         }
         Ok(())
+    }
+
+    fn is_empty(&self) -> bool {
+        !self.integer && self.min.is_none() && self.values.is_none() && self.pattern.is_none()
     }
 }
 
@@ -207,6 +227,13 @@ pub fn load(path: &Path) -> Result<Spec> {
     let ctx = |what: &str| format!("spec {}: {what}", path.display());
     let source = sqlite_path(base, &raw.source.url).with_context(|| ctx("[source] url"))?;
     let target = sqlite_path(base, &raw.target.url).with_context(|| ctx("[target] url"))?;
+    if source == target {
+        bail!(
+            "spec {}: source and target are the same file {}; they must be two databases",
+            path.display(),
+            source.display()
+        );
+    }
     if raw.tables.is_empty() {
         bail!(
             "spec {}: no [[tables]]; describe at least one table",

@@ -12,7 +12,7 @@ use std::fmt;
 
 use rust_decimal::Decimal;
 
-use crate::value::Value;
+use crate::value::{CellRef, Value};
 
 /// The largest scale whose factor `10^scale` fits an `i64`.
 pub const MAX_SCALE: u32 = 18;
@@ -67,30 +67,42 @@ impl Transform {
         }
     }
 
-    /// Source value → target value.
-    pub fn forward(&self, v: &Value) -> Result<Value, Reject> {
+    /// Source value → target value, borrowing (the hot path of reconcile,
+    /// check and load): the forwarded cell, and whether the source text is
+    /// already canonical (what reverse would write back).
+    pub fn forward_ref<'a>(&'a self, v: CellRef<'a>) -> Result<(CellRef<'a>, bool), Reject> {
         match (self, v) {
-            (Transform::Copy, v) => Ok(v.clone()),
-            (_, Value::Null) => Ok(Value::Null),
-            (Transform::DecimalToMinor { scale }, Value::Text(t)) => {
-                parse_decimal(t, *scale).map(|d| Value::Integer(d.minor))
+            (Transform::Copy, v) => Ok((v, true)),
+            (_, CellRef::Null) => Ok((CellRef::Null, true)),
+            (Transform::DecimalToMinor { scale }, CellRef::Text(t)) => {
+                let t = std::str::from_utf8(t).map_err(|_| {
+                    Reject("expected decimal text, found bytes that are not UTF-8".into())
+                })?;
+                parse_decimal(t, *scale).map(|d| (CellRef::Integer(d.minor), d.canonical))
             }
-            (Transform::DecimalToMinor { .. }, Value::Real(r)) => reject(format!(
+            (Transform::DecimalToMinor { .. }, CellRef::Real(r)) => reject(format!(
                 "expected decimal text, found the real {r:?}: floating point cannot carry money exactly"
             )),
-            (Transform::DecimalToMinor { .. }, other) => reject(format!(
-                "expected decimal text, found {} {other}",
-                other.class()
-            )),
-            (Transform::Map { forward, .. }, Value::Text(code)) => match forward.get(code) {
-                Some(word) => Ok(Value::Text(word.clone())),
-                None => reject(format!("code {v} is not in the map")),
-            },
-            (Transform::Map { .. }, other) => reject(format!(
-                "expected a text code, found {} {other}",
-                other.class()
-            )),
+            (Transform::DecimalToMinor { .. }, other) => {
+                let v = other.to_value();
+                reject(format!("expected decimal text, found {} {v}", v.class()))
+            }
+            (Transform::Map { forward, .. }, CellRef::Text(code)) => {
+                match std::str::from_utf8(code).ok().and_then(|c| forward.get(c)) {
+                    Some(word) => Ok((CellRef::Text(word.as_bytes()), true)),
+                    None => reject(format!("code {} is not in the map", v.to_value())),
+                }
+            }
+            (Transform::Map { .. }, other) => {
+                let v = other.to_value();
+                reject(format!("expected a text code, found {} {v}", v.class()))
+            }
         }
+    }
+
+    /// Source value → target value.
+    pub fn forward(&self, v: &Value) -> Result<Value, Reject> {
+        self.forward_ref(v.as_cell()).map(|(c, _)| c.to_value())
     }
 
     /// Target value → source value, in canonical form.
@@ -122,12 +134,7 @@ impl Transform {
     /// reverse would write back? `"12.5"` is value-equal to `"12.50"` but not
     /// canonical, so replay would rewrite it.
     pub fn is_canonical(&self, v: &Value) -> bool {
-        match (self, v) {
-            (Transform::DecimalToMinor { scale }, Value::Text(t)) => {
-                parse_decimal(t, *scale).is_ok_and(|d| d.canonical)
-            }
-            _ => true,
-        }
+        self.forward_ref(v.as_cell()).is_ok_and(|(_, c)| c)
     }
 }
 
@@ -227,7 +234,13 @@ pub fn parse_decimal(text: &str, scale: u32) -> Result<Parsed, Reject> {
     } else {
         acc.checked_neg().ok_or_else(out_of_range)?
     };
-    let canonical = render_minor(minor, scale) == text;
+    // What render_minor would write: no leading zero, exactly `scale`
+    // fraction digits, no minus sign on zero. Decided from the text's shape,
+    // so the hot path allocates nothing.
+    let canonical = !(int_part.len() > 1 && int_part.starts_with('0'))
+        && frac_part.map_or(0, str::len) == scale as usize
+        && (frac_part.is_some() || scale == 0)
+        && !(negative && minor == 0);
     Ok(Parsed { minor, canonical })
 }
 
@@ -430,6 +443,15 @@ mod tests {
         #[test]
         fn arbitrary_text_never_panics(s in "\\PC{0,40}") {
             let _ = parse_decimal(&s, 2);
+        }
+
+        // The canonical flag, decided from the text's shape, says exactly
+        // whether reverse would write the same text back.
+        #[test]
+        fn canonical_flag_matches_rendering(s in "-?[0-9]{1,6}(\\.[0-9]{0,3})?", scale in 0u32..4) {
+            if let Ok(p) = parse_decimal(&s, scale) {
+                prop_assert_eq!(p.canonical, render_minor(p.minor, scale) == s);
+            }
         }
 
         #[test]

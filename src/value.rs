@@ -73,27 +73,173 @@ impl Value {
         })
     }
 
+    /// SQLite's ordering for `ORDER BY` with the BINARY collation (see
+    /// [`CellRef::sql_cmp`]).
+    pub fn sql_cmp(&self, other: &Value) -> Ordering {
+        self.as_cell().sql_cmp(&other.as_cell())
+    }
+
+    /// A borrowed view of this value.
+    pub fn as_cell(&self) -> CellRef<'_> {
+        match self {
+            Value::Null => CellRef::Null,
+            Value::Integer(i) => CellRef::Integer(*i),
+            Value::Real(r) => CellRef::Real(*r),
+            Value::Text(t) => CellRef::Text(t.as_bytes()),
+            Value::Blob(b) => CellRef::Blob(b),
+        }
+    }
+}
+
+/// A value borrowed from a [`Block`] (or a [`Value`]): what the hot paths
+/// compare and transform, without allocating. Text is kept as bytes because
+/// SQLite does not promise UTF-8.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum CellRef<'a> {
+    Null,
+    Integer(i64),
+    Real(f64),
+    Text(&'a [u8]),
+    Blob(&'a [u8]),
+}
+
+impl CellRef<'_> {
     /// SQLite's ordering for `ORDER BY` with the BINARY collation: NULL, then
     /// numbers (integers and reals compared by value), then text by bytes,
     /// then blobs by bytes. The merge depends on this matching the engine.
-    pub fn sql_cmp(&self, other: &Value) -> Ordering {
-        fn rank(v: &Value) -> u8 {
+    pub fn sql_cmp(&self, other: &CellRef<'_>) -> Ordering {
+        fn rank(v: &CellRef<'_>) -> u8 {
             match v {
-                Value::Null => 0,
-                Value::Integer(_) | Value::Real(_) => 1,
-                Value::Text(_) => 2,
-                Value::Blob(_) => 3,
+                CellRef::Null => 0,
+                CellRef::Integer(_) | CellRef::Real(_) => 1,
+                CellRef::Text(_) => 2,
+                CellRef::Blob(_) => 3,
             }
         }
         match (self, other) {
-            (Value::Integer(a), Value::Integer(b)) => a.cmp(b),
-            (Value::Real(a), Value::Real(b)) => a.total_cmp(b),
-            (Value::Integer(a), Value::Real(b)) => cmp_int_real(*a, *b),
-            (Value::Real(a), Value::Integer(b)) => cmp_int_real(*b, *a).reverse(),
-            (Value::Text(a), Value::Text(b)) => a.as_bytes().cmp(b.as_bytes()),
-            (Value::Blob(a), Value::Blob(b)) => a.cmp(b),
+            (CellRef::Integer(a), CellRef::Integer(b)) => a.cmp(b),
+            (CellRef::Real(a), CellRef::Real(b)) => a.total_cmp(b),
+            (CellRef::Integer(a), CellRef::Real(b)) => cmp_int_real(*a, *b),
+            (CellRef::Real(a), CellRef::Integer(b)) => cmp_int_real(*b, *a).reverse(),
+            (CellRef::Text(a), CellRef::Text(b)) | (CellRef::Blob(a), CellRef::Blob(b)) => a.cmp(b),
             _ => rank(self).cmp(&rank(other)),
         }
+    }
+
+    /// The owned value. Text that is not UTF-8 is kept as a blob rather
+    /// than altered.
+    pub fn to_value(&self) -> Value {
+        match *self {
+            CellRef::Null => Value::Null,
+            CellRef::Integer(i) => Value::Integer(i),
+            CellRef::Real(r) => Value::Real(r),
+            CellRef::Text(t) => match std::str::from_utf8(t) {
+                Ok(s) => Value::Text(s.to_string()),
+                Err(_) => Value::Blob(t.to_vec()),
+            },
+            CellRef::Blob(b) => Value::Blob(b.to_vec()),
+        }
+    }
+}
+
+/// One cell of a [`Block`]; text and blobs point into the block's bytes.
+#[derive(Clone, Copy, Debug)]
+enum Cell {
+    Null,
+    Integer(i64),
+    Real(f64),
+    Text(u32, u32),
+    Blob(u32, u32),
+}
+
+/// A run of rows of one width stored flat: a few allocations per block, none
+/// per row. Scans hand rows out in blocks and reconcile works on them.
+#[derive(Clone, Debug, Default)]
+pub struct Block {
+    width: usize,
+    cells: Vec<Cell>,
+    bytes: Vec<u8>,
+}
+
+impl Block {
+    pub fn new(width: usize, rows: usize) -> Block {
+        Block {
+            width,
+            cells: Vec::with_capacity(width * rows),
+            bytes: Vec::with_capacity(rows * width * 8),
+        }
+    }
+
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    pub fn rows(&self) -> usize {
+        self.cells.len().checked_div(self.width).unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.cells.is_empty()
+    }
+
+    pub fn clear(&mut self) {
+        self.cells.clear();
+        self.bytes.clear();
+    }
+
+    /// Appends one cell; a row is complete after `width` pushes.
+    pub fn push(&mut self, v: CellRef<'_>) {
+        let mut span = |b: &[u8]| {
+            let at = self.bytes.len() as u32;
+            self.bytes.extend_from_slice(b);
+            (at, b.len() as u32)
+        };
+        let cell = match v {
+            CellRef::Null => Cell::Null,
+            CellRef::Integer(i) => Cell::Integer(i),
+            CellRef::Real(r) => Cell::Real(r),
+            CellRef::Text(t) => {
+                let (a, n) = span(t);
+                Cell::Text(a, n)
+            }
+            CellRef::Blob(b) => {
+                let (a, n) = span(b);
+                Cell::Blob(a, n)
+            }
+        };
+        self.cells.push(cell);
+    }
+
+    /// Drops the cells of a row begun but not finished.
+    pub fn truncate_rows(&mut self, rows: usize) {
+        self.cells.truncate(rows * self.width);
+    }
+
+    pub fn get(&self, row: usize, col: usize) -> CellRef<'_> {
+        let slice = |a: u32, n: u32| &self.bytes[a as usize..(a + n) as usize];
+        match self.cells[row * self.width + col] {
+            Cell::Null => CellRef::Null,
+            Cell::Integer(i) => CellRef::Integer(i),
+            Cell::Real(r) => CellRef::Real(r),
+            Cell::Text(a, n) => CellRef::Text(slice(a, n)),
+            Cell::Blob(a, n) => CellRef::Blob(slice(a, n)),
+        }
+    }
+
+    /// The first `n` cells of a row as owned values.
+    pub fn values(&self, row: usize, n: usize) -> Row {
+        (0..n).map(|c| self.get(row, c).to_value()).collect()
+    }
+
+    /// Compares the first `n` cells of two rows in SQLite's order.
+    pub fn cmp_prefix(&self, row: usize, other: &Block, other_row: usize, n: usize) -> Ordering {
+        for c in 0..n {
+            match self.get(row, c).sql_cmp(&other.get(other_row, c)) {
+                Ordering::Equal => continue,
+                o => return o,
+            }
+        }
+        Ordering::Equal
     }
 }
 

@@ -14,7 +14,7 @@ use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, ToSql, config::DbConfig, params};
 use sha2::{Digest, Sha256};
 
-use crate::value::{Row, Value};
+use crate::value::{Block, CellRef, Row, Value};
 
 const CONTROL_DDL: &str = include_str!("../../sql/sqlite/control.sql");
 const APPLIED_DDL: &str = include_str!("../../sql/sqlite/applied.sql");
@@ -151,23 +151,22 @@ impl ToSql for Bind<'_> {
     }
 }
 
-fn read_value(v: ValueRef<'_>) -> Value {
+fn cell(v: ValueRef<'_>) -> CellRef<'_> {
     match v {
-        ValueRef::Null => Value::Null,
-        ValueRef::Integer(i) => Value::Integer(i),
-        ValueRef::Real(r) => Value::Real(r),
-        // SQLite does not check that stored text is UTF-8; keep the bytes
-        // visible rather than failing or replacing characters silently.
-        ValueRef::Text(t) => match std::str::from_utf8(t) {
-            Ok(s) => Value::Text(s.to_string()),
-            Err(_) => Value::Blob(t.to_vec()),
-        },
-        ValueRef::Blob(b) => Value::Blob(b.to_vec()),
+        ValueRef::Null => CellRef::Null,
+        ValueRef::Integer(i) => CellRef::Integer(i),
+        ValueRef::Real(r) => CellRef::Real(r),
+        ValueRef::Text(t) => CellRef::Text(t),
+        ValueRef::Blob(b) => CellRef::Blob(b),
     }
 }
 
 fn read_row(row: &rusqlite::Row<'_>, width: usize) -> rusqlite::Result<Row> {
-    (0..width).map(|i| row.get_ref(i).map(read_value)).collect()
+    // SQLite does not check that stored text is UTF-8; such text is kept as
+    // bytes (a blob) rather than failing or replacing characters silently.
+    (0..width)
+        .map(|i| row.get_ref(i).map(|v| cell(v).to_value()))
+        .collect()
 }
 
 /// One open SQLite database.
@@ -194,10 +193,12 @@ impl Db {
                 path.display()
             );
         }
-        let flags = match access {
-            Access::Read => OpenFlags::SQLITE_OPEN_READ_ONLY,
-            Access::Write => OpenFlags::SQLITE_OPEN_READ_WRITE,
-        } | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        // Even a reader opens read-write (and then sets query_only): after a
+        // crash mid-commit the next connection must roll the hot journal
+        // back, which a read-only connection cannot do. SQLite falls back to
+        // read-only by itself when the file is write-protected.
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
             | OpenFlags::SQLITE_OPEN_URI;
         let conn = Connection::open_with_flags(path, flags)
             .with_context(|| format!("opening {role} database {}", path.display()))?;
@@ -224,6 +225,9 @@ impl Db {
                 "{role} database {} could not be read; is it a SQLite database?",
                 self.path.display()
             )));
+        }
+        if access == Access::Read {
+            c.pragma_update(None, "query_only", true)?;
         }
         if access == Access::Write {
             let mode = self.journal_mode()?;
@@ -303,12 +307,14 @@ impl Db {
     }
 
     /// Streams a table in key order (optionally only keys after `after`),
-    /// handing each row to `f` until it returns `false`.
-    pub fn scan(
+    /// handing rows out in blocks of `block_rows` until `f` returns `false`.
+    /// Values are copied once, into the block: no allocation per row.
+    pub fn scan_blocks(
         &self,
         sql: &TableSql,
         after: Option<&[Value]>,
-        mut f: impl FnMut(Row) -> Result<bool>,
+        block_rows: usize,
+        mut f: impl FnMut(Block) -> Result<bool>,
     ) -> Result<()> {
         let (text, binds): (&str, Vec<Bind<'_>>) = match after {
             None => (&sql.scan, Vec::new()),
@@ -319,12 +325,42 @@ impl Db {
             .prepare(text)
             .with_context(|| format!("reading table '{}' in {}", sql.table, self.path.display()))?;
         let mut rows = st.query(rusqlite::params_from_iter(binds.iter()))?;
+        let mut block = Block::new(sql.width, block_rows);
+        let mut n = 0;
         while let Some(r) = rows.next()? {
-            if !f(read_row(r, sql.width)?)? {
-                break;
+            for i in 0..sql.width {
+                block.push(cell(r.get_ref(i)?));
+            }
+            n += 1;
+            if n == block_rows {
+                n = 0;
+                let full = std::mem::replace(&mut block, Block::new(sql.width, block_rows));
+                if !f(full)? {
+                    return Ok(());
+                }
             }
         }
+        if !block.is_empty() {
+            f(block)?;
+        }
         Ok(())
+    }
+
+    /// Streams a table in key order as owned rows (paths that are not hot).
+    pub fn scan(
+        &self,
+        sql: &TableSql,
+        after: Option<&[Value]>,
+        mut f: impl FnMut(Row) -> Result<bool>,
+    ) -> Result<()> {
+        self.scan_blocks(sql, after, 256, |b| {
+            for i in 0..b.rows() {
+                if !f(b.values(i, b.width()))? {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        })
     }
 
     /// The row stored under `key`, if any.
