@@ -1,0 +1,372 @@
+//! A replay killed at any moment and run again ends exactly where one clean
+//! replay ends: every batch commits whole with its applied sequence numbers,
+//! so a rerun applies nothing twice and loses nothing.
+//!
+//! The journal is large enough (thousands of entries in batches of 50, each
+//! commit synced to disk) that a `kill -9` after a seeded random delay lands
+//! in the middle of the replay; the test checks that it did, so it cannot
+//! pass by never interrupting anything.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::{Dir, FAULT_EXIT, ORDERS_SPEC, ORDERS_TARGET, Rng, Rows, dollars};
+
+/// The seed of every random choice; printed on failure.
+const SEED: u64 = 0x00C0_FFEE_2024;
+
+/// What a clean replay leaves in the source: every row, and the applied
+/// sequence numbers (without times or delivery labels).
+fn source_state(d: &Dir) -> (Rows, Rows) {
+    (
+        d.dump("source.db", "orders"),
+        d.query("source.db", "SELECT seq FROM _cutover_applied ORDER BY seq"),
+    )
+}
+
+fn applied(d: &Dir) -> i64 {
+    let has = d.has_table("source.db", "_cutover_applied");
+    if has {
+        d.int("source.db", "SELECT count(*) FROM _cutover_applied")
+    } else {
+        0
+    }
+}
+
+/// Applied entries as a copy of the folder shows them, so that the folder
+/// itself stays exactly as the kill left it (a hot rollback journal
+/// included) for the next `cutover replay` to recover.
+fn applied_in_copy(d: &Dir) -> (i64, bool) {
+    let hot = d.exists("source.db-journal")
+        && d.bytes("source.db-journal")
+            .starts_with(&[0xd9, 0xd5, 0x05, 0xf9]);
+    (applied(&d.copy("peek")), hot)
+}
+
+/// Builds a fenced migration of `rows` orders whose target then took `ops`
+/// random writes (updates, inserts, deletes and key changes) in one
+/// transaction. Returns the number of journal entries.
+fn fenced_workload(d: &Dir, rows: i64, ops: usize, seed: u64) -> i64 {
+    let mut rng = Rng::new(seed);
+    d.spec(ORDERS_SPEC);
+    d.create_db(
+        "source.db",
+        "CREATE TABLE orders (id INTEGER PRIMARY KEY, dollars TEXT NOT NULL, status TEXT NOT NULL);",
+    );
+    d.create_db("target.db", ORDERS_TARGET);
+    let mut live = Vec::with_capacity(rows as usize + ops);
+    {
+        let mut s = d.conn("source.db");
+        let mut t = d.conn("target.db");
+        let st = s.transaction().unwrap();
+        let tt = t.transaction().unwrap();
+        {
+            let mut si = st
+                .prepare("INSERT INTO orders (id, dollars, status) VALUES (?1, ?2, ?3)")
+                .unwrap();
+            let mut ti = tt
+                .prepare("INSERT INTO orders (id, cents, status) VALUES (?1, ?2, ?3)")
+                .unwrap();
+            for id in 1..=rows {
+                let cents = rng.range(0, 1_000_000) as i64;
+                let closed = rng.range(0, 4) == 0;
+                si.execute(rusqlite::params![
+                    id,
+                    dollars(cents),
+                    if closed { "C" } else { "A" }
+                ])
+                .unwrap();
+                ti.execute(rusqlite::params![
+                    id,
+                    cents,
+                    if closed { "closed" } else { "active" }
+                ])
+                .unwrap();
+                live.push(id);
+            }
+        }
+        st.commit().unwrap();
+        tt.commit().unwrap();
+    }
+    d.run(&["gate"], 0);
+    d.run(&["journal", "install"], 0);
+    {
+        let mut t = d.conn("target.db");
+        let tx = t.transaction().unwrap();
+        let mut next = rows + 1;
+        for _ in 0..ops {
+            let pick = rng.range(0, 20);
+            if live.is_empty() || (5..8).contains(&pick) {
+                let cents = rng.range(0, 1_000_000) as i64;
+                tx.execute(
+                    "INSERT INTO orders (id, cents, status) VALUES (?1, ?2, 'active')",
+                    [next, cents],
+                )
+                .unwrap();
+                live.push(next);
+                next += 1;
+                continue;
+            }
+            let i = rng.range(0, live.len() as u64) as usize;
+            let id = live[i];
+            match pick {
+                0..5 | 10..18 => {
+                    let cents = rng.range(0, 1_000_000) as i64;
+                    let status = if rng.range(0, 2) == 0 {
+                        "active"
+                    } else {
+                        "closed"
+                    };
+                    tx.execute(
+                        "UPDATE orders SET cents = ?1, status = ?2 WHERE id = ?3",
+                        rusqlite::params![cents, status, id],
+                    )
+                    .unwrap();
+                }
+                8..10 | 18 => {
+                    tx.execute("DELETE FROM orders WHERE id = ?1", [id])
+                        .unwrap();
+                    live.swap_remove(i);
+                }
+                _ => {
+                    // A key change: journaled with both keys.
+                    tx.execute("UPDATE orders SET id = ?1 WHERE id = ?2", [next, id])
+                        .unwrap();
+                    live[i] = next;
+                    next += 1;
+                }
+            }
+        }
+        tx.commit().unwrap();
+    }
+    let json = d.json(&["fence", "on"], 0);
+    let entries = json["journal_rows"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("journal_rows in {json:#}"));
+    assert_eq!(entries, ops as i64, "one journal entry per write");
+    entries
+}
+
+/// A clean, uninterrupted replay of a copy of `d`: the expected end state,
+/// and how long it took.
+fn clean_replay(d: &Dir, batch: &str) -> ((Rows, Rows), Duration) {
+    let clean = d.copy("clean");
+    let started = Instant::now();
+    let json = clean.json(&["replay", "--batch", batch], 0);
+    let took = started.elapsed();
+    assert_eq!(json["verdict"], "pass", "the clean replay failed: {json:#}");
+    (source_state(&clean), took)
+}
+
+#[test]
+fn kill_9_during_replay_then_rerun_equals_one_clean_replay() {
+    let d = Dir::new("kill-replay");
+    let entries = fenced_workload(&d, 20_000, 6_000, SEED);
+    let (expected, took) = clean_replay(&d, "50");
+    assert_eq!(expected.1.len() as i64, entries);
+
+    let mut rng = Rng::new(SEED ^ 0x5EED);
+    let mut interrupted_mid_way = 0;
+    let mut history = Vec::new();
+    let span = took.as_millis().max(20) as u64;
+    for round in 0..12 {
+        let (before, _) = applied_in_copy(&d);
+        if before == entries || interrupted_mid_way >= 3 {
+            break;
+        }
+        // Somewhere in the first half of what a whole replay takes.
+        let delay = Duration::from_millis(rng.range(span / 10, span / 2 + 1));
+        let mut child = d.cutover(&["replay", "--batch", "50"]).spawn();
+        std::thread::sleep(delay);
+        let finished = child.try_wait().unwrap();
+        if finished.is_none() {
+            child.kill().unwrap(); // SIGKILL on Unix: no cleanup, no rollback.
+        }
+        let status = child.wait().unwrap();
+        let (after, journal_left) = applied_in_copy(&d);
+        history.push(format!(
+            "round {round}: delay {delay:?}, {status}, applied {before} → {after} of {entries}{}",
+            if journal_left {
+                ", hot rollback journal left behind"
+            } else {
+                ""
+            }
+        ));
+        if finished.is_none() && after > before && after < entries {
+            interrupted_mid_way += 1;
+        }
+        assert!(
+            after >= before,
+            "applied entries went backwards: {history:#?}"
+        );
+    }
+    assert!(
+        interrupted_mid_way > 0,
+        "no kill landed in the middle of the replay (seed {SEED:#x}, a clean replay took {took:?}): {history:#?}"
+    );
+    let json = d.json(&["replay", "--batch", "50"], 0);
+    assert_eq!(json["verdict"], "pass", "{json:#}");
+    assert_eq!(
+        json["previously_applied"].as_i64().unwrap()
+            + json["applied"].as_i64().unwrap()
+            + json["already_in_place"].as_i64().unwrap(),
+        entries,
+        "{json:#}\n{history:#?}"
+    );
+    assert!(
+        source_state(&d) == expected,
+        "the source after kills and a rerun differs from one clean replay (seed {SEED:#x}): {history:#?}"
+    );
+    eprintln!("clean replay took {took:?}; {history:#?}");
+    // And nothing is left to do.
+    let json = d.json(&["replay", "--batch", "50"], 0);
+    assert_eq!(json["applied"], 0, "{json:#}");
+}
+
+/// Crashes the replay at `fault` in its first batch, checks what is
+/// committed, reruns, and compares with a clean replay.
+fn fault_then_rerun(fault: &str, committed_first_batch: bool) {
+    let d = Dir::new(&format!("fault-{fault}"));
+    let entries = fenced_workload(&d, 300, 400, SEED ^ 0xFA17);
+    let (expected, _) = clean_replay(&d, "50");
+    let before = d.dump("source.db", "orders");
+
+    d.cutover(&["replay", "--batch", "50"])
+        .env("CUTOVER_FAULT", fault)
+        .expect(FAULT_EXIT);
+    let crashed = applied(&d);
+    if committed_first_batch {
+        assert_eq!(crashed, 50, "{fault}: the first batch committed");
+    } else {
+        assert_eq!(crashed, 0, "{fault}: nothing committed");
+        assert_eq!(
+            d.dump("source.db", "orders"),
+            before,
+            "{fault}: a batch that never committed changed the source"
+        );
+    }
+    let json = d.json(&["replay", "--batch", "50"], 0);
+    assert_eq!(json["previously_applied"], crashed, "{json:#}");
+    assert_eq!(
+        json["applied"].as_i64().unwrap() + json["already_in_place"].as_i64().unwrap(),
+        entries - crashed,
+        "{json:#}"
+    );
+    assert!(
+        source_state(&d) == expected,
+        "{fault}: the source after the crash and a rerun differs from one clean replay"
+    );
+}
+
+#[test]
+fn replay_crash_mid_batch_then_rerun_equals_one_clean_replay() {
+    fault_then_rerun("mid-batch", false);
+}
+
+#[test]
+fn replay_crash_before_commit_then_rerun_equals_one_clean_replay() {
+    fault_then_rerun("before-commit", false);
+}
+
+#[test]
+fn replay_crash_after_commit_then_rerun_equals_one_clean_replay() {
+    fault_then_rerun("after-commit", true);
+}
+
+#[test]
+fn repeated_crashes_after_each_commit_never_apply_an_entry_twice() {
+    // Every run commits one batch and dies; the sum of the runs is one replay.
+    let d = Dir::new("fault-every-batch");
+    let entries = fenced_workload(&d, 100, 120, SEED ^ 0xB47C);
+    let (expected, _) = clean_replay(&d, "25");
+    let mut runs = 0;
+    loop {
+        let out = d
+            .cutover(&["replay", "--batch", "25"])
+            .env("CUTOVER_FAULT", "after-commit")
+            .output();
+        runs += 1;
+        assert!(runs < 20, "the replay never finished\n{out}");
+        match out.code {
+            Some(FAULT_EXIT) => {
+                assert_eq!(applied(&d), (25 * runs).min(entries), "{out}");
+            }
+            Some(0) => break,
+            _ => panic!("unexpected exit\n{out}"),
+        }
+    }
+    assert_eq!(applied(&d), entries);
+    assert!(source_state(&d) == expected);
+}
+
+/// A Python writer that dies (no rollback, no cleanup) in the middle of a
+/// transaction big enough to spill pages into the database file: it leaves a
+/// hot rollback journal, as a `kill -9` during a commit does.
+const PY_DIE_MID_TRANSACTION: &str = r#"
+import os, sqlite3, sys
+con = sqlite3.connect(sys.argv[1], isolation_level=None)
+con.execute("PRAGMA cache_size = 1")
+con.execute("BEGIN IMMEDIATE")
+con.execute("UPDATE filler SET x = x + 1")
+os._exit(0)
+"#;
+
+#[test]
+fn read_only_commands_work_after_a_crash_left_a_hot_journal() {
+    let d = Dir::orders_fenced("hot-journal");
+    // Unmapped tables in the source are none of the spec's business.
+    d.exec(
+        "source.db",
+        "CREATE TABLE filler (x INTEGER);
+         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000)
+         INSERT INTO filler SELECT i FROM n;",
+    );
+    let rows = d.dump("source.db", "orders");
+    let (code, out) = support::python(d.path(), PY_DIE_MID_TRANSACTION, &["source.db"]);
+    assert_eq!(code, 0, "{out}");
+    let header = d.bytes("source.db-journal");
+    assert_eq!(
+        header.get(..4),
+        Some(&[0xd9, 0xd5, 0x05, 0xf9][..]),
+        "the writer left no hot journal; the test proves nothing"
+    );
+    // What an operator runs first after a crash: where do we stand?
+    let json = d.json(&["status"], 0);
+    assert_eq!(json["replayed"], 0, "{json:#}");
+    d.run(&["fence", "status"], 0);
+    d.run(&["journal", "status"], 0);
+    d.run(&["replay", "--dry-run"], 0);
+    d.run(&["check"], 0);
+    assert_eq!(d.dump("source.db", "orders"), rows);
+    d.run(&["replay"], 0);
+}
+
+#[test]
+fn two_replays_at_once_apply_each_entry_exactly_once() {
+    let d = Dir::new("two-replays");
+    let entries = fenced_workload(&d, 1_000, 600, SEED ^ 0x2222);
+    let (expected, _) = clean_replay(&d, "20");
+    let outs: Vec<support::Output> = std::thread::scope(|s| {
+        let runs: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut c = d.cutover(&["--format", "json", "replay", "--batch", "20"]);
+                    // Each waits for the other's batches, not half a second.
+                    c.env("CUTOVER_BUSY_TIMEOUT_MS", "20000");
+                    c.output()
+                })
+            })
+            .collect();
+        runs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut applied_total = 0;
+    for out in &outs {
+        assert_eq!(out.code, Some(0), "{out}");
+        let json = out.json();
+        applied_total +=
+            json["applied"].as_i64().unwrap() + json["already_in_place"].as_i64().unwrap();
+    }
+    assert_eq!(applied_total, entries, "{}\n{}", outs[0], outs[1]);
+    assert!(source_state(&d) == expected);
+}

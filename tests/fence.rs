@@ -1,0 +1,284 @@
+//! The fence holds against every writer: a second connection in this process
+//! and a writer in another OS process (Python's sqlite3 module) both fail
+//! with "cutover fence" and change nothing. It lives in the file, so it
+//! outlasts the process that set it; only `fence off` lifts it. What triggers
+//! cannot stop (a dropped trigger, a journal written behind the fence) replay
+//! notices and reports as "fence breached", writing nothing.
+
+mod support;
+
+use std::time::Duration;
+
+use rusqlite::config::DbConfig;
+use support::{Dir, PY_WRITE, Rows, python};
+
+/// Every row of the target's table and journal, to prove nothing changed.
+fn target_rows(d: &Dir) -> (Rows, Rows) {
+    (
+        d.dump("target.db", "orders"),
+        d.dump("target.db", "_cutover_journal"),
+    )
+}
+
+const WRITES: &[(&str, &str)] = &[
+    (
+        "insert",
+        "INSERT INTO orders (id, cents, status) VALUES (105, 100, 'active')",
+    ),
+    ("update", "UPDATE orders SET cents = 1 WHERE id = 102"),
+    ("delete", "DELETE FROM orders WHERE id = 102"),
+    (
+        "journal insert",
+        "INSERT INTO _cutover_journal (tbl, op, key, new) VALUES ('orders', 'insert', '[105]', '{\"id\":105,\"cents\":100,\"status\":\"active\"}')",
+    ),
+    ("journal delete", "DELETE FROM _cutover_journal"),
+];
+
+#[test]
+fn another_process_cannot_write_to_a_fenced_target() {
+    let d = Dir::orders_fenced("fence-other-process");
+    let before = target_rows(&d);
+    for (what, sql) in WRITES {
+        let (code, out) = python(d.path(), PY_WRITE, &["target.db", sql]);
+        assert_eq!(
+            code, 3,
+            "{what} from another process was not refused: {out}"
+        );
+        assert!(out.contains("cutover fence"), "{what}: {out}");
+    }
+    assert_eq!(target_rows(&d), before);
+    d.run(&["fence", "status"], 0);
+}
+
+#[test]
+fn a_second_connection_cannot_write_to_a_fenced_target() {
+    let d = Dir::orders_fenced("fence-second-connection");
+    let before = target_rows(&d);
+    for (what, sql) in WRITES {
+        let err = d
+            .try_exec("target.db", sql)
+            .expect_err(&format!("{what} went through the fence"));
+        assert!(err.contains("cutover fence"), "{what}: {err}");
+    }
+    // query_only is not what holds: a connection that sets nothing is refused.
+    let conn = d.conn("target.db");
+    let q: i64 = conn
+        .query_row("PRAGMA query_only", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(q, 0);
+    let err = conn
+        .execute("UPDATE orders SET status = 'closed'", [])
+        .unwrap_err();
+    assert!(err.to_string().contains("cutover fence"), "{err}");
+    drop(conn);
+    assert_eq!(target_rows(&d), before);
+}
+
+#[test]
+fn the_fence_survives_the_process_that_set_it() {
+    let d = Dir::orders_fenced("fence-survives");
+    // `fence on` has exited; the fence is in the file.
+    let fence = d.query("target.db", "SELECT boundary FROM _cutover_fence");
+    assert_eq!(fence, vec![vec![support::int(3)]]);
+    let triggers = d.int(
+        "target.db",
+        "SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND name LIKE '\\_cutover\\_fence\\_%' ESCAPE '\\'",
+    );
+    assert_eq!(triggers, 6, "three on orders, three on the journal");
+    let err = d
+        .try_exec("target.db", "DELETE FROM orders")
+        .expect_err("a fresh connection wrote through the fence");
+    assert!(err.contains("cutover fence"), "{err}");
+    let json = d.json(&["fence", "status"], 0);
+    assert_eq!(json["fenced"], true, "{json:#}");
+    assert_eq!(json["intact"], true, "{json:#}");
+    assert_eq!(json["boundary"], 3, "{json:#}");
+}
+
+#[test]
+fn fence_off_lifts_the_fence_for_every_writer() {
+    let d = Dir::orders_fenced("fence-off-lifts");
+    d.run(&["replay"], 0);
+    d.run(&["fence", "off"], 0);
+    assert_eq!(d.int("target.db", "SELECT count(*) FROM _cutover_fence"), 0);
+    let (code, out) = python(
+        d.path(),
+        PY_WRITE,
+        &[
+            "target.db",
+            "INSERT INTO orders (id, cents, status) VALUES (105, 100, 'active')",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    d.exec("target.db", "UPDATE orders SET cents = 1 WHERE id = 102");
+    assert_eq!(
+        d.query(
+            "target.db",
+            "SELECT cents FROM orders WHERE id IN (102, 105) ORDER BY id"
+        ),
+        vec![vec![support::int(1)], vec![support::int(100)]]
+    );
+    let json = d.json(&["fence", "status"], 0);
+    assert_eq!(json["fenced"], false, "{json:#}");
+}
+
+#[test]
+fn fence_off_force_lifts_an_unreplayed_fence() {
+    let d = Dir::orders_fenced("fence-off-force");
+    d.run(&["fence", "off"], 2);
+    assert!(d.try_exec("target.db", "DELETE FROM orders").is_err());
+    let out = d.run(&["fence", "off", "--force"], 0);
+    out.assert_mentions(&["forced"]);
+    d.exec("target.db", "DELETE FROM orders WHERE id = 102");
+}
+
+#[test]
+fn replay_stops_with_fence_breached_when_a_fence_trigger_was_dropped() {
+    let d = Dir::orders_fenced("breach-dropped-trigger");
+    d.exec("target.db", "DROP TRIGGER \"_cutover_fence_insert_orders\"");
+    let before = d.snapshot();
+    let out = d.run(&["replay"], 1);
+    out.assert_mentions(&["fence breached"]);
+    d.assert_unchanged(&before, "replay over a breached fence");
+    let out = d.run(&["fence", "status"], 1);
+    out.assert_mentions(&["fence breached", "orders"]);
+    // The dry run must not plan from a breached fence as if it held either.
+    let out = d.cutover(&["replay", "--dry-run"]).output();
+    d.assert_unchanged(&before, "replay --dry-run over a breached fence");
+    assert_ne!(
+        out.code,
+        Some(0),
+        "dry run called a breached fence fine\n{out}"
+    );
+}
+
+#[test]
+fn replay_stops_with_fence_breached_when_the_journal_grew_behind_the_fence() {
+    let d = Dir::orders_fenced("breach-journal-grew");
+    d.exec(
+        "target.db",
+        "DROP TRIGGER \"_cutover_fence_insert__cutover_journal\";
+         INSERT INTO _cutover_journal (tbl, op, key, new)
+         VALUES ('orders', 'insert', '[105]', '{\"id\":105,\"cents\":100,\"status\":\"active\"}');",
+    );
+    let before = d.snapshot();
+    let out = d.run(&["replay"], 1);
+    out.assert_mentions(&["fence breached"]);
+    d.assert_unchanged(&before, "replay over a grown journal");
+    assert_eq!(
+        d.dump("source.db", "orders"),
+        Dir::orders("pristine").dump("source.db", "orders")
+    );
+}
+
+#[test]
+fn replay_stops_with_fence_breached_when_a_fence_trigger_is_recreated_differently() {
+    let d = Dir::orders_fenced("breach-altered-trigger");
+    d.exec(
+        "target.db",
+        "DROP TRIGGER \"_cutover_fence_delete_orders\";
+         CREATE TRIGGER \"_cutover_fence_delete_orders\" BEFORE DELETE ON orders BEGIN SELECT 1; END;",
+    );
+    let before = d.snapshot();
+    let out = d.run(&["replay"], 1);
+    out.assert_mentions(&["fence breached"]);
+    d.assert_unchanged(&before, "replay over an altered fence");
+}
+
+#[test]
+fn a_resumed_replay_stops_when_the_fence_was_breached_in_between() {
+    let d = Dir::orders_fenced("breach-between-runs");
+    d.cutover(&["replay", "--batch", "1"])
+        .env("CUTOVER_FAULT", "after-commit")
+        .expect(support::FAULT_EXIT);
+    assert_eq!(
+        d.int("source.db", "SELECT count(*) FROM _cutover_applied"),
+        1
+    );
+    d.exec("target.db", "DROP TRIGGER \"_cutover_fence_update_orders\"");
+    let before = d.snapshot();
+    let out = d.run(&["replay", "--batch", "1"], 1);
+    out.assert_mentions(&["fence breached"]);
+    d.assert_unchanged(&before, "resumed replay over a breached fence");
+}
+
+#[test]
+fn a_write_with_triggers_disabled_is_caught_before_the_switch_back() {
+    // A connection can switch triggers off; the fence cannot stop it. The
+    // replay must still end with exit 1 and name the key, so nobody switches
+    // the application back to a source that differs from the target.
+    let d = Dir::orders_fenced("triggers-disabled");
+    let conn = d.conn("target.db");
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER, false)
+        .unwrap();
+    conn.execute("UPDATE orders SET cents = 1 WHERE id = 102", [])
+        .expect("with triggers off the fence does not fire");
+    drop(conn);
+    let out = d.run(&["replay"], 1);
+    out.assert_mentions(&["102"]);
+}
+
+#[test]
+#[ignore = "bug: a write made with triggers disabled after `fence on` is not reported as a breach; replay writes the source first and only the final reconcile fails"]
+fn a_write_with_triggers_disabled_is_a_breach_and_replay_writes_nothing() {
+    let d = Dir::orders_fenced("triggers-disabled-breach");
+    let conn = d.conn("target.db");
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER, false)
+        .unwrap();
+    conn.execute("UPDATE orders SET cents = 1 WHERE id = 102", [])
+        .unwrap();
+    drop(conn);
+    let before = d.snapshot();
+    let out = d.run(&["replay"], 1);
+    out.assert_mentions(&["fence breached"]);
+    d.assert_unchanged(&before, "replay over a fence bypassed with triggers off");
+}
+
+#[test]
+fn fence_on_waits_for_a_writer_in_flight_and_puts_its_commit_inside_the_boundary() {
+    let d = Dir::orders_after_writes("fence-waits");
+    let conn = d.conn("target.db");
+    conn.execute_batch(
+        "BEGIN IMMEDIATE; INSERT INTO orders (id, cents, status) VALUES (105, 100, 'active');",
+    )
+    .unwrap();
+    let mut child = d.cutover(&["fence", "on"]).spawn();
+    std::thread::sleep(Duration::from_millis(150));
+    conn.execute_batch("COMMIT").unwrap();
+    drop(conn);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "fence on failed");
+    let json = d.json(&["fence", "status"], 0);
+    assert_eq!(
+        json["boundary"], 4,
+        "the in-flight insert is inside: {json:#}"
+    );
+    let json = d.json(&["replay"], 0);
+    assert_eq!(json["applied"], 4, "{json:#}");
+    assert_eq!(
+        d.query("source.db", "SELECT * FROM orders WHERE id = 105"),
+        vec![vec![
+            support::int(105),
+            support::text("1.00"),
+            support::text("A")
+        ]]
+    );
+}
+
+#[test]
+fn fence_on_gives_up_when_a_writer_holds_the_lock_and_leaves_no_fence() {
+    let d = Dir::orders_after_writes("fence-lock-timeout");
+    let before = target_rows(&d);
+    let conn = d.conn("target.db");
+    conn.execute_batch("BEGIN IMMEDIATE; UPDATE orders SET cents = 5 WHERE id = 102;")
+        .unwrap();
+    // CUTOVER_BUSY_TIMEOUT_MS=500: it waits half a second, then reports.
+    let out = d.run(&["fence", "on"], 2);
+    out.assert_mentions(&["target.db", "lock"]);
+    conn.execute_batch("ROLLBACK").unwrap();
+    drop(conn);
+    assert_eq!(target_rows(&d), before);
+    let json = d.json(&["fence", "status"], 0);
+    assert_eq!(json["fenced"], false, "{json:#}");
+    d.exec("target.db", "UPDATE orders SET cents = 5 WHERE id = 102");
+}
