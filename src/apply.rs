@@ -38,9 +38,14 @@ use crate::value::{Row, Value, display_key, key_cmp, key_json};
 /// How a change decides whether it may be written.
 #[derive(Clone, Debug)]
 pub enum Rule {
-    /// Replay: the current row must equal this (`None`: no row), or already
-    /// equal the change's `after`.
-    Expect(Option<Row>),
+    /// Replay: the current row must equal `before` (`None`: no row), or
+    /// already equal the change's `after`. On a table with a revision column,
+    /// `revision` (when the change carries one) is recorded as evidence: a
+    /// delete leaves its tombstone like any other.
+    Expect {
+        before: Option<Row>,
+        revision: Option<i64>,
+    },
     /// The record's revision; the table has a revision column.
     Revision(i64),
     /// No revision: identical content is a duplicate, different a conflict
@@ -178,6 +183,26 @@ fn crash_at(point: Fault) {
     }
 }
 
+/// Attached to an error raised while applying one change of a batch, so the
+/// caller can say which line or entry it was (`Error::downcast_ref`).
+#[derive(Clone, Copy, Debug)]
+pub struct FailedChange {
+    /// Index of the change in the batch.
+    pub index: usize,
+    pub tag: i64,
+}
+
+impl std::fmt::Display for FailedChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "applying change {} of the batch (tag {})",
+            self.index + 1,
+            self.tag
+        )
+    }
+}
+
 /// What one change did.
 enum Effect {
     Written,
@@ -309,7 +334,11 @@ impl<'a> Engine<'a> {
                         )
                     }));
                 }
-                skip_seqs = seqs;
+                // Journal sequence numbers mean something only in the source,
+                // where `_cutover_applied` lives.
+                if self.side == Side::Source {
+                    skip_seqs = seqs;
+                }
             }
         }
         if let Checkpoint::Load {
@@ -337,7 +366,10 @@ impl<'a> Engine<'a> {
                 done.duplicate += 1;
                 continue;
             }
-            match self.apply_one(c, delivery)? {
+            match self.apply_one(c, delivery).with_context(|| FailedChange {
+                index: i,
+                tag: c.tag,
+            })? {
                 Ok(Effect::Written) => done.written += 1,
                 Ok(Effect::Duplicate) => done.duplicate += 1,
                 Ok(Effect::Stale) => done.stale += 1,
@@ -389,8 +421,10 @@ impl<'a> Engine<'a> {
                     done.duplicate,
                     done.stale,
                 )?;
-                for &seq in seqs.iter().filter(|&&s| s > 0) {
-                    self.db.record_applied(seq, delivery)?;
+                if self.side == Side::Source {
+                    for &seq in seqs.iter().filter(|&&s| s > 0) {
+                        self.db.record_applied(seq, delivery)?;
+                    }
                 }
             }
         }
@@ -404,7 +438,40 @@ impl<'a> Engine<'a> {
             Err((column, why)) => return Ok(Err(self.conflict(c, why, Some(column), None, None))),
         };
         match &c.rule {
-            Rule::Expect(before) => self.expect(c, before.as_ref(), here),
+            Rule::Expect { before, revision } => {
+                let effect = self.expect(c, before.as_ref(), here)?;
+                if let (Ok(Effect::Written), Some(rev), Some(rc)) =
+                    (&effect, revision, table.revision)
+                {
+                    let key = key_json(&c.key).to_string();
+                    if let Some(b) = before
+                        && let Value::Integer(old) = b[rc]
+                    {
+                        let json = row_json(table, b).to_string();
+                        self.db.record_evidence(
+                            &table.name,
+                            &key,
+                            old,
+                            "superseded",
+                            Some(&json),
+                            delivery,
+                            c.tag,
+                        )?;
+                    }
+                    if c.after.is_none() {
+                        self.db.record_evidence(
+                            &table.name,
+                            &key,
+                            *rev,
+                            "tombstone",
+                            None,
+                            delivery,
+                            c.tag,
+                        )?;
+                    }
+                }
+                Ok(effect)
+            }
             Rule::Plain => match (&here, &c.after) {
                 (None, None) => Ok(Ok(Effect::Duplicate)),
                 (Some(_), None) => self.write(c, here.as_ref(), None),
@@ -513,7 +580,7 @@ impl<'a> Engine<'a> {
         };
         // An older revision: a duplicate of what we saw then, a conflict if it
         // says something else, otherwise kept as evidence.
-        let older = || -> Result<Result<Effect, Box<Conflict>>> {
+        let older = |found: Option<&Row>| -> Result<Result<Effect, Box<Conflict>>> {
             match self.db.evidence(&table.name, &key, rev)? {
                 Some((kind, seen)) => {
                     let same = match (&c.after, seen) {
@@ -536,7 +603,7 @@ impl<'a> Engine<'a> {
                             ),
                             None,
                             None,
-                            None,
+                            found,
                         )))
                     }
                 }
@@ -581,11 +648,11 @@ impl<'a> Engine<'a> {
                         Ok(Err(self.conflict(c, why, column, None, Some(&h))))
                     }
                 } else {
-                    older()
+                    older(Some(&h))
                 }
             }
             None => match self.db.tombstone(&table.name, &key)? {
-                Some(t) if rev < t => older(),
+                Some(t) if rev < t => older(None),
                 Some(t) if rev == t => {
                     if c.after.is_none() {
                         Ok(Ok(Effect::Duplicate))
@@ -663,7 +730,7 @@ impl<'a> Engine<'a> {
         let table = &self.spec.tables[c.table];
         // Under the replay rule the expected row is always the before-image.
         let expected = match (&c.rule, expected) {
-            (Rule::Expect(before), None) => before.as_ref(),
+            (Rule::Expect { before, .. }, None) => before.as_ref(),
             (_, e) => e,
         };
         Box::new(Conflict {
@@ -689,6 +756,20 @@ impl<'a> Engine<'a> {
         let Some(row) = self.db.get_row(&self.sql[ti], key)? else {
             return Ok(Ok(None));
         };
+        // SQLite's column affinity finds the integer 1 for the text '1'; that
+        // is another record, never this one.
+        if let Some(i) = (0..table.key_len).find(|&i| row[i] != key[i]) {
+            return Ok(Err((
+                table.columns[i].target.clone(),
+                format!(
+                    "the key names {} ({}) but the stored key is {} ({}); send the key with the column's own type",
+                    key[i],
+                    key[i].class(),
+                    row[i],
+                    row[i].class()
+                ),
+            )));
+        }
         Ok(match self.side {
             Side::Target => Ok(Some(row)),
             Side::Source => match canonical(table, row) {

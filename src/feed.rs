@@ -17,7 +17,9 @@ use serde::Serialize;
 use serde_json::{Map, Value as Json, json};
 use sha2::{Digest, Sha256};
 
-use crate::apply::{Applied, BatchOutcome, Change, Checkpoint, Engine, Rule, row_from_json};
+use crate::apply::{
+    Applied, BatchOutcome, Change, Checkpoint, Engine, FailedChange, Rule, row_from_json,
+};
 use crate::db::{Access, Db};
 use crate::report::{self, Outcome};
 use crate::spec::{self, Side, Spec, Table};
@@ -231,7 +233,10 @@ pub fn parse_line(
         )),
     };
     let rule = match (&before, revision) {
-        (Some(b), _) => Rule::Expect(b.clone()),
+        (Some(b), r) => Rule::Expect {
+            before: b.clone(),
+            revision: r,
+        },
         (None, Some(r)) => Rule::Revision(r),
         (None, None) if table.revision.is_some() => {
             return Err(fail(
@@ -302,7 +307,15 @@ fn parse_key(table: &Table, v: &Json) -> Result<Row, (Option<String>, String)> {
                     Some(format!("key.{n}")),
                     "a key column cannot be null".to_string(),
                 )),
-                Ok(v) => Ok(v),
+                Ok(v) => {
+                    // The key column's own checks (a minimum, a pattern) hold
+                    // for keys too, deletes included.
+                    let col = table.key_columns().iter().find(|c| c.target == *n);
+                    match col.map(|c| c.checks.check(&v)) {
+                        Some(Err(why)) => Err((Some(format!("key.{n}")), why)),
+                        _ => Ok(v),
+                    }
+                }
                 Err(e) => Err((Some(format!("key.{n}")), e.to_string())),
             }
         })
@@ -583,7 +596,25 @@ pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<Outcome> {
             stale: 0,
             reason: None,
         };
-        let go_on = match engine.apply_batch(&changes, cp)? {
+        let outcome = engine.apply_batch(&changes, cp).map_err(|e| {
+            let at = e
+                .downcast_ref::<FailedChange>()
+                .and_then(|f| lines.get(f.index))
+                .map(|l| (l.line, l.position));
+            match at {
+                Some((line, position)) => e.context(format!(
+                    "feed {}, delivery '{}', line {line}, position {position}",
+                    path.display(),
+                    info.delivery
+                )),
+                None => e.context(format!(
+                    "feed {}, delivery '{}'",
+                    path.display(),
+                    info.delivery
+                )),
+            }
+        })?;
+        let go_on = match outcome {
             BatchOutcome::Committed(Applied {
                 written,
                 duplicate,
@@ -800,6 +831,13 @@ pub fn export(spec: &Spec, out: &Path, delivery_size: usize) -> Result<Outcome> 
     }
     w.flush()?;
     drop(w);
+    // A temporary file is private (0600); a feed is an ordinary file.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    }
     tmp.as_file().sync_all()?;
     tmp.persist(out)
         .with_context(|| format!("writing feed {}", out.display()))?;

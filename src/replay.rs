@@ -127,7 +127,10 @@ fn to_change(spec: &Spec, index: &HashMap<&str, usize>, e: &JournalEntry) -> Res
     Ok(Change {
         table: ti,
         key: at,
-        rule: Rule::Expect(before),
+        rule: Rule::Expect {
+            before,
+            revision: None,
+        },
         after,
         tag: e.seq,
     })
