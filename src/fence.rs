@@ -14,7 +14,7 @@
 //! triggers, journal size and digest) and SQLite's `data_version` let replay
 //! notice that before and after every batch and stop with "fence breached".
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -25,9 +25,12 @@ use crate::spec::{self, Spec};
 const JOURNAL: &str = "_cutover_journal";
 
 /// What the fence protects, as found now.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Fingerprint {
     schema: Vec<(String, String)>,
+    /// Digest of each fenced table's rows: a write made with triggers
+    /// disabled changes it.
+    content: Vec<(String, String)>,
     journal_rows: i64,
     max_seq: i64,
     digest: String,
@@ -37,8 +40,13 @@ impl Fingerprint {
     pub fn read(db: &Db, tables: &[String]) -> Result<Fingerprint> {
         let names: Vec<&str> = tables.iter().map(String::as_str).collect();
         let (journal_rows, max_seq) = db.journal_extent()?;
+        let content = tables
+            .iter()
+            .map(|t| Ok((t.clone(), db.table_digest(t)?)))
+            .collect::<Result<_>>()?;
         Ok(Fingerprint {
             schema: db.schema_of(&names)?,
+            content,
             journal_rows,
             max_seq,
             digest: db.journal_digest()?,
@@ -49,6 +57,12 @@ impl Fingerprint {
         let mut h = Sha256::new();
         for (name, sql) in &self.schema {
             for part in [name, sql] {
+                h.update((part.len() as u64).to_le_bytes());
+                h.update(part.as_bytes());
+            }
+        }
+        for (table, digest) in &self.content {
+            for part in [table, digest] {
                 h.update((part.len() as u64).to_le_bytes());
                 h.update(part.as_bytes());
             }
@@ -74,6 +88,13 @@ impl Fingerprint {
                 what.push(format!("{name} was created"));
             }
         }
+        for (table, digest) in &earlier.content {
+            if self.content.iter().any(|(t, d)| t == table && d != digest) {
+                what.push(format!(
+                    "the rows of table {table} changed without going through its triggers"
+                ));
+            }
+        }
         if self.journal_rows != earlier.journal_rows || self.max_seq != earlier.max_seq {
             what.push(format!(
                 "the journal changed from {} entries (last seq {}) to {} (last seq {})",
@@ -94,17 +115,42 @@ pub struct FenceRow {
     pub fingerprint: String,
     pub tables: Vec<String>,
     pub fenced_at: String,
+    /// What the fingerprint was made of when the fence went on.
+    #[serde(skip)]
+    pub parts: Option<Fingerprint>,
+}
+
+impl FenceRow {
+    /// Whether the target still matches the fence; if not, what changed.
+    pub fn breach(&self, target: &Db) -> Result<Option<String>> {
+        let now = Fingerprint::read(target, &self.tables)?;
+        if now.hash() == self.fingerprint {
+            return Ok(None);
+        }
+        let what = self
+            .parts
+            .as_ref()
+            .map(|p| now.describe_change(p))
+            .unwrap_or_default();
+        Ok(Some(if what.is_empty() {
+            "the fingerprint no longer matches (schema, rows or journal changed since fence on)"
+                .to_string()
+        } else {
+            what
+        }))
+    }
 }
 
 pub fn read(target: &Db) -> Result<Option<FenceRow>> {
     Ok(match target.fence_row()? {
         None => None,
-        Some((boundary, journal_rows, fingerprint, tables, fenced_at)) => Some(FenceRow {
-            boundary,
-            journal_rows,
-            fingerprint,
-            tables: serde_json::from_str(&tables)?,
-            fenced_at,
+        Some(f) => Some(FenceRow {
+            boundary: f.boundary,
+            journal_rows: f.journal_rows,
+            fingerprint: f.fingerprint,
+            tables: serde_json::from_str(&f.tables)?,
+            fenced_at: f.fenced_at,
+            parts: serde_json::from_str(&f.parts).ok(),
         }),
     })
 }
@@ -127,14 +173,13 @@ impl Watch {
             );
         };
         let data_version = target.data_version()?;
-        let now = Fingerprint::read(target, &fence.tables)?;
-        if now.hash() != fence.fingerprint {
+        if let Some(what) = fence.breach(target)? {
             return Ok(Err(format!(
-                "fence breached: the target changed since `fence on` at {} (tables {}): its fingerprint no longer matches; find what wrote to it, then re-plan the rollback",
-                fence.fenced_at,
-                fence.tables.join(", ")
+                "fence breached: {what} (fenced at {}); nothing was replayed. Find what wrote to the target, then re-plan the rollback",
+                fence.fenced_at
             )));
         }
+        let now = Fingerprint::read(target, &fence.tables)?;
         Ok(Ok(Watch {
             fence,
             at_start: now,
@@ -244,13 +289,13 @@ pub fn on(spec: &Spec) -> Result<Outcome> {
     target.begin_immediate()?;
     if let Some(existing) = read(&target)? {
         target.rollback();
-        let now = Fingerprint::read(&target, &existing.tables)?;
-        let intact = now.hash() == existing.fingerprint;
+        let breach = existing.breach(&target)?;
+        let intact = breach.is_none();
         let rep = FenceReport {
             action: "on",
             fenced: true,
             intact: Some(intact),
-            breach: (!intact).then(|| "fence breached: the fingerprint no longer matches; run `cutover fence status` and find what changed".to_string()),
+            breach: breach.map(|what| format!("fence breached: {what}; the fence stays as it was. Find what changed, then re-plan: `cutover fence off --force` and `cutover fence on` set a new boundary")),
             fence: Some(existing.clone()),
             verification: None,
         };
@@ -273,9 +318,10 @@ pub fn on(spec: &Spec) -> Result<Outcome> {
             fp.journal_rows,
             &hash,
             &serde_json::to_string(&tables)?,
+            &serde_json::to_string(&fp)?,
         )?;
         target.commit()?;
-        Ok(read(&target)?.expect("fence row just committed"))
+        read(&target)?.context("the fence row just written is not there")
     })();
     let row = match r {
         Ok(row) => row,
@@ -386,21 +432,23 @@ pub fn status(spec: &Spec) -> Result<Outcome> {
         };
         return Outcome::new(true, &rep, "fence: off\n".into());
     };
-    let now = Fingerprint::read(&target, &existing.tables)?;
-    let intact = now.hash() == existing.fingerprint;
     let mut missing = Vec::new();
     for t in existing.tables.iter().map(String::as_str).chain([JOURNAL]) {
         if target.fence_triggers(t)? != 3 {
             missing.push(t.to_string());
         }
     }
-    let breach = (!intact).then(|| {
+    let breach = existing.breach(&target)?.map(|what| {
         if missing.is_empty() {
-            "fence breached: the fingerprint no longer matches (schema or journal changed since fence on)".to_string()
+            format!("fence breached: {what}")
         } else {
-            format!("fence breached: fence triggers missing on {}", missing.join(", "))
+            format!(
+                "fence breached: fence triggers missing on {}; {what}",
+                missing.join(", ")
+            )
         }
     });
+    let intact = breach.is_none();
     let rep = FenceReport {
         action: "status",
         fenced: true,

@@ -100,7 +100,7 @@ struct RehearsalReport<'a> {
 
 fn rehearse(spec: &Spec, max_diffs: usize) -> Result<Outcome> {
     let (mut source, mut target, _) = spec::open(spec, Access::Read, Access::Write)?;
-    if let Some((b, ..)) = target.fence_row()? {
+    if let Some(b) = target.fence_row()?.map(|f| f.boundary) {
         bail!(
             "target {} is fenced (boundary {b}); the rehearsal writes inside a rolled-back transaction, which the fence forbids. Rehearse before the cutover, or on a copy",
             target.path().display()

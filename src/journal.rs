@@ -62,7 +62,7 @@ pub fn install(spec: &Spec) -> Result<Outcome> {
 
 pub fn remove(spec: &Spec) -> Result<Outcome> {
     let (_, target, _) = spec::open(spec, Access::Read, Access::Write)?;
-    if let Some((b, ..)) = target.fence_row()? {
+    if let Some(b) = target.fence_row()?.map(|f| f.boundary) {
         bail!(
             "target {} is fenced at boundary {b}; the journal is what the rollback replays. Finish the replay and run `cutover fence off` first",
             target.path().display()
@@ -122,7 +122,7 @@ fn status_report(
         installed,
         entries,
         last_seq,
-        fenced_at_boundary: target.fence_row()?.map(|f| f.0),
+        fenced_at_boundary: target.fence_row()?.map(|f| f.boundary),
         tables,
     };
     let mut text = String::from(headline);

@@ -40,7 +40,7 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
         bail!("--batch must be at least 1");
     }
     let (source, target, _) = spec::open(spec, Access::Read, Access::Write)?;
-    if let Some((b, ..)) = target.fence_row()? {
+    if let Some(b) = target.fence_row()?.map(|f| f.boundary) {
         bail!(
             "target {} is fenced (boundary {b}); load would write into a database under rollback. Nothing was written",
             target.path().display()

@@ -1,6 +1,7 @@
 //! `cutover status`: where the migration stands (loaded, journaling, fenced,
 //! replayed k of n, rolled back) and the next command the runbook calls for.
-//! Reads only counters and control tables; never scans a user table.
+//! Reads counters and control tables; with a fence on, it re-reads the fence's
+//! fingerprint (a scan of the fenced tables) to say whether it still holds.
 
 use anyhow::Result;
 use serde::Serialize;
@@ -46,12 +47,10 @@ pub fn run(spec: &Spec) -> Result<Outcome> {
     let (phase, next, to_replay) = match &fence {
         Some(f) => {
             let n = target.journal_count_upto(f.boundary)?;
-            let intact =
-                crate::fence::Fingerprint::read(&target, &f.tables)?.hash() == f.fingerprint;
-            if !intact {
+            if let Some(what) = f.breach(&target)? {
                 (
                     format!(
-                        "fence BREACHED (fenced at boundary {}, replayed {replayed} of {n})",
+                        "fence BREACHED: {what} (fenced at boundary {}, replayed {replayed} of {n})",
                         f.boundary
                     ),
                     format!(

@@ -23,6 +23,8 @@ CREATE TABLE IF NOT EXISTS _cutover_fence (
     journal_rows  INTEGER NOT NULL,
     fingerprint   TEXT NOT NULL,
     tables        TEXT NOT NULL,
+    -- The fingerprint's parts (JSON), so a breach can be named, not just seen.
+    parts         TEXT NOT NULL,
     fenced_at     TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 );
 

@@ -44,10 +44,22 @@ pub enum Access {
 pub struct ColumnInfo {
     pub name: String,
     pub decl_type: String,
+    /// Position in the primary key (1-based), 0 when not part of it.
+    pub pk: i64,
 }
 
-/// The fence row: `(boundary, journal rows, fingerprint, tables JSON, fenced_at)`.
-pub type FenceRecord = (i64, i64, String, String, String);
+/// The row of `_cutover_fence`.
+#[derive(Clone, Debug)]
+pub struct FenceRecord {
+    pub boundary: i64,
+    pub journal_rows: i64,
+    pub fingerprint: String,
+    /// JSON list of the fenced tables.
+    pub tables: String,
+    /// JSON of the fingerprint's parts.
+    pub parts: String,
+    pub fenced_at: String,
+}
 
 /// One row of `_cutover_journal`.
 #[derive(Clone, Debug)]
@@ -268,11 +280,12 @@ impl Db {
     pub fn table_columns(&self, table: &str) -> Result<Vec<ColumnInfo>> {
         let mut st = self
             .conn
-            .prepare("SELECT name, type FROM pragma_table_info(?1)")?;
+            .prepare("SELECT name, type, pk FROM pragma_table_info(?1)")?;
         let rows = st.query_map([table], |r| {
             Ok(ColumnInfo {
                 name: r.get(0)?,
                 decl_type: r.get(1)?,
+                pk: r.get(2)?,
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -841,7 +854,7 @@ impl Db {
         self.count_triggers(&Self::trigger_names("fence", table))
     }
 
-    /// The fence row: `(boundary, journal rows, fingerprint, tables, fenced_at)`.
+    /// The fence row, if the target is fenced.
     pub fn fence_row(&self) -> Result<Option<FenceRecord>> {
         if !self.has_table("_cutover_fence")? {
             return Ok(None);
@@ -849,9 +862,18 @@ impl Db {
         Ok(self
             .conn
             .query_row(
-                "SELECT boundary, journal_rows, fingerprint, tables, fenced_at FROM _cutover_fence WHERE id = 1",
+                "SELECT boundary, journal_rows, fingerprint, tables, parts, fenced_at FROM _cutover_fence WHERE id = 1",
                 [],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+                |r| {
+                    Ok(FenceRecord {
+                        boundary: r.get(0)?,
+                        journal_rows: r.get(1)?,
+                        fingerprint: r.get(2)?,
+                        tables: r.get(3)?,
+                        parts: r.get(4)?,
+                        fenced_at: r.get(5)?,
+                    })
+                },
             )
             .optional()?)
     }
@@ -862,10 +884,11 @@ impl Db {
         journal_rows: i64,
         fingerprint: &str,
         tables: &str,
+        parts: &str,
     ) -> Result<()> {
         self.conn.execute(
-            "INSERT INTO _cutover_fence (id, boundary, journal_rows, fingerprint, tables) VALUES (1, ?1, ?2, ?3, ?4)",
-            params![boundary, journal_rows, fingerprint, tables],
+            "INSERT INTO _cutover_fence (id, boundary, journal_rows, fingerprint, tables, parts) VALUES (1, ?1, ?2, ?3, ?4, ?5)",
+            params![boundary, journal_rows, fingerprint, tables, parts],
         )?;
         Ok(())
     }
@@ -886,6 +909,61 @@ impl Db {
         let list = serde_json::to_string(tables)?;
         let rows = st.query_map([list], |r| Ok((r.get(0)?, r.get(1)?)))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// SHA-256 over every row of a table, all columns with their storage
+    /// class, in primary-key (or rowid) order: what the fence compares to
+    /// notice a write that went around the triggers.
+    pub fn table_digest(&self, table: &str) -> Result<String> {
+        let cols = self.table_columns(table)?;
+        let names: Vec<&str> = cols.iter().map(|c| c.name.as_str()).collect();
+        let mut pk: Vec<&ColumnInfo> = cols.iter().filter(|c| c.pk > 0).collect();
+        pk.sort_by_key(|c| c.pk);
+        let order = if pk.is_empty() {
+            "rowid".to_string()
+        } else {
+            pk.iter()
+                .map(|c| quote_ident(&c.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let list = names
+            .iter()
+            .map(|c| quote_ident(c))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut st = self.conn.prepare(&format!(
+            "SELECT {list} FROM {} ORDER BY {order}",
+            quote_ident(table)
+        ))?;
+        let mut rows = st.query([])?;
+        let mut h = Sha256::new();
+        while let Some(r) = rows.next()? {
+            for i in 0..names.len() {
+                match r.get_ref(i)? {
+                    ValueRef::Null => h.update([0u8]),
+                    ValueRef::Integer(v) => {
+                        h.update([1u8]);
+                        h.update(v.to_le_bytes());
+                    }
+                    ValueRef::Real(v) => {
+                        h.update([2u8]);
+                        h.update(v.to_le_bytes());
+                    }
+                    ValueRef::Text(t) => {
+                        h.update([3u8]);
+                        h.update((t.len() as u64).to_le_bytes());
+                        h.update(t);
+                    }
+                    ValueRef::Blob(b) => {
+                        h.update([4u8]);
+                        h.update((b.len() as u64).to_le_bytes());
+                        h.update(b);
+                    }
+                }
+            }
+        }
+        Ok(hex::encode(h.finalize()))
     }
 
     /// SHA-256 over every journal row, in `seq` order. The `at` timestamp is
