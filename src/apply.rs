@@ -33,7 +33,7 @@ use serde_json::Value as Json;
 use crate::db::{Db, TableSql};
 use crate::reconcile::canonical;
 use crate::spec::{OnChange, Side, Spec, Table};
-use crate::value::{Row, Value, display_key, key_cmp, key_json};
+use crate::value::{Block, Row, Value, display_key, key_cmp, key_json};
 
 /// How a change decides whether it may be written.
 #[derive(Clone, Debug)]
@@ -203,6 +203,28 @@ impl std::fmt::Display for FailedChange {
     }
 }
 
+/// What a batch holds: changes, or canonical rows to load.
+enum Batch<'a> {
+    Changes(&'a [Change]),
+    Rows {
+        table: usize,
+        blocks: &'a [Block],
+        first_tag: i64,
+    },
+}
+
+/// The key column names on the side being written.
+fn sql_key_names(table: &Table, side: Side) -> Vec<&str> {
+    table
+        .key_columns()
+        .iter()
+        .map(|c| match side {
+            Side::Source => c.source.as_str(),
+            Side::Target => c.target.as_str(),
+        })
+        .collect()
+}
+
 /// What one change did.
 enum Effect {
     Written,
@@ -242,8 +264,34 @@ impl<'a> Engine<'a> {
         changes: &[Change],
         checkpoint: Checkpoint<'_>,
     ) -> Result<BatchOutcome> {
+        self.run(Batch::Changes(changes), &checkpoint)
+    }
+
+    /// Loads canonical rows of one table under the plain rule (absent:
+    /// insert; identical: duplicate; different: conflict, or update under
+    /// `on_change = "update"`), with `checkpoint`, in one transaction.
+    /// Where the target enforces the key's uniqueness, each row is simply
+    /// inserted and only a collision is looked at: the fast path of load.
+    pub fn load_rows(
+        &self,
+        table: usize,
+        blocks: &[Block],
+        first_tag: i64,
+        checkpoint: Checkpoint<'_>,
+    ) -> Result<BatchOutcome> {
+        self.run(
+            Batch::Rows {
+                table,
+                blocks,
+                first_tag,
+            },
+            &checkpoint,
+        )
+    }
+
+    fn run(&self, batch: Batch<'_>, checkpoint: &Checkpoint<'_>) -> Result<BatchOutcome> {
         self.db.begin_immediate()?;
-        match self.apply_inside(changes, &checkpoint) {
+        match self.apply_inside(batch, checkpoint) {
             Ok(BatchOutcome::Committed(a)) => {
                 crash_at(Fault::BeforeCommit);
                 if let Err(e) = self.db.commit() {
@@ -267,11 +315,7 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn apply_inside(
-        &self,
-        changes: &[Change],
-        checkpoint: &Checkpoint<'_>,
-    ) -> Result<BatchOutcome> {
+    fn apply_inside(&self, batch: Batch<'_>, checkpoint: &Checkpoint<'_>) -> Result<BatchOutcome> {
         // The control tables are created inside the batch, so a batch that
         // never commits leaves no trace at all.
         match self.side {
@@ -356,27 +400,81 @@ impl<'a> Engine<'a> {
             Checkpoint::Load { .. } => "load",
         };
         let mut done = Applied::default();
-        for (i, c) in changes.iter().enumerate() {
-            // A journal entry already applied (by a replay or another feed)
-            // is not applied twice.
-            if let Some(&seq) = skip_seqs.get(i)
-                && seq > 0
-                && self.db.is_applied(seq)?
-            {
-                done.duplicate += 1;
-                continue;
-            }
-            match self.apply_one(c, delivery).with_context(|| FailedChange {
-                index: i,
-                tag: c.tag,
-            })? {
-                Ok(Effect::Written) => done.written += 1,
-                Ok(Effect::Duplicate) => done.duplicate += 1,
-                Ok(Effect::Stale) => done.stale += 1,
-                Err(conflict) => return Ok(BatchOutcome::Conflict(conflict)),
+        let mut count = |effect: Effect, i: usize| {
+            match effect {
+                Effect::Written => done.written += 1,
+                Effect::Duplicate => done.duplicate += 1,
+                Effect::Stale => done.stale += 1,
             }
             if i == 0 {
                 crash_at(Fault::MidBatch);
+            }
+        };
+        match batch {
+            Batch::Changes(changes) => {
+                for (i, c) in changes.iter().enumerate() {
+                    // A journal entry already applied (by a replay or another
+                    // feed) is not applied twice.
+                    if let Some(&seq) = skip_seqs.get(i)
+                        && seq > 0
+                        && self.db.is_applied(seq)?
+                    {
+                        count(Effect::Duplicate, i);
+                        continue;
+                    }
+                    match self.apply_one(c, delivery).with_context(|| FailedChange {
+                        index: i,
+                        tag: c.tag,
+                    })? {
+                        Ok(effect) => count(effect, i),
+                        Err(conflict) => return Ok(BatchOutcome::Conflict(conflict)),
+                    }
+                }
+            }
+            Batch::Rows {
+                table: ti,
+                blocks,
+                first_tag,
+            } => {
+                let table = &self.spec.tables[ti];
+                let sql = &self.sql[ti];
+                let key: Vec<&str> = sql_key_names(table, self.side);
+                // Rows reach here from `canonical_block`, which has applied the
+                // column checks; the source side would need the reverse
+                // transform, so only the target takes the fast path.
+                let fast = self.side == Side::Target && self.db.key_is_unique(&sql.table, &key)?;
+                let mut ins = self.db.inserter(sql)?;
+                let mut i = 0usize;
+                for b in blocks {
+                    for r in 0..b.rows() {
+                        let tag = first_tag + i as i64;
+                        if fast
+                            && ins
+                                .insert(b, r)
+                                .with_context(|| FailedChange { index: i, tag })?
+                        {
+                            count(Effect::Written, i);
+                        } else {
+                            // A collision (or no unique key to rely on): the
+                            // plain rule decides, on the stored row.
+                            let c = Change {
+                                table: ti,
+                                key: b.values(r, table.key_len),
+                                rule: Rule::Plain,
+                                after: Some(b.values(r, b.width())),
+                                tag,
+                            };
+                            match self
+                                .apply_one(&c, delivery)
+                                .with_context(|| FailedChange { index: i, tag })?
+                            {
+                                Ok(effect) => count(effect, i),
+                                Err(conflict) => return Ok(BatchOutcome::Conflict(conflict)),
+                            }
+                        }
+                        i += 1;
+                    }
+                }
             }
         }
         match checkpoint {

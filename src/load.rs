@@ -9,12 +9,12 @@
 use anyhow::{Result, bail};
 use serde::Serialize;
 
-use crate::apply::{BatchOutcome, Change, Checkpoint, Engine, Rule};
+use crate::apply::{BatchOutcome, Checkpoint, Engine};
 use crate::db::{Access, TableSql};
-use crate::reconcile::{self, Note, canonical};
+use crate::reconcile::{self, Note};
 use crate::report::{self, Outcome};
 use crate::spec::{self, Side, Spec};
-use crate::value::{display_key, key_from_json, key_json};
+use crate::value::{Block, display_key, key_from_json, key_json};
 
 #[derive(Debug, Serialize)]
 struct TableLoad {
@@ -141,24 +141,30 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
             batches: 0,
             complete_before: false,
         };
-        let mut pending: Vec<Change> = Vec::with_capacity(batch);
+        // Canonical rows waiting for their batch, in blocks as they came.
+        let mut pending: Vec<Block> = Vec::new();
+        let mut pending_rows = 0usize;
         let mut total = rows_before;
         let mut clear = replace;
-        let mut flush = |pending: &mut Vec<Change>, done: bool| -> Result<()> {
-            let last_key = pending.last().map(|c| key_json(&c.key).to_string());
-            let n = pending.len() as i64;
+        let mut flush = |pending: &mut Vec<Block>, done: bool| -> Result<()> {
+            let n: usize = pending.iter().map(Block::rows).sum();
+            let last_key = pending
+                .iter()
+                .rev()
+                .find(|b| b.rows() > 0)
+                .map(|b| key_json(&b.values(b.rows() - 1, t.key_len)).to_string());
             let checkpoint = Checkpoint::Load {
                 table: &t.name,
                 target_table: &t.target_table,
                 last_key,
                 expect_rows: total,
-                rows: total + n,
+                rows: total + n as i64,
                 done,
                 clear: std::mem::take(&mut clear),
             };
-            match engine.apply_batch(pending, checkpoint)? {
+            match engine.load_rows(ti, pending, total + 1, checkpoint)? {
                 BatchOutcome::Committed(a) => {
-                    total += n;
+                    total += n as i64;
                     tl.loaded += a.written;
                     tl.already_present += a.duplicate;
                     tl.batches += u64::from(n > 0);
@@ -188,18 +194,21 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
             // reset checkpoint, so a crash after it resumes a fresh load.
             flush(&mut Vec::new(), false)?;
         }
-        let mut tag = 0i64;
-        source.scan(&s_sql, resume.as_deref(), |row| {
-            tag += 1;
-            let canon = canonical(t, row).map_err(|(key, column, value, reason)| {
-                anyhow::anyhow!(
-                    "table '{}', key {}, column '{column}': {value} — {reason} (the source changed during the load)",
+        // Blocks no larger than a batch, so a batch is whole blocks.
+        let block_rows = batch.min(reconcile::BLOCK_ROWS);
+        source.scan_blocks(&s_sql, resume.as_deref(), block_rows, |raw| {
+            let canon = reconcile::canonical_block(t, &raw);
+            if let Some((r, Note::Invalid(column, value, reason))) = canon.notes.iter().find(|(_, n)| matches!(n, Note::Invalid(..))) {
+                bail!(
+                    "table '{}', key {}, column '{column}': {value} ({reason}); the source changed during the load. Rows committed so far stay; fix the row and run load again to resume",
                     t.name,
-                    display_key(&key)
-                )
-            })?;
-            pending.push(Change { table: ti, key: canon[..t.key_len].to_vec(), rule: Rule::Plain, after: Some(canon), tag });
-            if pending.len() == batch {
+                    display_key(&raw.values(*r, t.key_len))
+                );
+            }
+            pending_rows += canon.rows.rows();
+            pending.push(canon.rows);
+            if pending_rows >= batch {
+                pending_rows = 0;
                 flush(&mut pending, false)?;
             }
             Ok(true)

@@ -191,51 +191,81 @@ pub struct CanonBlock {
     pub notes: Vec<(usize, Note)>,
 }
 
-/// Forward-transforms a block of source rows. Nothing is allocated per row
-/// except for the rare row that needs a note.
+/// How one source row forwarded.
+pub enum Forwarded {
+    Ok,
+    /// Forwarded, but a text was not canonical.
+    NonCanonical(Note),
+    /// Cannot be carried across; the forwarded cells are incomplete.
+    Invalid(Note),
+}
+
+/// Forward-transforms and checks row `r` of a block of source rows into
+/// `out` (one cell per spec column), borrowing: no allocation unless the
+/// row needs a note.
+pub fn forward_row<'a>(
+    table: &'a Table,
+    raw: &'a Block,
+    r: usize,
+    out: &mut [CellRef<'a>],
+) -> Forwarded {
+    let mut nc = None;
+    for (c, col) in table.columns.iter().enumerate() {
+        let v = raw.get(r, c);
+        match col.transform.forward_ref(v) {
+            Ok((f, canonical)) => {
+                if let Err(why) = col.checks.check_ref(f) {
+                    return Forwarded::Invalid(Note::Invalid(
+                        col.source.clone(),
+                        v.to_value(),
+                        why,
+                    ));
+                }
+                if !canonical && nc.is_none() {
+                    let back = col.transform.reverse(&f.to_value()).unwrap_or(Value::Null);
+                    nc = Some(Note::NonCanonical(c, v.to_value(), back));
+                }
+                out[c] = f;
+            }
+            Err(rej) => {
+                return Forwarded::Invalid(Note::Invalid(col.source.clone(), v.to_value(), rej.0));
+            }
+        }
+    }
+    match nc {
+        Some(n) => Forwarded::NonCanonical(n),
+        None => Forwarded::Ok,
+    }
+}
+
+/// Forward-transforms a block of source rows: load's input.
 pub fn canonical_block(table: &Table, raw: &Block) -> CanonBlock {
     let width = table.columns.len();
     let mut out = CanonBlock {
         rows: Block::new(width, raw.rows()),
         notes: Vec::new(),
     };
+    let mut fwd = vec![CellRef::Null; width];
     for r in 0..raw.rows() {
-        let mut bad: Option<Note> = None;
-        let mut nc: Option<Note> = None;
-        for (c, col) in table.columns.iter().enumerate() {
-            let v = raw.get(r, c);
-            match col.transform.forward_ref(v) {
-                Ok((f, canonical)) => match col.checks.check_ref(f) {
-                    Ok(()) => {
-                        if !canonical && nc.is_none() {
-                            let back = col.transform.reverse(&f.to_value()).unwrap_or(Value::Null);
-                            nc = Some(Note::NonCanonical(c, v.to_value(), back));
-                        }
-                        out.rows.push(f);
-                    }
-                    Err(why) => {
-                        bad = Some(Note::Invalid(col.source.clone(), v.to_value(), why));
-                        break;
-                    }
-                },
-                Err(rej) => {
-                    bad = Some(Note::Invalid(col.source.clone(), v.to_value(), rej.0));
-                    break;
+        match forward_row(table, raw, r, &mut fwd) {
+            Forwarded::Invalid(note) => {
+                for c in 0..width {
+                    out.rows.push(if c < table.key_len {
+                        raw.get(r, c)
+                    } else {
+                        CellRef::Null
+                    });
+                }
+                out.notes.push((r, note));
+            }
+            other => {
+                for &f in fwd.iter() {
+                    out.rows.push(f);
+                }
+                if let Forwarded::NonCanonical(note) = other {
+                    out.notes.push((r, note));
                 }
             }
-        }
-        if let Some(note) = bad {
-            out.rows.truncate_rows(r);
-            for c in 0..width {
-                out.rows.push(if c < table.key_len {
-                    raw.get(r, c)
-                } else {
-                    CellRef::Null
-                });
-            }
-            out.notes.push((r, note));
-        } else if let Some(note) = nc {
-            out.notes.push((r, note));
         }
     }
     out
@@ -478,12 +508,6 @@ fn reconcile_table(
     // without a map look-up per row.
     let mut plain: Vec<(i128, i128)> = vec![(0, 0); money.len()];
     let k = table.key_len;
-    let currency_of = |b: &Block, r: usize| -> Option<String> {
-        table.currency.map(|c| match b.get(r, c) {
-            CellRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
-            other => other.to_value().to_string(),
-        })
-    };
     let diff = |kind,
                 key: Row,
                 column: Option<&str>,
@@ -504,47 +528,53 @@ fn reconcile_table(
     };
 
     std::thread::scope(|scope| -> Result<()> {
-        let (s_rx, s_h) = reader(source, s_sql, |b| canonical_block(table, &b), scope);
+        // Both readers only read; the transform runs here, in the merge,
+        // which balances the work across cores (the source's SQLite scan is
+        // the heaviest part) and never copies a forwarded row.
+        let (s_rx, s_h) = reader(source, s_sql, |b| b, scope);
         let (t_rx, t_h) = reader(target, t_sql, |b| b, scope);
-        let mut s: Cursor<CanonBlock> = Cursor::new(s_rx, "source");
+        let mut s: Cursor<Block> = Cursor::new(s_rx, "source");
         let mut t: Cursor<Block> = Cursor::new(t_rx, "target");
-        // The next note of the current source block, by position.
-        let mut note_at = 0usize;
-        let mut s_block_id = 0usize;
-        let mut last_block_ptr: *const CanonBlock = std::ptr::null();
+        let width = table.columns.len();
         loop {
             let ord = match (s.current(), t.current()) {
                 (None, None) => break,
                 (Some(_), None) => Ordering::Less,
                 (None, Some(_)) => Ordering::Greater,
-                (Some((sb, sr)), Some((tb, tr))) => sb.rows.cmp_prefix(sr, tb, tr, k),
+                // Key columns are carried as copy: raw source keys compare
+                // as they are.
+                (Some((sb, sr)), Some((tb, tr))) => sb.cmp_prefix(sr, tb, tr, k),
             };
             if ord != Ordering::Greater {
                 let Some((sb, sr)) = s.current() else { break };
-                if !std::ptr::eq(last_block_ptr, sb) {
-                    last_block_ptr = sb;
-                    s_block_id += 1;
-                    note_at = 0;
-                }
                 report.source_rows += 1;
-                let mut invalid = false;
-                while let Some((r, note)) = sb.notes.get(note_at) {
-                    if *r != sr {
-                        break;
-                    }
-                    note_at += 1;
-                    let key = sb.rows.values(sr, k);
+                // Forwarded cells on the stack; only a table wider than 32
+                // columns allocates, once per row.
+                let mut stack = [CellRef::Null; 32];
+                let mut heap = Vec::new();
+                let fwd: &mut [CellRef<'_>] = if width <= stack.len() {
+                    &mut stack[..width]
+                } else {
+                    heap.resize(width, CellRef::Null);
+                    &mut heap[..]
+                };
+                let (invalid, note) = match forward_row(table, sb, sr, fwd) {
+                    Forwarded::Ok => (false, None),
+                    Forwarded::NonCanonical(n) => (false, Some(n)),
+                    Forwarded::Invalid(n) => (true, Some(n)),
+                };
+                if let Some(note) = note {
+                    let key = sb.values(sr, k);
                     match note {
                         Note::Invalid(column, value, reason) => {
-                            invalid = true;
                             report.invalid += 1;
                             rec.keep(diff(
                                 DiffKind::Invalid,
                                 key,
-                                Some(column),
+                                Some(&column),
                                 None,
-                                Some(value.clone()),
-                                Some(reason.clone()),
+                                Some(value),
+                                Some(reason),
                             ));
                         }
                         Note::NonCanonical(c, value, canonical) => {
@@ -552,26 +582,24 @@ fn reconcile_table(
                             rec.keep(diff(
                                 DiffKind::NonCanonical,
                                 key,
-                                Some(&table.columns[*c].source),
-                                Some(canonical.clone()),
-                                Some(value.clone()),
+                                Some(&table.columns[c].source),
+                                Some(canonical),
+                                Some(value),
                                 Some("value-equal but not canonical; replay would write the canonical text".into()),
                             ));
                         }
                     }
                 }
                 if !invalid {
-                    let cur = if table.currency.is_some() {
-                        currency_of(&sb.rows, sr)
-                    } else {
-                        None
-                    };
+                    let cur = table.currency.map(|c| currency_text(fwd[c]));
                     for (i, &m) in money.iter().enumerate() {
-                        if let CellRef::Integer(v) = sb.rows.get(sr, m) {
-                            if cur.is_some() {
-                                totals.entry((m, cur.clone())).or_default().0 += i128::from(v);
-                            } else {
-                                plain[i].0 += i128::from(v);
+                        if let CellRef::Integer(v) = fwd[m] {
+                            match &cur {
+                                Some(c) => {
+                                    totals.entry((m, Some(c.clone()))).or_default().0 +=
+                                        i128::from(v)
+                                }
+                                None => plain[i].0 += i128::from(v),
                             }
                         }
                     }
@@ -579,16 +607,16 @@ fn reconcile_table(
                 if ord == Ordering::Equal {
                     let Some((tb, tr)) = t.current() else { break };
                     report.target_rows += 1;
-                    add_target_totals(table, &money, tb, tr, &currency_of, &mut totals, &mut plain);
+                    add_target_totals(table, &money, tb, tr, &mut totals, &mut plain);
                     if !invalid {
                         let mut same = true;
-                        for c in k..table.columns.len() {
-                            let (e, a) = (sb.rows.get(sr, c), tb.get(tr, c));
+                        for (c, &e) in fwd.iter().enumerate().skip(k) {
+                            let a = tb.get(tr, c);
                             if !cells_equal(e, a) {
                                 same = false;
                                 rec.keep(diff(
                                     DiffKind::Changed,
-                                    sb.rows.values(sr, k),
+                                    sb.values(sr, k),
                                     Some(&table.columns[c].target),
                                     Some(e.to_value()),
                                     Some(a.to_value()),
@@ -607,7 +635,7 @@ fn reconcile_table(
                     report.missing += 1;
                     rec.keep(diff(
                         DiffKind::Missing,
-                        sb.rows.values(sr, k),
+                        sb.values(sr, k),
                         None,
                         None,
                         None,
@@ -618,7 +646,7 @@ fn reconcile_table(
             } else {
                 let Some((tb, tr)) = t.current() else { break };
                 report.target_rows += 1;
-                add_target_totals(table, &money, tb, tr, &currency_of, &mut totals, &mut plain);
+                add_target_totals(table, &money, tb, tr, &mut totals, &mut plain);
                 report.extra += 1;
                 rec.keep(diff(
                     DiffKind::Extra,
@@ -631,7 +659,6 @@ fn reconcile_table(
                 t.advance(k, &table.target_table)?;
             }
         }
-        let _ = s_block_id;
         drop(s);
         drop(t);
         s_h.join()
@@ -673,22 +700,24 @@ fn add_target_totals(
     money: &[usize],
     b: &Block,
     r: usize,
-    currency_of: &dyn Fn(&Block, usize) -> Option<String>,
     totals: &mut BTreeMap<(usize, Option<String>), (i128, i128)>,
     plain: &mut [(i128, i128)],
 ) {
-    let cur = if table.currency.is_some() {
-        currency_of(b, r)
-    } else {
-        None
-    };
+    let cur = table.currency.map(|c| currency_text(b.get(r, c)));
     for (i, &m) in money.iter().enumerate() {
         if let CellRef::Integer(v) = b.get(r, m) {
-            if cur.is_some() {
-                totals.entry((m, cur.clone())).or_default().1 += i128::from(v);
-            } else {
-                plain[i].1 += i128::from(v);
+            match &cur {
+                Some(c) => totals.entry((m, Some(c.clone()))).or_default().1 += i128::from(v),
+                None => plain[i].1 += i128::from(v),
             }
         }
+    }
+}
+
+/// The currency label a money total is kept under.
+fn currency_text(v: CellRef<'_>) -> String {
+    match v {
+        CellRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+        other => other.to_value().to_string(),
     }
 }

@@ -152,6 +152,53 @@ pub struct Parsed {
 /// more fraction digits than the scale, and anything past the `i64` range.
 /// Runs in time linear in the text, however long.
 pub fn parse_decimal(text: &str, scale: u32) -> Result<Parsed, Reject> {
+    match parse_plain(text.as_bytes(), scale) {
+        Some(p) => Ok(p),
+        None => parse_decimal_explained(text, scale),
+    }
+}
+
+/// The hot path: one pass over the bytes of a well-formed decimal. `None`
+/// for anything else, which [`parse_decimal_explained`] then parses again
+/// to say exactly what is wrong.
+fn parse_plain(b: &[u8], scale: u32) -> Option<Parsed> {
+    let (negative, digits) = match b.first()? {
+        b'-' => (true, &b[1..]),
+        _ => (false, b),
+    };
+    let mut acc: i64 = 0;
+    let mut int_len = 0usize;
+    let mut frac_len: Option<usize> = None;
+    for &c in digits {
+        match c {
+            b'0'..=b'9' => {
+                acc = acc.checked_mul(10)?.checked_sub(i64::from(c - b'0'))?;
+                match &mut frac_len {
+                    Some(n) => *n += 1,
+                    None => int_len += 1,
+                }
+            }
+            b'.' if frac_len.is_none() => frac_len = Some(0),
+            _ => return None,
+        }
+    }
+    let frac = frac_len.unwrap_or(0);
+    if int_len == 0 || frac_len == Some(0) || frac > scale as usize {
+        return None;
+    }
+    for _ in frac..scale as usize {
+        acc = acc.checked_mul(10)?;
+    }
+    let minor = if negative { acc } else { acc.checked_neg()? };
+    let canonical = !(int_len > 1 && digits[0] == b'0')
+        && frac == scale as usize
+        && (frac_len.is_some() || scale == 0)
+        && !(negative && minor == 0);
+    Some(Parsed { minor, canonical })
+}
+
+/// The strict grammar again, slowly, with the reason for every rejection.
+fn parse_decimal_explained(text: &str, scale: u32) -> Result<Parsed, Reject> {
     let shown = || {
         if text.len() > 40 {
             format!(
@@ -443,6 +490,13 @@ mod tests {
         #[test]
         fn arbitrary_text_never_panics(s in "\\PC{0,40}") {
             let _ = parse_decimal(&s, 2);
+        }
+
+                // The fast path and the explaining path are one grammar: on any
+        // text they accept and reject alike, with the same value.
+        #[test]
+        fn fast_and_explained_parsers_agree(s in "[-+0-9. e]{0,24}", scale in 0u32..4) {
+            prop_assert_eq!(parse_plain(s.as_bytes(), scale).ok_or(()), parse_decimal_explained(&s, scale).map_err(|_| ()));
         }
 
         // The canonical flag, decided from the text's shape, says exactly

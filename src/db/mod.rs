@@ -7,4 +7,4 @@
 
 pub mod sqlite;
 
-pub use sqlite::{Access, ColumnInfo, Db, FenceRecord, JournalEntry, TableSql};
+pub use sqlite::{Access, ColumnInfo, Db, FenceRecord, Inserter, JournalEntry, TableSql};

@@ -181,6 +181,48 @@ fn read_row(row: &rusqlite::Row<'_>, width: usize) -> rusqlite::Result<Row> {
         .collect()
 }
 
+/// Inserts rows straight from blocks, binding each cell as it is.
+pub struct Inserter<'a> {
+    st: rusqlite::CachedStatement<'a>,
+    width: usize,
+}
+
+impl Inserter<'_> {
+    /// Inserts one row; `Ok(false)` when a row with the same primary key or
+    /// unique key is already there (the caller decides what that means).
+    pub fn insert(&mut self, block: &Block, row: usize) -> Result<bool> {
+        for c in 0..self.width {
+            self.st
+                .raw_bind_parameter(c + 1, BindCell(block.get(row, c)))?;
+        }
+        match self.st.raw_execute() {
+            Ok(_) => Ok(true),
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
+                    || e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Binds a borrowed cell exactly as it is.
+struct BindCell<'a>(CellRef<'a>);
+
+impl ToSql for BindCell<'_> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::Borrowed(match self.0 {
+            CellRef::Null => ValueRef::Null,
+            CellRef::Integer(i) => ValueRef::Integer(i),
+            CellRef::Real(r) => ValueRef::Real(r),
+            CellRef::Text(t) => ValueRef::Text(t),
+            CellRef::Blob(b) => ValueRef::Blob(b),
+        }))
+    }
+}
+
 /// One open SQLite database.
 pub struct Db {
     conn: Connection,
@@ -400,6 +442,49 @@ impl Db {
             .prepare_cached(&sql.insert)?
             .execute(rusqlite::params_from_iter(row.iter().map(Bind)))?;
         Ok(())
+    }
+
+    /// Whether the table enforces uniqueness of exactly these columns (its
+    /// primary key, or a unique index): then an insert that collides can be
+    /// trusted to fail rather than to add a second row.
+    pub fn key_is_unique(&self, table: &str, key: &[&str]) -> Result<bool> {
+        let want: std::collections::BTreeSet<&str> = key.iter().copied().collect();
+        let pk: std::collections::BTreeSet<String> = self
+            .table_columns(table)?
+            .into_iter()
+            .filter(|c| c.pk > 0)
+            .map(|c| c.name)
+            .collect();
+        if pk.len() == want.len() && pk.iter().all(|c| want.contains(c.as_str())) {
+            return Ok(true);
+        }
+        let mut st = self.conn.prepare(
+            "SELECT il.name, ii.name FROM pragma_index_list(?1) AS il, pragma_index_info(il.name) AS ii
+             WHERE il.\"unique\" AND il.partial = 0 ORDER BY il.name",
+        )?;
+        let rows: Vec<(String, Option<String>)> = st
+            .query_map([table], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut by_index: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+            Default::default();
+        for (index, col) in rows {
+            // An expression column (NULL name) makes the index useless here.
+            by_index
+                .entry(index)
+                .or_default()
+                .insert(col.unwrap_or_default());
+        }
+        Ok(by_index
+            .values()
+            .any(|cols| cols.len() == want.len() && cols.iter().all(|c| want.contains(c.as_str()))))
+    }
+
+    /// A prepared insert for a run of rows from [`Block`]s.
+    pub fn inserter(&self, sql: &TableSql) -> Result<Inserter<'_>> {
+        Ok(Inserter {
+            st: self.conn.prepare_cached(&sql.insert)?,
+            width: sql.width,
+        })
     }
 
     /// Rewrites the row stored under `old_key` (which may differ from the
