@@ -330,7 +330,7 @@ impl<'a> Engine<'a> {
         let mut skip_seqs: &[i64] = &[];
         match checkpoint {
             Checkpoint::Journal { after, .. } => {
-                if self.db.applied_progress()?.1 != *after {
+                if self.db.applied_last()? != *after {
                     return Ok(BatchOutcome::Raced);
                 }
             }

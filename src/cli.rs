@@ -16,6 +16,10 @@ pub struct Cli {
     #[arg(long, value_enum, default_value_t = Format::Table, global = true)]
     pub format: Format,
 
+    /// No progress bars (they only ever appear on a terminal, on stderr).
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -51,8 +55,10 @@ pub enum Command {
     Load {
         #[command(flatten)]
         spec: SpecArg,
-        /// Rows per transaction.
-        #[arg(long, default_value_t = 1000, value_name = "N")]
+        /// Rows per transaction (each commit waits for the disk, so larger
+        /// batches load faster; a crash loses at most the open batch, which
+        /// a rerun resumes).
+        #[arg(long, default_value_t = 10_000, value_name = "N")]
         batch: usize,
         /// Delete the rows already in the target tables and load again.
         #[arg(long)]

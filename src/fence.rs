@@ -37,13 +37,29 @@ pub struct Fingerprint {
 }
 
 impl Fingerprint {
-    pub fn read(db: &Db, tables: &[String]) -> Result<Fingerprint> {
-        let names: Vec<&str> = tables.iter().map(String::as_str).collect();
-        let (journal_rows, max_seq) = db.journal_extent()?;
-        let content = tables
+    /// Reads the fingerprint of a spec's fenced tables now: a scan of each.
+    pub fn read(db: &Db, spec: &Spec) -> Result<Fingerprint> {
+        let content = spec
+            .tables
             .iter()
-            .map(|t| Ok((t.clone(), db.table_digest(t)?)))
+            .map(|t| Ok((t.target_table.clone(), db.digest_rows(&target_sql(t))?)))
             .collect::<Result<_>>()?;
+        Fingerprint::with_content(db, spec, content)
+    }
+
+    /// The same, with the rows' digests already computed (by a reconcile
+    /// that read the tables anyway).
+    pub fn with_content(
+        db: &Db,
+        spec: &Spec,
+        content: Vec<(String, String)>,
+    ) -> Result<Fingerprint> {
+        let names: Vec<&str> = spec
+            .tables
+            .iter()
+            .map(|t| t.target_table.as_str())
+            .collect();
+        let (journal_rows, max_seq) = db.journal_extent()?;
         Ok(Fingerprint {
             schema: db.schema_of(&names)?,
             content,
@@ -121,24 +137,34 @@ pub struct FenceRow {
 }
 
 impl FenceRow {
-    /// Whether the target still matches the fence; if not, what changed.
-    pub fn breach(&self, target: &Db) -> Result<Option<String>> {
-        let now = Fingerprint::read(target, &self.tables)?;
+    /// Whether `now` still matches the fence; if not, what changed.
+    pub fn breach_in(&self, now: &Fingerprint) -> Option<String> {
         if now.hash() == self.fingerprint {
-            return Ok(None);
+            return None;
         }
         let what = self
             .parts
             .as_ref()
             .map(|p| now.describe_change(p))
             .unwrap_or_default();
-        Ok(Some(if what.is_empty() {
+        Some(if what.is_empty() {
             "the fingerprint no longer matches (schema, rows or journal changed since fence on)"
                 .to_string()
         } else {
             what
-        }))
+        })
     }
+
+    /// Whether the target still matches the fence (a scan of the fenced
+    /// tables); if not, what changed.
+    pub fn breach(&self, target: &Db, spec: &Spec) -> Result<Option<String>> {
+        Ok(self.breach_in(&Fingerprint::read(target, spec)?))
+    }
+}
+
+/// How the fence reads a fenced table: every target column, in key order.
+fn target_sql(t: &crate::spec::Table) -> crate::db::TableSql {
+    crate::db::TableSql::new(&t.target_table, &t.target_names(), t.key_len)
 }
 
 pub fn read(target: &Db) -> Result<Option<FenceRow>> {
@@ -165,7 +191,7 @@ pub struct Watch {
 impl Watch {
     /// Verifies the fence now; `Err` when there is none, `Ok(Err(why))` when
     /// it was breached.
-    pub fn start(target: &Db) -> Result<Result<Watch, String>> {
+    pub fn start(target: &Db, spec: &Spec) -> Result<Result<Watch, String>> {
         let Some(fence) = read(target)? else {
             bail!(
                 "target {} is not fenced; run `cutover fence on` first so that nothing writes to it while the source is rolled back",
@@ -173,13 +199,13 @@ impl Watch {
             );
         };
         let data_version = target.data_version()?;
-        if let Some(what) = fence.breach(target)? {
+        let now = Fingerprint::read(target, spec)?;
+        if let Some(what) = fence.breach_in(&now) {
             return Ok(Err(format!(
                 "fence breached: {what} (fenced at {}); nothing was replayed. Find what wrote to the target, then re-plan the rollback",
                 fence.fenced_at
             )));
         }
-        let now = Fingerprint::read(target, &fence.tables)?;
         Ok(Ok(Watch {
             fence,
             at_start: now,
@@ -191,15 +217,14 @@ impl Watch {
         &self.fence
     }
 
-    /// Cheap re-check: any commit by another connection to a fenced target
-    /// is a breach; the fingerprint then says what it was.
-    pub fn recheck(&mut self, target: &Db) -> Result<Option<String>> {
+    /// Cheap re-check before each batch: any commit by another connection to
+    /// a fenced target is a breach; the fingerprint then says what it was.
+    pub fn recheck(&mut self, target: &Db, spec: &Spec) -> Result<Option<String>> {
         let v = target.data_version()?;
         if v == self.data_version {
             return Ok(None);
         }
-        let now = Fingerprint::read(target, &self.fence.tables)?;
-        let what = now.describe_change(&self.at_start);
+        let what = Fingerprint::read(target, spec)?.describe_change(&self.at_start);
         Ok(Some(if what.is_empty() {
             format!(
                 "fence breached: something committed a write to the fenced target (tables {}) without going through its triggers",
@@ -210,9 +235,15 @@ impl Watch {
         }))
     }
 
-    /// Full re-check, including the journal digest.
-    pub fn verify(&self, target: &Db) -> Result<Option<String>> {
-        let now = Fingerprint::read(target, &self.fence.tables)?;
+    /// The full check at the end, with the rows' digests a reconcile of the
+    /// target just computed.
+    pub fn verify(
+        &self,
+        target: &Db,
+        spec: &Spec,
+        content: Vec<(String, String)>,
+    ) -> Result<Option<String>> {
+        let now = Fingerprint::with_content(target, spec, content)?;
         if now.hash() == self.fence.fingerprint && target.data_version()? == self.data_version {
             return Ok(None);
         }
@@ -289,7 +320,7 @@ pub fn on(spec: &Spec) -> Result<Outcome> {
     target.begin_immediate()?;
     if let Some(existing) = read(&target)? {
         target.rollback();
-        let breach = existing.breach(&target)?;
+        let breach = existing.breach(&target, spec)?;
         let intact = breach.is_none();
         let rep = FenceReport {
             action: "on",
@@ -311,7 +342,7 @@ pub fn on(spec: &Spec) -> Result<Outcome> {
             target.install_fence_triggers(t, &fence_message(t))?;
         }
         target.install_fence_triggers(JOURNAL, &fence_message(JOURNAL))?;
-        let fp = Fingerprint::read(&target, &tables)?;
+        let fp = Fingerprint::read(&target, spec)?;
         let hash = fp.hash();
         target.set_fence_row(
             fp.max_seq,
@@ -438,7 +469,7 @@ pub fn status(spec: &Spec) -> Result<Outcome> {
             missing.push(t.to_string());
         }
     }
-    let breach = existing.breach(&target)?.map(|what| {
+    let breach = existing.breach(&target, spec)?.map(|what| {
         if missing.is_empty() {
             format!("fence breached: {what}")
         } else {

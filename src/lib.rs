@@ -30,6 +30,7 @@ pub mod fence;
 pub mod gate;
 pub mod journal;
 pub mod load;
+pub mod progress;
 pub mod reconcile;
 pub mod replay;
 pub mod report;
@@ -45,6 +46,7 @@ use report::Outcome;
 
 /// Runs the command line.
 pub fn run(cli: &Cli) -> Result<Outcome> {
+    progress::set_quiet(cli.quiet);
     execute(&cli.command, cli.format)
 }
 

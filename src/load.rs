@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use crate::apply::{BatchOutcome, Checkpoint, Engine};
 use crate::db::{Access, TableSql};
+use crate::progress::{self, Progress};
 use crate::reconcile::{self, Note};
 use crate::report::{self, Outcome};
 use crate::spec::{self, Side, Spec};
@@ -194,6 +195,12 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
             // reset checkpoint, so a crash after it resumes a fresh load.
             flush(&mut Vec::new(), false)?;
         }
+        let total = if progress::visible() {
+            Some(source.row_count(&s_sql)? as u64)
+        } else {
+            None
+        };
+        let bar = Progress::new(&format!("load {}", t.name), total);
         // Blocks no larger than a batch, so a batch is whole blocks.
         let block_rows = batch.min(reconcile::BLOCK_ROWS);
         source.scan_blocks(&s_sql, resume.as_deref(), block_rows, |raw| {
@@ -205,6 +212,7 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
                     display_key(&raw.values(*r, t.key_len))
                 );
             }
+                        bar.add(raw.rows() as u64);
             pending_rows += canon.rows.rows();
             pending.push(canon.rows);
             if pending_rows >= batch {

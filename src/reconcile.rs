@@ -14,6 +14,7 @@ use serde::Serialize;
 use serde_json::Value as Json;
 
 use crate::db::{Db, TableSql};
+use crate::progress::{self, Progress};
 use crate::spec::{Spec, Table};
 use crate::value::{Block, CellRef, Row, Value, key_json};
 
@@ -108,6 +109,10 @@ pub struct Reconciliation {
     /// Differences found in all, of which `diffs` keeps the first few.
     pub diffs_found: u64,
     pub diffs_kept_max: usize,
+    /// With [`reconcile_digesting`]: each target table's rows digest, as
+    /// `Db::digest_rows` computes it (the fence compares them).
+    #[serde(skip)]
+    pub target_digests: Vec<(String, String)>,
 }
 
 impl Reconciliation {
@@ -280,13 +285,37 @@ pub fn reconcile(
     target: &mut Db,
     max_diffs: usize,
 ) -> Result<Reconciliation> {
+    reconcile_inner(spec, source, target, max_diffs, false)
+}
+
+/// A reconcile that also digests every target row as it reads it, so a
+/// replay can check its fence at the end without reading the tables twice.
+pub fn reconcile_digesting(
+    spec: &Spec,
+    source: &mut Db,
+    target: &mut Db,
+    max_diffs: usize,
+) -> Result<Reconciliation> {
+    reconcile_inner(spec, source, target, max_diffs, true)
+}
+
+fn reconcile_inner(
+    spec: &Spec,
+    source: &mut Db,
+    target: &mut Db,
+    max_diffs: usize,
+    digest: bool,
+) -> Result<Reconciliation> {
     let mut rec = Reconciliation {
         diffs_kept_max: max_diffs,
         ..Default::default()
     };
     for table in &spec.tables {
-        let report = reconcile_table(table, source, target, &mut rec)?;
+        let (report, d) = reconcile_table(table, source, target, &mut rec, digest)?;
         rec.tables.push(report);
+        if let Some(d) = d {
+            rec.target_digests.push((table.target_table.clone(), d));
+        }
     }
     Ok(rec)
 }
@@ -460,7 +489,14 @@ pub fn scan_source(
     let k = table.key_len;
     let mut scan = SourceScan::default();
     let mut prev_last: Option<Row> = None;
+    let total = if progress::visible() {
+        Some(source.row_count(&sql)? as u64)
+    } else {
+        None
+    };
+    let bar = Progress::new(&table.name, total);
     source.scan_blocks(&sql, None, BLOCK_ROWS, |raw| {
+        bar.add(raw.rows() as u64);
         let canon = canonical_block(table, &raw);
         for r in 0..raw.rows() {
             check_order(
@@ -495,7 +531,10 @@ fn reconcile_table(
     source: &mut Db,
     target: &mut Db,
     rec: &mut Reconciliation,
-) -> Result<TableReport> {
+    digest: bool,
+) -> Result<(TableReport, Option<String>)> {
+    use sha2::Digest;
+    let hasher = std::sync::Mutex::new(sha2::Sha256::new());
     let s_sql = TableSql::new(&table.source_table, &table.source_names(), table.key_len);
     let t_sql = TableSql::new(&table.target_table, &table.target_names(), table.key_len);
     let money = table.money_columns();
@@ -527,12 +566,38 @@ fn reconcile_table(
         ),
     };
 
+    let total = if progress::visible() {
+        Some(source.row_count(&s_sql)? as u64)
+    } else {
+        None
+    };
+    let bar = Progress::new(&table.name, total);
     std::thread::scope(|scope| -> Result<()> {
         // Both readers only read; the transform runs here, in the merge,
         // which balances the work across cores (the source's SQLite scan is
         // the heaviest part) and never copies a forwarded row.
-        let (s_rx, s_h) = reader(source, s_sql, |b| b, scope);
-        let (t_rx, t_h) = reader(target, t_sql, |b| b, scope);
+        let bar = &bar;
+        let (s_rx, s_h) = reader(
+            source,
+            s_sql,
+            move |b| {
+                bar.add(b.rows() as u64);
+                b
+            },
+            scope,
+        );
+        let hasher = &hasher;
+        let (t_rx, t_h) = reader(
+            target,
+            t_sql,
+            move |b| {
+                if digest && let Ok(mut h) = hasher.lock() {
+                    b.hash_into(&mut h);
+                }
+                b
+            },
+            scope,
+        );
         let mut s: Cursor<Block> = Cursor::new(s_rx, "source");
         let mut t: Cursor<Block> = Cursor::new(t_rx, "target");
         let width = table.columns.len();
@@ -684,7 +749,15 @@ fn reconcile_table(
             target: t,
         })
         .collect();
-    Ok(report)
+    let d = match (digest, hasher.into_inner()) {
+        (true, Ok(h)) => Some(hex::encode(h.finalize())),
+        (true, Err(_)) => bail!(
+            "the target reader of table '{}' failed while digesting",
+            table.name
+        ),
+        (false, _) => None,
+    };
+    Ok((report, d))
 }
 
 /// Equality with storage class: the text `'1250'` is not the integer `1250`.

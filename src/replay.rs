@@ -16,6 +16,7 @@ use serde::Serialize;
 use crate::apply::{BatchOutcome, Change, Checkpoint, Conflict, Engine, Rule, row_from_json};
 use crate::db::{Access, Db, JournalEntry};
 use crate::fence::Watch;
+use crate::progress::Progress;
 use crate::reconcile;
 use crate::report::{self, Outcome};
 use crate::spec::{self, Side, Spec};
@@ -142,7 +143,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
     }
     let source_access = if dry_run { Access::Read } else { Access::Write };
     let (mut source, mut target, _) = spec::open(spec, source_access, Access::Read)?;
-    let mut watch = match Watch::start(&target)? {
+    let mut watch = match Watch::start(&target, spec)? {
         Ok(w) => w,
         Err(breach) => {
             let boundary = crate::fence::read(&target)?.map_or(0, |f| f.boundary);
@@ -195,6 +196,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         summary: None,
     };
     let mut after = last_applied;
+    let bar = Progress::new("replay", Some((entries - applied_rows).max(0) as u64));
     loop {
         let page = target.journal_page(after, boundary, batch)?;
         let Some(last) = page.last() else { break };
@@ -203,7 +205,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
             .iter()
             .map(|e| to_change(spec, &index, e))
             .collect::<Result<_>>()?;
-        if let Some(b) = watch.recheck(&target)? {
+        if let Some(b) = watch.recheck(&target, spec)? {
             rep.breach = Some(b);
             break;
         }
@@ -218,6 +220,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
             },
         )? {
             BatchOutcome::Committed(a) => {
+                bar.add(page.len() as u64);
                 rep.applied += a.written;
                 rep.already_in_place += a.duplicate;
                 rep.batches += 1;
@@ -228,7 +231,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
             }
             BatchOutcome::Raced => {
                 // Another replay committed first: carry on after what it did.
-                after = source.applied_progress()?.1;
+                after = source.applied_last()?;
                 rep.raced = true;
                 continue;
             }
@@ -238,12 +241,12 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
     }
     drop(engine);
     if rep.breach.is_none() && rep.conflict.is_none() {
-        rep.breach = watch.verify(&target)?;
-    }
-    if rep.breach.is_none() && rep.conflict.is_none() {
-        let rec = reconcile::reconcile(spec, &mut source, &mut target, max_diffs)?;
+        // One read of the target serves both the rollback reconciliation
+        // and the fence's final check.
+        let mut rec = reconcile::reconcile_digesting(spec, &mut source, &mut target, max_diffs)?;
+        rep.breach = watch.verify(&target, spec, std::mem::take(&mut rec.target_digests))?;
         rep.summary = Some(crate::gate::summary(spec, &rec));
-        if rec.clean() {
+        if rec.clean() && rep.breach.is_none() {
             rep.verdict = "pass";
         }
         rep.reconciliation = Some(rec);

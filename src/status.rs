@@ -47,7 +47,7 @@ pub fn run(spec: &Spec) -> Result<Outcome> {
     let (phase, next, to_replay) = match &fence {
         Some(f) => {
             let n = target.journal_count_upto(f.boundary)?;
-            if let Some(what) = f.breach(&target)? {
+            if let Some(what) = f.breach(&target, spec)? {
                 (
                     format!(
                         "fence BREACHED: {what} (fenced at boundary {}, replayed {replayed} of {n})",

@@ -585,6 +585,18 @@ impl Db {
         )?)
     }
 
+    /// The last journal `seq` applied; 0 before the first. A look-up in the
+    /// primary key, cheap enough to run before every batch.
+    pub fn applied_last(&self) -> Result<i64> {
+        if !self.has_table("_cutover_applied")? {
+            return Ok(0);
+        }
+        Ok(self
+            .conn
+            .prepare_cached("SELECT coalesce(max(seq), 0) FROM _cutover_applied")?
+            .query_row([], |r| r.get(0))?)
+    }
+
     /// Records a journal entry as applied; `false` if it already was.
     pub fn record_applied(&self, seq: i64, delivery: &str) -> Result<bool> {
         let n = self
@@ -996,58 +1008,15 @@ impl Db {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// SHA-256 over every row of a table, all columns with their storage
-    /// class, in primary-key (or rowid) order: what the fence compares to
-    /// notice a write that went around the triggers.
-    pub fn table_digest(&self, table: &str) -> Result<String> {
-        let cols = self.table_columns(table)?;
-        let names: Vec<&str> = cols.iter().map(|c| c.name.as_str()).collect();
-        let mut pk: Vec<&ColumnInfo> = cols.iter().filter(|c| c.pk > 0).collect();
-        pk.sort_by_key(|c| c.pk);
-        let order = if pk.is_empty() {
-            "rowid".to_string()
-        } else {
-            pk.iter()
-                .map(|c| quote_ident(&c.name))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let list = names
-            .iter()
-            .map(|c| quote_ident(c))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let mut st = self.conn.prepare(&format!(
-            "SELECT {list} FROM {} ORDER BY {order}",
-            quote_ident(table)
-        ))?;
-        let mut rows = st.query([])?;
+    /// SHA-256 over every row a scan returns, in key order, each cell with
+    /// its storage class ([`Block::hash_into`]). Reconcile's target reader
+    /// computes the same digest as it goes.
+    pub fn digest_rows(&self, sql: &TableSql) -> Result<String> {
         let mut h = Sha256::new();
-        while let Some(r) = rows.next()? {
-            for i in 0..names.len() {
-                match r.get_ref(i)? {
-                    ValueRef::Null => h.update([0u8]),
-                    ValueRef::Integer(v) => {
-                        h.update([1u8]);
-                        h.update(v.to_le_bytes());
-                    }
-                    ValueRef::Real(v) => {
-                        h.update([2u8]);
-                        h.update(v.to_le_bytes());
-                    }
-                    ValueRef::Text(t) => {
-                        h.update([3u8]);
-                        h.update((t.len() as u64).to_le_bytes());
-                        h.update(t);
-                    }
-                    ValueRef::Blob(b) => {
-                        h.update([4u8]);
-                        h.update((b.len() as u64).to_le_bytes());
-                        h.update(b);
-                    }
-                }
-            }
-        }
+        self.scan_blocks(sql, None, 1024, |b| {
+            b.hash_into(&mut h);
+            Ok(true)
+        })?;
         Ok(hex::encode(h.finalize()))
     }
 

@@ -1,0 +1,368 @@
+//! Throughput and memory of `cutover` on the running example's schema scaled
+//! up, next to the references they are judged against (BENCHMARKS.md):
+//!
+//! - the floor: SQLite's own scan of one table, in process;
+//! - gate, check and load of `rows` rows per side (100 scattered mismatches);
+//! - replay of a journal of `min(rows, 1M)` mixed changes, against a plain
+//!   batched rusqlite loop writing the same changes (`synchronous=FULL`,
+//!   batches of 1,000, prepared statements);
+//! - journal overhead: the same single-row updates in batches of 1,000,
+//!   without and with the journal triggers.
+//!
+//! `cargo bench --bench perf` runs 100,000 rows; `CUTOVER_BENCH_ROWS=10000000`
+//! the full size. The tool runs as the release binary in a child process,
+//! whose peak memory is read from /proc. Ratios compare runs made in the same
+//! process, one after another, so a busy machine skews both sides alike.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, params};
+
+const SPEC: &str = include_str!("../fixtures/orders/spec.toml");
+const SOURCE_DDL: &str =
+    "CREATE TABLE orders (id INTEGER PRIMARY KEY, dollars TEXT NOT NULL, status TEXT NOT NULL)";
+const TARGET_DDL: &str =
+    "CREATE TABLE orders (id INTEGER PRIMARY KEY, cents INTEGER NOT NULL, status TEXT NOT NULL)";
+
+fn main() {
+    let rows: i64 = std::env::var("CUTOVER_BENCH_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
+    let base = std::env::var_os("CUTOVER_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    let dir = tempfile::tempdir_in(base).expect("a temporary folder");
+    let d = dir.path();
+    let mut results: Vec<(String, String, String, String, String)> = Vec::new();
+    let mut say = |what: &str, n: i64, t: Duration, rss: Option<u64>, note: String| {
+        let rate = n as f64 / t.as_secs_f64();
+        println!(
+            "{what:<28} {n:>10} rows  {:>8.3} s  {:>6.2} M rows/s  {:>8}  {note}",
+            t.as_secs_f64(),
+            rate / 1e6,
+            rss.map(|k| format!("{} MB", k / 1024)).unwrap_or_default()
+        );
+        results.push((
+            what.to_string(),
+            format!("{:.3}", t.as_secs_f64()),
+            format!("{:.2}", rate / 1e6),
+            rss.map(|k| format!("{:.1}", k as f64 / 1024.0))
+                .unwrap_or_else(|| "-".into()),
+            note,
+        ));
+    };
+    println!("cutover bench: {rows} rows per side in {}", d.display());
+
+    let t0 = Instant::now();
+    generate(d, rows);
+    println!("(generated in {:.1} s)", t0.elapsed().as_secs_f64());
+
+    // The floor: SQLite's own scan of one table, in process.
+    let floor = {
+        let c = Connection::open(d.join("source.db")).expect("open");
+        let t = Instant::now();
+        let (n, _len): (i64, i64) = c
+            .query_row(
+                "SELECT count(*), sum(length(dollars)) FROM orders",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .expect("scan");
+        assert_eq!(n, rows);
+        t.elapsed()
+    };
+    say(
+        "floor: SQLite scan",
+        rows,
+        floor,
+        None,
+        "in process, one table".into(),
+    );
+
+    let (t, rss, code) = cutover(d, &["gate", "--spec", "spec.toml", "--max-diffs", "5"]);
+    assert_eq!(code, 1, "the gate must find the 100 mismatches");
+    say(
+        "gate",
+        rows,
+        t,
+        rss,
+        format!("{:.2}x the floor", t.as_secs_f64() / floor.as_secs_f64()),
+    );
+
+    let (t, rss, code) = cutover(d, &["check", "--spec", "spec.toml"]);
+    assert_eq!(code, 0);
+    say("check", rows, t, rss, String::new());
+
+    // Load into an empty target.
+    std::fs::rename(d.join("target.db"), d.join("target-gate.db")).expect("rename");
+    fresh(&d.join("target.db"), TARGET_DDL);
+    let (t, rss, code) = cutover(d, &["load", "--spec", "spec.toml"]);
+    assert_eq!(code, 0);
+    say("load", rows, t, rss, "default batch".into());
+
+    // Replay: a journal of mixed changes on the loaded target.
+    let entries = rows.min(1_000_000);
+    let (_, _, code) = cutover(d, &["journal", "install", "--spec", "spec.toml"]);
+    assert_eq!(code, 0);
+    std::fs::copy(d.join("source.db"), d.join("source-ref.db")).expect("copy");
+    write_changes(&d.join("target.db"), rows, entries);
+    let (_, _, code) = cutover(d, &["fence", "on", "--spec", "spec.toml"]);
+    assert_eq!(code, 0);
+    let reference = plain_replay(&d.join("target.db"), &d.join("source-ref.db"));
+    say(
+        "reference: rusqlite loop",
+        entries,
+        reference,
+        None,
+        "same changes, batches of 1,000".into(),
+    );
+    let (t, rss, code) = cutover(d, &["replay", "--spec", "spec.toml"]);
+    assert_eq!(code, 0, "replay must end clean");
+    say(
+        "replay",
+        entries,
+        t,
+        rss,
+        format!(
+            "{:.2}x the loop's rate",
+            reference.as_secs_f64() / t.as_secs_f64()
+        ),
+    );
+
+    // Journal overhead: single-row updates in batches of 1,000.
+    let plain = d.join("overhead-plain.db");
+    let journaled = d.join("overhead-journal.db");
+    for p in [&plain, &journaled] {
+        std::fs::copy(d.join("target-gate.db"), p).expect("copy");
+    }
+    let without = updates(&plain, rows, entries);
+    say(
+        "updates without journal",
+        entries,
+        without,
+        None,
+        String::new(),
+    );
+    let spec = d.join("overhead.toml");
+    std::fs::write(&spec, SPEC.replace("target.db", "overhead-journal.db")).expect("spec");
+    let (_, _, code) = cutover(d, &["journal", "install", "--spec", "overhead.toml"]);
+    assert_eq!(code, 0);
+    let with = updates(&journaled, rows, entries);
+    say(
+        "updates with journal",
+        entries,
+        with,
+        None,
+        format!("{:.2}x without", with.as_secs_f64() / without.as_secs_f64()),
+    );
+
+    println!("\n| measurement | time (s) | M rows/s | peak MB | note |\n|---|---|---|---|---|");
+    for (what, t, rate, rss, note) in &results {
+        println!("| {what} | {t} | {rate} | {rss} | {note} |");
+    }
+}
+
+fn fresh(path: &Path, ddl: &str) {
+    let c = Connection::open(path).expect("create");
+    c.execute_batch(ddl).expect("ddl");
+}
+
+/// Source and target of `rows` orders each, equal but for 100 scattered
+/// mismatches: a third changed, a third missing, a third extra.
+fn generate(d: &Path, rows: i64) {
+    std::fs::write(d.join("spec.toml"), SPEC).expect("spec");
+    let s = Connection::open(d.join("source.db")).expect("source");
+    let t = Connection::open(d.join("target.db")).expect("target");
+    for (c, ddl) in [(&s, SOURCE_DDL), (&t, TARGET_DDL)] {
+        c.execute_batch("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;")
+            .expect("pragmas");
+        c.execute_batch(ddl).expect("ddl");
+        c.execute_batch("BEGIN").expect("begin");
+    }
+    let step = (rows / 100).max(1);
+    {
+        let mut si = s
+            .prepare("INSERT INTO orders VALUES (?1, ?2, ?3)")
+            .expect("prepare");
+        let mut ti = t
+            .prepare("INSERT INTO orders VALUES (?1, ?2, ?3)")
+            .expect("prepare");
+        for id in 1..=rows {
+            let cents = (id * 7919) % 10_000_000;
+            let (code, word) = if id % 3 == 0 {
+                ("C", "closed")
+            } else {
+                ("A", "active")
+            };
+            si.execute(params![
+                id,
+                format!("{}.{:02}", cents / 100, cents % 100),
+                code
+            ])
+            .expect("insert");
+            let k = id / step;
+            let scattered = id % step == step / 2 && k < 100;
+            match (scattered, k % 3) {
+                (true, 0) => {
+                    ti.execute(params![id, cents + 1, word]).expect("insert");
+                }
+                (true, 1) => {} // missing in the target
+                _ => {
+                    ti.execute(params![id, cents, word]).expect("insert");
+                }
+            }
+            if scattered && k % 3 == 2 {
+                ti.execute(params![rows + 1 + k, cents, word])
+                    .expect("insert");
+            }
+        }
+    }
+    for c in [&s, &t] {
+        c.execute_batch("COMMIT").expect("commit");
+    }
+}
+
+/// Mixed changes on the target, committed in batches of 1,000: mostly
+/// updates, some inserts past the last id, some deletes.
+fn write_changes(target: &Path, rows: i64, n: i64) {
+    let c = Connection::open(target).expect("target");
+    let mut done = 0;
+    while done < n {
+        c.execute_batch("BEGIN").expect("begin");
+        for _ in 0..1000.min(n - done) {
+            done += 1;
+            match done % 10 {
+                0 => c
+                    .execute(
+                        "INSERT INTO orders VALUES (?1, 100, 'active')",
+                        [rows + 1_000 + done],
+                    )
+                    .map(|_| ()),
+                5 => c
+                    .execute("DELETE FROM orders WHERE id = ?1", [(done * 7) % rows + 1])
+                    .map(|_| ()),
+                _ => c
+                    .execute(
+                        "UPDATE orders SET cents = cents + 1 WHERE id = ?1",
+                        [(done * 13) % rows + 1],
+                    )
+                    .map(|_| ()),
+            }
+            .expect("change");
+        }
+        c.execute_batch("COMMIT").expect("commit");
+    }
+}
+
+/// The reference for replay: read the journal and write the same row
+/// changes to the source with prepared statements, batches of 1,000,
+/// `synchronous=FULL`, checking nothing.
+fn plain_replay(target: &Path, source: &Path) -> Duration {
+    let t = Connection::open(target).expect("target");
+    let s = Connection::open(source).expect("source");
+    s.execute_batch("PRAGMA synchronous = FULL")
+        .expect("pragma");
+    let start = Instant::now();
+    let mut q = t
+        .prepare("SELECT op, key, new FROM _cutover_journal ORDER BY seq")
+        .expect("journal");
+    let mut rows = q.query([]).expect("query");
+    let mut upd = s
+        .prepare("UPDATE orders SET dollars = ?2, status = ?3 WHERE id = ?1")
+        .expect("prepare");
+    let mut ins = s
+        .prepare("INSERT INTO orders (id, dollars, status) VALUES (?1, ?2, ?3)")
+        .expect("prepare");
+    let mut del = s
+        .prepare("DELETE FROM orders WHERE id = ?1")
+        .expect("prepare");
+    let mut n = 0;
+    s.execute_batch("BEGIN").expect("begin");
+    while let Some(r) = rows.next().expect("row") {
+        let op: String = r.get(0).expect("op");
+        let key: String = r.get(1).expect("key");
+        let id: i64 = key
+            .trim_matches(|c| c == '[' || c == ']')
+            .parse()
+            .expect("id");
+        let new: Option<String> = r.get(2).expect("new");
+        let image = new.map(|j| serde_json::from_str::<serde_json::Value>(&j).expect("json"));
+        let fields = |v: &serde_json::Value| {
+            let cents = v["cents"].as_i64().expect("cents");
+            let code = if v["status"] == "closed" { "C" } else { "A" };
+            (format!("{}.{:02}", cents / 100, cents % 100), code)
+        };
+        match (op.as_str(), image) {
+            ("update", Some(v)) => {
+                let (d, c) = fields(&v);
+                upd.execute(params![id, d, c]).expect("update");
+            }
+            ("insert", Some(v)) => {
+                let (d, c) = fields(&v);
+                ins.execute(params![id, d, c]).expect("insert");
+            }
+            _ => {
+                del.execute([id]).expect("delete");
+            }
+        }
+        n += 1;
+        if n % 1000 == 0 {
+            s.execute_batch("COMMIT; BEGIN").expect("commit");
+        }
+    }
+    s.execute_batch("COMMIT").expect("commit");
+    start.elapsed()
+}
+
+/// `n` single-row updates, committed in batches of 1,000.
+fn updates(db: &Path, rows: i64, n: i64) -> Duration {
+    let c = Connection::open(db).expect("open");
+    c.execute_batch("PRAGMA synchronous = FULL")
+        .expect("pragma");
+    let mut st = c
+        .prepare("UPDATE orders SET cents = cents + 1 WHERE id = ?1")
+        .expect("prepare");
+    let start = Instant::now();
+    let mut done = 0;
+    while done < n {
+        c.execute_batch("BEGIN").expect("begin");
+        for _ in 0..1000.min(n - done) {
+            done += 1;
+            st.execute([(done * 13) % rows + 1]).expect("update");
+        }
+        c.execute_batch("COMMIT").expect("commit");
+    }
+    start.elapsed()
+}
+
+/// Runs the release binary in `dir`; its time, peak memory (KiB, from
+/// /proc while it runs) and exit code.
+fn cutover(dir: &Path, args: &[&str]) -> (Duration, Option<u64>, i32) {
+    let start = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cutover"))
+        .current_dir(dir)
+        .args(args)
+        .arg("--quiet")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("running cutover");
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut peak = None;
+    loop {
+        if let Ok(s) = std::fs::read_to_string(&status_file)
+            && let Some(kb) = s
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        {
+            peak = Some(peak.map_or(kb, |p: u64| p.max(kb)));
+        }
+        if let Some(status) = child.try_wait().expect("waiting") {
+            return (start.elapsed(), peak, status.code().unwrap_or(-1));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
