@@ -792,6 +792,11 @@ impl Db {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        let key_same = columns[..key_len]
+            .iter()
+            .map(|c| format!("OLD.{0} IS NEW.{0}", quote_ident(c)))
+            .collect::<Vec<_>>()
+            .join(" AND ");
         let [ins, upd, del] = Self::trigger_names("journal", table).map(|n| quote_ident(&n));
         let sql = JOURNAL_TRIGGERS
             .replace("{{ins}}", &ins)
@@ -799,6 +804,7 @@ impl Db {
             .replace("{{del}}", &del)
             .replace("{{table}}", &quote_ident(table))
             .replace("{{name}}", &quote_literal(name))
+            .replace("{{key_same}}", &key_same)
             .replace("{{new_key}}", &keys("NEW"))
             .replace("{{old_key}}", &keys("OLD"))
             .replace("{{new_image}}", &image("NEW"))
