@@ -493,8 +493,9 @@ impl<'a> Engine<'a> {
                     .set_load_checkpoint(table, last.as_deref(), *rows, *finished)?;
             }
             Checkpoint::Journal { seqs, delivery, .. } => {
+                let at = self.db.now()?;
                 for &seq in *seqs {
-                    if !self.db.record_applied(seq, delivery)? {
+                    if !self.db.record_applied(seq, delivery, &at)? {
                         bail!(
                             "journal entry seq {seq} is already recorded as applied; another replay is running against this source"
                         );
@@ -519,9 +520,10 @@ impl<'a> Engine<'a> {
                     done.duplicate,
                     done.stale,
                 )?;
+                let at = self.db.now()?;
                 if self.side == Side::Source {
                     for &seq in seqs.iter().filter(|&&s| s > 0) {
-                        self.db.record_applied(seq, delivery)?;
+                        self.db.record_applied(seq, delivery, &at)?;
                     }
                 }
             }

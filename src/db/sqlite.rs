@@ -598,14 +598,23 @@ impl Db {
     }
 
     /// Records a journal entry as applied; `false` if it already was.
-    pub fn record_applied(&self, seq: i64, delivery: &str) -> Result<bool> {
+    /// `at` is the batch's commit time ([`Db::now`]): formatting a time per
+    /// row costs more than the insert itself.
+    pub fn record_applied(&self, seq: i64, delivery: &str, at: &str) -> Result<bool> {
         let n = self
             .conn
-            .prepare_cached(
-                "INSERT OR IGNORE INTO _cutover_applied (seq, delivery) VALUES (?1, ?2)",
-            )?
-            .execute(params![seq, delivery])?;
+            .prepare_cached("INSERT OR IGNORE INTO _cutover_applied (seq, delivery, applied_at) VALUES (?1, ?2, ?3)")?
+            .execute(params![seq, delivery, at])?;
         Ok(n == 1)
+    }
+
+    /// The current UTC time as the control tables write it.
+    pub fn now(&self) -> Result<String> {
+        Ok(self
+            .conn
+            .query_row("SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')", [], |r| {
+                r.get(0)
+            })?)
     }
 
     pub fn is_applied(&self, seq: i64) -> Result<bool> {
