@@ -598,32 +598,43 @@ fn reconcile_table(
             },
             scope,
         );
-        let mut s: Cursor<Block> = Cursor::new(s_rx, "source");
         let mut t: Cursor<Block> = Cursor::new(t_rx, "target");
         let width = table.columns.len();
-        loop {
-            let ord = match (s.current(), t.current()) {
-                (None, None) => break,
-                (Some(_), None) => Ordering::Less,
-                (None, Some(_)) => Ordering::Greater,
-                // Key columns are carried as copy: raw source keys compare
-                // as they are.
-                (Some((sb, sr)), Some((tb, tr))) => sb.cmp_prefix(sr, tb, tr, k),
-            };
-            if ord != Ordering::Greater {
-                let Some((sb, sr)) = s.current() else { break };
+        let mut s_prev_last: Option<Row> = None;
+        // The source is walked block by block (each owned here while its
+        // rows are merged), so the forwarded cells of a row can borrow from
+        // its block with no copy; the target moves under a cursor.
+        while let Ok(sb) = s_rx.recv() {
+            let mut fwd = vec![CellRef::Null; width];
+            for sr in 0..sb.rows() {
+                check_order(
+                    &sb,
+                    sr,
+                    s_prev_last.as_deref(),
+                    k,
+                    "source",
+                    &table.source_table,
+                )?;
+                // Target rows before this source key are extra.
+                while let Some((tb, tr)) = t.current() {
+                    if tb.cmp_prefix(tr, &sb, sr, k) != Ordering::Less {
+                        break;
+                    }
+                    report.target_rows += 1;
+                    add_target_totals(table, &money, tb, tr, &mut totals, &mut plain);
+                    report.extra += 1;
+                    rec.keep(diff(
+                        DiffKind::Extra,
+                        tb.values(tr, k),
+                        None,
+                        None,
+                        None,
+                        None,
+                    ));
+                    t.advance(k, &table.target_table)?;
+                }
                 report.source_rows += 1;
-                // Forwarded cells on the stack; only a table wider than 32
-                // columns allocates, once per row.
-                let mut stack = [CellRef::Null; 32];
-                let mut heap = Vec::new();
-                let fwd: &mut [CellRef<'_>] = if width <= stack.len() {
-                    &mut stack[..width]
-                } else {
-                    heap.resize(width, CellRef::Null);
-                    &mut heap[..]
-                };
-                let (invalid, note) = match forward_row(table, sb, sr, fwd) {
+                let (invalid, note) = match forward_row(table, &sb, sr, &mut fwd) {
                     Forwarded::Ok => (false, None),
                     Forwarded::NonCanonical(n) => (false, Some(n)),
                     Forwarded::Invalid(n) => (true, Some(n)),
@@ -669,7 +680,11 @@ fn reconcile_table(
                         }
                     }
                 }
-                if ord == Ordering::Equal {
+                let matched = match t.current() {
+                    Some((tb, tr)) => tb.cmp_prefix(tr, &sb, sr, k) == Ordering::Equal,
+                    None => false,
+                };
+                if matched {
                     let Some((tb, tr)) = t.current() else { break };
                     report.target_rows += 1;
                     add_target_totals(table, &money, tb, tr, &mut totals, &mut plain);
@@ -707,24 +722,26 @@ fn reconcile_table(
                         None,
                     ));
                 }
-                s.advance(k, &table.source_table)?;
-            } else {
-                let Some((tb, tr)) = t.current() else { break };
-                report.target_rows += 1;
-                add_target_totals(table, &money, tb, tr, &mut totals, &mut plain);
-                report.extra += 1;
-                rec.keep(diff(
-                    DiffKind::Extra,
-                    tb.values(tr, k),
-                    None,
-                    None,
-                    None,
-                    None,
-                ));
-                t.advance(k, &table.target_table)?;
+            }
+            if sb.rows() > 0 {
+                s_prev_last = Some(sb.values(sb.rows() - 1, k));
             }
         }
-        drop(s);
+        // Whatever the target holds past the last source key is extra.
+        while let Some((tb, tr)) = t.current() {
+            report.target_rows += 1;
+            add_target_totals(table, &money, tb, tr, &mut totals, &mut plain);
+            report.extra += 1;
+            rec.keep(diff(
+                DiffKind::Extra,
+                tb.values(tr, k),
+                None,
+                None,
+                None,
+                None,
+            ));
+            t.advance(k, &table.target_table)?;
+        }
         drop(t);
         s_h.join()
             .map_err(|_| anyhow!("source reader panicked"))??;
