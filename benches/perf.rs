@@ -96,12 +96,29 @@ fn main() {
     assert_eq!(code, 0);
     say("check", rows, t, rss, String::new());
 
-    // Load into an empty target.
+    // Load into an empty target, next to SQLite's own insert rate.
     std::fs::rename(d.join("target.db"), d.join("target-gate.db")).expect("rename");
+    let inserts = plain_inserts(&d.join("insert-ref.db"), rows);
+    say(
+        "reference: insert loop",
+        rows,
+        inserts,
+        None,
+        "prepared inserts, batches of 10,000".into(),
+    );
     fresh(&d.join("target.db"), TARGET_DDL);
     let (t, rss, code) = cutover(d, &["load", "--spec", "spec.toml"]);
     assert_eq!(code, 0);
-    say("load", rows, t, rss, "default batch".into());
+    say(
+        "load",
+        rows,
+        t,
+        rss,
+        format!(
+            "validate, then write; {:.2}x the insert loop's time",
+            t.as_secs_f64() / inserts.as_secs_f64()
+        ),
+    );
 
     // Replay: a journal of mixed changes on the loaded target.
     let entries = rows.min(1_000_000);
@@ -314,6 +331,30 @@ fn plain_replay(target: &Path, source: &Path) -> Duration {
         }
     }
     s.execute_batch("COMMIT").expect("commit");
+    start.elapsed()
+}
+
+/// SQLite's own insert rate: `rows` target rows through one prepared
+/// statement, batches of 10,000 (load's default), `synchronous=FULL`.
+fn plain_inserts(db: &Path, rows: i64) -> Duration {
+    fresh(db, TARGET_DDL);
+    let c = Connection::open(db).expect("open");
+    c.execute_batch("PRAGMA synchronous = FULL")
+        .expect("pragma");
+    let start = Instant::now();
+    let mut st = c
+        .prepare("INSERT INTO orders VALUES (?1, ?2, ?3)")
+        .expect("prepare");
+    let mut id = 0;
+    while id < rows {
+        c.execute_batch("BEGIN").expect("begin");
+        for _ in 0..10_000.min(rows - id) {
+            id += 1;
+            st.execute(params![id, (id * 7919) % 10_000_000, "active"])
+                .expect("insert");
+        }
+        c.execute_batch("COMMIT").expect("commit");
+    }
     start.elapsed()
 }
 

@@ -811,3 +811,78 @@ fn currency_text(v: CellRef<'_>) -> String {
         other => other.to_value().to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::Access;
+
+    /// Source and target of `n` orders in which every row differs (cents
+    /// off by one) and a tenth of the source is missing from the target.
+    fn fixture(dir: &std::path::Path, n: i64) -> Result<Spec> {
+        let src: String = (1..=n)
+            .map(|i| format!("({i}, '{}.{:02}', 'A'),", i / 100, i % 100))
+            .collect();
+        let tgt: String = (1..=n)
+            .filter(|i| i % 10 != 0)
+            .map(|i| format!("({i}, {}, 'active'),", i + 1))
+            .collect();
+        Db::create(
+            &dir.join("source.db"),
+            &format!(
+                "CREATE TABLE orders (id INTEGER PRIMARY KEY, dollars TEXT, status TEXT); INSERT INTO orders VALUES {};",
+                src.trim_end_matches(',')
+            ),
+        )?;
+        Db::create(
+            &dir.join("target.db"),
+            &format!(
+                "CREATE TABLE orders (id INTEGER PRIMARY KEY, cents INTEGER, status TEXT); INSERT INTO orders VALUES {};",
+                tgt.trim_end_matches(',')
+            ),
+        )?;
+        std::fs::write(
+            dir.join("spec.toml"),
+            include_str!("../fixtures/orders/spec.toml"),
+        )?;
+        crate::spec::load(&dir.join("spec.toml"))
+    }
+
+    fn run(n: i64, max_diffs: usize) -> Result<Reconciliation> {
+        let dir = tempfile::tempdir()?;
+        let spec = fixture(dir.path(), n)?;
+        let mut s = Db::open(&spec.source, Access::Read, "source")?;
+        let mut t = Db::open(&spec.target, Access::Read, "target")?;
+        reconcile(&spec, &mut s, &mut t, max_diffs)
+    }
+
+    // Memory must not grow with the table: every difference is counted, but
+    // only the first `max_diffs` are kept, at 2,000 rows as at 40,000.
+    #[test]
+    fn kept_differences_are_bounded_while_all_are_counted() -> Result<()> {
+        for n in [2_000, 40_000] {
+            let rec = run(n, 5)?;
+            let t = &rec.tables[0];
+            assert_eq!(t.source_rows, n as u64);
+            assert_eq!(t.missing, (n / 10) as u64);
+            assert_eq!(t.changed, (n - n / 10) as u64);
+            assert_eq!(rec.diffs_found, n as u64, "every difference is counted");
+            assert_eq!(rec.diffs.len(), 5, "only the first few are kept");
+        }
+        Ok(())
+    }
+
+    // The other structures are fixed: totals per money column (and per
+    // currency), and at most CHANNEL_BLOCKS blocks of BLOCK_ROWS rows in
+    // flight per side.
+    #[test]
+    fn totals_are_one_entry_per_money_column_whatever_the_rows() -> Result<()> {
+        let small = run(1_000, 0)?;
+        let large = run(30_000, 0)?;
+        assert_eq!(small.tables[0].totals.len(), 1);
+        assert_eq!(large.tables[0].totals.len(), 1);
+        assert!(large.diffs.is_empty());
+        assert!(CHANNEL_BLOCKS * BLOCK_ROWS <= 8_192);
+        Ok(())
+    }
+}
