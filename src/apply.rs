@@ -51,6 +51,10 @@ pub enum Rule {
     /// No revision: identical content is a duplicate, different a conflict
     /// (or an update, if the table's `on_change` says so).
     Plain,
+    /// Sync: the row with the later value in this column (the watermark)
+    /// wins; an older one is stale and replaces nothing; the same watermark
+    /// with other content is a conflict (unless `on_change = "update"`).
+    Watermark(usize),
 }
 
 /// One change to one record.
@@ -126,6 +130,16 @@ pub enum Checkpoint<'a> {
         after: i64,
         seqs: &'a [i64],
         delivery: &'a str,
+    },
+    /// A sync batch: its content digest and watermark range advance the
+    /// table's cursor; `schema` is the source's columns as this sync saw them.
+    Sync {
+        table: &'a str,
+        batch: &'a str,
+        first: &'a Value,
+        last: &'a Value,
+        last_key: &'a str,
+        schema: &'a [crate::db::ColumnInfo],
     },
     /// A change-feed delivery and its receipt; `seqs` are journal sequence
     /// numbers the lines carry (a feed exported from the journal).
@@ -325,6 +339,9 @@ impl<'a> Engine<'a> {
         if let Checkpoint::Delivery { .. } = checkpoint {
             self.db.ensure_apply_tables()?;
         }
+        if let Checkpoint::Sync { .. } = checkpoint {
+            self.db.ensure_sync_tables()?;
+        }
         // Preconditions are read inside the write lock, so no other process
         // can change them before this batch commits.
         let mut skip_seqs: &[i64] = &[];
@@ -332,6 +349,13 @@ impl<'a> Engine<'a> {
             Checkpoint::Journal { after, .. } => {
                 if self.db.applied_last()? != *after {
                     return Ok(BatchOutcome::Raced);
+                }
+            }
+            Checkpoint::Sync { table, batch, .. } => {
+                // The batch id is a digest of its content: seen, it changes
+                // nothing (a rerun over the same snapshot).
+                if self.db.sync_batch_seen(table, batch)? {
+                    return Ok(BatchOutcome::Replayed);
                 }
             }
             Checkpoint::Load {
@@ -398,6 +422,7 @@ impl<'a> Engine<'a> {
                 delivery
             }
             Checkpoint::Load { .. } => "load",
+            Checkpoint::Sync { batch, .. } => batch,
         };
         let mut done = Applied::default();
         let mut count = |effect: Effect, i: usize| {
@@ -491,6 +516,25 @@ impl<'a> Engine<'a> {
                 };
                 self.db
                     .set_load_checkpoint(table, last.as_deref(), *rows, *finished)?;
+            }
+            Checkpoint::Sync {
+                table,
+                batch,
+                first,
+                last,
+                last_key,
+                schema,
+            } => {
+                self.db.record_source_schema(table, schema)?;
+                self.db.record_sync_batch(
+                    table,
+                    batch,
+                    done.written + done.duplicate + done.stale,
+                    done.written,
+                    first,
+                    last,
+                    last_key,
+                )?;
             }
             Checkpoint::Journal { seqs, delivery, .. } => {
                 let at = self.db.now()?;
@@ -593,6 +637,36 @@ impl<'a> Engine<'a> {
                 }
             },
             Rule::Revision(rev) => self.revision(c, *rev, here, delivery),
+            Rule::Watermark(w) => {
+                let (Some(h), Some(a)) = (&here, &c.after) else {
+                    return match (&here, &c.after) {
+                        (None, None) => Ok(Ok(Effect::Duplicate)),
+                        _ => self.write(c, here.as_ref(), c.after.as_ref()),
+                    };
+                };
+                if h == a {
+                    return Ok(Ok(Effect::Duplicate));
+                }
+                match crate::sync::watermark_cmp(&a[*w], &h[*w]) {
+                    Some(std::cmp::Ordering::Greater) => self.write(c, Some(h), Some(a)),
+                    Some(std::cmp::Ordering::Less) => Ok(Ok(Effect::Stale)),
+                    Some(std::cmp::Ordering::Equal) if table.on_change == OnChange::Update => self.write(c, Some(h), Some(a)),
+                    Some(std::cmp::Ordering::Equal) => Ok(Err(self.conflict(
+                        c,
+                        format!("the stored row has the same watermark {} but other content; set on_change = \"update\" to let the later sync win", a[*w]),
+                        first_difference(table, Some(h), Some(a)),
+                        None,
+                        Some(h),
+                    ))),
+                    None => Ok(Err(self.conflict(
+                        c,
+                        format!("watermarks {} and {} cannot be compared", a[*w], h[*w]),
+                        Some(table.columns[*w].target.clone()),
+                        None,
+                        Some(h),
+                    ))),
+                }
+            }
         }
     }
 

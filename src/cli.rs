@@ -64,6 +64,27 @@ pub enum Command {
         #[arg(long)]
         replace: bool,
     },
+    /// Incremental copy source → target past each table's (watermark, key) cursor.
+    Sync {
+        #[command(flatten)]
+        spec: SpecArg,
+        /// A CSV snapshot to read instead of the spec's csv:// source.
+        #[arg(long, value_name = "PATH")]
+        snapshot: Option<PathBuf>,
+        /// Re-read a window behind the cursor (an integer for integer
+        /// watermarks, a duration like 30m, 12h, 2d for times) to pick up late rows.
+        #[arg(long, value_name = "DURATION_OR_N")]
+        lookback: Option<String>,
+        /// Add source columns the spec does not map to the target as copy columns.
+        #[arg(long)]
+        evolve: bool,
+        /// Rows per transaction.
+        #[arg(long, default_value_t = 10_000, value_name = "N")]
+        batch: usize,
+        /// How many late keys and quality findings to list.
+        #[arg(long, default_value_t = 20, value_name = "N")]
+        max_diffs: usize,
+    },
     /// Reconcile source against target: exit 0 when they hold the same data, 1 when not.
     Gate {
         #[command(flatten)]
@@ -74,6 +95,9 @@ pub enum Command {
         /// How many differences to list (all are counted).
         #[arg(long, default_value_t = 20, value_name = "N")]
         max_diffs: usize,
+        /// A CSV snapshot to reconcile instead of the spec's csv:// source.
+        #[arg(long, value_name = "PATH")]
+        snapshot: Option<PathBuf>,
     },
     /// Record every write to the target (install at the switch).
     Journal {
@@ -150,6 +174,8 @@ pub enum Scenario {
     Orders,
     /// A change feed exercising the apply contract.
     Invoices,
+    /// CSV snapshots synced incrementally: no-op rerun, late row, drift, quality gate.
+    Customers,
 }
 
 #[derive(Clone, Debug, Subcommand)]

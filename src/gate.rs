@@ -19,6 +19,8 @@ use crate::value::{Row, Value, display_key, key_json};
 struct GateReport<'a> {
     verdict: &'static str,
     summary: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    provenance: Vec<crate::sync::Provenance>,
     #[serde(flatten)]
     rec: &'a Reconciliation,
 }
@@ -54,14 +56,61 @@ impl Reconciliation {
     }
 }
 
-pub fn run(spec: &Spec, max_diffs: usize, inject: bool) -> Result<Outcome> {
+pub fn run(
+    spec: &Spec,
+    max_diffs: usize,
+    inject: bool,
+    snapshot: Option<&std::path::Path>,
+) -> Result<Outcome> {
     if inject {
         return rehearse(spec, max_diffs);
     }
-    let (mut source, mut target, _) = spec::open(spec, Access::Read, Access::Read)?;
+    let (mut source, mut target, _) =
+        spec::open_with_snapshot(spec, snapshot, Access::Read, Access::Read)?;
     let rec = reconcile::reconcile(spec, &mut source, &mut target, max_diffs)?;
-    let holds = rec.clean();
+    // Tables kept up by sync: the quality of the source now, and where every
+    // synced row came from.
+    let provenance = crate::sync::provenance(spec, &source, &target, max_diffs)?;
+    let holds = rec.clean() && provenance.iter().all(|p| p.quality_failures == 0);
     let mut text = report::reconciliation(&rec);
+    for p in &provenance {
+        text.push_str(&format!(
+            "\nsync provenance of '{}': {} batches\n",
+            p.table,
+            p.batches.len()
+        ));
+        text.push_str(&report::table(
+            &[
+                "batch",
+                "rows",
+                "changed",
+                "first watermark",
+                "last watermark",
+            ],
+            p.batches.iter().map(|b| {
+                [
+                    "batch",
+                    "rows",
+                    "changed",
+                    "first_watermark",
+                    "last_watermark",
+                ]
+                .iter()
+                .map(|f| b[*f].to_string())
+                .collect::<Vec<_>>()
+            }),
+        ));
+        text.push('\n');
+        if p.quality_failures > 0 {
+            text.push_str(&format!(
+                "quality checks of '{}' FAILED ({} findings):\n",
+                p.table, p.quality_failures
+            ));
+            for e in &p.examples {
+                text.push_str(&format!("  {e}\n"));
+            }
+        }
+    }
     text.push_str(&format!("\n{}\n", summary(spec, &rec)));
     text.push_str(if holds {
         "verdict: PASS; source and target hold exactly the same data\n"
@@ -71,6 +120,7 @@ pub fn run(spec: &Spec, max_diffs: usize, inject: bool) -> Result<Outcome> {
     let rep = GateReport {
         verdict: if holds { "pass" } else { "fail" },
         summary: summary(spec, &rec),
+        provenance,
         rec: &rec,
     };
     Outcome::new(holds, &rep, text)

@@ -13,6 +13,8 @@
 //! - [`feed`] — change feeds as files: journal export and `apply`;
 //! - [`journal`] and [`fence`] — the target's write journal and the
 //!   read-only fence a rollback needs;
+//! - [`sync`] — incremental copy before the cutover, with drift and quality
+//!   checks;
 //! - [`status`] and [`drill`] — where a migration stands, and the runbook
 //!   rehearsed on built-in fixtures;
 //! - [`db`] — every SQL statement (SQLite; `sql/sqlite/` holds DDL and
@@ -36,6 +38,7 @@ pub mod replay;
 pub mod report;
 pub mod spec;
 pub mod status;
+pub mod sync;
 pub mod transform;
 pub mod value;
 
@@ -64,11 +67,34 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
             batch,
             replace,
         } => load::run(&load(spec)?, *batch, *replace),
+        Command::Sync {
+            spec,
+            snapshot,
+            lookback,
+            evolve,
+            batch,
+            max_diffs,
+        } => sync::run(
+            &load(spec)?,
+            &sync::Options {
+                snapshot: snapshot.as_deref(),
+                lookback: lookback.as_deref(),
+                evolve: *evolve,
+                batch: *batch,
+                max_keys: *max_diffs,
+            },
+        ),
         Command::Gate {
             spec,
             inject_mismatch,
             max_diffs,
-        } => gate::run(&load(spec)?, *max_diffs, *inject_mismatch),
+            snapshot,
+        } => gate::run(
+            &load(spec)?,
+            *max_diffs,
+            *inject_mismatch,
+            snapshot.as_deref(),
+        ),
         Command::Journal { action } => match action {
             JournalAction::Install(s) => journal::install(&load(s)?),
             JournalAction::Remove(s) => journal::remove(&load(s)?),

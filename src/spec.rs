@@ -69,13 +69,23 @@ struct RawColumn {
 pub struct Spec {
     pub path: PathBuf,
     pub source: PathBuf,
+    /// `sqlite://` (a database) or `csv://` (a snapshot file, read-only).
+    pub source_kind: SourceKind,
     pub target: PathBuf,
     pub tables: Vec<Table>,
 }
 
+/// What the source url names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceKind {
+    Sqlite,
+    /// A CSV snapshot (UTF-8, header row) of the spec's one table.
+    Csv,
+}
+
 /// One migrated table. `columns` holds the key columns first (carried as
 /// `copy`), then the mapped ones; every row in the tool uses this order.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Table {
     pub name: String,
     pub source_table: String,
@@ -86,6 +96,8 @@ pub struct Table {
     pub currency: Option<usize>,
     /// The revision column, when records carry one (see apply's revision rule).
     pub revision: Option<usize>,
+    /// The sync cursor's column (a mapped source column).
+    pub watermark: Option<usize>,
     pub on_change: OnChange,
 }
 
@@ -98,7 +110,7 @@ pub enum OnChange {
     Update,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Column {
     pub source: String,
     pub target: String,
@@ -107,7 +119,7 @@ pub struct Column {
 }
 
 /// Checks on a column's canonical (target) value.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Checks {
     pub integer: bool,
     pub min: Option<i64>,
@@ -225,7 +237,13 @@ pub fn load(path: &Path) -> Result<Spec> {
     })?;
     let base = path.parent().unwrap_or(Path::new("."));
     let ctx = |what: &str| format!("spec {}: {what}", path.display());
-    let source = sqlite_path(base, &raw.source.url).with_context(|| ctx("[source] url"))?;
+    let (source, source_kind) = match raw.source.url.strip_prefix("csv://") {
+        Some(p) if !p.is_empty() => (base.join(p), SourceKind::Csv),
+        _ => (
+            sqlite_path(base, &raw.source.url).with_context(|| ctx("[source] url"))?,
+            SourceKind::Sqlite,
+        ),
+    };
     let target = sqlite_path(base, &raw.target.url).with_context(|| ctx("[target] url"))?;
     if source == target {
         bail!(
@@ -253,9 +271,16 @@ pub fn load(path: &Path) -> Result<Spec> {
         let name = t.name.clone();
         tables.push(resolve_table(t).with_context(|| ctx(&format!("table '{name}'")))?);
     }
+    if source_kind == SourceKind::Csv && tables.len() != 1 {
+        bail!(
+            "spec {}: a csv:// source is a snapshot of one table; describe exactly one [[tables]]",
+            path.display()
+        );
+    }
     Ok(Spec {
         path: path.to_path_buf(),
         source,
+        source_kind,
         target,
         tables,
     })
@@ -264,7 +289,9 @@ pub fn load(path: &Path) -> Result<Spec> {
 fn sqlite_path(base: &Path, url: &str) -> Result<PathBuf> {
     match url.strip_prefix("sqlite://") {
         Some(p) if !p.is_empty() => Ok(base.join(p)),
-        _ => bail!("url '{url}' is not supported; write sqlite://PATH (relative to the spec file)"),
+        _ => bail!(
+            "url '{url}' is not supported; write sqlite://PATH (or csv://PATH for a source snapshot), relative to the spec file"
+        ),
     }
 }
 
@@ -272,9 +299,7 @@ fn resolve_table(t: RawTable) -> Result<Table> {
     if t.key.is_empty() {
         bail!("key is empty; name the column(s) that identify a row, e.g. key = [\"id\"]");
     }
-    if let Some(v) = &t.watermark {
-        bail!("watermark = '{v}' is not supported by this version of cutover; remove it");
-    }
+
     let on_change = match t.on_change.as_deref() {
         None | Some("reject") => OnChange::Reject,
         Some("update") => OnChange::Update,
@@ -337,6 +362,15 @@ fn resolve_table(t: RawTable) -> Result<Table> {
             Some(i)
         }
     };
+    let watermark = match &t.watermark {
+        None => None,
+        Some(w) => Some(
+            columns
+                .iter()
+                .position(|col| col.source == *w)
+                .with_context(|| format!("watermark column '{w}' is not a mapped source column; map it (it is usually carried as copy)"))?,
+        ),
+    };
     let currency = match &t.currency {
         None => None,
         Some(c) => Some(
@@ -355,6 +389,7 @@ fn resolve_table(t: RawTable) -> Result<Table> {
         ignore: t.ignore,
         currency,
         revision,
+        watermark,
         on_change,
     })
 }
@@ -418,10 +453,43 @@ pub fn open(
     source: crate::db::Access,
     target: crate::db::Access,
 ) -> Result<(Db, Db, SchemaNotes)> {
-    let s = Db::open(&spec.source, source, "source")?;
+    open_with_snapshot(spec, None, source, target)
+}
+
+/// [`open`], reading the source from a CSV `snapshot` instead of the spec's.
+pub fn open_with_snapshot(
+    spec: &Spec,
+    snapshot: Option<&Path>,
+    source: crate::db::Access,
+    target: crate::db::Access,
+) -> Result<(Db, Db, SchemaNotes)> {
+    let s = open_source(spec, snapshot, source)?;
     let t = Db::open(&spec.target, target, "target")?;
     let notes = spec.check_schema(&s, &t)?;
     Ok((s, t, notes))
+}
+
+/// Opens the source: the database, or a CSV snapshot (the spec's, or
+/// `snapshot` instead) read into a temporary database, typed by the target's
+/// columns, that every command then reads like any other source.
+pub fn open_source(spec: &Spec, snapshot: Option<&Path>, access: crate::db::Access) -> Result<Db> {
+    match (spec.source_kind, snapshot) {
+        (SourceKind::Sqlite, None) => Db::open(&spec.source, access, "source"),
+        (SourceKind::Sqlite, Some(_)) => bail!(
+            "--snapshot is for a csv:// source; the spec's source {} is a database",
+            spec.source.display()
+        ),
+        (SourceKind::Csv, s) => {
+            if access == crate::db::Access::Write {
+                bail!(
+                    "the source {} is a CSV snapshot, which cutover never writes; replay and apply --into source need a database source",
+                    spec.source.display()
+                );
+            }
+            let target = Db::open(&spec.target, crate::db::Access::Read, "target")?;
+            crate::db::csv::materialize(s.unwrap_or(&spec.source), &spec.tables[0], &target)
+        }
+    }
 }
 
 /// What the schema check found that is allowed but worth saying.
@@ -429,11 +497,50 @@ pub fn open(
 pub struct SchemaNotes {
     /// `(table, column)` source columns deliberately not carried.
     pub irreversible: Vec<(String, String)>,
+    /// `(table, source column, target column)` added by `sync --evolve` and
+    /// not yet in the spec: sync carries them, nothing else does.
+    pub evolved: Vec<(String, String, String)>,
 }
 
 impl Spec {
     pub fn table(&self, name: &str) -> Option<&Table> {
         self.tables.iter().find(|t| t.name == name)
+    }
+
+    /// The target half of [`Spec::check_schema`], for sync, which checks the
+    /// source itself (as drift).
+    pub fn check_target_columns(&self, target: &Db, tables: &[&Table]) -> Result<()> {
+        for t in tables {
+            let cols = table_columns(target, &t.target_table, Side::Target, self)?;
+            let evolved: Vec<String> = target
+                .evolved_columns(&t.name)?
+                .into_iter()
+                .map(|e| e.1)
+                .collect();
+            for c in &t.columns {
+                if !cols.iter().any(|x| x.name == c.target) && !evolved.contains(&c.target) {
+                    bail!(
+                        "spec {}: table '{}': target table '{}' in {} has no column '{}'; fix the column name in the spec",
+                        self.path.display(),
+                        t.name,
+                        t.target_table,
+                        self.target.display(),
+                        c.target
+                    );
+                }
+            }
+            for c in &cols {
+                if !t.columns.iter().any(|x| x.target == c.name) && !evolved.contains(&c.name) {
+                    bail!(
+                        "spec {}: table '{}': target column '{}' is not the target of any mapping; map a source column to it",
+                        self.path.display(),
+                        t.name,
+                        c.name
+                    );
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Compares the spec with both databases' catalogues.
@@ -479,7 +586,18 @@ impl Spec {
                 }
                 notes.irreversible.push((t.name.clone(), i.clone()));
             }
-            let mapped_s: BTreeSet<&str> = t.columns.iter().map(|c| c.source.as_str()).collect();
+            // Columns `sync --evolve` added to the target are carried as
+            // copy by sync until the spec maps them.
+            let evolved = target.evolved_columns(&t.name)?;
+            for (s, tc) in &evolved {
+                notes.evolved.push((t.name.clone(), s.clone(), tc.clone()));
+            }
+            let mapped_s: BTreeSet<&str> = t
+                .columns
+                .iter()
+                .map(|c| c.source.as_str())
+                .chain(evolved.iter().map(|e| e.0.as_str()))
+                .collect();
             for c in &s_cols {
                 if !mapped_s.contains(c.name.as_str()) && !t.ignore.contains(&c.name) {
                     bail!(
@@ -491,7 +609,12 @@ impl Spec {
                     );
                 }
             }
-            let mapped_t: BTreeSet<&str> = t.columns.iter().map(|c| c.target.as_str()).collect();
+            let mapped_t: BTreeSet<&str> = t
+                .columns
+                .iter()
+                .map(|c| c.target.as_str())
+                .chain(evolved.iter().map(|e| e.1.as_str()))
+                .collect();
             for c in &t_cols {
                 if !mapped_t.contains(c.name.as_str()) {
                     bail!(

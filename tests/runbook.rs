@@ -107,6 +107,9 @@ fn parse(text: &str) -> Result<Vec<Part>, String> {
         match &block {
             None => {
                 if let Some(rest) = line.strip_prefix(PRACTISE) {
+                    // The sync part practises on the customers drill.
+                    let rest = rest.replacen("--scenario customers ", "", 1);
+                    let customers = rest.len() != line.strip_prefix(PRACTISE).map_or(0, str::len);
                     let step = rest
                         .strip_prefix("cutover drill --keep rehearsal --stop-after ")
                         .filter(|s| STEPS.contains(s))
@@ -118,7 +121,11 @@ fn parse(text: &str) -> Result<Vec<Part>, String> {
                         })?;
                     parts.push(Part {
                         line: n,
-                        stop_after: step.to_string(),
+                        stop_after: if customers {
+                            format!("{step} --scenario customers")
+                        } else {
+                            step.to_string()
+                        },
                         commands: Vec::new(),
                     });
                 }

@@ -5,6 +5,7 @@
 //! arrives, `Db` becomes a trait with this same surface, and reconcile, apply
 //! and replay do not change.
 
+pub mod csv;
 pub mod sqlite;
 
 pub use sqlite::{Access, ColumnInfo, Db, FenceRecord, Inserter, JournalEntry, TableSql};

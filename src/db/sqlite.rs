@@ -21,6 +21,7 @@ const APPLIED_DDL: &str = include_str!("../../sql/sqlite/applied.sql");
 const APPLY_DDL: &str = include_str!("../../sql/sqlite/apply.sql");
 const JOURNAL_TRIGGERS: &str = include_str!("../../sql/sqlite/journal_triggers.sql");
 const FENCE_TRIGGERS: &str = include_str!("../../sql/sqlite/fence_triggers.sql");
+const SYNC_DDL: &str = include_str!("../../sql/sqlite/sync.sql");
 
 /// How long a statement waits for another process's lock before failing.
 /// Overridable with `CUTOVER_BUSY_TIMEOUT_MS` for drills and tests.
@@ -47,6 +48,10 @@ pub struct ColumnInfo {
     /// Position in the primary key (1-based), 0 when not part of it.
     pub pk: i64,
 }
+
+/// A committed sync batch: `(batch_no, rows, changed, first watermark,
+/// last watermark, committed_at)`.
+pub type SyncBatch = (i64, i64, i64, Value, Value, String);
 
 /// The row of `_cutover_fence`.
 #[derive(Clone, Debug)]
@@ -99,6 +104,23 @@ pub fn quote_literal(text: &str) -> String {
 }
 
 impl TableSql {
+    /// The statements of a table whose scans go in the order of column
+    /// `first` (sync's watermark), then the key.
+    pub fn ordered_by(table: &str, columns: &[&str], key_len: usize, first: usize) -> TableSql {
+        let mut sql = TableSql::new(table, columns, key_len);
+        let cols: Vec<String> = columns.iter().map(|c| quote_ident(c)).collect();
+        let order = std::iter::once(cols[first].clone())
+            .chain(cols[..key_len].iter().cloned())
+            .collect::<Vec<_>>()
+            .join(", ");
+        sql.scan = format!(
+            "SELECT {} FROM {} ORDER BY {order}",
+            cols.join(", "),
+            quote_ident(table)
+        );
+        sql
+    }
+
     pub fn new(table: &str, columns: &[&str], key_len: usize) -> TableSql {
         let t = quote_ident(table);
         let cols: Vec<String> = columns.iter().map(|c| quote_ident(c)).collect();
@@ -227,6 +249,9 @@ impl ToSql for BindCell<'_> {
 pub struct Db {
     conn: Connection,
     path: PathBuf,
+    /// The folder of a temporary database (a CSV snapshot read in), removed
+    /// when the database is dropped.
+    _temp: Option<tempfile::TempDir>,
 }
 
 impl Db {
@@ -259,6 +284,7 @@ impl Db {
         let db = Db {
             conn,
             path: path.to_path_buf(),
+            _temp: None,
         };
         db.configure(access, role)?;
         Ok(db)
@@ -1123,6 +1149,200 @@ impl Db {
     }
 
     /// Creates a new database file from a script (drill fixtures).
+    /// A new database in a temporary folder, removed with the returned
+    /// handle; `shown` is the path messages name (the CSV file it holds).
+    pub fn temporary(script: &str, shown: &Path) -> Result<Db> {
+        let dir = tempfile::tempdir().context("creating a temporary folder")?;
+        let path = dir.path().join("snapshot.db");
+        Db::create(&path, script)?;
+        let conn = Connection::open(&path)?;
+        conn.pragma_update(None, "journal_mode", "OFF")?;
+        conn.pragma_update(None, "synchronous", "OFF")?;
+        let db = Db {
+            conn,
+            path: shown.to_path_buf(),
+            _temp: Some(dir),
+        };
+        db.conn
+            .set_db_config(DbConfig::SQLITE_DBCONFIG_DQS_DML, false)?;
+        Ok(db)
+    }
+
+    /// Inserts rows into a table of a temporary database (a snapshot being
+    /// read in), all in one transaction.
+    pub fn fill(
+        &self,
+        table: &str,
+        width: usize,
+        rows: impl Iterator<Item = Result<Row>>,
+    ) -> Result<u64> {
+        let cols = (1..=width)
+            .map(|i| format!("?{i}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.conn.execute_batch("BEGIN")?;
+        let mut n = 0;
+        {
+            let mut st = self.conn.prepare(&format!(
+                "INSERT INTO {} VALUES ({cols})",
+                quote_ident(table)
+            ))?;
+            for row in rows {
+                let row = row?;
+                st.execute(rusqlite::params_from_iter(row.iter().map(Bind)))?;
+                n += 1;
+            }
+        }
+        self.conn.execute_batch("COMMIT")?;
+        Ok(n)
+    }
+
+    // --- sync -----------------------------------------------------------------
+
+    pub fn ensure_sync_tables(&self) -> Result<()> {
+        Ok(self.conn.execute_batch(SYNC_DDL)?)
+    }
+
+    /// The sync cursor of a table: `(last watermark, last key JSON)` of the
+    /// last committed batch.
+    pub fn sync_cursor(&self, tbl: &str) -> Result<Option<(Value, String)>> {
+        if !self.has_table("_cutover_cursor")? {
+            return Ok(None);
+        }
+        let r = self
+            .conn
+            .query_row(
+                "SELECT last_watermark, last_key FROM _cutover_cursor WHERE tbl = ?1 ORDER BY batch_no DESC LIMIT 1",
+                [tbl],
+                |r| Ok((cell(r.get_ref(0)?).to_value(), r.get::<_, String>(1)?)),
+            )
+            .optional()?;
+        Ok(r)
+    }
+
+    /// Records a committed sync batch, which advances the cursor.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one cursor row, column by column"
+    )]
+    pub fn record_sync_batch(
+        &self,
+        tbl: &str,
+        batch: &str,
+        rows: u64,
+        changed: u64,
+        first_watermark: &Value,
+        last_watermark: &Value,
+        last_key: &str,
+    ) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO _cutover_cursor (tbl, batch_no, batch, rows, changed, first_watermark, last_watermark, last_key)
+             VALUES (?1, (SELECT coalesce(max(batch_no), 0) + 1 FROM _cutover_cursor WHERE tbl = ?1), ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![tbl, batch, rows as i64, changed as i64, Bind(first_watermark), Bind(last_watermark), last_key],
+        )?;
+        Ok(())
+    }
+
+    /// Whether a batch with this content digest was committed for a table.
+    pub fn sync_batch_seen(&self, tbl: &str, batch: &str) -> Result<bool> {
+        if !self.has_table("_cutover_cursor")? {
+            return Ok(false);
+        }
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT 1 FROM _cutover_cursor WHERE tbl = ?1 AND batch = ?2",
+                [tbl, batch],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some())
+    }
+
+    /// Every committed sync batch of a table (provenance):
+    /// `(batch_no, rows, changed, first watermark, last watermark, committed_at)`.
+    pub fn sync_batches(&self, tbl: &str) -> Result<Vec<SyncBatch>> {
+        if !self.has_table("_cutover_cursor")? {
+            return Ok(Vec::new());
+        }
+        let mut st = self.conn.prepare(
+            "SELECT batch_no, rows, changed, first_watermark, last_watermark, committed_at FROM _cutover_cursor WHERE tbl = ?1 ORDER BY batch_no",
+        )?;
+        let rows = st.query_map([tbl], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                cell(r.get_ref(3)?).to_value(),
+                cell(r.get_ref(4)?).to_value(),
+                r.get(5)?,
+            ))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// The source column types recorded by the last sync: `(column, type)`.
+    pub fn recorded_source_schema(&self, tbl: &str) -> Result<Vec<(String, String)>> {
+        if !self.has_table("_cutover_source_schema")? {
+            return Ok(Vec::new());
+        }
+        let mut st = self.conn.prepare(
+            "SELECT column, decl_type FROM _cutover_source_schema WHERE tbl = ?1 ORDER BY column",
+        )?;
+        let rows = st.query_map([tbl], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    pub fn record_source_schema(&self, tbl: &str, cols: &[ColumnInfo]) -> Result<()> {
+        self.conn
+            .execute("DELETE FROM _cutover_source_schema WHERE tbl = ?1", [tbl])?;
+        for c in cols {
+            self.conn.execute(
+                "INSERT INTO _cutover_source_schema (tbl, column, decl_type) VALUES (?1, ?2, ?3)",
+                params![tbl, c.name, c.decl_type],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Columns `sync --evolve` added: `(source column, target column)`.
+    pub fn evolved_columns(&self, tbl: &str) -> Result<Vec<(String, String)>> {
+        if !self.has_table("_cutover_evolved")? {
+            return Ok(Vec::new());
+        }
+        let mut st = self.conn.prepare("SELECT source_column, target_column FROM _cutover_evolved WHERE tbl = ?1 ORDER BY added_at, source_column")?;
+        let rows = st.query_map([tbl], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Adds a column to a target table and records it as evolved.
+    pub fn evolve_column(
+        &self,
+        tbl: &str,
+        table: &str,
+        column: &str,
+        decl_type: &str,
+    ) -> Result<()> {
+        let ty = if decl_type
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == ' ' || c == '(' || c == ')' || c == ',')
+        {
+            decl_type
+        } else {
+            ""
+        };
+        self.conn.execute_batch(&format!(
+            "ALTER TABLE {} ADD COLUMN {} {ty}",
+            quote_ident(table),
+            quote_ident(column)
+        ))?;
+        self.conn.execute(
+            "INSERT INTO _cutover_evolved (tbl, source_column, target_column) VALUES (?1, ?2, ?2)",
+            params![tbl, column],
+        )?;
+        Ok(())
+    }
+
     pub fn create(path: &Path, script: &str) -> Result<()> {
         let conn =
             Connection::open(path).with_context(|| format!("creating {}", path.display()))?;

@@ -13,6 +13,7 @@
 //! stored contract and fails on any difference.
 
 mod crash;
+mod customers;
 mod invoices;
 mod orders;
 
@@ -154,8 +155,11 @@ fn folder(keep: Option<&Path>) -> Result<Folder> {
 }
 
 pub fn run(o: Options<'_>) -> Result<Outcome> {
-    if o.stop_after.is_some() && (o.crash_matrix || o.scenario != Scenario::Orders) {
-        bail!("--stop-after applies to the orders drill only");
+    let customers_setup = o.scenario == Scenario::Customers && o.stop_after == Some(Step::Setup);
+    if o.stop_after.is_some()
+        && (o.crash_matrix || (o.scenario != Scenario::Orders && !customers_setup))
+    {
+        bail!("--stop-after applies to the orders drill (and `--stop-after setup` to customers)");
     }
     if o.inject && (o.crash_matrix || o.scenario != Scenario::Orders) {
         bail!("--inject-mismatch applies to the orders drill only");
@@ -187,6 +191,7 @@ pub fn run(o: Options<'_>) -> Result<Outcome> {
         match o.scenario {
             Scenario::Orders => orders::run(&dir.path, &mut rec, o.inject, o.stop_after)?,
             Scenario::Invoices => invoices::run(&dir.path, &mut rec)?,
+            Scenario::Customers => customers::run(&dir.path, &mut rec, customers_setup)?,
         }
     };
     let mut holds = ok;

@@ -183,6 +183,7 @@ fn steps(d: &mut Drill, inject: bool, last: Step) -> Result<bool> {
                 spec: d.arg(),
                 inject_mismatch: false,
                 max_diffs: 20,
+                snapshot: None,
             },
         )?
         else {
@@ -208,6 +209,7 @@ fn steps(d: &mut Drill, inject: bool, last: Step) -> Result<bool> {
             spec: d.arg(),
             inject_mismatch: true,
             max_diffs: 20,
+            snapshot: None,
         },
     )?
     else {

@@ -1,0 +1,815 @@
+//! `cutover sync`: incremental copy source → target before the cutover, so
+//! that one full load and then cheap repeated syncs keep the target caught
+//! up with a source that still takes writes (a table, or CSV snapshots).
+//!
+//! Each table names a watermark column. A sync reads the source in
+//! `(watermark, key)` order and applies, through the apply engine, the rows
+//! past the table's cursor; each batch commits with the cursor row
+//! (`_cutover_cursor`: batch digest, rows, watermark range), so a crash
+//! never loses or doubles a row and a rerun over the same input changes
+//! nothing. Before any write it checks:
+//!
+//! - **drift**: a source column the spec does not map, a mapped column that
+//!   is gone, a column whose declared type changed since the last sync
+//!   (`--evolve` adds a new column to the target as a copy column instead);
+//! - **quality**: a NULL key, a duplicate key, a watermark that is NULL,
+//!   empty or not a typed value (an integer, or ISO-8601 text of one shape),
+//!   a row the forward transform refuses.
+//!
+//! Rows at or below the cursor that the target does not hold as they are
+//! now are **late**: reported (exit 1), never silently skipped;
+//! `--lookback` re-reads a window behind the cursor to pick them up.
+
+use std::cmp::Ordering;
+use std::collections::BTreeSet;
+
+use anyhow::{Result, bail};
+use chrono::{DateTime, NaiveDate, NaiveDateTime};
+use serde::Serialize;
+use serde_json::Value as Json;
+use sha2::{Digest, Sha256};
+
+use crate::apply::{BatchOutcome, Change, Checkpoint, Conflict, Engine, Rule};
+use crate::db::{Access, ColumnInfo, Db, TableSql};
+use crate::reconcile::{self, Note};
+use crate::report::{self, Outcome};
+use crate::spec::{self, Column, Side, Spec, Table};
+use crate::transform::Transform;
+use crate::value::{Block, CellRef, Row, Value, display_key, key_cmp, key_from_json, key_json};
+
+/// What `cutover sync` was asked to do.
+pub struct Options<'a> {
+    pub snapshot: Option<&'a std::path::Path>,
+    pub lookback: Option<&'a str>,
+    pub evolve: bool,
+    pub batch: usize,
+    pub max_keys: usize,
+}
+
+// --- watermarks --------------------------------------------------------------
+
+/// A watermark as a typed value: an integer, or a point in time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Mark {
+    Int(i64),
+    Time(NaiveDateTime),
+}
+
+/// The shape of ISO-8601 text the parser accepts: a date, or a date and time
+/// to the second with an optional fraction, and an optional `Z` or offset.
+fn iso_shape(t: &str) -> bool {
+    let b = t.as_bytes();
+    let digits =
+        |r: std::ops::Range<usize>| r.clone().all(|i| b.get(i).is_some_and(u8::is_ascii_digit));
+    if b.len() < 10
+        || !digits(0..4)
+        || b[4] != b'-'
+        || !digits(5..7)
+        || b[7] != b'-'
+        || !digits(8..10)
+    {
+        return false;
+    }
+    if b.len() == 10 {
+        return true;
+    }
+    if b.len() < 19
+        || !(b[10] == b'T' || b[10] == b' ')
+        || !digits(11..13)
+        || b[13] != b':'
+        || !digits(14..16)
+        || b[16] != b':'
+        || !digits(17..19)
+    {
+        return false;
+    }
+    let mut i = 19;
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        let start = i;
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        if i == start || i - start > 9 {
+            return false;
+        }
+    }
+    match &b[i..] {
+        [] | [b'Z'] => true,
+        [s, h1, h2, b':', m1, m2]
+            if (*s == b'+' || *s == b'-')
+                && [h1, h2, m1, m2].iter().all(|c| c.is_ascii_digit()) =>
+        {
+            true
+        }
+        _ => false,
+    }
+}
+
+fn mark(v: &Value) -> Result<Mark, String> {
+    match v {
+        Value::Integer(i) => Ok(Mark::Int(*i)),
+        Value::Null => Err("the watermark is NULL".into()),
+        Value::Text(t) if t.is_empty() => Err("the watermark is empty".into()),
+        Value::Text(t) if iso_shape(t) => {
+            let parsed = if t.len() == 10 {
+                NaiveDate::parse_from_str(t, "%Y-%m-%d")
+                    .ok()
+                    .and_then(|d| d.and_hms_opt(0, 0, 0))
+            } else if t.ends_with('Z') || t[19..].contains(['+', '-']) {
+                DateTime::parse_from_rfc3339(&t.replacen(' ', "T", 1))
+                    .ok()
+                    .map(|d| d.naive_utc())
+            } else {
+                NaiveDateTime::parse_from_str(&t.replacen(' ', "T", 1), "%Y-%m-%dT%H:%M:%S%.f").ok()
+            };
+            parsed
+                .map(Mark::Time)
+                .ok_or_else(|| format!("the watermark '{t}' is not a valid date or time"))
+        }
+        Value::Text(t) => Err(format!(
+            "the watermark '{t}' is not ISO-8601 (YYYY-MM-DD[THH:MM:SS[.fff]][Z|±HH:MM]) nor an integer"
+        )),
+        other => Err(format!(
+            "the watermark {other} is a {}, not an integer or ISO-8601 text",
+            other.class()
+        )),
+    }
+}
+
+/// Compares two watermark values as typed values; `None` when either is not
+/// a watermark or they are of different kinds.
+pub fn watermark_cmp(a: &Value, b: &Value) -> Option<Ordering> {
+    match (mark(a).ok()?, mark(b).ok()?) {
+        (Mark::Int(x), Mark::Int(y)) => Some(x.cmp(&y)),
+        (Mark::Time(x), Mark::Time(y)) => Some(x.cmp(&y)),
+        _ => None,
+    }
+}
+
+/// The shape a table's watermarks must share, set by the first one seen:
+/// integers, or text of one length (so that SQLite's order is the typed
+/// order, and "2024-1-5" beside "2024-01-05" is refused as mixed widths).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    Int,
+    Text(usize),
+}
+
+fn shape(v: &Value) -> Option<Shape> {
+    match v {
+        Value::Integer(_) => Some(Shape::Int),
+        Value::Text(t) => Some(Shape::Text(t.len())),
+        _ => None,
+    }
+}
+
+/// `--lookback`: an integer for integer watermarks, a duration (`90s`,
+/// `30m`, `12h`, `2d`) for time watermarks.
+fn lower_bound(cursor: &Value, lookback: &str) -> Result<Mark> {
+    let m =
+        mark(cursor).map_err(|e| anyhow::anyhow!("the cursor's watermark cannot be read: {e}"))?;
+    let (digits, unit) = lookback.split_at(
+        lookback
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(lookback.len()),
+    );
+    let n: i64 = digits.parse().map_err(|_| {
+        anyhow::anyhow!(
+            "--lookback '{lookback}' is neither a number nor a duration like 30m, 12h, 2d"
+        )
+    })?;
+    match (m, unit) {
+        (Mark::Int(i), "") => Ok(Mark::Int(i.saturating_sub(n))),
+        (Mark::Time(t), "s" | "m" | "h" | "d") => {
+            let secs = n.saturating_mul(match unit {
+                "s" => 1,
+                "m" => 60,
+                "h" => 3600,
+                _ => 86_400,
+            });
+            Ok(Mark::Time(t - chrono::Duration::seconds(secs)))
+        }
+        (Mark::Int(_), _) => bail!(
+            "--lookback '{lookback}': the watermark is an integer, so give a number of units (e.g. --lookback 100)"
+        ),
+        (Mark::Time(_), _) => bail!(
+            "--lookback '{lookback}': the watermark is a time, so give a duration (e.g. --lookback 30m, 12h, 2d)"
+        ),
+    }
+}
+
+// --- drift and quality ---------------------------------------------------------
+
+#[derive(Debug, Default, Serialize)]
+struct Drift {
+    new: Vec<String>,
+    missing: Vec<String>,
+    retyped: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    spec_lines: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    evolved: Vec<String>,
+}
+
+impl Drift {
+    fn any(&self) -> bool {
+        !self.new.is_empty() || !self.missing.is_empty() || !self.retyped.is_empty()
+    }
+}
+
+fn drift(table: &Table, source_cols: &[ColumnInfo], target: &Db) -> Result<Drift> {
+    let evolved: BTreeSet<String> = target
+        .evolved_columns(&table.name)?
+        .into_iter()
+        .map(|e| e.0)
+        .collect();
+    let mapped: BTreeSet<&str> = table.columns.iter().map(|c| c.source.as_str()).collect();
+    let present: BTreeSet<&str> = source_cols.iter().map(|c| c.name.as_str()).collect();
+    let mut d = Drift::default();
+    for c in source_cols {
+        if !mapped.contains(c.name.as_str())
+            && !table.ignore.contains(&c.name)
+            && !evolved.contains(&c.name)
+        {
+            d.new.push(c.name.clone());
+            d.spec_lines.push(format!("[[tables.columns]]\nsource = \"{}\"   # carried as copy; or list it in ignore = [...]", c.name));
+        }
+    }
+    for c in &table.columns {
+        if !present.contains(c.source.as_str()) {
+            d.missing.push(c.source.clone());
+        }
+    }
+    for (name, was) in target.recorded_source_schema(&table.name)? {
+        if let Some(now) = source_cols.iter().find(|c| c.name == name)
+            && !now.decl_type.eq_ignore_ascii_case(&was)
+        {
+            d.retyped.push(format!("{name}: {was} → {}", now.decl_type));
+        }
+    }
+    Ok(d)
+}
+
+#[derive(Debug, Default, Serialize)]
+struct Quality {
+    rows: u64,
+    null_keys: u64,
+    duplicate_keys: u64,
+    bad_watermarks: u64,
+    invalid: u64,
+    examples: Vec<String>,
+}
+
+impl Quality {
+    fn failures(&self) -> u64 {
+        self.null_keys + self.duplicate_keys + self.bad_watermarks + self.invalid
+    }
+
+    fn note(&mut self, max: usize, what: String) {
+        if self.examples.len() < max {
+            self.examples.push(what);
+        }
+    }
+}
+
+/// Reads the whole source once in key order: keys present and unique,
+/// every watermark typed and of one shape, every row carried by the forward
+/// transform. Also used by the gate.
+fn quality(table: &Table, wm: usize, source: &Db, max: usize) -> Result<Quality> {
+    let sql = TableSql::new(&table.source_table, &table.source_names(), table.key_len);
+    let k = table.key_len;
+    let mut q = Quality::default();
+    let mut shape0: Option<Shape> = None;
+    let mut prev: Option<Row> = None;
+    source.scan_blocks(&sql, None, reconcile::BLOCK_ROWS, |b| {
+        let canon = reconcile::canonical_block(table, &b);
+        for r in 0..b.rows() {
+            q.rows += 1;
+            let key = b.values(r, k);
+            if key.iter().any(|v| matches!(v, Value::Null)) {
+                q.null_keys += 1;
+                q.note(max, format!("key {}: a key column is NULL", display_key(&key)));
+            } else if prev.as_ref().is_some_and(|p| key_cmp(p, &key) == Ordering::Equal) {
+                q.duplicate_keys += 1;
+                q.note(max, format!("key {}: appears twice in the snapshot", display_key(&key)));
+            }
+            let w = b.get(r, wm).to_value();
+            match mark(&w) {
+                Err(e) => {
+                    q.bad_watermarks += 1;
+                    q.note(max, format!("key {}: {e}", display_key(&key)));
+                }
+                Ok(_) => match (shape0, shape(&w)) {
+                    (None, s) => shape0 = s,
+                    (Some(a), Some(b)) if a == b => {}
+                    _ => {
+                        q.bad_watermarks += 1;
+                        q.note(max, format!("key {}: watermark {w} is not of the shape of the others (mixed widths or kinds)", display_key(&key)));
+                    }
+                },
+            }
+            prev = Some(key);
+        }
+        for (r, n) in &canon.notes {
+            if let Note::Invalid(column, value, reason) = n {
+                q.invalid += 1;
+                q.note(max, format!("key {}, column '{column}': {value} ({reason})", display_key(&b.values(*r, k))));
+            }
+        }
+        Ok(true)
+    })?;
+    Ok(q)
+}
+
+// --- the command ---------------------------------------------------------------
+
+#[derive(Debug, Default, Serialize)]
+struct BatchReport {
+    rows: u64,
+    changed: u64,
+    first_watermark: Json,
+    last_watermark: Json,
+    status: &'static str,
+}
+
+#[derive(Debug, Default, Serialize)]
+struct TableSync {
+    name: String,
+    rows_read: u64,
+    candidates: u64,
+    changed: u64,
+    unchanged: u64,
+    stale: u64,
+    late: u64,
+    late_keys: Vec<Json>,
+    cursor_before: Option<Json>,
+    cursor_after: Option<Json>,
+    batches: Vec<BatchReport>,
+    quality: Quality,
+    drift: Drift,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    conflict: Option<Conflict>,
+}
+
+#[derive(Debug, Serialize)]
+struct SyncReport {
+    verdict: &'static str,
+    tables: Vec<TableSync>,
+}
+
+/// The table as sync carries it: the spec's columns and those `--evolve`
+/// added, as copy.
+fn plan(table: &Table, evolved: &[(String, String)]) -> Table {
+    let mut t = table.clone();
+    for (s, tc) in evolved {
+        t.columns.push(Column {
+            source: s.clone(),
+            target: tc.clone(),
+            transform: Transform::Copy,
+            checks: Default::default(),
+        });
+    }
+    t
+}
+
+fn cursor_json(c: &Option<(Value, String)>) -> Option<Json> {
+    c.as_ref().map(|(w, k)| serde_json::json!({ "watermark": w.to_json(), "key": serde_json::from_str::<Json>(k).unwrap_or(Json::Null) }))
+}
+
+pub fn run(spec: &Spec, o: &Options<'_>) -> Result<Outcome> {
+    if o.batch == 0 {
+        bail!("--batch must be at least 1");
+    }
+    let target = Db::open(&spec.target, Access::Write, "target")?;
+    if let Some(b) = target.fence_row()?.map(|f| f.boundary) {
+        bail!(
+            "target {} is fenced (boundary {b}); sync is for before the cutover. Nothing was written",
+            target.path().display()
+        );
+    }
+    // Snapshot problems (missing, unreadable, malformed) stop here: nothing
+    // was written and the cursor is unchanged.
+    let source = spec::open_source(spec, o.snapshot, Access::Read)?;
+    let mut rep = SyncReport {
+        verdict: "pass",
+        tables: Vec::new(),
+    };
+    // Every table is checked before any is written.
+    let mut plans = Vec::new();
+    for t in &spec.tables {
+        let Some(wm) = t.watermark else {
+            bail!(
+                "table '{}' has no watermark column; sync needs one: add watermark = \"COLUMN\" to its [[tables]] entry",
+                t.name
+            );
+        };
+        if target.journal_triggers(&t.target_table)? > 0 {
+            bail!(
+                "table '{}' in target {} is journaled; sync is for before the cutover. Nothing was written",
+                t.name,
+                target.path().display()
+            );
+        }
+        let source_cols = source.table_columns(&t.source_table)?;
+        if source_cols.is_empty() {
+            bail!(
+                "source {} has no table '{}'; fix the table name in the spec",
+                source.path().display(),
+                t.source_table
+            );
+        }
+        let mut ts = TableSync {
+            name: t.name.clone(),
+            ..Default::default()
+        };
+        ts.drift = drift(t, &source_cols, &target)?;
+        let evolving = o.evolve
+            && !ts.drift.new.is_empty()
+            && ts.drift.missing.is_empty()
+            && ts.drift.retyped.is_empty();
+        if ts.drift.any() && !evolving {
+            rep.verdict = "fail";
+        }
+        let mut evolved = target.evolved_columns(&t.name)?;
+        if evolving {
+            evolved.extend(ts.drift.new.iter().map(|c| (c.clone(), c.clone())));
+        }
+        let p = plan(t, &evolved);
+        if rep.verdict == "pass" {
+            ts.quality = quality(&p, wm, &source, o.max_keys)?;
+            if ts.quality.failures() > 0 {
+                rep.verdict = "fail";
+            }
+        }
+        plans.push((t, p, wm, source_cols, evolving));
+        rep.tables.push(ts);
+    }
+    if rep.verdict == "fail" {
+        return render(rep, false);
+    }
+    spec.check_target_columns(&target, &plans.iter().map(|(t, ..)| *t).collect::<Vec<_>>())?;
+
+    for (i, (t, p, wm, source_cols, evolving)) in plans.iter().enumerate() {
+        let ts = &mut rep.tables[i];
+        if *evolving {
+            target.begin_immediate()?;
+            let r = (|| -> Result<()> {
+                target.ensure_sync_tables()?;
+                for c in &ts.drift.new {
+                    let ty = source_cols
+                        .iter()
+                        .find(|s| s.name == *c)
+                        .map_or("", |s| s.decl_type.as_str());
+                    target.evolve_column(&t.name, &t.target_table, c, ty)?;
+                }
+                target.commit()
+            })();
+            if r.is_err() {
+                target.rollback();
+            }
+            r?;
+            ts.drift.evolved = std::mem::take(&mut ts.drift.new);
+            ts.drift.spec_lines.clear();
+        }
+        sync_table(spec, p, *wm, source_cols, &source, &target, o, ts)?;
+        if ts.conflict.is_some() || ts.late > 0 {
+            rep.verdict = "fail";
+        }
+    }
+    render(rep, true)
+}
+
+#[allow(clippy::too_many_arguments, reason = "the one place a table is synced")]
+fn sync_table(
+    spec: &Spec,
+    p: &Table,
+    wm: usize,
+    source_cols: &[ColumnInfo],
+    source: &Db,
+    target: &Db,
+    o: &Options<'_>,
+    ts: &mut TableSync,
+) -> Result<()> {
+    let k = p.key_len;
+    let cursor = target.sync_cursor(&p.name)?;
+    ts.cursor_before = cursor_json(&cursor);
+    let cursor_key = match &cursor {
+        Some((_, key)) => Some(key_from_json(&serde_json::from_str(key)?)?),
+        None => None,
+    };
+    let lower = match (&cursor, o.lookback) {
+        (Some((w, _)), Some(lb)) => Some(lower_bound(w, lb)?),
+        _ => None,
+    };
+    // The engine works on the plan (evolved columns included).
+    let one = Spec {
+        path: spec.path.clone(),
+        source: spec.source.clone(),
+        source_kind: spec.source_kind,
+        target: spec.target.clone(),
+        tables: vec![p.clone()],
+    };
+    let engine = Engine::new(&one, target, Side::Target);
+    let t_sql = TableSql::new(&p.target_table, &p.target_names(), k);
+    let s_sql = TableSql::ordered_by(&p.source_table, &p.source_names(), k, wm);
+    let mut pending: Vec<Change> = Vec::new();
+    let mut failure: Option<anyhow::Error> = None;
+    let flush = |pending: &mut Vec<Change>, ts: &mut TableSync| -> Result<bool> {
+        if pending.is_empty() {
+            return Ok(true);
+        }
+        let mut digest = Sha256::new();
+        let mut block = Block::new(p.columns.len(), pending.len());
+        for c in pending.iter() {
+            for v in c.after.iter().flatten() {
+                block.push(v.as_cell());
+            }
+        }
+        block.hash_into(&mut digest);
+        let batch = hex::encode(digest.finalize());
+        let first = pending[0]
+            .after
+            .as_ref()
+            .map_or(Value::Null, |r| r[wm].clone());
+        let last_row = pending
+            .last()
+            .and_then(|c| c.after.clone())
+            .unwrap_or_default();
+        let mut last = last_row.get(wm).cloned().unwrap_or(Value::Null);
+        let mut last_key = key_json(&last_row[..k.min(last_row.len())]).to_string();
+        // A lookback re-reads rows behind the cursor; the cursor never moves
+        // back.
+        if let (Some((cw, ck)), Some(ckey)) = (&cursor, &cursor_key) {
+            let behind = match watermark_cmp(&last, cw) {
+                Some(Ordering::Less) => true,
+                Some(Ordering::Equal) => {
+                    key_cmp(&last_row[..k.min(last_row.len())], ckey) == Ordering::Less
+                }
+                _ => false,
+            };
+            if behind {
+                last = cw.clone();
+                last_key = ck.clone();
+            }
+        }
+        let cp = Checkpoint::Sync {
+            table: &p.name,
+            batch: &batch,
+            first: &first,
+            last: &last,
+            last_key: &last_key,
+            schema: source_cols,
+        };
+        let mut br = BatchReport {
+            rows: pending.len() as u64,
+            first_watermark: first.to_json(),
+            last_watermark: last.to_json(),
+            ..Default::default()
+        };
+        let go_on = match engine.apply_batch(pending, cp)? {
+            BatchOutcome::Committed(a) => {
+                ts.changed += a.written;
+                ts.unchanged += a.duplicate;
+                ts.stale += a.stale;
+                br.changed = a.written;
+                br.status = "applied";
+                true
+            }
+            BatchOutcome::Replayed => {
+                ts.unchanged += pending.len() as u64;
+                br.status = "replayed";
+                true
+            }
+            BatchOutcome::Conflict(c) => {
+                ts.conflict = Some(*c);
+                br.status = "rejected";
+                false
+            }
+            other => bail!("unexpected outcome of a sync batch: {other:?}"),
+        };
+        ts.batches.push(br);
+        pending.clear();
+        Ok(go_on)
+    };
+    source.scan_blocks(&s_sql, None, reconcile::BLOCK_ROWS, |b| {
+        let mut fwd = vec![CellRef::Null; p.columns.len()];
+        for r in 0..b.rows() {
+            ts.rows_read += 1;
+            let key = b.values(r, k);
+            let w = b.get(r, wm).to_value();
+            let past = match (&cursor, &cursor_key) {
+                (Some((cw, _)), Some(ck)) => match watermark_cmp(&w, cw) {
+                    Some(Ordering::Greater) => true,
+                    Some(Ordering::Equal) => key_cmp(&key, ck) == Ordering::Greater,
+                    _ => false,
+                },
+                _ => true,
+            };
+            let in_window = !past && lower.is_some_and(|lo| mark(&w).is_ok_and(|m| m >= lo));
+            if let reconcile::Forwarded::Invalid(Note::Invalid(column, value, reason)) = reconcile::forward_row(p, &b, r, &mut fwd) {
+                failure = Some(anyhow::anyhow!("table '{}', key {}, column '{column}': {value} ({reason}); the source changed during the sync", p.name, display_key(&key)));
+                return Ok(false);
+            }
+            let row: Row = fwd.iter().map(CellRef::to_value).collect();
+            if past || in_window {
+                ts.candidates += 1;
+                pending.push(Change { table: 0, key, rule: Rule::Watermark(wm), after: Some(row), tag: ts.rows_read as i64 });
+                if pending.len() >= o.batch && !flush(&mut pending, ts)? {
+                    return Ok(false);
+                }
+            } else if target.get_row(&t_sql, &key)?.as_ref() != Some(&row) {
+                // At or below the cursor, yet not in the target as it is now.
+                ts.late += 1;
+                if ts.late_keys.len() < o.max_keys {
+                    ts.late_keys.push(key_json(&key));
+                }
+            }
+        }
+        Ok(true)
+    })?;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    if ts.conflict.is_none() {
+        flush(&mut pending, ts)?;
+    }
+    ts.cursor_after = cursor_json(&target.sync_cursor(&p.name)?);
+    Ok(())
+}
+
+fn render(rep: SyncReport, ran: bool) -> Result<Outcome> {
+    let holds = rep.verdict == "pass";
+    let mut text = String::new();
+    if ran {
+        text.push_str(&report::table(
+            &[
+                "table",
+                "rows read",
+                "past cursor",
+                "changed",
+                "unchanged",
+                "stale",
+                "late",
+            ],
+            rep.tables.iter().map(|t| {
+                vec![
+                    t.name.clone(),
+                    t.rows_read.to_string(),
+                    t.candidates.to_string(),
+                    t.changed.to_string(),
+                    t.unchanged.to_string(),
+                    t.stale.to_string(),
+                    t.late.to_string(),
+                ]
+            }),
+        ));
+        text.push('\n');
+    }
+    for t in &rep.tables {
+        if t.drift.any() {
+            text.push_str(&format!(
+                "table '{}': schema drift in the source; nothing was written\n",
+                t.name
+            ));
+            for c in &t.drift.new {
+                text.push_str(&format!("  new column '{c}' is not in the spec\n"));
+            }
+            for c in &t.drift.missing {
+                text.push_str(&format!("  mapped column '{c}' is gone from the source\n"));
+            }
+            for c in &t.drift.retyped {
+                text.push_str(&format!("  column type changed: {c}\n"));
+            }
+            if !t.drift.spec_lines.is_empty() {
+                text.push_str("  to carry the new columns, add to the spec:\n");
+                for l in &t.drift.spec_lines {
+                    for line in l.lines() {
+                        text.push_str(&format!("    {line}\n"));
+                    }
+                }
+                text.push_str("  or run sync --evolve to add them to the target as copy columns\n");
+            }
+        }
+        for c in &t.drift.evolved {
+            text.push_str(&format!(
+                "table '{}': added column '{c}' to the target as a copy column (--evolve); map it in the spec to keep the migration reversible\n",
+                t.name
+            ));
+        }
+        if t.quality.failures() > 0 {
+            text.push_str(&format!(
+                "table '{}': quality checks failed; nothing was written, the cursor is unchanged\n  NULL keys {}, duplicate keys {}, bad watermarks {}, invalid rows {}\n",
+                t.name, t.quality.null_keys, t.quality.duplicate_keys, t.quality.bad_watermarks, t.quality.invalid
+            ));
+            for e in &t.quality.examples {
+                text.push_str(&format!("  {e}\n"));
+            }
+        }
+        if t.late > 0 {
+            let keys: Vec<String> = t.late_keys.iter().map(Json::to_string).collect();
+            text.push_str(&format!(
+                "table '{}': {} late rows (at or below the cursor, not in the target): {}; rerun with --lookback to pick them up\n",
+                t.name,
+                t.late,
+                keys.join(", ")
+            ));
+        }
+        if let Some(c) = &t.conflict {
+            text.push_str(&format!(
+                "table '{}': CONFLICT at key {}: {}; the batch was rolled back\n",
+                t.name, c.key, c.reason
+            ));
+        }
+        for (i, b) in t.batches.iter().enumerate() {
+            text.push_str(&format!(
+                "table '{}': batch {}: {} rows, {} changed, watermarks {} .. {} ({})\n",
+                t.name,
+                i + 1,
+                b.rows,
+                b.changed,
+                b.first_watermark,
+                b.last_watermark,
+                b.status
+            ));
+        }
+        if ran && let Some(c) = &t.cursor_after {
+            text.push_str(&format!("table '{}': cursor {}\n", t.name, c));
+        }
+    }
+    text.push_str(if holds {
+        "sync: done\n"
+    } else {
+        "sync: FAIL\n"
+    });
+    Outcome::new(holds, &rep, text)
+}
+
+/// The gate's view of a synced table: its quality now and every sync batch
+/// committed so far (provenance).
+#[derive(Debug, Serialize)]
+pub struct Provenance {
+    pub table: String,
+    pub quality_failures: u64,
+    pub examples: Vec<String>,
+    pub batches: Vec<Json>,
+}
+
+pub fn provenance(spec: &Spec, source: &Db, target: &Db, max: usize) -> Result<Vec<Provenance>> {
+    let mut out = Vec::new();
+    for t in &spec.tables {
+        let Some(wm) = t.watermark else { continue };
+        let q = quality(t, wm, source, max)?;
+        let batches = target
+            .sync_batches(&t.name)?
+            .into_iter()
+            .map(|(n, rows, changed, first, last, at)| {
+                serde_json::json!({ "batch": n, "rows": rows, "changed": changed, "first_watermark": first.to_json(), "last_watermark": last.to_json(), "committed_at": at })
+            })
+            .collect();
+        out.push(Provenance {
+            table: t.name.clone(),
+            quality_failures: q.failures(),
+            examples: q.examples,
+            batches,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watermarks_compare_as_typed_values() {
+        let t = |s: &str| Value::Text(s.into());
+        assert_eq!(
+            watermark_cmp(&Value::Integer(9), &Value::Integer(10)),
+            Some(Ordering::Less)
+        );
+        assert_eq!(
+            watermark_cmp(&t("2024-01-05T10:00:00Z"), &t("2024-01-05T11:00:00+02:00")),
+            Some(Ordering::Greater)
+        );
+        assert_eq!(
+            watermark_cmp(&t("2024-01-05"), &t("2024-01-05T00:00:01")),
+            Some(Ordering::Less)
+        );
+        assert_eq!(watermark_cmp(&t("2024-1-5"), &t("2024-01-05")), None);
+        assert_eq!(watermark_cmp(&t(""), &t("2024-01-05")), None);
+        assert_eq!(watermark_cmp(&Value::Integer(1), &t("2024-01-05")), None);
+    }
+
+    #[test]
+    fn lookback_subtracts_in_the_watermark_kind() -> Result<()> {
+        assert_eq!(lower_bound(&Value::Integer(100), "10")?, Mark::Int(90));
+        let Mark::Time(t) = lower_bound(&Value::Text("2024-01-05T10:00:00".into()), "2h")? else {
+            bail!("not a time")
+        };
+        assert_eq!(t.to_string(), "2024-01-05 08:00:00");
+        assert!(lower_bound(&Value::Integer(100), "2h").is_err());
+        assert!(lower_bound(&Value::Text("2024-01-05".into()), "10").is_err());
+        Ok(())
+    }
+}
