@@ -616,23 +616,15 @@ fn reconcile_table(
                     &table.source_table,
                 )?;
                 // Target rows before this source key are extra.
-                while let Some((tb, tr)) = t.current() {
-                    if tb.cmp_prefix(tr, &sb, sr, k) != Ordering::Less {
-                        break;
-                    }
-                    report.target_rows += 1;
-                    add_target_totals(table, &money, tb, tr, &mut totals, &mut plain);
-                    report.extra += 1;
-                    rec.keep(diff(
-                        DiffKind::Extra,
-                        tb.values(tr, k),
-                        None,
-                        None,
-                        None,
-                        None,
-                    ));
-                    t.advance(k, &table.target_table)?;
-                }
+                let mut extras = Extras {
+                    table,
+                    money: &money,
+                    report: &mut report,
+                    totals: &mut totals,
+                    plain: &mut plain,
+                    rec: &mut *rec,
+                };
+                extras.take(&mut t, Some((&sb, sr)))?;
                 report.source_rows += 1;
                 let (invalid, note) = match forward_row(table, &sb, sr, &mut fwd) {
                     Forwarded::Ok => (false, None),
@@ -728,20 +720,15 @@ fn reconcile_table(
             }
         }
         // Whatever the target holds past the last source key is extra.
-        while let Some((tb, tr)) = t.current() {
-            report.target_rows += 1;
-            add_target_totals(table, &money, tb, tr, &mut totals, &mut plain);
-            report.extra += 1;
-            rec.keep(diff(
-                DiffKind::Extra,
-                tb.values(tr, k),
-                None,
-                None,
-                None,
-                None,
-            ));
-            t.advance(k, &table.target_table)?;
+        Extras {
+            table,
+            money: &money,
+            report: &mut report,
+            totals: &mut totals,
+            plain: &mut plain,
+            rec: &mut *rec,
         }
+        .take(&mut t, None)?;
         drop(t);
         s_h.join()
             .map_err(|_| anyhow!("source reader panicked"))??;
@@ -775,6 +762,46 @@ fn reconcile_table(
         (false, _) => None,
     };
     Ok((report, d))
+}
+
+/// Counts target rows that have no source row.
+struct Extras<'a> {
+    table: &'a Table,
+    money: &'a [usize],
+    report: &'a mut TableReport,
+    totals: &'a mut BTreeMap<(usize, Option<String>), (i128, i128)>,
+    plain: &'a mut [(i128, i128)],
+    rec: &'a mut Reconciliation,
+}
+
+impl Extras<'_> {
+    /// Takes every target row before the source row `until` (all of them
+    /// when the source is done).
+    fn take(&mut self, t: &mut Cursor<Block>, until: Option<(&Block, usize)>) -> Result<()> {
+        let k = self.table.key_len;
+        while let Some((tb, tr)) = t.current() {
+            if let Some((sb, sr)) = until
+                && tb.cmp_prefix(tr, sb, sr, k) != Ordering::Less
+            {
+                break;
+            }
+            self.report.target_rows += 1;
+            add_target_totals(self.table, self.money, tb, tr, self.totals, self.plain);
+            self.report.extra += 1;
+            self.rec.keep(Diff {
+                table: self.table.name.clone(),
+                key: key_json(&tb.values(tr, k)),
+                kind: DiffKind::Extra,
+                column: None,
+                expected: None,
+                actual: None,
+                reason: None,
+                shown: (String::new(), String::new()),
+            });
+            t.advance(k, &self.table.target_table)?;
+        }
+        Ok(())
+    }
 }
 
 /// Equality with storage class: the text `'1250'` is not the integer `1250`.
