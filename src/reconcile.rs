@@ -322,7 +322,7 @@ fn reconcile_inner(
 
 /// Starts a thread that scans a table into blocks, maps each, and sends
 /// them through a bounded channel.
-fn reader<'scope, 'env, T: Send + 'scope>(
+pub(crate) fn reader<'scope, 'env, T: Send + 'scope>(
     db: &'scope mut Db,
     sql: TableSql,
     map: impl Fn(Block) -> T + Send + 'scope,
@@ -340,7 +340,7 @@ fn reader<'scope, 'env, T: Send + 'scope>(
 }
 
 /// One side of the merge: the current block and the row in it.
-struct Cursor<T> {
+pub(crate) struct Cursor<T> {
     rx: Receiver<T>,
     block: Option<T>,
     row: usize,
@@ -350,7 +350,7 @@ struct Cursor<T> {
     side: &'static str,
 }
 
-trait Rows {
+pub(crate) trait Rows {
     fn block(&self) -> &Block;
 }
 
@@ -367,7 +367,7 @@ impl Rows for CanonBlock {
 }
 
 impl<T: Rows> Cursor<T> {
-    fn new(rx: Receiver<T>, side: &'static str) -> Self {
+    pub(crate) fn new(rx: Receiver<T>, side: &'static str) -> Self {
         let mut c = Cursor {
             rx,
             block: None,
@@ -398,12 +398,12 @@ impl<T: Rows> Cursor<T> {
         }
     }
 
-    fn current(&self) -> Option<(&T, usize)> {
+    pub(crate) fn current(&self) -> Option<(&T, usize)> {
         self.block.as_ref().map(|b| (b, self.row))
     }
 
     /// Moves to the next row, first checking that the keys strictly increase.
-    fn advance(&mut self, k: usize, table: &str) -> Result<()> {
+    pub(crate) fn advance(&mut self, k: usize, table: &str) -> Result<()> {
         let Some(b) = self.block.as_ref() else {
             return Ok(());
         };
@@ -805,7 +805,7 @@ impl Extras<'_> {
 }
 
 /// Equality with storage class: the text `'1250'` is not the integer `1250`.
-fn cells_equal(a: CellRef<'_>, b: CellRef<'_>) -> bool {
+pub(crate) fn cells_equal(a: CellRef<'_>, b: CellRef<'_>) -> bool {
     match (a, b) {
         (CellRef::Real(x), CellRef::Real(y)) => x == y || (x.is_nan() && y.is_nan()),
         _ => a == b,

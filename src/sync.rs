@@ -381,7 +381,7 @@ pub fn run(spec: &Spec, o: &Options<'_>) -> Result<Outcome> {
     if o.batch == 0 {
         bail!("--batch must be at least 1");
     }
-    let target = Db::open(&spec.target, Access::Write, "target")?;
+    let mut target = Db::open(&spec.target, Access::Write, "target")?;
     if let Some(b) = target.fence_row()?.map(|f| f.boundary) {
         bail!(
             "target {} is fenced (boundary {b}); sync is for before the cutover. Nothing was written",
@@ -390,7 +390,7 @@ pub fn run(spec: &Spec, o: &Options<'_>) -> Result<Outcome> {
     }
     // Snapshot problems (missing, unreadable, malformed) stop here: nothing
     // was written and the cursor is unchanged.
-    let source = spec::open_source(spec, o.snapshot, Access::Read)?;
+    let mut source = spec::open_source(spec, o.snapshot, Access::Read)?;
     let mut rep = SyncReport {
         verdict: "pass",
         tables: Vec::new(),
@@ -472,7 +472,7 @@ pub fn run(spec: &Spec, o: &Options<'_>) -> Result<Outcome> {
             ts.drift.evolved = std::mem::take(&mut ts.drift.new);
             ts.drift.spec_lines.clear();
         }
-        sync_table(spec, p, *wm, source_cols, &source, &target, o, ts)?;
+        sync_table(spec, p, *wm, source_cols, &mut source, &mut target, o, ts)?;
         if ts.conflict.is_some() || ts.late > 0 {
             rep.verdict = "fail";
         }
@@ -486,8 +486,8 @@ fn sync_table(
     p: &Table,
     wm: usize,
     source_cols: &[ColumnInfo],
-    source: &Db,
-    target: &Db,
+    source: &mut Db,
+    target: &mut Db,
     o: &Options<'_>,
     ts: &mut TableSync,
 ) -> Result<()> {
@@ -502,6 +502,27 @@ fn sync_table(
         (Some((w, _)), Some(lb)) => Some(lower_bound(w, lb)?),
         _ => None,
     };
+    let at = match (&cursor, &cursor_key) {
+        (Some((w, _)), Some(key)) => Some((
+            mark(w).map_err(|e| anyhow::anyhow!("the cursor of table '{}': {e}", p.name))?,
+            key.clone(),
+        )),
+        _ => None,
+    };
+    // Whether a row is past the cursor, or inside the lookback window.
+    let wanted = |w: &Value, key: &dyn Fn() -> Row| -> bool {
+        let Some((cm, ck)) = &at else { return true };
+        match mark(w) {
+            Ok(m) if m > *cm => true,
+            Ok(m) if m == *cm && key_cmp(&key(), ck) == Ordering::Greater => true,
+            Ok(m) => lower.is_some_and(|lo| m >= lo),
+            Err(_) => false,
+        }
+    };
+    if at.is_some() {
+        late_rows(p, wm, source, target, &wanted, o.max_keys, ts)?;
+    }
+    let (source, target): (&Db, &Db) = (source, target);
     // The engine works on the plan (evolved columns included).
     let one = Spec {
         path: spec.path.clone(),
@@ -511,7 +532,6 @@ fn sync_table(
         tables: vec![p.clone()],
     };
     let engine = Engine::new(&one, target, Side::Target);
-    let t_sql = TableSql::new(&p.target_table, &p.target_names(), k);
     let s_sql = TableSql::ordered_by(&p.source_table, &p.source_names(), k, wm);
     let mut pending: Vec<Change> = Vec::new();
     let mut failure: Option<anyhow::Error> = None;
@@ -595,35 +615,21 @@ fn sync_table(
     source.scan_blocks(&s_sql, None, reconcile::BLOCK_ROWS, |b| {
         let mut fwd = vec![CellRef::Null; p.columns.len()];
         for r in 0..b.rows() {
-            ts.rows_read += 1;
-            let key = b.values(r, k);
+                        ts.rows_read += 1;
             let w = b.get(r, wm).to_value();
-            let past = match (&cursor, &cursor_key) {
-                (Some((cw, _)), Some(ck)) => match watermark_cmp(&w, cw) {
-                    Some(Ordering::Greater) => true,
-                    Some(Ordering::Equal) => key_cmp(&key, ck) == Ordering::Greater,
-                    _ => false,
-                },
-                _ => true,
-            };
-            let in_window = !past && lower.is_some_and(|lo| mark(&w).is_ok_and(|m| m >= lo));
+            if !wanted(&w, &|| b.values(r, k)) {
+                continue;
+            }
+            let key = b.values(r, k);
             if let reconcile::Forwarded::Invalid(Note::Invalid(column, value, reason)) = reconcile::forward_row(p, &b, r, &mut fwd) {
                 failure = Some(anyhow::anyhow!("table '{}', key {}, column '{column}': {value} ({reason}); the source changed during the sync", p.name, display_key(&key)));
                 return Ok(false);
             }
-            let row: Row = fwd.iter().map(CellRef::to_value).collect();
-            if past || in_window {
-                ts.candidates += 1;
-                pending.push(Change { table: 0, key, rule: Rule::Watermark(wm), after: Some(row), tag: ts.rows_read as i64 });
-                if pending.len() >= o.batch && !flush(&mut pending, ts)? {
-                    return Ok(false);
-                }
-            } else if target.get_row(&t_sql, &key)?.as_ref() != Some(&row) {
-                // At or below the cursor, yet not in the target as it is now.
-                ts.late += 1;
-                if ts.late_keys.len() < o.max_keys {
-                    ts.late_keys.push(key_json(&key));
-                }
+                        let row: Row = fwd.iter().map(CellRef::to_value).collect();
+            ts.candidates += 1;
+            pending.push(Change { table: 0, key, rule: Rule::Watermark(wm), after: Some(row), tag: ts.rows_read as i64 });
+            if pending.len() >= o.batch && !flush(&mut pending, ts)? {
+                return Ok(false);
             }
         }
         Ok(true)
@@ -636,6 +642,66 @@ fn sync_table(
     }
     ts.cursor_after = cursor_json(&target.sync_cursor(&p.name)?);
     Ok(())
+}
+
+/// Rows at or below the cursor (and outside the lookback window) that the
+/// target does not hold as the source has them now: late. A key-ordered merge
+/// of source and target, each read on its own thread, as reconcile does.
+fn late_rows(
+    p: &Table,
+    wm: usize,
+    source: &mut Db,
+    target: &mut Db,
+    wanted: &(dyn Fn(&Value, &dyn Fn() -> Row) -> bool + Sync),
+    max: usize,
+    ts: &mut TableSync,
+) -> Result<()> {
+    let k = p.key_len;
+    let width = p.columns.len();
+    let s_sql = TableSql::new(&p.source_table, &p.source_names(), k);
+    let t_sql = TableSql::new(&p.target_table, &p.target_names(), k);
+    std::thread::scope(|scope| -> Result<()> {
+        let (s_rx, s_h) = reconcile::reader(source, s_sql, |b| b, scope);
+        let (t_rx, t_h) = reconcile::reader(target, t_sql, |b| b, scope);
+        let mut t: reconcile::Cursor<Block> = reconcile::Cursor::new(t_rx, "target");
+        while let Ok(sb) = s_rx.recv() {
+            let mut fwd = vec![CellRef::Null; width];
+            for sr in 0..sb.rows() {
+                while let Some((tb, tr)) = t.current() {
+                    if tb.cmp_prefix(tr, &sb, sr, k) != Ordering::Less {
+                        break;
+                    }
+                    t.advance(k, &p.target_table)?;
+                }
+                if wanted(&sb.get(sr, wm).to_value(), &|| sb.values(sr, k)) {
+                    continue;
+                }
+                if let reconcile::Forwarded::Invalid(_) =
+                    reconcile::forward_row(p, &sb, sr, &mut fwd)
+                {
+                    continue; // the quality checks report it
+                }
+                let held = match t.current() {
+                    Some((tb, tr)) if tb.cmp_prefix(tr, &sb, sr, k) == Ordering::Equal => {
+                        (0..width).all(|c| reconcile::cells_equal(fwd[c], tb.get(tr, c)))
+                    }
+                    _ => false,
+                };
+                if !held {
+                    ts.late += 1;
+                    if ts.late_keys.len() < max {
+                        ts.late_keys.push(key_json(&sb.values(sr, k)));
+                    }
+                }
+            }
+        }
+        drop(t);
+        s_h.join()
+            .map_err(|_| anyhow::anyhow!("source reader panicked"))??;
+        t_h.join()
+            .map_err(|_| anyhow::anyhow!("target reader panicked"))??;
+        Ok(())
+    })
 }
 
 fn render(rep: SyncReport, ran: bool) -> Result<Outcome> {
