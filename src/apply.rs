@@ -389,7 +389,7 @@ impl<'a> Engine<'a> {
                     });
                 }
                 let at = self.db.feed_checkpoint(feed)?;
-                if *first != at + 1 {
+                if at.checked_add(1) != Some(*first) {
                     return Ok(BatchOutcome::Refused(if *first <= at {
                         format!(
                             "delivery '{delivery}' (positions {first}..{last}) is stale: feed '{feed}' is already at position {at} and no delivery with this id was committed"
@@ -397,7 +397,7 @@ impl<'a> Engine<'a> {
                     } else {
                         format!(
                             "delivery '{delivery}' (positions {first}..{last}) is from the future: feed '{feed}' is at position {at}, so positions {}..{} are missing; apply them first",
-                            at + 1,
+                            at.saturating_add(1),
                             first - 1
                         )
                     }));
@@ -576,6 +576,16 @@ impl<'a> Engine<'a> {
     }
 
     fn apply_one(&self, c: &Change, delivery: &str) -> Result<Result<Effect, Box<Conflict>>> {
+        if let Some(i) = c.key.iter().position(|v| matches!(v, Value::Null)) {
+            let table = &self.spec.tables[c.table];
+            return Ok(Err(self.conflict(
+                c,
+                "a key column is NULL: the row has no identity, so it cannot be carried".into(),
+                Some(table.columns[i].target.clone()),
+                None,
+                None,
+            )));
+        }
         let table = &self.spec.tables[c.table];
         let here = match self.current(table, c.table, &c.key)? {
             Ok(r) => r,
@@ -880,17 +890,28 @@ impl<'a> Engine<'a> {
                 self.db.path().display()
             )
         };
-        match (here, stored) {
-            (None, Some(row)) => self.db.insert_row(sql, &row).with_context(ctx)?,
-            (Some(_), Some(row)) => {
-                self.db.update_row(sql, &c.key, &row).with_context(ctx)?;
-            }
-            (Some(_), None) => {
-                self.db.delete_row(sql, &c.key).with_context(ctx)?;
-            }
-            (None, None) => {}
+        let done = match (here, stored) {
+            (None, Some(row)) => self.db.insert_row(sql, &row),
+            (Some(_), Some(row)) => self.db.update_row(sql, &c.key, &row).map(drop),
+            (Some(_), None) => self.db.delete_row(sql, &c.key).map(drop),
+            (None, None) => Ok(()),
+        };
+        match done {
+            Ok(()) => Ok(Ok(Effect::Written)),
+            // The database refuses the row (say a UNIQUE index of the source
+            // that the new row would break): a conflict on this row, for the
+            // operator to settle, not a failure of the tool.
+            Err(e) => match crate::db::constraint_violation(&e) {
+                Some(msg) => Ok(Err(self.conflict(
+                    c,
+                    format!("{} refuses the row: {msg}", self.db.path().display()),
+                    None,
+                    None,
+                    here,
+                ))),
+                None => Err(e.context(ctx())),
+            },
         }
-        Ok(Ok(Effect::Written))
     }
 
     fn conflict(

@@ -335,7 +335,12 @@ fn parse_row(table: &Table, v: &Json, what: &str) -> Result<Row, (String, String
                 format!("money is integer minor units; found {} {val}", val.class()),
             ));
         }
-        c.checks.check(val).map_err(|why| (field, why))?;
+        c.checks.check(val).map_err(|why| (field.clone(), why))?;
+        // Whatever lands in the target must be something a rollback can
+        // carry back to the source.
+        c.transform
+            .reverse(val)
+            .map_err(|r| (field, format!("cannot be carried back to the source: {r}")))?;
     }
     Ok(row)
 }
@@ -445,7 +450,7 @@ pub fn validate(
                             "feed",
                         ),
                     );
-                } else if l.position != d.last_position + 1 {
+                } else if d.last_position.checked_add(1) != Some(l.position) {
                     push(
                         &mut errors,
                         at(
@@ -810,10 +815,16 @@ pub fn export(spec: &Spec, out: &Path, delivery_size: usize) -> Result<Outcome> 
                 .with_context(|| format!("journal seq {} has no image", e.seq))?;
             let mut key = Map::new();
             for c in table.key_columns() {
-                key.insert(
-                    c.target.clone(),
-                    named.get(&c.target).cloned().unwrap_or(Json::Null),
-                );
+                let part = named.get(&c.target).cloned().unwrap_or(Json::Null);
+                if part.is_null() {
+                    bail!(
+                        "journal entry seq {} of table '{}': key column '{}' is NULL, and a feed cannot carry a record without identity; no feed was written",
+                        e.seq,
+                        e.tbl,
+                        c.target
+                    );
+                }
+                key.insert(c.target.clone(), part);
             }
             let mut line = json!({
                 "feed": feed, "delivery": delivery, "position": position, "seq": e.seq,

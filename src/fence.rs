@@ -23,6 +23,7 @@ use crate::report::{self, Outcome};
 use crate::spec::{self, Spec};
 
 const JOURNAL: &str = "_cutover_journal";
+const FENCE_TABLE: &str = "_cutover_fence";
 
 /// What the fence protects, as found now.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -42,8 +43,15 @@ impl Fingerprint {
         let content = spec
             .tables
             .iter()
-            .map(|t| Ok((t.target_table.clone(), db.digest_rows(&target_sql(t))?)))
-            .collect::<Result<_>>()?;
+            // A table dropped or altered behind the fence cannot be read as
+            // the spec says: that is a difference, not an error.
+            .map(|t| {
+                let d = db
+                    .digest_rows(&target_sql(t))
+                    .unwrap_or_else(|e| format!("unreadable: {e:#}"));
+                (t.target_table.clone(), d)
+            })
+            .collect();
         Fingerprint::with_content(db, spec, content)
     }
 
@@ -192,7 +200,24 @@ impl Watch {
     /// Verifies the fence now; `Err` when there is none, `Ok(Err(why))` when
     /// it was breached.
     pub fn start(target: &Db, spec: &Spec) -> Result<Result<Watch, String>> {
-        let Some(fence) = read(target)? else {
+        let fence = read(target)?;
+        if fence.is_none() {
+            // Fence triggers without a fence row: the row (or its table) was
+            // removed behind cutover's back.
+            for t in spec
+                .tables
+                .iter()
+                .map(|t| t.target_table.as_str())
+                .chain([JOURNAL])
+            {
+                if target.fence_triggers(t)? > 0 {
+                    return Ok(Err(format!(
+                        "fence breached: table {t} still has fence triggers but the fence row is gone (was _cutover_fence deleted or dropped?); nothing was replayed. Find what wrote to the target, then re-plan the rollback"
+                    )));
+                }
+            }
+        }
+        let Some(fence) = fence else {
             bail!(
                 "target {} is not fenced; run `cutover fence on` first so that nothing writes to it while the source is rolled back",
                 target.path().display()
@@ -347,6 +372,7 @@ pub fn on(spec: &Spec) -> Result<Outcome> {
             target.install_fence_triggers(t, &fence_message(t))?;
         }
         target.install_fence_triggers(JOURNAL, &fence_message(JOURNAL))?;
+        target.install_fence_guard(&fence_message(FENCE_TABLE))?;
         let fp = Fingerprint::read(&target, spec)?;
         let hash = fp.hash();
         target.set_fence_row(
@@ -370,15 +396,25 @@ pub fn on(spec: &Spec) -> Result<Outcome> {
     // Verify from a separate connection, as any other writer would come.
     let other = Db::open(&spec.target, Access::Write, "target")?;
     let mut refused = Vec::new();
-    for t in tables.iter().map(String::as_str).chain([JOURNAL]) {
-        match other.probe_write(t)? {
-            Some(msg) if msg.contains("cutover fence") => refused.push(msg),
-            Some(msg) => bail!(
-                "fence verification: a write to '{t}' failed, but not because of the fence ({msg}); the fence is in place but unproven"
-            ),
-            None => bail!(
-                "fence verification FAILED: a write to '{t}' from another connection went through (it was rolled back); do not trust this fence"
-            ),
+    for t in tables
+        .iter()
+        .map(String::as_str)
+        .chain([JOURNAL, FENCE_TABLE])
+    {
+        for (what, result) in other.probe_writes(t)? {
+            match result {
+                Err(msg) if msg.contains("cutover fence") => refused.push(msg),
+                // An update or delete that matched no row proves nothing either way.
+                Ok(0) if what != "insert" => {}
+                // The fence row's own guard covers update and delete.
+                Err(_) if t == FENCE_TABLE && what == "insert" => {}
+                Err(msg) => bail!(
+                    "fence verification: an {what} on '{t}' failed, but not because of the fence ({msg}); the fence is in place but unproven"
+                ),
+                Ok(_) => bail!(
+                    "fence verification FAILED: an {what} on '{t}' from another connection went through (it was rolled back); do not trust this fence"
+                ),
+            }
         }
     }
     let rep = FenceReport {
@@ -426,7 +462,12 @@ pub fn off(spec: &Spec, force: bool) -> Result<Outcome> {
     }
     target.begin_immediate()?;
     let r = (|| -> Result<()> {
-        for t in existing.tables.iter().map(String::as_str).chain([JOURNAL]) {
+        for t in existing
+            .tables
+            .iter()
+            .map(String::as_str)
+            .chain([JOURNAL, FENCE_TABLE])
+        {
             target.remove_fence_triggers(t)?;
         }
         target.delete_fence_row()?;

@@ -217,6 +217,16 @@ pub fn forward_row<'a>(
     let mut nc = None;
     for (c, col) in table.columns.iter().enumerate() {
         let v = raw.get(r, c);
+        if c < table.key_len && v == CellRef::Null {
+            return Forwarded::Invalid(Note::Invalid(
+                col.source.clone(),
+                Value::Null,
+                format!(
+                    "key column '{}' is null: the row has no identity",
+                    col.source
+                ),
+            ));
+        }
         match col.transform.forward_ref(v) {
             Ok((f, canonical)) => {
                 if let Err(why) = col.checks.check_ref(f) {

@@ -142,7 +142,20 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         bail!("--batch must be at least 1");
     }
     let source_access = if dry_run { Access::Read } else { Access::Write };
-    let (mut source, mut target, _) = spec::open(spec, source_access, Access::Read)?;
+    let mut source = spec::open_source(spec, None, source_access)?;
+    let mut target = crate::db::Db::open(&spec.target, Access::Read, "target")?;
+    if let Err(e) = spec.check_schema(&source, &target) {
+        // A table dropped or altered behind the fence shows as a schema
+        // error; it is a breach (exit 1), not a spec to fix.
+        if crate::fence::read(&target)?.is_some()
+            && let Ok(Err(breach)) = Watch::start(&target, spec)
+        {
+            let boundary = crate::fence::read(&target)?.map_or(0, |f| f.boundary);
+            let entries = target.journal_count_upto(boundary)?;
+            return breached(breach, boundary, entries);
+        }
+        return Err(e);
+    }
     let mut watch = match Watch::start(&target, spec)? {
         Ok(w) => w,
         Err(breach) => {

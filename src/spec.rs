@@ -465,6 +465,18 @@ pub fn open_with_snapshot(
 ) -> Result<(Db, Db, SchemaNotes)> {
     let s = open_source(spec, snapshot, source)?;
     let t = Db::open(&spec.target, target, "target")?;
+    // Two spellings of one file (`./one.db`, `sub/../one.db`, a symlink)
+    // are still one database.
+    if spec.source_kind == SourceKind::Sqlite
+        && let (Ok(a), Ok(b)) = (spec.source.canonicalize(), spec.target.canonicalize())
+        && a == b
+    {
+        bail!(
+            "spec {}: source and target are the same file {}; they must be two databases",
+            spec.path.display(),
+            a.display()
+        );
+    }
     let notes = spec.check_schema(&s, &t)?;
     Ok((s, t, notes))
 }

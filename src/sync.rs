@@ -311,7 +311,11 @@ fn quality(table: &Table, wm: usize, source: &Db, max: usize) -> Result<Quality>
             }
             prev = Some(key);
         }
-        for (r, n) in &canon.notes {
+                for (r, n) in &canon.notes {
+            // A NULL key is counted as such above.
+            if (0..k).any(|c| b.get(*r, c) == CellRef::Null) {
+                continue;
+            }
             if let Note::Invalid(column, value, reason) = n {
                 q.invalid += 1;
                 q.note(max, format!("key {}, column '{column}': {value} ({reason})", display_key(&b.values(*r, k))));

@@ -8,4 +8,6 @@
 pub mod csv;
 pub mod sqlite;
 
+pub use sqlite::constraint_violation;
+
 pub use sqlite::{Access, ColumnInfo, Db, FenceRecord, Inserter, JournalEntry, TableSql};

@@ -22,6 +22,7 @@ const APPLY_DDL: &str = include_str!("../../sql/sqlite/apply.sql");
 const JOURNAL_TRIGGERS: &str = include_str!("../../sql/sqlite/journal_triggers.sql");
 const FENCE_TRIGGERS: &str = include_str!("../../sql/sqlite/fence_triggers.sql");
 const SYNC_DDL: &str = include_str!("../../sql/sqlite/sync.sql");
+const FENCE_GUARD: &str = include_str!("../../sql/sqlite/fence_guard.sql");
 
 /// How long a statement waits for another process's lock before failing.
 /// Overridable with `CUTOVER_BUSY_TIMEOUT_MS` for drills and tests.
@@ -245,6 +246,21 @@ impl ToSql for BindCell<'_> {
     }
 }
 
+/// When `err` is the database refusing a row (a UNIQUE, NOT NULL, CHECK or
+/// foreign key constraint), SQLite's message; the apply engine reports it as
+/// a conflict on that row rather than as a failure of the tool.
+pub fn constraint_violation(err: &anyhow::Error) -> Option<String> {
+    err.chain()
+        .find_map(|e| match e.downcast_ref::<rusqlite::Error>() {
+            Some(rusqlite::Error::SqliteFailure(f, msg))
+                if f.code == rusqlite::ErrorCode::ConstraintViolation =>
+            {
+                Some(msg.clone().unwrap_or_else(|| "constraint failed".into()))
+            }
+            _ => None,
+        })
+}
+
 /// One open SQLite database.
 pub struct Db {
     conn: Connection,
@@ -301,10 +317,21 @@ impl Db {
         let probe: rusqlite::Result<i64> =
             c.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0));
         if let Err(e) = probe {
-            return Err(anyhow::Error::new(e).context(format!(
-                "{role} database {} could not be read; is it a SQLite database?",
-                self.path.display()
-            )));
+            let locked = matches!(&e, rusqlite::Error::SqliteFailure(f, _)
+                if f.code == rusqlite::ErrorCode::DatabaseBusy || f.code == rusqlite::ErrorCode::DatabaseLocked);
+            let why = if locked {
+                format!(
+                    "{role} database {} is locked by another process (waited {} ms); retry when it is done, or raise CUTOVER_BUSY_TIMEOUT_MS",
+                    self.path.display(),
+                    busy_timeout().as_millis()
+                )
+            } else {
+                format!(
+                    "{role} database {} could not be read; is it a SQLite database?",
+                    self.path.display()
+                )
+            };
+            return Err(anyhow::Error::new(e).context(why));
         }
         if access == Access::Read {
             c.pragma_update(None, "query_only", true)?;
@@ -806,24 +833,23 @@ impl Db {
         columns: &[&str],
         key_len: usize,
     ) -> Result<()> {
+        // JSON cannot hold a blob; a blob value (a UUID key, say) is carried
+        // as {"blob": hex}, which `Value::from_json` reads back.
+        let value = |row: &str, c: &str| {
+            let v = format!("{row}.{}", quote_ident(c));
+            format!("CASE typeof({v}) WHEN 'blob' THEN json_object('blob', hex({v})) ELSE {v} END")
+        };
         let image = |row: &str| {
             columns
                 .iter()
-                .map(|c| {
-                    let v = format!("{row}.{}", quote_ident(c));
-                    // json_object cannot hold a blob; carry it as {"blob": hex}.
-                    format!(
-                        "{}, CASE typeof({v}) WHEN 'blob' THEN json_object('blob', hex({v})) ELSE {v} END",
-                        quote_literal(c)
-                    )
-                })
+                .map(|c| format!("{}, {}", quote_literal(c), value(row, c)))
                 .collect::<Vec<_>>()
                 .join(", ")
         };
         let keys = |row: &str| {
             columns[..key_len]
                 .iter()
-                .map(|c| format!("{row}.{}", quote_ident(c)))
+                .map(|c| value(row, c))
                 .collect::<Vec<_>>()
                 .join(", ")
         };
@@ -916,18 +942,43 @@ impl Db {
             "SELECT seq, tbl, op, key, old_key, old, new FROM _cutover_journal
              WHERE seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT ?3",
         )?;
-        let rows = st.query_map(params![after, upto, limit as i64], |r| {
-            Ok(JournalEntry {
-                seq: r.get(0)?,
-                tbl: r.get(1)?,
-                op: r.get(2)?,
-                key: r.get(3)?,
-                old_key: r.get(4)?,
-                old: r.get(5)?,
-                new: r.get(6)?,
-            })
-        })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        let mut rows = st.query(params![after, upto, limit as i64])?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next()? {
+            let seq: i64 = r.get(0)?;
+            let tbl = match r.get_ref(1)? {
+                ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+                _ => String::new(),
+            };
+            let text = |i: usize, what: &str| -> Result<Option<String>> {
+                match r.get_ref(i)? {
+                    ValueRef::Null => Ok(None),
+                    v => {
+                        let b = v.as_bytes().map_err(|e| {
+                            anyhow::anyhow!(
+                                "journal entry seq {seq} (table '{tbl}'): {what} is not text: {e}"
+                            )
+                        })?;
+                        Ok(Some(String::from_utf8(b.to_vec()).map_err(|_| {
+                            anyhow::anyhow!("journal entry seq {seq} (table '{tbl}'): {what} is not valid UTF-8; the target holds text SQLite let through unchecked, and the rollback cannot carry it")
+                        })?))
+                    }
+                }
+            };
+            let need = |v: Option<String>, what: &str| {
+                v.ok_or_else(|| anyhow::anyhow!("journal entry seq {seq}: {what} is NULL"))
+            };
+            out.push(JournalEntry {
+                seq,
+                tbl: need(text(1, "the table")?, "the table")?,
+                op: need(text(2, "the op")?, "the op")?,
+                key: need(text(3, "the key")?, "the key")?,
+                old_key: text(4, "the old key")?,
+                old: text(5, "the before-image")?,
+                new: text(6, "the after-image")?,
+            });
+        }
+        Ok(out)
     }
 
     /// Entries with `after < seq <= upto` counted per op.
@@ -966,7 +1017,11 @@ impl Db {
 
     // --- fence --------------------------------------------------------------
 
+    /// Installs the fence triggers on one table. Whatever already goes by
+    /// their names is dropped first: a trigger planted under a fence
+    /// trigger's name must not pass for the fence.
     pub fn install_fence_triggers(&self, table: &str, message: &str) -> Result<()> {
+        self.remove_fence_triggers(table)?;
         let [ins, upd, del] = Self::trigger_names("fence", table).map(|n| quote_ident(&n));
         let sql = FENCE_TRIGGERS
             .replace("{{ins}}", &ins)
@@ -977,6 +1032,21 @@ impl Db {
         self.conn
             .execute_batch(&sql)
             .with_context(|| format!("installing fence triggers on '{table}'"))
+    }
+
+    /// Guards the fence row (`_cutover_fence`) against update and delete.
+    pub fn install_fence_guard(&self, message: &str) -> Result<()> {
+        let table = "_cutover_fence";
+        self.remove_fence_triggers(table)?;
+        let [_, upd, del] = Self::trigger_names("fence", table).map(|n| quote_ident(&n));
+        let sql = FENCE_GUARD
+            .replace("{{upd}}", &upd)
+            .replace("{{del}}", &del)
+            .replace("{{table}}", &quote_ident(table))
+            .replace("{{message}}", &quote_literal(message));
+        self.conn
+            .execute_batch(&sql)
+            .context("guarding the fence row")
     }
 
     pub fn remove_fence_triggers(&self, table: &str) -> Result<()> {
@@ -1088,17 +1158,39 @@ impl Db {
     /// Tries one insert into `table` through this connection, inside a
     /// transaction that is always rolled back. `Ok(None)` means the write went
     /// through (the fence does not hold); `Ok(Some(msg))` is the refusal.
-    pub fn probe_write(&self, table: &str) -> Result<Option<String>> {
-        self.conn.execute_batch("BEGIN")?;
-        let r = self.conn.execute(
-            &format!("INSERT INTO {} DEFAULT VALUES", quote_ident(table)),
-            [],
-        );
-        self.rollback();
-        Ok(match r {
-            Ok(_) => None,
-            Err(e) => Some(e.to_string()),
-        })
+    /// Tries an insert, an update and a delete on `table` through this
+    /// connection, each inside a transaction that is always rolled back:
+    /// `(statement, Ok(rows written) | Err(refusal))`. An update or delete on
+    /// an empty table writes nothing and proves nothing (`Ok(0)`).
+    pub fn probe_writes(&self, table: &str) -> Result<Vec<(&'static str, Result<usize, String>)>> {
+        let t = quote_ident(table);
+        let first = self
+            .table_columns(table)?
+            .into_iter()
+            .next()
+            .map(|c| quote_ident(&c.name))
+            .unwrap_or_else(|| "rowid".into());
+        let probes = [
+            ("insert", format!("INSERT INTO {t} DEFAULT VALUES")),
+            (
+                "update",
+                format!(
+                    "UPDATE {t} SET {first} = {first} WHERE {first} IS (SELECT {first} FROM {t} LIMIT 1)"
+                ),
+            ),
+            (
+                "delete",
+                format!("DELETE FROM {t} WHERE {first} IS (SELECT {first} FROM {t} LIMIT 1)"),
+            ),
+        ];
+        let mut out = Vec::new();
+        for (what, sql) in probes {
+            self.conn.execute_batch("BEGIN")?;
+            let r = self.conn.execute(&sql, []);
+            self.rollback();
+            out.push((what, r.map_err(|e| e.to_string())));
+        }
+        Ok(out)
     }
 
     /// Every table of the database (user and control tables, and SQLite's
