@@ -84,7 +84,10 @@ fn the_fence_survives_the_process_that_set_it() {
         "target.db",
         "SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND name LIKE '\\_cutover\\_fence\\_%' ESCAPE '\\'",
     );
-    assert_eq!(triggers, 6, "three on orders, three on the journal");
+    assert_eq!(
+        triggers, 8,
+        "three on orders, three on the journal, two guarding the fence row"
+    );
     let err = d
         .try_exec("target.db", "DELETE FROM orders")
         .expect_err("a fresh connection wrote through the fence");

@@ -1111,7 +1111,7 @@ impl Db {
     pub fn schema_of(&self, tables: &[&str]) -> Result<Vec<(String, String)>> {
         let mut st = self.conn.prepare(
             "SELECT type || ' ' || name, coalesce(sql, '') FROM sqlite_schema
-             WHERE tbl_name IN (SELECT value FROM json_each(?1)) OR tbl_name LIKE '\\_cutover\\_%' ESCAPE '\\'
+             WHERE lower(tbl_name) IN (SELECT lower(value) FROM json_each(?1)) OR tbl_name LIKE '\\_cutover\\_%' ESCAPE '\\'
              ORDER BY type, name",
         )?;
         let list = serde_json::to_string(tables)?;

@@ -497,3 +497,169 @@ except sqlite3.Error as e:
     sys.exit(3)
 print("ok")
 "#;
+
+// --- helpers of the adversarial suites (hostile_*, fence_bypass, concurrency,
+// environment, kills, properties) -----------------------------------------------
+
+/// The journal `seq`s recorded as applied in the source, in order (empty
+/// before the first replay).
+pub fn applied_seqs(d: &Dir) -> Vec<i64> {
+    if !d.has_table("source.db", "_cutover_applied") {
+        return Vec::new();
+    }
+    d.query("source.db", "SELECT seq FROM _cutover_applied ORDER BY seq")
+        .into_iter()
+        .map(|r| match r[0] {
+            Value::Integer(i) => i,
+            ref other => panic!("_cutover_applied.seq holds {other:?}"),
+        })
+        .collect()
+}
+
+/// The journal `seq`s of the target at or below `boundary`, in order.
+pub fn journal_seqs(d: &Dir, boundary: i64) -> Vec<i64> {
+    d.query(
+        "target.db",
+        &format!("SELECT seq FROM _cutover_journal WHERE seq <= {boundary} ORDER BY seq"),
+    )
+    .into_iter()
+    .map(|r| match r[0] {
+        Value::Integer(i) => i,
+        ref other => panic!("_cutover_journal.seq holds {other:?}"),
+    })
+    .collect()
+}
+
+/// Builds the running example's schema with `rows` orders on both sides
+/// (gated clean), installs the journal, lets the "application" make `ops`
+/// seeded random writes to the target (updates, inserts, deletes and key
+/// changes, one transaction), and fences. Returns the journal entries, all at
+/// or below the boundary.
+pub fn fenced_orders_workload(d: &Dir, rows: i64, ops: usize, seed: u64) -> i64 {
+    let mut rng = Rng::new(seed);
+    d.spec(ORDERS_SPEC);
+    d.create_db(
+        "source.db",
+        "CREATE TABLE orders (id INTEGER PRIMARY KEY, dollars TEXT NOT NULL, status TEXT NOT NULL);",
+    );
+    d.create_db("target.db", ORDERS_TARGET);
+    let mut live = Vec::with_capacity(rows as usize + ops);
+    {
+        let mut s = d.conn("source.db");
+        let mut t = d.conn("target.db");
+        let st = s.transaction().expect("a source transaction");
+        let tt = t.transaction().expect("a target transaction");
+        {
+            let mut si = st
+                .prepare("INSERT INTO orders (id, dollars, status) VALUES (?1, ?2, ?3)")
+                .expect("preparing");
+            let mut ti = tt
+                .prepare("INSERT INTO orders (id, cents, status) VALUES (?1, ?2, ?3)")
+                .expect("preparing");
+            for id in 1..=rows {
+                let cents = rng.range(0, 1_000_000) as i64;
+                let closed = rng.range(0, 4) == 0;
+                si.execute(rusqlite::params![
+                    id,
+                    dollars(cents),
+                    if closed { "C" } else { "A" }
+                ])
+                .expect("inserting a source row");
+                ti.execute(rusqlite::params![
+                    id,
+                    cents,
+                    if closed { "closed" } else { "active" }
+                ])
+                .expect("inserting a target row");
+                live.push(id);
+            }
+        }
+        st.commit().expect("committing the source");
+        tt.commit().expect("committing the target");
+    }
+    d.run(&["gate"], 0);
+    d.run(&["journal", "install"], 0);
+    {
+        let mut t = d.conn("target.db");
+        let tx = t.transaction().expect("a target transaction");
+        let mut next = rows + 1;
+        for _ in 0..ops {
+            let pick = rng.range(0, 20);
+            if live.is_empty() || (5..8).contains(&pick) {
+                let cents = rng.range(0, 1_000_000) as i64;
+                tx.execute(
+                    "INSERT INTO orders (id, cents, status) VALUES (?1, ?2, 'active')",
+                    [next, cents],
+                )
+                .expect("an application insert");
+                live.push(next);
+                next += 1;
+                continue;
+            }
+            let i = rng.range(0, live.len() as u64) as usize;
+            let id = live[i];
+            match pick {
+                0..5 | 10..18 => {
+                    let cents = rng.range(0, 1_000_000) as i64;
+                    let status = if rng.range(0, 2) == 0 {
+                        "active"
+                    } else {
+                        "closed"
+                    };
+                    tx.execute(
+                        "UPDATE orders SET cents = ?1, status = ?2 WHERE id = ?3",
+                        rusqlite::params![cents, status, id],
+                    )
+                    .expect("an application update");
+                }
+                8..10 | 18 => {
+                    tx.execute("DELETE FROM orders WHERE id = ?1", [id])
+                        .expect("an application delete");
+                    live.swap_remove(i);
+                }
+                _ => {
+                    tx.execute("UPDATE orders SET id = ?1 WHERE id = ?2", [next, id])
+                        .expect("an application key change");
+                    live[i] = next;
+                    next += 1;
+                }
+            }
+        }
+        tx.commit().expect("committing the application's writes");
+    }
+    let json = d.json(&["fence", "on"], 0);
+    json["journal_rows"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("journal_rows in {json:#}"))
+}
+
+/// Runs a shell script (`sh -c`) in `cwd`; returns (exit code, stdout +
+/// stderr). The environment variable `CUTOVER` holds the binary's path.
+pub fn sh(cwd: &Path, script: &str) -> (i32, String) {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .current_dir(cwd)
+        .env("CUTOVER", env!("CARGO_BIN_EXE_cutover"))
+        .env("CUTOVER_BUSY_TIMEOUT_MS", "500")
+        .env_remove("CUTOVER_FAULT")
+        .stdin(Stdio::null())
+        .output()
+        .expect("sh is installed on the test machine");
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// Panics if a run of the binary panicked: exit 101 or Rust's panic message.
+pub fn assert_no_panic(out: &Output) {
+    assert!(
+        out.code != Some(101) && !out.stderr.contains("panicked"),
+        "the binary panicked\n{out}"
+    );
+}
