@@ -124,23 +124,6 @@ impl Reconciliation {
         self.tables.iter().map(|t| t.target_rows).sum()
     }
 
-    /// Sum of every money column of every table, on the target side.
-    pub fn target_total(&self) -> i128 {
-        self.tables
-            .iter()
-            .flat_map(|t| &t.totals)
-            .map(|t| t.target)
-            .sum()
-    }
-
-    pub fn source_total(&self) -> i128 {
-        self.tables
-            .iter()
-            .flat_map(|t| &t.totals)
-            .map(|t| t.source)
-            .sum()
-    }
-
     fn keep(&mut self, d: Diff) {
         self.diffs_found += 1;
         if self.diffs.len() < self.diffs_kept_max {
@@ -367,12 +350,6 @@ pub(crate) trait Rows {
 impl Rows for Block {
     fn block(&self) -> &Block {
         self
-    }
-}
-
-impl Rows for CanonBlock {
-    fn block(&self) -> &Block {
-        &self.rows
     }
 }
 

@@ -129,13 +129,6 @@ impl Transform {
             )),
         }
     }
-
-    /// For a source value that forward accepts: is it already the exact text
-    /// reverse would write back? `"12.5"` is value-equal to `"12.50"` but not
-    /// canonical, so replay would rewrite it.
-    pub fn is_canonical(&self, v: &Value) -> bool {
-        self.forward_ref(v.as_cell()).is_ok_and(|(_, c)| c)
-    }
 }
 
 /// A parsed decimal: its minor units and whether the text was canonical.

@@ -210,11 +210,6 @@ impl Block {
         self.cells.push(cell);
     }
 
-    /// Drops the cells of a row begun but not finished.
-    pub fn truncate_rows(&mut self, rows: usize) {
-        self.cells.truncate(rows * self.width);
-    }
-
     pub fn get(&self, row: usize, col: usize) -> CellRef<'_> {
         let slice = |a: u32, n: u32| &self.bytes[a as usize..(a + n) as usize];
         match self.cells[row * self.width + col] {

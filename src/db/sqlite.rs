@@ -587,10 +587,6 @@ impl Db {
         })
     }
 
-    pub fn begin_read(&self) -> Result<()> {
-        Ok(self.conn.execute_batch("BEGIN")?)
-    }
-
     pub fn commit(&self) -> Result<()> {
         self.conn
             .execute_batch("COMMIT")
