@@ -537,13 +537,14 @@ impl<'a> Engine<'a> {
                 )?;
             }
             Checkpoint::Journal { seqs, delivery, .. } => {
-                let at = self.db.now()?;
-                for &seq in *seqs {
-                    if !self.db.record_applied(seq, delivery, &at)? {
-                        bail!(
-                            "journal entry seq {seq} is already recorded as applied; another replay is running against this source"
-                        );
-                    }
+                let recorded = self.db.record_applied_all(seqs, delivery)?;
+                if recorded != seqs.len() {
+                    bail!(
+                        "{} of the journal entries {}..{} are already recorded as applied; another replay is running against this source",
+                        seqs.len() - recorded,
+                        seqs.first().copied().unwrap_or(0),
+                        seqs.last().copied().unwrap_or(0)
+                    );
                 }
             }
             Checkpoint::Delivery {

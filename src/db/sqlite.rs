@@ -90,6 +90,7 @@ pub struct TableSql {
     select_by_key: String,
     insert: String,
     update: String,
+    update_values: Option<String>,
     delete: String,
     count: String,
 }
@@ -131,7 +132,7 @@ impl TableSql {
         let key_match = keys
             .iter()
             .enumerate()
-            .map(|(i, k)| format!("{k} IS ?{}", i + 1))
+            .map(|(i, k)| format!("{k} = ?{}", i + 1))
             .collect::<Vec<_>>()
             .join(" AND ");
         let placeholders = (1..=cols.len())
@@ -147,7 +148,7 @@ impl TableSql {
         let upd_match = keys
             .iter()
             .enumerate()
-            .map(|(i, k)| format!("{k} IS ?{}", cols.len() + i + 1))
+            .map(|(i, k)| format!("{k} = ?{}", cols.len() + i + 1))
             .collect::<Vec<_>>()
             .join(" AND ");
         let after_params = (1..=key_len)
@@ -165,6 +166,23 @@ impl TableSql {
             select_by_key: format!("SELECT {list} FROM {t} WHERE {key_match}"),
             insert: format!("INSERT INTO {t} ({list}) VALUES ({placeholders})"),
             update: format!("UPDATE {t} SET {sets} WHERE {upd_match}"),
+            // The common update leaves the key alone: set only the other
+            // columns, so SQLite need not touch the key's index.
+            update_values: (key_len < cols.len()).then(|| {
+                let sets = cols[key_len..]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| format!("{c} = ?{}", i + 1))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let keys = keys
+                    .iter()
+                    .enumerate()
+                    .map(|(i, k)| format!("{k} = ?{}", cols.len() - key_len + i + 1))
+                    .collect::<Vec<_>>()
+                    .join(" AND ");
+                format!("UPDATE {t} SET {sets} WHERE {keys}")
+            }),
             delete: format!("DELETE FROM {t} WHERE {key_match}"),
             count: format!("SELECT count(*) FROM {t}"),
         }
@@ -543,6 +561,17 @@ impl Db {
     /// Rewrites the row stored under `old_key` (which may differ from the
     /// row's own key when the key changed).
     pub fn update_row(&self, sql: &TableSql, old_key: &[Value], row: &[Value]) -> Result<usize> {
+        let k = sql.key_len;
+        if row[..k] == *old_key {
+            let Some(update) = &sql.update_values else {
+                return Ok(0);
+            };
+            let binds = row[k..].iter().chain(old_key).map(Bind);
+            return Ok(self
+                .conn
+                .prepare_cached(update)?
+                .execute(rusqlite::params_from_iter(binds))?);
+        }
         let binds = row.iter().chain(old_key).map(Bind);
         Ok(self
             .conn
@@ -655,6 +684,19 @@ impl Db {
             .prepare_cached("INSERT OR IGNORE INTO _cutover_applied (seq, delivery, applied_at) VALUES (?1, ?2, ?3)")?
             .execute(params![seq, delivery, at])?;
         Ok(n == 1)
+    }
+
+    /// Records a batch's journal entries as applied in one statement;
+    /// returns how many were new.
+    pub fn record_applied_all(&self, seqs: &[i64], delivery: &str) -> Result<usize> {
+        let list = serde_json::to_string(seqs)?;
+        Ok(self
+            .conn
+            .prepare_cached(
+                "INSERT OR IGNORE INTO _cutover_applied (seq, delivery, applied_at)
+                                  SELECT value, ?2, at FROM json_each(?1), (SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now') AS at)",
+            )?
+            .execute(params![list, delivery])?)
     }
 
     /// The current UTC time as the control tables write it.
