@@ -449,3 +449,49 @@ fn drill_customers_runs_every_step_and_its_output_is_pinned() {
         "the customers drill's output changed; UPDATE_GOLDEN=1 rewrites the golden file"
     );
 }
+
+#[test]
+fn a_column_whose_declared_type_changed_is_drift_before_any_write() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let p: &Path = tmp.path();
+    std::fs::write(
+        p.join("spec.toml"),
+        "[source]\nurl = \"sqlite://s.db\"\n[target]\nurl = \"sqlite://t.db\"\n[[tables]]\nname = \"items\"\nkey = [\"id\"]\nwatermark = \"v\"\n[[tables.columns]]\nsource = \"v\"\n[[tables.columns]]\nsource = \"price\"\ntarget = \"cents\"\ntransform = \"decimal_to_minor\"\nscale = 2\n",
+    )
+    .expect("spec");
+    let s = Connection::open(p.join("s.db")).expect("s");
+    s.execute_batch("CREATE TABLE items (id INTEGER PRIMARY KEY, v INTEGER, price TEXT); INSERT INTO items VALUES (1, 10, '1.00');").expect("src");
+    Connection::open(p.join("t.db"))
+        .expect("t")
+        .execute_batch("CREATE TABLE items (id INTEGER PRIMARY KEY, v INTEGER, cents INTEGER);")
+        .expect("tgt");
+    let run = || {
+        let o = Command::new(env!("CARGO_BIN_EXE_cutover"))
+            .current_dir(p)
+            .args(["sync", "--spec", "spec.toml", "--format", "json"])
+            .output()
+            .expect("run");
+        (
+            o.status.code().unwrap_or(-1),
+            serde_json::from_slice::<Json>(&o.stdout).unwrap_or(Json::Null),
+        )
+    };
+    assert_eq!(run().0, 0);
+    // The source is rebuilt with price as REAL: the next sync must stop.
+    s.execute_batch(
+        "DROP TABLE items; CREATE TABLE items (id INTEGER PRIMARY KEY, v INTEGER, price REAL); INSERT INTO items VALUES (1, 10, 1.0), (2, 11, 2.5);",
+    )
+    .expect("rebuild");
+    let before = std::fs::read(p.join("t.db")).expect("read");
+    let (code, j) = run();
+    assert_eq!(code, 1, "{j:#}");
+    assert_eq!(
+        j["tables"][0]["drift"]["retyped"],
+        serde_json::json!(["price: TEXT → REAL"])
+    );
+    assert_eq!(
+        std::fs::read(p.join("t.db")).expect("read"),
+        before,
+        "nothing written"
+    );
+}
