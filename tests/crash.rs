@@ -11,7 +11,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::{Dir, FAULT_EXIT, ORDERS_SPEC, ORDERS_TARGET, Rng, Rows, dollars};
+use support::{Dir, FAULT_EXIT, Rng, Rows};
 
 /// The seed of every random choice; printed on failure.
 const SEED: u64 = 0x00C0_FFEE_2024;
@@ -44,110 +44,6 @@ fn applied_in_copy(d: &Dir) -> (i64, bool) {
     (applied(&d.copy("peek")), hot)
 }
 
-/// Builds a fenced migration of `rows` orders whose target then took `ops`
-/// random writes (updates, inserts, deletes and key changes) in one
-/// transaction. Returns the number of journal entries.
-fn fenced_workload(d: &Dir, rows: i64, ops: usize, seed: u64) -> i64 {
-    let mut rng = Rng::new(seed);
-    d.spec(ORDERS_SPEC);
-    d.create_db(
-        "source.db",
-        "CREATE TABLE orders (id INTEGER PRIMARY KEY, dollars TEXT NOT NULL, status TEXT NOT NULL);",
-    );
-    d.create_db("target.db", ORDERS_TARGET);
-    let mut live = Vec::with_capacity(rows as usize + ops);
-    {
-        let mut s = d.conn("source.db");
-        let mut t = d.conn("target.db");
-        let st = s.transaction().unwrap();
-        let tt = t.transaction().unwrap();
-        {
-            let mut si = st
-                .prepare("INSERT INTO orders (id, dollars, status) VALUES (?1, ?2, ?3)")
-                .unwrap();
-            let mut ti = tt
-                .prepare("INSERT INTO orders (id, cents, status) VALUES (?1, ?2, ?3)")
-                .unwrap();
-            for id in 1..=rows {
-                let cents = rng.range(0, 1_000_000) as i64;
-                let closed = rng.range(0, 4) == 0;
-                si.execute(rusqlite::params![
-                    id,
-                    dollars(cents),
-                    if closed { "C" } else { "A" }
-                ])
-                .unwrap();
-                ti.execute(rusqlite::params![
-                    id,
-                    cents,
-                    if closed { "closed" } else { "active" }
-                ])
-                .unwrap();
-                live.push(id);
-            }
-        }
-        st.commit().unwrap();
-        tt.commit().unwrap();
-    }
-    d.run(&["gate"], 0);
-    d.run(&["journal", "install"], 0);
-    {
-        let mut t = d.conn("target.db");
-        let tx = t.transaction().unwrap();
-        let mut next = rows + 1;
-        for _ in 0..ops {
-            let pick = rng.range(0, 20);
-            if live.is_empty() || (5..8).contains(&pick) {
-                let cents = rng.range(0, 1_000_000) as i64;
-                tx.execute(
-                    "INSERT INTO orders (id, cents, status) VALUES (?1, ?2, 'active')",
-                    [next, cents],
-                )
-                .unwrap();
-                live.push(next);
-                next += 1;
-                continue;
-            }
-            let i = rng.range(0, live.len() as u64) as usize;
-            let id = live[i];
-            match pick {
-                0..5 | 10..18 => {
-                    let cents = rng.range(0, 1_000_000) as i64;
-                    let status = if rng.range(0, 2) == 0 {
-                        "active"
-                    } else {
-                        "closed"
-                    };
-                    tx.execute(
-                        "UPDATE orders SET cents = ?1, status = ?2 WHERE id = ?3",
-                        rusqlite::params![cents, status, id],
-                    )
-                    .unwrap();
-                }
-                8..10 | 18 => {
-                    tx.execute("DELETE FROM orders WHERE id = ?1", [id])
-                        .unwrap();
-                    live.swap_remove(i);
-                }
-                _ => {
-                    // A key change: journaled with both keys.
-                    tx.execute("UPDATE orders SET id = ?1 WHERE id = ?2", [next, id])
-                        .unwrap();
-                    live[i] = next;
-                    next += 1;
-                }
-            }
-        }
-        tx.commit().unwrap();
-    }
-    let json = d.json(&["fence", "on"], 0);
-    let entries = json["journal_rows"]
-        .as_i64()
-        .unwrap_or_else(|| panic!("journal_rows in {json:#}"));
-    assert_eq!(entries, ops as i64, "one journal entry per write");
-    entries
-}
-
 /// A clean, uninterrupted replay of a copy of `d`: the expected end state,
 /// and how long it took.
 fn clean_replay(d: &Dir, batch: &str) -> ((Rows, Rows), Duration) {
@@ -162,7 +58,7 @@ fn clean_replay(d: &Dir, batch: &str) -> ((Rows, Rows), Duration) {
 #[test]
 fn kill_9_during_replay_then_rerun_equals_one_clean_replay() {
     let d = Dir::new("kill-replay");
-    let entries = fenced_workload(&d, 20_000, 6_000, SEED);
+    let entries = support::fenced_orders_workload(&d, 20_000, 6_000, SEED);
     let (expected, took) = clean_replay(&d, "50");
     assert_eq!(expected.1.len() as i64, entries);
 
@@ -228,7 +124,7 @@ fn kill_9_during_replay_then_rerun_equals_one_clean_replay() {
 /// committed, reruns, and compares with a clean replay.
 fn fault_then_rerun(fault: &str, committed_first_batch: bool) {
     let d = Dir::new(&format!("fault-{fault}"));
-    let entries = fenced_workload(&d, 300, 400, SEED ^ 0xFA17);
+    let entries = support::fenced_orders_workload(&d, 300, 400, SEED ^ 0xFA17);
     let (expected, _) = clean_replay(&d, "50");
     let before = d.dump("source.db", "orders");
 
@@ -278,7 +174,7 @@ fn replay_crash_after_commit_then_rerun_equals_one_clean_replay() {
 fn repeated_crashes_after_each_commit_never_apply_an_entry_twice() {
     // Every run commits one batch and dies; the sum of the runs is one replay.
     let d = Dir::new("fault-every-batch");
-    let entries = fenced_workload(&d, 100, 120, SEED ^ 0xB47C);
+    let entries = support::fenced_orders_workload(&d, 100, 120, SEED ^ 0xB47C);
     let (expected, _) = clean_replay(&d, "25");
     let mut runs = 0;
     loop {
@@ -345,7 +241,7 @@ fn read_only_commands_work_after_a_crash_left_a_hot_journal() {
 #[test]
 fn two_replays_at_once_apply_each_entry_exactly_once() {
     let d = Dir::new("two-replays");
-    let entries = fenced_workload(&d, 1_000, 600, SEED ^ 0x2222);
+    let entries = support::fenced_orders_workload(&d, 1_000, 600, SEED ^ 0x2222);
     let (expected, _) = clean_replay(&d, "20");
     let outs: Vec<support::Output> = std::thread::scope(|s| {
         let runs: Vec<_> = (0..2)

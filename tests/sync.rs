@@ -375,32 +375,40 @@ fn a_missing_snapshot_writes_nothing_and_keeps_the_cursor() {
     assert_eq!(d.snapshot(), before);
 }
 
-#[test]
-fn a_sqlite_source_with_an_integer_watermark_syncs_incrementally() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let p: &Path = tmp.path();
+/// A spec for `items(id, v, price)` → `items(id, v, cents)`, watermark `v`.
+fn items_spec(p: &Path) {
     std::fs::write(
         p.join("spec.toml"),
         "[source]\nurl = \"sqlite://s.db\"\n[target]\nurl = \"sqlite://t.db\"\n[[tables]]\nname = \"items\"\nkey = [\"id\"]\nwatermark = \"v\"\n[[tables.columns]]\nsource = \"v\"\n[[tables.columns]]\nsource = \"price\"\ntarget = \"cents\"\ntransform = \"decimal_to_minor\"\nscale = 2\n",
     )
     .expect("spec");
+}
+
+/// `cutover sync` in `p`: its exit code and JSON report.
+fn sync_in(p: &Path) -> (i32, Json) {
+    let o = Command::new(env!("CARGO_BIN_EXE_cutover"))
+        .current_dir(p)
+        .args(["sync", "--spec", "spec.toml", "--format", "json"])
+        .output()
+        .expect("run");
+    (
+        o.status.code().unwrap_or(-1),
+        serde_json::from_slice::<Json>(&o.stdout).unwrap_or(Json::Null),
+    )
+}
+
+#[test]
+fn a_sqlite_source_with_an_integer_watermark_syncs_incrementally() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let p: &Path = tmp.path();
+    items_spec(p);
     let s = Connection::open(p.join("s.db")).expect("s");
     s.execute_batch("CREATE TABLE items (id INTEGER PRIMARY KEY, v INTEGER, price TEXT); INSERT INTO items VALUES (1, 10, '1.00'), (2, 11, '2.50');").expect("src");
     Connection::open(p.join("t.db"))
         .expect("t")
         .execute_batch("CREATE TABLE items (id INTEGER PRIMARY KEY, v INTEGER, cents INTEGER);")
         .expect("tgt");
-    let run = || {
-        let o = Command::new(env!("CARGO_BIN_EXE_cutover"))
-            .current_dir(p)
-            .args(["sync", "--spec", "spec.toml", "--format", "json"])
-            .output()
-            .expect("run");
-        (
-            o.status.code().unwrap_or(-1),
-            serde_json::from_slice::<Json>(&o.stdout).unwrap_or(Json::Null),
-        )
-    };
+    let run = || sync_in(p);
     let (code, j) = run();
     assert_eq!(
         (code, j["tables"][0]["changed"].clone()),
@@ -454,28 +462,14 @@ fn drill_customers_runs_every_step_and_its_output_is_pinned() {
 fn a_column_whose_declared_type_changed_is_drift_before_any_write() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let p: &Path = tmp.path();
-    std::fs::write(
-        p.join("spec.toml"),
-        "[source]\nurl = \"sqlite://s.db\"\n[target]\nurl = \"sqlite://t.db\"\n[[tables]]\nname = \"items\"\nkey = [\"id\"]\nwatermark = \"v\"\n[[tables.columns]]\nsource = \"v\"\n[[tables.columns]]\nsource = \"price\"\ntarget = \"cents\"\ntransform = \"decimal_to_minor\"\nscale = 2\n",
-    )
-    .expect("spec");
+    items_spec(p);
     let s = Connection::open(p.join("s.db")).expect("s");
     s.execute_batch("CREATE TABLE items (id INTEGER PRIMARY KEY, v INTEGER, price TEXT); INSERT INTO items VALUES (1, 10, '1.00');").expect("src");
     Connection::open(p.join("t.db"))
         .expect("t")
         .execute_batch("CREATE TABLE items (id INTEGER PRIMARY KEY, v INTEGER, cents INTEGER);")
         .expect("tgt");
-    let run = || {
-        let o = Command::new(env!("CARGO_BIN_EXE_cutover"))
-            .current_dir(p)
-            .args(["sync", "--spec", "spec.toml", "--format", "json"])
-            .output()
-            .expect("run");
-        (
-            o.status.code().unwrap_or(-1),
-            serde_json::from_slice::<Json>(&o.stdout).unwrap_or(Json::Null),
-        )
-    };
+    let run = || sync_in(p);
     assert_eq!(run().0, 0);
     // The source is rebuilt with price as REAL: the next sync must stop.
     s.execute_batch(
