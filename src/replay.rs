@@ -152,7 +152,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         {
             let boundary = crate::fence::read(&target)?.map_or(0, |f| f.boundary);
             let entries = target.journal_count_upto(boundary)?;
-            return breached(breach, boundary, entries);
+            return breached(spec, breach, boundary, entries);
         }
         return Err(e);
     }
@@ -161,7 +161,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         Err(breach) => {
             let boundary = crate::fence::read(&target)?.map_or(0, |f| f.boundary);
             let entries = target.journal_count_upto(boundary)?;
-            return breached(breach, boundary, entries);
+            return breached(spec, breach, boundary, entries);
         }
     };
     let boundary = watch.fence().boundary;
@@ -264,10 +264,10 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         }
         rep.reconciliation = Some(rec);
     }
-    render(rep)
+    render(spec, rep)
 }
 
-fn breached(breach: String, boundary: i64, entries: i64) -> Result<Outcome> {
+fn breached(spec: &Spec, breach: String, boundary: i64, entries: i64) -> Result<Outcome> {
     let rep = ReplayReport {
         verdict: "fail",
         boundary,
@@ -283,10 +283,31 @@ fn breached(breach: String, boundary: i64, entries: i64) -> Result<Outcome> {
         reconciliation: None,
         summary: None,
     };
-    render(rep)
+    render(spec, rep)
 }
 
-fn render(rep: ReplayReport) -> Result<Outcome> {
+/// A row of a report, given in target form, as the source would hold it:
+/// what an operator types to fix a source row by hand.
+fn source_form(spec: &Spec, table: &str, row: &serde_json::Value) -> String {
+    let Some(t) = spec.table(table) else {
+        return String::new();
+    };
+    let Ok(values) = row_from_json(t, row) else {
+        return String::new();
+    };
+    let mut out = serde_json::Map::new();
+    for (c, v) in t.columns.iter().zip(&values) {
+        match c.transform.reverse(v) {
+            Ok(s) => {
+                out.insert(c.source.clone(), s.to_json());
+            }
+            Err(r) => return format!("(cannot be carried back: {r})"),
+        }
+    }
+    serde_json::Value::Object(out).to_string()
+}
+
+fn render(spec: &Spec, rep: ReplayReport) -> Result<Outcome> {
     let holds = rep.verdict == "pass";
     let mut text = report::pairs(&[
         ("journal_boundary", rep.boundary.to_string()),
@@ -308,18 +329,24 @@ fn render(rep: ReplayReport) -> Result<Outcome> {
                 .unwrap_or_default(),
             c.reason
         ));
-        let show = |v: &Option<serde_json::Value>| {
-            v.as_ref().map_or("(no row)".to_string(), |j| j.to_string())
+        let show = |label: &str, v: &Option<serde_json::Value>| match v {
+            Some(j) => vec![
+                label.to_string(),
+                j.to_string(),
+                source_form(spec, &c.table, j),
+            ],
+            None => vec![
+                label.to_string(),
+                "(no row)".to_string(),
+                "(no row)".to_string(),
+            ],
         };
         text.push_str(&report::table(
-            &["version", "row (target form)"],
+            &["version", "row (target form)", "row (source form)"],
             [
-                vec![
-                    "expected (journal before-image)".to_string(),
-                    show(&c.expected),
-                ],
-                vec!["found in source now".to_string(), show(&c.found)],
-                vec!["journal after-image".to_string(), show(&c.wanted)],
+                show("expected (journal before-image)", &c.expected),
+                show("found in source now", &c.found),
+                show("journal after-image", &c.wanted),
             ],
         ));
         text.push_str(if c.found.is_some() && c.found == c.expected {
