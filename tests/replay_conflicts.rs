@@ -293,3 +293,24 @@ fn a_random_workload_replays_the_same_in_every_batch_size() {
         assert_eq!(replayed_with_batch(&d, batch), one, "batch {batch}");
     }
 }
+
+#[test]
+fn a_conflict_shows_each_version_in_source_form_ready_to_type_in() {
+    let d = Dir::orders_fenced("conflict-source-form");
+    d.exec(
+        "source.db",
+        "UPDATE orders SET dollars = '13.00' WHERE id = 101",
+    );
+    let out = d.run(&["replay"], 1);
+    for row in [
+        r#"{"dollars":"12.50","id":101,"status":"A"}"#,
+        r#"{"dollars":"13.00","id":101,"status":"A"}"#,
+        r#"{"dollars":"14.00","id":101,"status":"A"}"#,
+    ] {
+        assert!(
+            out.stdout.contains(row),
+            "{row} missing from\n{}",
+            out.stdout
+        );
+    }
+}
