@@ -21,6 +21,9 @@ struct StatusReport {
     boundary: Option<i64>,
     replayed: i64,
     to_replay: i64,
+    /// Per synced table: its sync batches so far and where the cursor is.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    sync: Vec<serde_json::Value>,
 }
 
 pub fn run(spec: &Spec) -> Result<Outcome> {
@@ -113,7 +116,7 @@ pub fn run(spec: &Spec) -> Result<Outcome> {
             0,
         ),
     };
-    let rep = StatusReport {
+    let mut rep = StatusReport {
         phase,
         next,
         target_rows,
@@ -123,8 +126,33 @@ pub fn run(spec: &Spec) -> Result<Outcome> {
         boundary: fence.as_ref().map(|f| f.boundary),
         replayed,
         to_replay,
+        sync: Vec::new(),
     };
-    let text = report::pairs(&[
+
+    for t in spec.tables.iter().filter(|t| t.watermark.is_some()) {
+        let batches = target.sync_batches(&t.name)?.len();
+        let cursor = target.sync_cursor(&t.name)?;
+        rep.sync.push(serde_json::json!({
+            "table": t.name,
+            "batches": batches,
+            "cursor": cursor.map(|(w, k)| serde_json::json!({ "watermark": w.to_json(), "key": serde_json::from_str::<serde_json::Value>(&k).unwrap_or_default() })),
+        }));
+    }
+    let sync_lines: Vec<(String, String)> = rep
+        .sync
+        .iter()
+        .map(|s| {
+            let at = match &s["cursor"] {
+                serde_json::Value::Null => "no sync yet".to_string(),
+                c => format!("cursor ({}, {})", c["watermark"], c["key"]),
+            };
+            (
+                format!("sync {}", s["table"].as_str().unwrap_or("")),
+                format!("{} batches, {at}", s["batches"]),
+            )
+        })
+        .collect();
+    let mut text = report::pairs(&[
         ("phase", rep.phase.clone()),
         ("target_rows", rep.target_rows.to_string()),
         (
@@ -143,5 +171,8 @@ pub fn run(spec: &Spec) -> Result<Outcome> {
         ("replayed", format!("{} of {}", rep.replayed, rep.to_replay)),
         ("next", rep.next.clone()),
     ]);
+    for (k, v) in &sync_lines {
+        text.push_str(&format!("{k}  {v}\n"));
+    }
     Outcome::new(true, &rep, text)
 }
