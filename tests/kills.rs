@@ -16,6 +16,16 @@ use std::time::{Duration, Instant};
 
 use support::{Dir, Rng, applied_seqs, journal_seqs};
 
+/// The kill tests time their kills from a clean run; run side by side on
+/// two cores they would skew each other's clocks, so they take turns.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// The seed of every delay; `CUTOVER_KILL_SEED` overrides it.
 fn seed() -> u64 {
     std::env::var("CUTOVER_KILL_SEED")
@@ -133,6 +143,7 @@ fn applied_prefix(d: &Dir) -> i64 {
 
 #[test]
 fn replay_killed_at_random_moments_fifty_times_ends_like_one_clean_replay() {
+    let _turn = alone();
     let mut rng = Rng::new(seed());
     let started = Instant::now();
     let mut kills = 0;
@@ -241,6 +252,7 @@ fn campaigns(
 
 #[test]
 fn apply_of_an_exported_feed_killed_at_random_moments_ends_like_one_clean_replay() {
+    let _turn = alone();
     let mut rng = Rng::new(seed() ^ 0xA99);
     let d = Dir::new("kills-apply");
     let entries = support::fenced_orders_workload(&d, 1_000, 2_000, seed() ^ 0xFEED);
@@ -293,6 +305,7 @@ fn apply_of_an_exported_feed_killed_at_random_moments_ends_like_one_clean_replay
 
 #[test]
 fn load_killed_at_random_moments_ends_like_one_clean_load() {
+    let _turn = alone();
     let mut rng = Rng::new(seed() ^ 0x10AD);
     let d = Dir::orders("kills-load");
     {
