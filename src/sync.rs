@@ -148,18 +148,25 @@ pub fn watermark_cmp(a: &Value, b: &Value) -> Option<Ordering> {
 }
 
 /// The shape a table's watermarks must share, set by the first one seen:
-/// integers, or text of one length (so that SQLite's order is the typed
+/// integers, or text of one length and one zone (so that SQLite's order is the typed
 /// order, and "2024-1-5" beside "2024-01-05" is refused as mixed widths).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 enum Shape {
     Int,
-    Text(usize),
+    /// Text of this length, with this zone designator (`Z`, `+02:00`, none).
+    Text(usize, String),
 }
 
 fn shape(v: &Value) -> Option<Shape> {
     match v {
         Value::Integer(_) => Some(Shape::Int),
-        Value::Text(t) => Some(Shape::Text(t.len())),
+        Value::Text(t) => {
+            // Two offsets of one length would sort as text in one order and
+            // as times in another: one zone per table.
+            let tail = t.get(19..).unwrap_or("");
+            let zone = tail.find(['Z', '+', '-']).map_or("", |i| &tail[i..]);
+            Some(Shape::Text(t.len(), zone.to_string()))
+        }
         _ => None,
     }
 }
@@ -300,9 +307,9 @@ fn quality(table: &Table, wm: usize, source: &Db, max: usize) -> Result<Quality>
                     q.bad_watermarks += 1;
                     q.note(max, format!("key {}: {e}", display_key(&key)));
                 }
-                Ok(_) => match (shape0, shape(&w)) {
+                Ok(_) => match (&shape0, shape(&w)) {
                     (None, s) => shape0 = s,
-                    (Some(a), Some(b)) if a == b => {}
+                    (Some(a), Some(b)) if *a == b => {}
                     _ => {
                         q.bad_watermarks += 1;
                         q.note(max, format!("key {}: watermark {w} is not of the shape of the others (mixed widths or kinds)", display_key(&key)));

@@ -489,3 +489,18 @@ fn a_column_whose_declared_type_changed_is_drift_before_any_write() {
         "nothing written"
     );
 }
+
+#[test]
+fn quality_watermarks_in_two_zones_of_one_length_fail_the_batch() {
+    // "+02:00" and "-05:00" have one length but sort as text in another order
+    // than as times: one zone per table.
+    let d = Dir::customers();
+    d.write(
+        "zones.csv",
+        b"id,src_updated,name,country\n1,2026-01-01T09:00:00+02:00,Ada,GB\n2,2026-01-01T08:00:00-05:00,Grace,US\n",
+    );
+    let r = d.sync(&["--snapshot", "zones.csv"]);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert_eq!(table(&r)["quality"]["bad_watermarks"], 1);
+    assert_eq!(d.count(), 0);
+}
