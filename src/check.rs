@@ -6,10 +6,9 @@ use anyhow::Result;
 use serde::Serialize;
 
 use crate::db::{Access, Db};
-use crate::reconcile::{self, Diff, DiffKind, Note};
+use crate::reconcile::{self, Diff};
 use crate::report::{self, Outcome};
 use crate::spec::{self, Spec};
-use crate::value::{Value, key_json};
 
 #[derive(Debug, Serialize)]
 struct Durability {
@@ -52,52 +51,20 @@ pub fn run(spec: &Spec, strict: bool, max_diffs: usize) -> Result<Outcome> {
     let mut tables = Vec::new();
     let mut diffs = Vec::new();
     let mut found = 0u64;
-    let mut keep = |d: Diff| {
-        found += 1;
-        if diffs.len() < max_diffs {
-            diffs.push(d);
-        }
-    };
     for t in &spec.tables {
-        let found = reconcile::scan_source(t, &source, |key, note| {
-            let (kind, column, expected, actual, reason) = match note {
-                Note::Invalid(column, value, reason) => (
-                    DiffKind::Invalid,
-                    column.clone(),
-                    None,
-                    value.clone(),
-                    reason.clone(),
-                ),
-                Note::NonCanonical(c, value, canonical) => (
-                    DiffKind::NonCanonical,
-                    t.columns[*c].source.clone(),
-                    Some(canonical.clone()),
-                    value.clone(),
-                    "value-equal but not canonical; replay would write the canonical text"
-                        .to_string(),
-                ),
-            };
-            keep(Diff {
-                table: t.name.clone(),
-                key: key_json(&key),
-                kind,
-                column: Some(column),
-                expected: expected.as_ref().map(Value::to_json),
-                actual: Some(actual.to_json()),
-                reason: Some(reason),
-                shown: (
-                    expected.as_ref().map_or_else(String::new, Value::to_string),
-                    actual.to_string(),
-                ),
-            });
+        let scanned = reconcile::scan_source(t, &source, |key, note| {
+            found += 1;
+            if diffs.len() < max_diffs {
+                diffs.push(Diff::from_note(t, &key, note));
+            }
             Ok(true)
         })?;
         tables.push(TableCheck {
             name: t.name.clone(),
-            rows: found.rows,
-            reversible: found.rows - found.invalid,
-            invalid: found.invalid,
-            non_canonical: found.non_canonical,
+            rows: scanned.rows,
+            reversible: scanned.rows - scanned.invalid,
+            invalid: scanned.invalid,
+            non_canonical: scanned.non_canonical,
             ignored_columns: notes
                 .irreversible
                 .iter()

@@ -60,6 +60,56 @@ pub struct Diff {
     pub shown: (String, String),
 }
 
+impl Diff {
+    pub fn new(
+        table: &Table,
+        kind: DiffKind,
+        key: &[Value],
+        column: Option<&str>,
+        expected: Option<Value>,
+        actual: Option<Value>,
+        reason: Option<String>,
+    ) -> Diff {
+        Diff {
+            table: table.name.clone(),
+            key: key_json(key),
+            kind,
+            column: column.map(str::to_string),
+            expected: expected.as_ref().map(Value::to_json),
+            actual: actual.as_ref().map(Value::to_json),
+            reason,
+            shown: (
+                expected.as_ref().map_or_else(String::new, Value::to_string),
+                actual.as_ref().map_or_else(String::new, Value::to_string),
+            ),
+        }
+    }
+
+    /// The difference a [`Note`] on a source row stands for.
+    pub fn from_note(table: &Table, key: &[Value], note: &Note) -> Diff {
+        match note {
+            Note::Invalid(column, value, reason) => Diff::new(
+                table,
+                DiffKind::Invalid,
+                key,
+                Some(column),
+                None,
+                Some(value.clone()),
+                Some(reason.clone()),
+            ),
+            Note::NonCanonical(c, value, canonical) => Diff::new(
+                table,
+                DiffKind::NonCanonical,
+                key,
+                Some(&table.columns[*c].source),
+                Some(canonical.clone()),
+                Some(value.clone()),
+                Some("value-equal but not canonical; replay would write the canonical text".into()),
+            ),
+        }
+    }
+}
+
 /// The sum of one money column, per currency when the table names one.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct Total {
@@ -124,10 +174,13 @@ impl Reconciliation {
         self.tables.iter().map(|t| t.target_rows).sum()
     }
 
-    fn keep(&mut self, d: Diff) {
+    /// Counts a difference; builds it (keys, JSON, display text) only when
+    /// it is one of the first few kept, so a table with millions of
+    /// differences costs a counter per difference, not an allocation.
+    fn keep(&mut self, d: impl FnOnce() -> Diff) {
         self.diffs_found += 1;
         if self.diffs.len() < self.diffs_kept_max {
-            self.diffs.push(d);
+            self.diffs.push(d());
         }
     }
 }
@@ -534,24 +587,6 @@ fn reconcile_table(
     // without a map look-up per row.
     let mut plain: Vec<(i128, i128)> = vec![(0, 0); money.len()];
     let k = table.key_len;
-    let diff = |kind,
-                key: Row,
-                column: Option<&str>,
-                exp: Option<Value>,
-                act: Option<Value>,
-                reason: Option<String>| Diff {
-        table: table.name.clone(),
-        key: key_json(&key),
-        kind,
-        column: column.map(str::to_string),
-        expected: exp.as_ref().map(Value::to_json),
-        actual: act.as_ref().map(Value::to_json),
-        reason,
-        shown: (
-            exp.as_ref().map_or_else(String::new, Value::to_string),
-            act.as_ref().map_or_else(String::new, Value::to_string),
-        ),
-    };
 
     let total = if progress::visible() {
         Some(source.row_count(&s_sql)? as u64)
@@ -619,31 +654,11 @@ fn reconcile_table(
                     Forwarded::Invalid(n) => (true, Some(n)),
                 };
                 if let Some(note) = note {
-                    let key = sb.values(sr, k);
                     match note {
-                        Note::Invalid(column, value, reason) => {
-                            report.invalid += 1;
-                            rec.keep(diff(
-                                DiffKind::Invalid,
-                                key,
-                                Some(&column),
-                                None,
-                                Some(value),
-                                Some(reason),
-                            ));
-                        }
-                        Note::NonCanonical(c, value, canonical) => {
-                            report.non_canonical += 1;
-                            rec.keep(diff(
-                                DiffKind::NonCanonical,
-                                key,
-                                Some(&table.columns[c].source),
-                                Some(canonical),
-                                Some(value),
-                                Some("value-equal but not canonical; replay would write the canonical text".into()),
-                            ));
-                        }
+                        Note::Invalid(..) => report.invalid += 1,
+                        Note::NonCanonical(..) => report.non_canonical += 1,
                     }
+                    rec.keep(|| Diff::from_note(table, &sb.values(sr, k), &note));
                 }
                 if !invalid {
                     let cur = table.currency.map(|c| currency_text(fwd[c]));
@@ -673,14 +688,17 @@ fn reconcile_table(
                             let a = tb.get(tr, c);
                             if !cells_equal(e, a) {
                                 same = false;
-                                rec.keep(diff(
-                                    DiffKind::Changed,
-                                    sb.values(sr, k),
-                                    Some(&table.columns[c].target),
-                                    Some(e.to_value()),
-                                    Some(a.to_value()),
-                                    None,
-                                ));
+                                rec.keep(|| {
+                                    Diff::new(
+                                        table,
+                                        DiffKind::Changed,
+                                        &sb.values(sr, k),
+                                        Some(&table.columns[c].target),
+                                        Some(e.to_value()),
+                                        Some(a.to_value()),
+                                        None,
+                                    )
+                                });
                             }
                         }
                         if same {
@@ -692,14 +710,17 @@ fn reconcile_table(
                     t.advance(k, &table.target_table)?;
                 } else if !invalid {
                     report.missing += 1;
-                    rec.keep(diff(
-                        DiffKind::Missing,
-                        sb.values(sr, k),
-                        None,
-                        None,
-                        None,
-                        None,
-                    ));
+                    rec.keep(|| {
+                        Diff::new(
+                            table,
+                            DiffKind::Missing,
+                            &sb.values(sr, k),
+                            None,
+                            None,
+                            None,
+                            None,
+                        )
+                    });
                 }
             }
             if sb.rows() > 0 {
@@ -775,15 +796,16 @@ impl Extras<'_> {
             self.report.target_rows += 1;
             add_target_totals(self.table, self.money, tb, tr, self.totals, self.plain);
             self.report.extra += 1;
-            self.rec.keep(Diff {
-                table: self.table.name.clone(),
-                key: key_json(&tb.values(tr, k)),
-                kind: DiffKind::Extra,
-                column: None,
-                expected: None,
-                actual: None,
-                reason: None,
-                shown: (String::new(), String::new()),
+            self.rec.keep(|| {
+                Diff::new(
+                    self.table,
+                    DiffKind::Extra,
+                    &tb.values(tr, k),
+                    None,
+                    None,
+                    None,
+                    None,
+                )
             });
             t.advance(k, &self.table.target_table)?;
         }
