@@ -127,66 +127,56 @@ impl TableSql {
         let t = quote_ident(table);
         let cols: Vec<String> = columns.iter().map(|c| quote_ident(c)).collect();
         let keys = &cols[..key_len];
+        let rest = &cols[key_len..];
         let list = cols.join(", ");
         let order = keys.join(", ");
-        let key_match = keys
-            .iter()
-            .enumerate()
-            .map(|(i, k)| format!("{k} = ?{}", i + 1))
-            .collect::<Vec<_>>()
-            .join(" AND ");
-        let placeholders = (1..=cols.len())
-            .map(|i| format!("?{i}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let sets = cols
-            .iter()
-            .enumerate()
-            .map(|(i, c)| format!("{c} = ?{}", i + 1))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let upd_match = keys
-            .iter()
-            .enumerate()
-            .map(|(i, k)| format!("{k} = ?{}", cols.len() + i + 1))
-            .collect::<Vec<_>>()
-            .join(" AND ");
-        let after_params = (1..=key_len)
-            .map(|i| format!("?{i}"))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let n = cols.len();
         TableSql {
             table: table.to_string(),
             key_len,
-            width: cols.len(),
+            width: n,
             scan: format!("SELECT {list} FROM {t} ORDER BY {order}"),
             scan_after: format!(
-                "SELECT {list} FROM {t} WHERE ({order}) > ({after_params}) ORDER BY {order}"
+                "SELECT {list} FROM {t} WHERE ({order}) > ({}) ORDER BY {order}",
+                params(key_len, 1)
             ),
-            select_by_key: format!("SELECT {list} FROM {t} WHERE {key_match}"),
-            insert: format!("INSERT INTO {t} ({list}) VALUES ({placeholders})"),
-            update: format!("UPDATE {t} SET {sets} WHERE {upd_match}"),
+            select_by_key: format!("SELECT {list} FROM {t} WHERE {}", assign(keys, 1, " AND ")),
+            insert: format!("INSERT INTO {t} ({list}) VALUES ({})", params(n, 1)),
+            update: format!(
+                "UPDATE {t} SET {} WHERE {}",
+                assign(&cols, 1, ", "),
+                assign(keys, n + 1, " AND ")
+            ),
             // The common update leaves the key alone: set only the other
             // columns, so SQLite need not touch the key's index.
-            update_values: (key_len < cols.len()).then(|| {
-                let sets = cols[key_len..]
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| format!("{c} = ?{}", i + 1))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                let keys = keys
-                    .iter()
-                    .enumerate()
-                    .map(|(i, k)| format!("{k} = ?{}", cols.len() - key_len + i + 1))
-                    .collect::<Vec<_>>()
-                    .join(" AND ");
-                format!("UPDATE {t} SET {sets} WHERE {keys}")
+            update_values: (!rest.is_empty()).then(|| {
+                format!(
+                    "UPDATE {t} SET {} WHERE {}",
+                    assign(rest, 1, ", "),
+                    assign(keys, rest.len() + 1, " AND ")
+                )
             }),
-            delete: format!("DELETE FROM {t} WHERE {key_match}"),
+            delete: format!("DELETE FROM {t} WHERE {}", assign(keys, 1, " AND ")),
             count: format!("SELECT count(*) FROM {t}"),
         }
     }
+}
+
+/// `?first, ?first+1, …`: `n` numbered parameters.
+fn params(n: usize, first: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("?{i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `"a" = ?first <sep> "b" = ?first+1 …`.
+fn assign(cols: &[String], first: usize, sep: &str) -> String {
+    cols.iter()
+        .enumerate()
+        .map(|(i, c)| format!("{c} = ?{}", first + i))
+        .collect::<Vec<_>>()
+        .join(sep)
 }
 
 /// Binds a [`Value`] exactly as it is, storage class included.
@@ -194,13 +184,7 @@ struct Bind<'a>(&'a Value);
 
 impl ToSql for Bind<'_> {
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-        Ok(match self.0 {
-            Value::Null => ToSqlOutput::Borrowed(ValueRef::Null),
-            Value::Integer(i) => ToSqlOutput::Borrowed(ValueRef::Integer(*i)),
-            Value::Real(r) => ToSqlOutput::Borrowed(ValueRef::Real(*r)),
-            Value::Text(t) => ToSqlOutput::Borrowed(ValueRef::Text(t.as_bytes())),
-            Value::Blob(b) => ToSqlOutput::Borrowed(ValueRef::Blob(b)),
-        })
+        Ok(ToSqlOutput::Borrowed(value_ref(self.0.as_cell())))
     }
 }
 
@@ -254,13 +238,18 @@ struct BindCell<'a>(CellRef<'a>);
 
 impl ToSql for BindCell<'_> {
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-        Ok(ToSqlOutput::Borrowed(match self.0 {
-            CellRef::Null => ValueRef::Null,
-            CellRef::Integer(i) => ValueRef::Integer(i),
-            CellRef::Real(r) => ValueRef::Real(r),
-            CellRef::Text(t) => ValueRef::Text(t),
-            CellRef::Blob(b) => ValueRef::Blob(b),
-        }))
+        Ok(ToSqlOutput::Borrowed(value_ref(self.0)))
+    }
+}
+
+/// A cell as rusqlite binds it (the inverse of [`cell`]).
+fn value_ref(c: CellRef<'_>) -> ValueRef<'_> {
+    match c {
+        CellRef::Null => ValueRef::Null,
+        CellRef::Integer(i) => ValueRef::Integer(i),
+        CellRef::Real(r) => ValueRef::Real(r),
+        CellRef::Text(t) => ValueRef::Text(t),
+        CellRef::Blob(b) => ValueRef::Blob(b),
     }
 }
 
