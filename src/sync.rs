@@ -106,41 +106,56 @@ fn iso_shape(t: &str) -> bool {
     }
 }
 
-fn mark(v: &Value) -> Result<Mark, String> {
-    match v {
-        Value::Integer(i) => Ok(Mark::Int(*i)),
-        Value::Null => Err("the watermark is NULL".into()),
-        Value::Text(t) if t.is_empty() => Err("the watermark is empty".into()),
-        Value::Text(t) if iso_shape(t) => {
-            let parsed = if t.len() == 10 {
-                NaiveDate::parse_from_str(t, "%Y-%m-%d")
-                    .ok()
-                    .and_then(|d| d.and_hms_opt(0, 0, 0))
-            } else if t.ends_with('Z') || t[19..].contains(['+', '-']) {
-                DateTime::parse_from_rfc3339(&t.replacen(' ', "T", 1))
-                    .ok()
-                    .map(|d| d.naive_utc())
-            } else {
-                NaiveDateTime::parse_from_str(&t.replacen(' ', "T", 1), "%Y-%m-%dT%H:%M:%S%.f").ok()
-            };
-            parsed
-                .map(Mark::Time)
-                .ok_or_else(|| format!("the watermark '{t}' is not a valid date or time"))
+/// Reads a watermark as a typed value, borrowing (sync reads one per row).
+fn mark(v: CellRef<'_>) -> Result<Mark, String> {
+    let t = match v {
+        CellRef::Integer(i) => return Ok(Mark::Int(i)),
+        CellRef::Null => return Err("the watermark is NULL".into()),
+        CellRef::Text(b) => {
+            std::str::from_utf8(b).map_err(|_| "the watermark is not UTF-8 text".to_string())?
         }
-        Value::Text(t) => Err(format!(
-            "the watermark '{t}' is not ISO-8601 (YYYY-MM-DD[THH:MM:SS[.fff]][Z|±HH:MM]) nor an integer"
-        )),
-        other => Err(format!(
-            "the watermark {other} is a {}, not an integer or ISO-8601 text",
-            other.class()
-        )),
+        other => {
+            let v = other.to_value();
+            return Err(format!(
+                "the watermark {v} is a {}, not an integer or ISO-8601 text",
+                v.class()
+            ));
+        }
+    };
+    if t.is_empty() {
+        return Err("the watermark is empty".into());
     }
+    if !iso_shape(t) {
+        return Err(format!(
+            "the watermark '{t}' is not ISO-8601 (YYYY-MM-DD[THH:MM:SS[.fff]][Z|±HH:MM]) nor an integer"
+        ));
+    }
+    // chrono wants the `T` separator; a space is allowed in the shape.
+    let t_sep: std::borrow::Cow<'_, str> = if t.as_bytes().get(10) == Some(&b' ') {
+        t.replacen(' ', "T", 1).into()
+    } else {
+        t.into()
+    };
+    let parsed = if t.len() == 10 {
+        NaiveDate::parse_from_str(t, "%Y-%m-%d")
+            .ok()
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+    } else if t.ends_with('Z') || t[19..].contains(['+', '-']) {
+        DateTime::parse_from_rfc3339(&t_sep)
+            .ok()
+            .map(|d| d.naive_utc())
+    } else {
+        NaiveDateTime::parse_from_str(&t_sep, "%Y-%m-%dT%H:%M:%S%.f").ok()
+    };
+    parsed
+        .map(Mark::Time)
+        .ok_or_else(|| format!("the watermark '{t}' is not a valid date or time"))
 }
 
 /// Compares two watermark values as typed values; `None` when either is not
 /// a watermark or they are of different kinds.
 pub fn watermark_cmp(a: &Value, b: &Value) -> Option<Ordering> {
-    match (mark(a).ok()?, mark(b).ok()?) {
+    match (mark(a.as_cell()).ok()?, mark(b.as_cell()).ok()?) {
         (Mark::Int(x), Mark::Int(y)) => Some(x.cmp(&y)),
         (Mark::Time(x), Mark::Time(y)) => Some(x.cmp(&y)),
         _ => None,
@@ -157,10 +172,11 @@ enum Shape {
     Text(usize, String),
 }
 
-fn shape(v: &Value) -> Option<Shape> {
+fn shape(v: CellRef<'_>) -> Option<Shape> {
     match v {
-        Value::Integer(_) => Some(Shape::Int),
-        Value::Text(t) => {
+        CellRef::Integer(_) => Some(Shape::Int),
+        CellRef::Text(t) => {
+            let t = std::str::from_utf8(t).ok()?;
             // Two offsets of one length would sort as text in one order and
             // as times in another: one zone per table.
             let tail = t.get(19..).unwrap_or("");
@@ -174,8 +190,8 @@ fn shape(v: &Value) -> Option<Shape> {
 /// `--lookback`: an integer for integer watermarks, a duration (`90s`,
 /// `30m`, `12h`, `2d`) for time watermarks.
 fn lower_bound(cursor: &Value, lookback: &str) -> Result<Mark> {
-    let m =
-        mark(cursor).map_err(|e| anyhow::anyhow!("the cursor's watermark cannot be read: {e}"))?;
+    let m = mark(cursor.as_cell())
+        .map_err(|e| anyhow::anyhow!("the cursor's watermark cannot be read: {e}"))?;
     let (digits, unit) = lookback.split_at(
         lookback
             .find(|c: char| !c.is_ascii_digit())
@@ -293,32 +309,40 @@ fn quality(table: &Table, wm: usize, source: &Db, max: usize) -> Result<Quality>
         let canon = reconcile::canonical_block(table, &b);
         for r in 0..b.rows() {
             q.rows += 1;
-            let key = b.values(r, k);
-            if key.iter().any(|v| matches!(v, Value::Null)) {
+            // Keys are built only for a finding, never per row.
+            let key = || display_key(&b.values(r, k));
+            let dup = if r > 0 {
+                b.cmp_prefix(r - 1, &b, r, k) == Ordering::Equal
+            } else {
+                prev.as_ref().is_some_and(|p| (0..k).all(|c| p[c].as_cell().sql_cmp(&b.get(r, c)) == Ordering::Equal))
+            };
+            if (0..k).any(|c| b.get(r, c) == CellRef::Null) {
                 q.null_keys += 1;
-                q.note(max, format!("key {}: a key column is NULL", display_key(&key)));
-            } else if prev.as_ref().is_some_and(|p| key_cmp(p, &key) == Ordering::Equal) {
+                q.note(max, format!("key {}: a key column is NULL", key()));
+            } else if dup {
                 q.duplicate_keys += 1;
-                q.note(max, format!("key {}: appears twice in the snapshot", display_key(&key)));
+                q.note(max, format!("key {}: appears twice in the snapshot", key()));
             }
-            let w = b.get(r, wm).to_value();
-            match mark(&w) {
+            let w = b.get(r, wm);
+            match mark(w) {
                 Err(e) => {
                     q.bad_watermarks += 1;
-                    q.note(max, format!("key {}: {e}", display_key(&key)));
+                    q.note(max, format!("key {}: {e}", key()));
                 }
-                Ok(_) => match (&shape0, shape(&w)) {
+                Ok(_) => match (&shape0, shape(w)) {
                     (None, s) => shape0 = s,
                     (Some(a), Some(b)) if *a == b => {}
                     _ => {
                         q.bad_watermarks += 1;
-                        q.note(max, format!("key {}: watermark {w} is not of the shape of the others (mixed widths or kinds)", display_key(&key)));
+                        q.note(max, format!("key {}: watermark {} is not of the shape of the others (mixed widths or kinds)", key(), w.to_value()));
                     }
                 },
             }
-            prev = Some(key);
         }
-                for (r, n) in &canon.notes {
+                        if b.rows() > 0 {
+            prev = Some(b.values(b.rows() - 1, k));
+        }
+        for (r, n) in &canon.notes {
             // A NULL key is counted as such above.
             if (0..k).any(|c| b.get(*r, c) == CellRef::Null) {
                 continue;
@@ -515,13 +539,14 @@ fn sync_table(
     };
     let at = match (&cursor, &cursor_key) {
         (Some((w, _)), Some(key)) => Some((
-            mark(w).map_err(|e| anyhow::anyhow!("the cursor of table '{}': {e}", p.name))?,
+            mark(w.as_cell())
+                .map_err(|e| anyhow::anyhow!("the cursor of table '{}': {e}", p.name))?,
             key.clone(),
         )),
         _ => None,
     };
     // Whether a row is past the cursor, or inside the lookback window.
-    let wanted = |w: &Value, key: &dyn Fn() -> Row| -> bool {
+    let wanted = |w: CellRef<'_>, key: &dyn Fn() -> Row| -> bool {
         let Some((cm, ck)) = &at else { return true };
         match mark(w) {
             Ok(m) if m > *cm => true,
@@ -627,8 +652,7 @@ fn sync_table(
         let mut fwd = vec![CellRef::Null; p.columns.len()];
         for r in 0..b.rows() {
                         ts.rows_read += 1;
-            let w = b.get(r, wm).to_value();
-            if !wanted(&w, &|| b.values(r, k)) {
+            if !wanted(b.get(r, wm), &|| b.values(r, k)) {
                 continue;
             }
             let key = b.values(r, k);
@@ -663,7 +687,7 @@ fn late_rows(
     wm: usize,
     source: &mut Db,
     target: &mut Db,
-    wanted: &(dyn Fn(&Value, &dyn Fn() -> Row) -> bool + Sync),
+    wanted: &(dyn Fn(CellRef<'_>, &dyn Fn() -> Row) -> bool + Sync),
     max: usize,
     ts: &mut TableSync,
 ) -> Result<()> {
@@ -684,7 +708,7 @@ fn late_rows(
                     }
                     t.advance(k, &p.target_table)?;
                 }
-                if wanted(&sb.get(sr, wm).to_value(), &|| sb.values(sr, k)) {
+                if wanted(sb.get(sr, wm), &|| sb.values(sr, k)) {
                     continue;
                 }
                 if let reconcile::Forwarded::Invalid(_) =

@@ -504,3 +504,28 @@ fn quality_watermarks_in_two_zones_of_one_length_fail_the_batch() {
     assert_eq!(table(&r)["quality"]["bad_watermarks"], 1);
     assert_eq!(d.count(), 0);
 }
+
+#[test]
+fn quality_a_duplicate_key_across_a_block_boundary_is_found() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let p: &Path = tmp.path();
+    items_spec(p);
+    // No primary key in the source: id 1024 ends the first block of 1,024
+    // rows read and starts the second.
+    let s = Connection::open(p.join("s.db")).expect("s");
+    s.execute_batch(
+        "CREATE TABLE items (id INTEGER, v INTEGER, price TEXT);
+         WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 1500)
+         INSERT INTO items SELECT i, i, '1.00' FROM c;
+         INSERT INTO items VALUES (1024, 5000, '2.00');",
+    )
+    .expect("src");
+    Connection::open(p.join("t.db"))
+        .expect("t")
+        .execute_batch("CREATE TABLE items (id INTEGER PRIMARY KEY, v INTEGER, cents INTEGER);")
+        .expect("tgt");
+    let (code, j) = sync_in(p);
+    assert_eq!(code, 1, "{j:#}");
+    assert_eq!(j["tables"][0]["quality"]["duplicate_keys"], 1, "{j:#}");
+    assert_eq!(j["tables"][0]["quality"]["rows"], 1501);
+}
