@@ -127,6 +127,7 @@ pub enum Checkpoint<'a> {
     /// Replay: these journal `seq`s are applied, and the last applied must
     /// still be `after` (else another replay got there first).
     Journal {
+        journal: &'a str,
         after: i64,
         seqs: &'a [i64],
         delivery: &'a str,
@@ -252,6 +253,10 @@ pub struct Engine<'a> {
     db: &'a Db,
     side: Side,
     sql: Vec<TableSql>,
+    /// The journal whose entries this engine replays into the source: the
+    /// columns the spec does not carry are kept under it between a delete
+    /// and a re-insert of the same key.
+    journal: String,
 }
 
 impl<'a> Engine<'a> {
@@ -269,7 +274,15 @@ impl<'a> Engine<'a> {
             db,
             side,
             sql,
+            journal: String::new(),
         }
+    }
+
+    /// The engine for replaying journal `journal` into the source.
+    pub fn for_journal(spec: &'a Spec, db: &'a Db, journal: &str) -> Engine<'a> {
+        let mut e = Engine::new(spec, db, Side::Source);
+        e.journal = journal.to_string();
+        e
     }
 
     /// Applies `changes` and `checkpoint` in one transaction.
@@ -346,8 +359,8 @@ impl<'a> Engine<'a> {
         // can change them before this batch commits.
         let mut skip_seqs: &[i64] = &[];
         match checkpoint {
-            Checkpoint::Journal { after, .. } => {
-                if self.db.applied_last()? != *after {
+            Checkpoint::Journal { journal, after, .. } => {
+                if self.db.applied_last(journal)? != *after {
                     return Ok(BatchOutcome::Raced);
                 }
             }
@@ -424,6 +437,13 @@ impl<'a> Engine<'a> {
             Checkpoint::Load { .. } => "load",
             Checkpoint::Sync { batch, .. } => batch,
         };
+        // The applied set of journal entries is kept per journal: a feed
+        // exported from a journal is named after it.
+        let journal = match checkpoint {
+            Checkpoint::Journal { journal, .. } => journal,
+            Checkpoint::Delivery { feed, .. } => feed,
+            _ => "",
+        };
         let mut done = Applied::default();
         let mut count = |effect: Effect, i: usize| {
             match effect {
@@ -442,7 +462,7 @@ impl<'a> Engine<'a> {
                     // feed) is not applied twice.
                     if let Some(&seq) = skip_seqs.get(i)
                         && seq > 0
-                        && self.db.is_applied(seq)?
+                        && self.db.is_applied(journal, seq)?
                     {
                         count(Effect::Duplicate, i);
                         continue;
@@ -536,8 +556,13 @@ impl<'a> Engine<'a> {
                     last_key,
                 )?;
             }
-            Checkpoint::Journal { seqs, delivery, .. } => {
-                let recorded = self.db.record_applied_all(seqs, delivery)?;
+            Checkpoint::Journal {
+                journal,
+                seqs,
+                delivery,
+                ..
+            } => {
+                let recorded = self.db.record_applied_all(journal, seqs, delivery)?;
                 if recorded != seqs.len() {
                     bail!(
                         "{} of the journal entries {}..{} are already recorded as applied; another replay is running against this source",
@@ -568,7 +593,7 @@ impl<'a> Engine<'a> {
                 let at = self.db.now()?;
                 if self.side == Side::Source {
                     for &seq in seqs.iter().filter(|&&s| s > 0) {
-                        self.db.record_applied(seq, delivery, &at)?;
+                        self.db.record_applied(journal, seq, delivery, &at)?;
                     }
                 }
             }
@@ -891,14 +916,36 @@ impl<'a> Engine<'a> {
                 self.db.path().display()
             )
         };
-        let done = match (here, stored) {
-            (None, Some(row)) => self.db.insert_row(sql, &row),
-            (Some(_), Some(row)) => self.db.update_row(sql, &c.key, &row).map(drop),
-            (Some(_), None) => self.db.delete_row(sql, &c.key).map(drop),
-            (None, None) => Ok(()),
+        let keeps = self.side == Side::Source && !table.ignore.is_empty();
+        let key_text = key_json(&c.key).to_string();
+        if keeps && here.is_some() && after.is_none() {
+            self.keep_ignored(table, c, &key_text)?;
+        }
+        let done = match (here, &stored) {
+            (None, Some(row)) => self.db.insert_row(sql, row),
+            (Some(_), Some(row)) => self.db.update_row(sql, &c.key, row),
+            (Some(_), None) => self.db.delete_row(sql, &c.key),
+            (None, None) => Ok(1),
         };
         match done {
-            Ok(()) => Ok(Ok(Effect::Written)),
+            // A write that changed no row (a trigger of the database that
+            // swallowed it with RAISE(IGNORE), say) did not happen.
+            Ok(0) => Ok(Err(self.conflict(
+                c,
+                format!(
+                    "{} took the write but changed no row (a trigger that ignores it, such as RAISE(IGNORE)?); nothing of this batch was applied. Drop or adjust that trigger for the rollback, then run the replay again",
+                    self.db.path().display()
+                ),
+                None,
+                None,
+                here,
+            ))),
+            Ok(_) => {
+                if keeps && here.is_none() && let Some(row) = &stored {
+                    self.restore_ignored(table, &row[..table.key_len], &key_text)?;
+                }
+                Ok(Ok(Effect::Written))
+            }
             // The database refuses the row (say a UNIQUE index of the source
             // that the new row would break): a conflict on this row, for the
             // operator to settle, not a failure of the tool.
@@ -913,6 +960,57 @@ impl<'a> Engine<'a> {
                 None => Err(e.context(ctx())),
             },
         }
+    }
+
+    /// Keeps the columns the spec does not carry of a source row about to
+    /// be deleted, so that the same key inserted again gets them back.
+    fn keep_ignored(&self, table: &Table, c: &Change, key_text: &str) -> Result<()> {
+        let names: Vec<&str> = table.ignore.iter().map(String::as_str).collect();
+        let key_names = sql_key_names(table, Side::Source);
+        let Some(values) = self
+            .db
+            .get_columns(&table.source_table, &key_names, &c.key, &names)?
+        else {
+            return Ok(());
+        };
+        let row: serde_json::Map<String, Json> = names
+            .iter()
+            .zip(&values)
+            .map(|(n, v)| (n.to_string(), v.to_json()))
+            .collect();
+        self.db.keep_columns(
+            &self.journal,
+            &table.name,
+            key_text,
+            &Json::Object(row).to_string(),
+            c.tag,
+        )
+    }
+
+    /// Gives a re-inserted source row the columns kept when it was deleted.
+    fn restore_ignored(&self, table: &Table, key: &[Value], key_text: &str) -> Result<()> {
+        let Some(kept) = self
+            .db
+            .take_kept_columns(&self.journal, &table.name, key_text)?
+        else {
+            return Ok(());
+        };
+        let Json::Object(obj) = serde_json::from_str::<Json>(&kept)? else {
+            bail!(
+                "kept columns of key {key_text} in table '{}' are not a JSON object",
+                table.name
+            );
+        };
+        let mut names = Vec::new();
+        let mut values = Vec::new();
+        for (n, v) in &obj {
+            names.push(n.as_str());
+            values.push(Value::from_json(v)?);
+        }
+        let key_names = sql_key_names(table, Side::Source);
+        self.db
+            .set_columns(&table.source_table, &key_names, key, &names, &values)?;
+        Ok(())
     }
 
     fn conflict(

@@ -18,7 +18,7 @@ use serde_json::{Map, Value as Json, json};
 use sha2::{Digest, Sha256};
 
 use crate::apply::{
-    Applied, BatchOutcome, Change, Checkpoint, Engine, FailedChange, Rule, row_from_json,
+    Applied, BatchOutcome, Change, Checkpoint, Engine, FailedChange, Rule, row_from_json, row_json,
 };
 use crate::db::{Access, Db};
 use crate::report::{self, Outcome};
@@ -774,13 +774,16 @@ pub fn export(spec: &Spec, out: &Path, delivery_size: usize) -> Result<Outcome> 
             target.path().display()
         );
     };
-    let feed = format!("journal-{}", &fence.fingerprint[..12]);
-    let tables: HashMap<&str, usize> = spec
-        .tables
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.name.as_str(), i))
-        .collect();
+    // The feed is named after the journal's identity, which is also the
+    // name of the source's applied set: a replay and this feed's apply never
+    // apply one entry twice.
+    let feed = crate::journal::identity(&target)?.with_context(|| {
+        format!(
+            "target {} has a fence but its journal has no identity; install the journal with this version of cutover",
+            target.path().display()
+        )
+    })?;
+    let reader = crate::journal::Reader::new(spec, &target)?;
     let dir = out
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -796,19 +799,14 @@ pub fn export(spec: &Spec, out: &Path, delivery_size: usize) -> Result<Outcome> 
         let first = position + 1;
         let delivery = format!("{feed}:{first}-{}", position + page.len() as i64);
         deliveries += 1;
-        for e in &page {
+        for e in page {
             position += 1;
-            let &ti = tables.get(e.tbl.as_str()).with_context(|| {
-                format!("journal seq {}: the spec has no table '{}'", e.seq, e.tbl)
-            })?;
-            let table = &spec.tables[ti];
-            let image = |j: &Option<String>| -> Result<Option<Json>> {
-                Ok(match j {
-                    Some(t) => Some(serde_json::from_str(t)?),
-                    None => None,
-                })
-            };
-            let (old, new) = (image(&e.old)?, image(&e.new)?);
+            let e = reader.entry(spec, &target, e)?;
+            let table = &spec.tables[e.table];
+            let (old, new) = (
+                e.before.as_ref().map(|r| row_json(table, r)),
+                e.after.as_ref().map(|r| row_json(table, r)),
+            );
             let named = new
                 .as_ref()
                 .or(old.as_ref())
@@ -820,7 +818,7 @@ pub fn export(spec: &Spec, out: &Path, delivery_size: usize) -> Result<Outcome> 
                     bail!(
                         "journal entry seq {} of table '{}': key column '{}' is NULL, and a feed cannot carry a record without identity; no feed was written",
                         e.seq,
-                        e.tbl,
+                        table.name,
                         c.target
                     );
                 }
@@ -828,7 +826,7 @@ pub fn export(spec: &Spec, out: &Path, delivery_size: usize) -> Result<Outcome> 
             }
             let mut line = json!({
                 "feed": feed, "delivery": delivery, "position": position, "seq": e.seq,
-                "table": e.tbl, "op": if e.op == "delete" { "delete" } else { "upsert" }, "key": key,
+                "table": table.name, "op": if e.op == "delete" { "delete" } else { "upsert" }, "key": key,
             });
             if let Some(n) = new {
                 line["row"] = n;

@@ -249,7 +249,15 @@ impl Watch {
         if v == self.data_version {
             return Ok(None);
         }
-        let what = Fingerprint::read(target, spec)?.describe_change(&self.at_start);
+        // Another connection committed: a breach only if what the fence
+        // protects changed (a commit to another table, VACUUM or ANALYZE
+        // move data_version too).
+        let now = Fingerprint::read(target, spec)?;
+        if now.hash() == self.fence.fingerprint {
+            self.data_version = v;
+            return Ok(None);
+        }
+        let what = now.describe_change(&self.at_start);
         Ok(Some(if what.is_empty() {
             format!(
                 "fence breached: something committed a write to the fenced target (tables {}) without going through its triggers",
@@ -270,11 +278,12 @@ impl Watch {
     ) -> Result<Option<String>> {
         // No other connection, in any process, has committed to the target
         // since the fingerprint was checked at the start: nothing can differ.
-        if target.data_version()? == self.data_version {
+        let v = target.data_version()?;
+        if v == self.data_version {
             return Ok(None);
         }
         let now = Fingerprint::with_content(target, spec, content)?;
-        if now.hash() == self.fence.fingerprint && target.data_version()? == self.data_version {
+        if now.hash() == self.fence.fingerprint && target.data_version()? == v {
             return Ok(None);
         }
         let what = now.describe_change(&self.at_start);
@@ -296,6 +305,9 @@ struct FenceReport {
     intact: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     breach: Option<String>,
+    /// How the target's schema and journal triggers differ from the spec.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    drift: Vec<String>,
     #[serde(flatten)]
     fence: Option<FenceRow>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -337,14 +349,30 @@ fn render(rep: &FenceReport, headline: &str) -> String {
 }
 
 pub fn on(spec: &Spec) -> Result<Outcome> {
-    let (_, target, _) = spec::open(spec, Access::Read, Access::Write)?;
-    if !crate::journal::installed(spec, &target)? {
+    // The emergency brake: no schema check against the spec. A target whose
+    // schema drifted after the switch (a column added, a table rebuilt) is
+    // fenced as it is, and the drift reported.
+    let target = Db::open(&spec.target, Access::Write, "target")?;
+    let journaled = target.has_journal()? && target.journal_id()?.is_some();
+    if let Err(e) = spec::open(spec, Access::Read, Access::Read)
+        && !journaled
+    {
+        return Err(e);
+    }
+    if !journaled {
         bail!(
             "the journal is not installed on target {}; without it there is nothing to replay. Run `cutover journal install` at cutover time",
             target.path().display()
         );
     }
-    let tables: Vec<String> = spec.tables.iter().map(|t| t.target_table.clone()).collect();
+    let drift = drift(spec, &target)?;
+    let tables: Vec<String> = spec
+        .tables
+        .iter()
+        .map(|t| t.target_table.clone())
+        .filter(|t| target.table_columns(t).is_ok_and(|c| !c.is_empty()))
+        .collect();
+    let images = target.journal_image_tables()?;
     // Waits (busy timeout) for a writer holding the lock, so its commit lands
     // inside the boundary.
     target.begin_immediate()?;
@@ -357,6 +385,7 @@ pub fn on(spec: &Spec) -> Result<Outcome> {
             fenced: true,
             intact: Some(intact),
             breach: breach.map(|what| format!("fence breached: {what}; the fence stays as it was. Find what changed, then re-plan: `cutover fence off --force` and `cutover fence on` set a new boundary")),
+            drift: drift.clone(),
             fence: Some(existing.clone()),
             verification: None,
         };
@@ -368,7 +397,7 @@ pub fn on(spec: &Spec) -> Result<Outcome> {
         return Outcome::new(intact, &rep, text);
     }
     let r = (|| -> Result<FenceRow> {
-        for t in &tables {
+        for t in tables.iter().chain(&images) {
             target.install_fence_triggers(t, &fence_message(t))?;
         }
         target.install_fence_triggers(JOURNAL, &fence_message(JOURNAL))?;
@@ -398,6 +427,7 @@ pub fn on(spec: &Spec) -> Result<Outcome> {
     let mut refused = Vec::new();
     for t in tables
         .iter()
+        .chain(&images)
         .map(String::as_str)
         .chain([JOURNAL, FENCE_TABLE])
     {
@@ -406,8 +436,6 @@ pub fn on(spec: &Spec) -> Result<Outcome> {
                 Err(msg) if msg.contains("cutover fence") => refused.push(msg),
                 // An update or delete that matched no row proves nothing either way.
                 Ok(0) if what != "insert" => {}
-                // The fence row's own guard covers update and delete.
-                Err(_) if t == FENCE_TABLE && what == "insert" => {}
                 Err(msg) => bail!(
                     "fence verification: an {what} on '{t}' failed, but not because of the fence ({msg}); the fence is in place but unproven"
                 ),
@@ -422,6 +450,7 @@ pub fn on(spec: &Spec) -> Result<Outcome> {
         fenced: true,
         intact: Some(true),
         breach: None,
+        drift: drift.clone(),
         fence: Some(row.clone()),
         verification: Some(format!(
             "a write from another connection to each of the {} fenced tables and to the journal was refused: {}",
@@ -429,14 +458,65 @@ pub fn on(spec: &Spec) -> Result<Outcome> {
             refused.first().cloned().unwrap_or_default()
         )),
     };
-    let text = render(
+    let mut text = render(
         &rep,
         &format!(
             "fence: on; the target is read-only for every writer; journal_boundary={}",
             row.boundary
         ),
     );
+    for d in &drift {
+        text.push_str(&format!("drift: {d}\n"));
+    }
     Outcome::new(true, &rep, text)
+}
+
+/// How the target differs from what the spec and the journal expect: each
+/// table missing, with columns the spec does not map or maps but the table
+/// lacks, or with journal triggers missing or out of date.
+pub fn drift(spec: &Spec, target: &Db) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for t in &spec.tables {
+        let cols = target.table_columns(&t.target_table)?;
+        if cols.is_empty() {
+            out.push(format!("table {} is gone from the target", t.target_table));
+            continue;
+        }
+        let extra: Vec<&str> = cols
+            .iter()
+            .map(|c| c.name.as_str())
+            .filter(|c| !t.columns.iter().any(|x| x.target == *c))
+            .collect();
+        let missing: Vec<&str> = t
+            .columns
+            .iter()
+            .map(|c| c.target.as_str())
+            .filter(|c| !cols.iter().any(|x| x.name == *c))
+            .collect();
+        if !extra.is_empty() {
+            out.push(format!(
+                "table {} has columns the spec does not map: {} (writes to them are not journaled; map them in the spec and run `cutover journal install` again)",
+                t.target_table,
+                extra.join(", ")
+            ));
+        }
+        if !missing.is_empty() {
+            out.push(format!(
+                "table {} lacks columns the spec maps: {} (renamed or dropped after the switch: map the new name, or keep the journaled one, before the replay)",
+                t.target_table,
+                missing.join(", ")
+            ));
+        }
+        let stale = crate::journal::stale(t, target)?;
+        if !stale.is_empty() {
+            out.push(format!(
+                "table {}: journal triggers missing or out of date ({}); writes since the change may be unjournaled. Run `cutover journal install` again",
+                t.target_table,
+                stale.join(", ")
+            ));
+        }
+    }
+    Ok(out)
 }
 
 pub fn off(spec: &Spec, force: bool) -> Result<Outcome> {
@@ -447,12 +527,14 @@ pub fn off(spec: &Spec, force: bool) -> Result<Outcome> {
             fenced: false,
             intact: None,
             breach: None,
+            drift: Vec::new(),
             fence: None,
             verification: None,
         };
         return Outcome::new(true, &rep, "fence: not on; nothing to do\n".into());
     };
-    let (applied, _) = source.applied_progress()?;
+    let journal = crate::journal::identity(&target)?.unwrap_or_default();
+    let (applied, _) = source.applied_progress(&journal)?;
     let pending = target.journal_count_upto(existing.boundary)? - applied;
     if pending > 0 && !force {
         bail!(
@@ -465,6 +547,7 @@ pub fn off(spec: &Spec, force: bool) -> Result<Outcome> {
         for t in existing
             .tables
             .iter()
+            .chain(&target.journal_image_tables()?)
             .map(String::as_str)
             .chain([JOURNAL, FENCE_TABLE])
         {
@@ -482,6 +565,7 @@ pub fn off(spec: &Spec, force: bool) -> Result<Outcome> {
         fenced: false,
         intact: None,
         breach: None,
+        drift: Vec::new(),
         fence: Some(existing),
         verification: None,
     };
@@ -504,6 +588,7 @@ pub fn status(spec: &Spec) -> Result<Outcome> {
             fenced: false,
             intact: None,
             breach: None,
+            drift: Vec::new(),
             fence: None,
             verification: None,
         };
@@ -531,6 +616,7 @@ pub fn status(spec: &Spec) -> Result<Outcome> {
         fenced: true,
         intact: Some(intact),
         breach,
+        drift: Vec::new(),
         fence: Some(existing),
         verification: None,
     };

@@ -1,8 +1,10 @@
-//! The journal: `AFTER INSERT/UPDATE/DELETE` triggers on every target table
-//! of the spec, writing each change with its before- and after-image into
-//! `_cutover_journal`, in commit order. It is what a rollback replays.
+//! The journal: triggers on every target table of the spec that record each
+//! change, with its before- and after-image as native values, under one
+//! global sequence (`_cutover_journal`), in commit order; and the journal's
+//! identity, which the source's applied set is kept under. It is what a
+//! rollback replays.
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
 use crate::db::{Access, Db};
@@ -13,6 +15,8 @@ use crate::spec::{self, Spec};
 struct TableStatus {
     name: String,
     triggers: usize,
+    /// Journal triggers missing or out of date.
+    stale: Vec<String>,
     insert: i64,
     update: i64,
     delete: i64,
@@ -22,42 +26,125 @@ struct TableStatus {
 struct JournalReport {
     action: &'static str,
     installed: bool,
+    journal: Option<String>,
     entries: i64,
     last_seq: i64,
     fenced_at_boundary: Option<i64>,
     tables: Vec<TableStatus>,
 }
 
-/// Whether every table of the spec has its three journal triggers.
+/// How many triggers the journal puts on each table.
+pub const TRIGGERS: usize = 5;
+
+/// Whether every table of the spec has its journal triggers, as the spec
+/// needs them now.
 pub fn installed(spec: &Spec, target: &Db) -> Result<bool> {
+    if !target.has_journal()? {
+        return Ok(false);
+    }
     for t in &spec.tables {
-        if target.journal_triggers(&t.target_table)? != 3 {
+        if !stale(t, target)?.is_empty() {
             return Ok(false);
         }
     }
-    target.has_journal()
+    Ok(true)
+}
+
+/// The journal triggers of a table that are missing or out of date.
+pub fn stale(t: &crate::spec::Table, target: &Db) -> Result<Vec<String>> {
+    target.stale_journal_triggers(&t.name, &t.target_table, &t.target_names(), t.key_len)
+}
+
+/// The journal's identity, as the source's applied set names it.
+pub fn identity(target: &Db) -> Result<Option<String>> {
+    Ok(target.journal_id()?.map(|(id, _)| format!("journal-{id}")))
+}
+
+/// A fresh journal identity: 16 hex digits from the clock, the process and
+/// the target's path, hashed.
+fn new_identity(target: &Db) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    h.update(now.as_nanos().to_le_bytes());
+    h.update(std::process::id().to_le_bytes());
+    h.update(target.path().as_os_str().as_encoded_bytes());
+    hex::encode(&h.finalize()[..8])
 }
 
 pub fn install(spec: &Spec) -> Result<Outcome> {
     let (_, target, _) = spec::open(spec, Access::Read, Access::Write)?;
+    let names: Vec<&str> = spec.tables.iter().map(|t| t.name.as_str()).collect();
     target.begin_immediate()?;
-    let r = (|| -> Result<()> {
+    let r = (|| -> Result<usize> {
         target.ensure_control_tables()?;
-        for t in &spec.tables {
-            target.install_journal(&t.name, &t.target_table, &t.target_names(), t.key_len)?;
+        match target.journal_id()? {
+            None => target.set_journal_id(&new_identity(&target), &names)?,
+            Some((_, tables)) => {
+                let other: Vec<&String> = tables
+                    .iter()
+                    .filter(|t| !names.contains(&t.as_str()))
+                    .collect();
+                if !other.is_empty() {
+                    bail!(
+                        "target {} already has a journal for tables {} that this spec does not list (another spec on the same file?). One journal per target file: list every table in one spec, or remove the other journal with its own spec first; nothing was changed",
+                        target.path().display(),
+                        other
+                            .iter()
+                            .map(|t| format!("'{t}'"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    );
+                }
+                target.set_journal_tables(&names)?;
+            }
         }
-        target.commit()
+        let mut changed = 0;
+        for t in &spec.tables {
+            changed +=
+                target.install_journal(&t.name, &t.target_table, &t.target_names(), t.key_len)?;
+        }
+        for t in &spec.tables {
+            prove(&target, t)?;
+        }
+        target.commit()?;
+        Ok(changed)
     })();
-    if r.is_err() {
-        target.rollback();
-    }
-    r?;
-    status_report(
-        spec,
-        &target,
-        "install",
-        "journal: installed; every insert, update and delete on the target is now recorded\n",
-    )
+    let changed = match r {
+        Ok(n) => n,
+        Err(e) => {
+            target.rollback();
+            return Err(e.context(format!(
+                "the journal was not installed; {} is unchanged",
+                target.path().display()
+            )));
+        }
+    };
+    let headline = if changed == 0 {
+        "journal: already installed and up to date; nothing changed\n".to_string()
+    } else {
+        format!(
+            "journal: installed ({changed} triggers created or replaced); every insert, update and delete on the target is now recorded\n"
+        )
+    };
+    status_report(spec, &target, "install", &headline)
+}
+
+/// Proves a table's triggers with writes that are rolled back: a row taken
+/// out, put back and rewritten must journal exactly itself, with
+/// `trusted_schema=OFF` as a hardened application runs. An empty table has
+/// no row to write; its triggers are compiled instead.
+fn prove(target: &Db, t: &crate::spec::Table) -> Result<()> {
+    target
+        .prove_journal(&t.name, &t.target_table, &t.target_names(), t.key_len)
+        .with_context(|| {
+            format!(
+                "proving the journal triggers of table '{}' with a write that was rolled back: an application write would fail the same way",
+                t.target_table
+            )
+        })
 }
 
 pub fn remove(spec: &Spec) -> Result<Outcome> {
@@ -111,15 +198,17 @@ fn status_report(
         tables.push(TableStatus {
             name: t.name.clone(),
             triggers: target.journal_triggers(&t.target_table)?,
+            stale: stale(t, target)?,
             insert: get("insert"),
             update: get("update"),
             delete: get("delete"),
         });
     }
-    let installed = tables.iter().all(|t| t.triggers == 3) && target.has_journal()?;
+    let installed = tables.iter().all(|t| t.stale.is_empty()) && target.has_journal()?;
     let rep = JournalReport {
         action,
         installed,
+        journal: identity(target)?,
         entries,
         last_seq,
         fenced_at_boundary: target.fence_row()?.map(|f| f.boundary),
@@ -131,7 +220,11 @@ fn status_report(
         rep.tables.iter().map(|t| {
             vec![
                 t.name.clone(),
-                format!("{}/3", t.triggers),
+                if t.stale.is_empty() {
+                    format!("{}/{TRIGGERS}", t.triggers)
+                } else {
+                    format!("{}/{TRIGGERS}, {} stale", t.triggers, t.stale.len())
+                },
                 t.insert.to_string(),
                 t.update.to_string(),
                 t.delete.to_string(),
@@ -149,4 +242,135 @@ fn status_report(
         ),
     ]));
     Outcome::new(true, &rep, text)
+}
+
+/// Reads journal entries as changes of the spec's tables: each image put in
+/// the spec's column order (key columns first), whatever order the journal
+/// recorded its columns in.
+pub struct Reader {
+    /// Per image id: the spec table index and, per spec column, its position
+    /// in the image.
+    images: std::collections::HashMap<i64, (usize, Vec<usize>)>,
+}
+
+/// One journal entry of a spec table, in canonical (target) form.
+pub struct Entry {
+    pub seq: i64,
+    pub table: usize,
+    pub op: String,
+    pub before: Option<crate::value::Row>,
+    pub after: Option<crate::value::Row>,
+}
+
+impl Reader {
+    pub fn new(spec: &Spec, target: &Db) -> Result<Reader> {
+        let mut images = std::collections::HashMap::new();
+        for jt in target.journal_tables()? {
+            let Some(ti) = spec.tables.iter().position(|t| t.name == jt.tbl) else {
+                continue;
+            };
+            let t = &spec.tables[ti];
+            let mut order = Vec::new();
+            for c in &t.columns {
+                let Some(i) = jt.columns.iter().position(|x| *x == c.target) else {
+                    order.clear();
+                    break;
+                };
+                order.push(i);
+            }
+            let extra: Vec<&String> = jt
+                .columns
+                .iter()
+                .filter(|x| !t.columns.iter().any(|c| c.target == **x))
+                .collect();
+            if order.len() == t.columns.len() && extra.is_empty() {
+                images.insert(jt.img, (ti, order));
+            } else {
+                // Entries of this image are refused when read, with the
+                // columns that differ.
+                images.insert(jt.img, (ti, Vec::new()));
+            }
+        }
+        Ok(Reader { images })
+    }
+
+    /// The entry in the spec's terms.
+    pub fn entry(&self, spec: &Spec, target: &Db, e: crate::db::JournalEntry) -> Result<Entry> {
+        let Some((ti, order)) = self.images.get(&e.img) else {
+            let name = target
+                .journal_tables()?
+                .into_iter()
+                .find(|t| t.img == e.img)
+                .map(|t| t.tbl);
+            bail!(
+                "journal entry seq {}: table '{}' is not in the spec; replay with the spec the journal was installed with",
+                e.seq,
+                name.unwrap_or_else(|| format!("image {}", e.img))
+            );
+        };
+        let t = &spec.tables[*ti];
+        if order.is_empty() {
+            let jt = target
+                .journal_tables()?
+                .into_iter()
+                .find(|x| x.img == e.img)
+                .context("journal image vanished")?;
+            let missing: Vec<&str> = t
+                .columns
+                .iter()
+                .map(|c| c.target.as_str())
+                .filter(|c| !jt.columns.iter().any(|x| x == c))
+                .collect();
+            let extra: Vec<&str> = jt
+                .columns
+                .iter()
+                .map(String::as_str)
+                .filter(|x| !t.columns.iter().any(|c| c.target == *x))
+                .collect();
+            bail!(
+                "journal entry seq {} of table '{}' recorded the columns {} but the spec maps {}{}{}; replay with a spec that maps exactly the columns the journal recorded (a renamed column: map its old name; a dropped one: keep its mapping until the rollback is done)",
+                e.seq,
+                t.name,
+                jt.columns.join(", "),
+                t.target_names().join(", "),
+                if missing.is_empty() {
+                    String::new()
+                } else {
+                    format!("; not journaled: {}", missing.join(", "))
+                },
+                if extra.is_empty() {
+                    String::new()
+                } else {
+                    format!("; journaled but not in the spec: {}", extra.join(", "))
+                },
+            );
+        }
+        let arrange = |r: Option<crate::value::Row>| {
+            r.map(|mut row| {
+                order
+                    .iter()
+                    .map(|&i| std::mem::replace(&mut row[i], crate::value::Value::Null))
+                    .collect::<crate::value::Row>()
+            })
+        };
+        let (before, after) = (arrange(e.old), arrange(e.new));
+        match (e.op.as_str(), &before, &after) {
+            ("insert", None, Some(_))
+            | ("update", Some(_), Some(_))
+            | ("delete", Some(_), None) => {}
+            _ => bail!(
+                "journal entry seq {} (table '{}', op {}): the images do not fit the op; the journal is damaged",
+                e.seq,
+                t.name,
+                e.op
+            ),
+        }
+        Ok(Entry {
+            seq: e.seq,
+            table: *ti,
+            op: e.op,
+            before,
+            after,
+        })
+    }
 }

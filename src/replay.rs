@@ -8,19 +8,16 @@
 //! commits whole), so a rerun after any crash starts after the last applied
 //! `seq` and applies nothing twice. Gaps in `seq` are counted, never waited for.
 
-use std::collections::HashMap;
-
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
 use crate::apply::{BatchOutcome, Change, Checkpoint, Conflict, Engine, Rule, row_from_json};
-use crate::db::{Access, Db, JournalEntry};
+use crate::db::{Access, Db};
 use crate::fence::Watch;
 use crate::progress::Progress;
 use crate::reconcile;
 use crate::report::{self, Outcome};
-use crate::spec::{self, Side, Spec};
-use crate::value::key_from_json;
+use crate::spec::{self, Spec};
 
 #[derive(Debug, Serialize)]
 struct StaleKey {
@@ -59,82 +56,36 @@ struct ReplayReport {
     conflict: Option<Conflict>,
     #[serde(skip_serializing_if = "Option::is_none")]
     breach: Option<String>,
+    /// Rows of the source that break a foreign key after the replay and did
+    /// not before it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    foreign_keys: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reconciliation: Option<reconcile::Reconciliation>,
     #[serde(skip_serializing_if = "Option::is_none")]
     summary: Option<String>,
 }
 
-/// Turns one journal entry into a change in canonical form.
-fn to_change(spec: &Spec, index: &HashMap<&str, usize>, e: &JournalEntry) -> Result<Change> {
-    let ctx = || {
-        format!(
-            "journal entry seq {} (table '{}', op {}, key {})",
-            e.seq, e.tbl, e.op, e.key
-        )
-    };
-    let &ti = index.get(e.tbl.as_str()).with_context(|| {
-        format!(
-            "{}: the spec has no table '{}'; replay with the spec the journal was installed with",
-            ctx(),
-            e.tbl
-        )
-    })?;
-    let table = &spec.tables[ti];
-    let image = |j: &Option<String>, which: &str| -> Result<Option<crate::value::Row>> {
-        match j {
-            None => Ok(None),
-            Some(text) => {
-                let json: serde_json::Value = serde_json::from_str(text)
-                    .with_context(|| format!("{which}-image is not JSON"))?;
-                Ok(Some(
-                    row_from_json(table, &json).with_context(|| format!("{which}-image"))?,
-                ))
-            }
-        }
-    };
-    let old = image(&e.old, "before").with_context(ctx)?;
-    let new = image(&e.new, "after").with_context(ctx)?;
-    let (before, after): (Option<crate::value::Row>, Option<crate::value::Row>) =
-        match (e.op.as_str(), old, new) {
-            ("insert", None, Some(n)) => (None, Some(n)),
-            ("update", Some(o), Some(n)) => (Some(o), Some(n)),
-            ("delete", Some(o), None) => (Some(o), None),
-            _ => bail!(
-                "{}: the images do not fit the op; the journal is damaged",
-                ctx()
-            ),
-        };
-    // The key column must agree with the image it names.
-    let key = key_from_json(&serde_json::from_str(&e.key).with_context(ctx)?).with_context(ctx)?;
-    let named = after
+/// Turns one journal entry into a change in canonical form, addressed by
+/// the key the row had before it (a key change moves it from there).
+fn to_change(spec: &Spec, e: crate::journal::Entry) -> Change {
+    let k = spec.tables[e.table].key_len;
+    let at = e
+        .before
         .as_ref()
-        .or(before.as_ref())
-        .map(|r| &r[..table.key_len]);
-    if named != Some(&key[..]) {
-        bail!(
-            "{}: key {} does not match the row's own key; the journal is damaged",
-            ctx(),
-            e.key
-        );
-    }
-    // The change is addressed by the key the row had before it (a key
-    // change moves it from there).
-    let at = before
-        .as_ref()
-        .or(after.as_ref())
-        .map(|r| r[..table.key_len].to_vec())
+        .or(e.after.as_ref())
+        .map(|r| r[..k].to_vec())
         .unwrap_or_default();
-    Ok(Change {
-        table: ti,
+    Change {
+        table: e.table,
         key: at,
         rule: Rule::Expect {
-            before,
+            before: e.before,
             revision: None,
         },
-        after,
+        after: e.after,
         tag: e.seq,
-    })
+    }
 }
 
 pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result<Outcome> {
@@ -165,7 +116,13 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         }
     };
     let boundary = watch.fence().boundary;
-    let (applied_rows, last_applied) = source.applied_progress()?;
+    let journal = crate::journal::identity(&target)?.with_context(|| {
+        format!(
+            "target {} has a fence but its journal has no identity; install the journal with this version of cutover",
+            target.path().display()
+        )
+    })?;
+    let (applied_rows, last_applied) = source.applied_progress(&journal)?;
     let entries = target.journal_count_upto(boundary)?;
     let consistent = target.journal_count_upto(last_applied)?;
     if consistent != applied_rows || last_applied > boundary {
@@ -177,6 +134,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
     let gaps = (boundary - last_applied) - (entries - applied_rows);
     if dry_run {
         return plan(
+            spec,
             &target,
             boundary,
             applied_rows,
@@ -186,13 +144,9 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         );
     }
 
-    let index: HashMap<&str, usize> = spec
-        .tables
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.name.as_str(), i))
-        .collect();
-    let engine = Engine::new(spec, &source, Side::Source);
+    let reader = crate::journal::Reader::new(spec, &target)?;
+    let fk_before = foreign_key_violations(spec, &source)?;
+    let engine = Engine::for_journal(spec, &source, &journal);
     let mut rep = ReplayReport {
         verdict: "fail",
         boundary,
@@ -205,6 +159,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         raced: false,
         conflict: None,
         breach: None,
+        foreign_keys: Vec::new(),
         reconciliation: None,
         summary: None,
     };
@@ -214,26 +169,28 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         let page = target.journal_page(after, boundary, batch)?;
         let Some(last) = page.last() else { break };
         let last_seq = last.seq;
+        let seqs: Vec<i64> = page.iter().map(|e| e.seq).collect();
+        let n = page.len() as u64;
         let changes: Vec<Change> = page
-            .iter()
-            .map(|e| to_change(spec, &index, e))
+            .into_iter()
+            .map(|e| Ok(to_change(spec, reader.entry(spec, &target, e)?)))
             .collect::<Result<_>>()?;
         if let Some(b) = watch.recheck(&target, spec)? {
             rep.breach = Some(b);
             break;
         }
-        let delivery = format!("journal:{}-{}", page[0].seq, last_seq);
-        let seqs: Vec<i64> = page.iter().map(|e| e.seq).collect();
+        let delivery = format!("journal:{}-{}", seqs[0], last_seq);
         match engine.apply_batch(
             &changes,
             Checkpoint::Journal {
+                journal: &journal,
                 after,
                 seqs: &seqs,
                 delivery: &delivery,
             },
         )? {
             BatchOutcome::Committed(a) => {
-                bar.add(page.len() as u64);
+                bar.add(n);
                 rep.applied += a.written;
                 rep.already_in_place += a.duplicate;
                 rep.batches += 1;
@@ -244,7 +201,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
             }
             BatchOutcome::Raced => {
                 // Another replay committed first: carry on after what it did.
-                after = source.applied_last()?;
+                after = source.applied_last(&journal)?;
                 rep.raced = true;
                 continue;
             }
@@ -254,17 +211,52 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
     }
     drop(engine);
     if rep.breach.is_none() && rep.conflict.is_none() {
+        let fk_after = foreign_key_violations(spec, &source)?;
+        let new: Vec<String> = fk_after
+            .into_iter()
+            .filter(|v| !fk_before.contains(v))
+            .collect();
+        if !new.is_empty() {
+            rep.foreign_keys = new;
+        }
+    }
+    if rep.breach.is_none() && rep.conflict.is_none() {
         // One read of the target serves both the rollback reconciliation
         // and the fence's final check.
         let mut rec = reconcile::reconcile_digesting(spec, &mut source, &mut target, max_diffs)?;
         rep.breach = watch.verify(&target, spec, std::mem::take(&mut rec.target_digests))?;
         rep.summary = Some(crate::gate::summary(spec, &rec));
-        if rec.clean() && rep.breach.is_none() {
+        if rec.clean() && rep.breach.is_none() && rep.foreign_keys.is_empty() {
             rep.verdict = "pass";
         }
         rep.reconciliation = Some(rec);
     }
     render(spec, rep)
+}
+
+/// Every row of the spec's source tables that breaks one of their foreign
+/// keys, described with table, key and the parent table it misses. Empty
+/// (and free) when no spec table declares a foreign key.
+fn foreign_key_violations(spec: &Spec, source: &Db) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for t in &spec.tables {
+        if !source.has_foreign_keys(&t.source_table)? {
+            continue;
+        }
+        let key_names = t.source_names()[..t.key_len].to_vec();
+        for (table, rowid, parent) in source.foreign_key_violations(&t.source_table)? {
+            let key = match rowid {
+                Some(r) => source
+                    .key_of_rowid(&table, &key_names, r)?
+                    .map_or(format!("rowid {r}"), |k| crate::value::display_key(&k)),
+                None => "(a row without rowid)".to_string(),
+            };
+            out.push(format!(
+                "table '{table}', key {key}: its parent in table '{parent}' is missing"
+            ));
+        }
+    }
+    Ok(out)
 }
 
 fn breached(spec: &Spec, breach: String, boundary: i64, entries: i64) -> Result<Outcome> {
@@ -280,6 +272,7 @@ fn breached(spec: &Spec, breach: String, boundary: i64, entries: i64) -> Result<
         raced: false,
         conflict: None,
         breach: Some(breach),
+        foreign_keys: Vec::new(),
         reconciliation: None,
         summary: None,
     };
@@ -360,6 +353,16 @@ fn render(spec: &Spec, rep: ReplayReport) -> Result<Outcome> {
             "\n{b}\nreplay stopped; batches already committed stay applied\n"
         ));
     }
+    if !rep.foreign_keys.is_empty() {
+        text.push_str(&format!(
+            "\nFOREIGN KEYS: the replay left {} source rows whose parent row is missing (cutover never lets a cascade or SET NULL change rows the journal does not name, so the source's foreign keys are checked instead):\n",
+            rep.foreign_keys.len()
+        ));
+        for v in &rep.foreign_keys {
+            text.push_str(&format!("  {v}\n"));
+        }
+        text.push_str("every journal entry is applied; restore the missing parents (or settle the children) by hand in the source, then run `cutover gate` again\n");
+    }
     if let Some(rec) = &rep.reconciliation {
         text.push_str("\nrollback reconciliation (source against target)\n");
         text.push_str(&report::reconciliation(rec));
@@ -377,6 +380,7 @@ fn render(spec: &Spec, rep: ReplayReport) -> Result<Outcome> {
 }
 
 fn plan(
+    spec: &Spec,
     target: &Db,
     boundary: i64,
     applied: i64,
@@ -388,11 +392,43 @@ fn plan(
     let get = |op: &str| counts.iter().find(|(o, _)| o == op).map_or(0, |c| c.1);
     let mut keys = Vec::new();
     let mut stale = 0u64;
-    target.journal_touched_keys(last_applied, boundary, |tbl, key, ops| {
+    // Every key the pending entries touch, with its ops in order, first
+    // touched first. Held in memory: it grows with the keys the application
+    // wrote after the cutover, not with the table.
+    let reader = crate::journal::Reader::new(spec, target)?;
+    let mut order: Vec<(String, serde_json::Value)> = Vec::new();
+    let mut ops: std::collections::HashMap<(String, String), Vec<String>> = Default::default();
+    let mut after = last_applied;
+    loop {
+        let page = target.journal_page(after, boundary, 1000)?;
+        let Some(last) = page.last() else { break };
+        after = last.seq;
+        for e in page {
+            let e = reader.entry(spec, target, e)?;
+            let t = &spec.tables[e.table];
+            let mut keys = Vec::new();
+            for r in [&e.before, &e.after].into_iter().flatten() {
+                let k = crate::value::key_json(&r[..t.key_len]);
+                if !keys.contains(&k) {
+                    keys.push(k);
+                }
+            }
+            for k in keys {
+                let id = (t.name.clone(), k.to_string());
+                let list = ops.entry(id).or_insert_with(|| {
+                    order.push((t.name.clone(), k.clone()));
+                    Vec::new()
+                });
+                list.push(e.op.clone());
+            }
+        }
+    }
+    for (tbl, key) in order {
+        let list = ops[&(tbl.clone(), key.to_string())].join(",");
         stale += 1;
         if keys.len() < max_keys {
-            let first = ops.split(',').next().unwrap_or("");
-            let last = ops.rsplit(',').next().unwrap_or("");
+            let first = list.split(',').next().unwrap_or("");
+            let last = list.rsplit(',').next().unwrap_or("");
             let effect = match (first, last) {
                 ("insert", "delete") => "inserted and deleted",
                 ("insert", _) => "new",
@@ -401,13 +437,12 @@ fn plan(
             };
             keys.push(StaleKey {
                 table: tbl,
-                key: serde_json::from_str(&key)?,
-                ops,
+                key,
+                ops: list,
                 effect,
             });
         }
-        Ok(())
-    })?;
+    }
     let p = Plan {
         boundary,
         already_applied: applied,

@@ -42,7 +42,11 @@ impl Value {
         match self {
             Value::Null => Json::Null,
             Value::Integer(i) => Json::from(*i),
-            Value::Real(r) => serde_json::Number::from_f64(*r).map_or(Json::Null, Json::Number),
+            // JSON has no infinities: they travel as {"real": "inf"}.
+            Value::Real(r) => serde_json::Number::from_f64(*r).map_or_else(
+                || serde_json::json!({ "real": if r.is_nan() { "nan".to_string() } else if *r > 0.0 { "inf".to_string() } else { "-inf".to_string() } }),
+                Json::Number,
+            ),
             Value::Text(t) => Json::String(t.clone()),
             Value::Blob(b) => serde_json::json!({ "blob": hex::encode(b) }),
         }
@@ -68,6 +72,11 @@ impl Value {
             Json::Object(o) if o.len() == 1 && o.contains_key("blob") => match &o["blob"] {
                 Json::String(h) => Value::Blob(hex::decode(h)?),
                 other => bail!("blob must be hex text, found {other}"),
+            },
+            Json::Object(o) if o.len() == 1 && o.contains_key("real") => match o["real"].as_str() {
+                Some("inf") => Value::Real(f64::INFINITY),
+                Some("-inf") => Value::Real(f64::NEG_INFINITY),
+                _ => bail!("a real must be \"inf\" or \"-inf\", found {}", o["real"]),
             },
             other => bail!("{other} is not a value SQLite can store"),
         })
@@ -229,29 +238,8 @@ impl Block {
     /// Feeds every cell, storage class included, into a digest: the same
     /// rows in the same order always hash alike, whatever the block sizes.
     pub fn hash_into(&self, h: &mut sha2::Sha256) {
-        use sha2::Digest;
         for i in 0..self.cells.len() {
-            match self.get(i / self.width.max(1), i % self.width.max(1)) {
-                CellRef::Null => h.update([0u8]),
-                CellRef::Integer(v) => {
-                    h.update([1u8]);
-                    h.update(v.to_le_bytes());
-                }
-                CellRef::Real(v) => {
-                    h.update([2u8]);
-                    h.update(v.to_le_bytes());
-                }
-                CellRef::Text(t) => {
-                    h.update([3u8]);
-                    h.update((t.len() as u64).to_le_bytes());
-                    h.update(t);
-                }
-                CellRef::Blob(b) => {
-                    h.update([4u8]);
-                    h.update((b.len() as u64).to_le_bytes());
-                    h.update(b);
-                }
-            }
+            hash_cell(h, self.get(i / self.width.max(1), i % self.width.max(1)));
         }
     }
 
@@ -293,6 +281,32 @@ fn cmp_int_real(i: i64, r: f64) -> Ordering {
             }
         }
         o => o,
+    }
+}
+
+/// Feeds one cell, storage class included, into a digest.
+pub fn hash_cell(h: &mut sha2::Sha256, c: CellRef<'_>) {
+    use sha2::Digest;
+    match c {
+        CellRef::Null => h.update([0u8]),
+        CellRef::Integer(v) => {
+            h.update([1u8]);
+            h.update(v.to_le_bytes());
+        }
+        CellRef::Real(v) => {
+            h.update([2u8]);
+            h.update(v.to_le_bytes());
+        }
+        CellRef::Text(t) => {
+            h.update([3u8]);
+            h.update((t.len() as u64).to_le_bytes());
+            h.update(t);
+        }
+        CellRef::Blob(b) => {
+            h.update([4u8]);
+            h.update((b.len() as u64).to_le_bytes());
+            h.update(b);
+        }
     }
 }
 

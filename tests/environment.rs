@@ -442,7 +442,7 @@ fn a_disk_that_fills_mid_replay_keeps_whole_batches_and_a_rerun_finishes() {
         .expect("source.db")
         .len();
     // Room for the source and a few batches, not for the whole replay.
-    let room = (size / 1024 + 40).max(64);
+    let room = (size / 1024 + 100).max(64);
     let script = format!(
         r#"
 mkdir -p small

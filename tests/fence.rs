@@ -29,9 +29,14 @@ const WRITES: &[(&str, &str)] = &[
     ("delete", "DELETE FROM orders WHERE id = 102"),
     (
         "journal insert",
-        "INSERT INTO _cutover_journal (tbl, op, key, new) VALUES ('orders', 'insert', '[105]', '{\"id\":105,\"cents\":100,\"status\":\"active\"}')",
+        "INSERT INTO _cutover_journal (img, op) VALUES (1, 'insert')",
     ),
     ("journal delete", "DELETE FROM _cutover_journal"),
+    (
+        "journal image update",
+        "UPDATE _cutover_new_1 SET c2 = 1 WHERE rowid = 1",
+    ),
+    ("journal image delete", "DELETE FROM _cutover_old_1"),
 ];
 
 #[test]
@@ -85,8 +90,8 @@ fn the_fence_survives_the_process_that_set_it() {
         "SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND name LIKE '\\_cutover\\_fence\\_%' ESCAPE '\\'",
     );
     assert_eq!(
-        triggers, 8,
-        "three on orders, three on the journal, two guarding the fence row"
+        triggers, 15,
+        "three on orders, on the journal, on each of its two image tables, and three guarding the fence row"
     );
     let err = d
         .try_exec("target.db", "DELETE FROM orders")
@@ -161,8 +166,7 @@ fn replay_stops_with_fence_breached_when_the_journal_grew_behind_the_fence() {
     d.exec(
         "target.db",
         "DROP TRIGGER \"_cutover_fence_insert__cutover_journal\";
-         INSERT INTO _cutover_journal (tbl, op, key, new)
-         VALUES ('orders', 'insert', '[105]', '{\"id\":105,\"cents\":100,\"status\":\"active\"}');",
+         INSERT INTO _cutover_journal (img, op) VALUES (1, 'insert');",
     );
     let before = d.snapshot();
     let out = d.run(&["replay"], 1);

@@ -100,19 +100,19 @@ const WRITES: &[(&str, &str)] = &[
     ),
     (
         "journal insert or replace",
-        "INSERT OR REPLACE INTO _cutover_journal (seq, tbl, op, key, new) VALUES (3, 'orders', 'insert', '[105]', '{\"id\":105,\"cents\":1,\"status\":\"active\"}')",
+        "INSERT OR REPLACE INTO _cutover_journal (seq, img, op) VALUES (3, 1, 'insert')",
     ),
     (
         "journal update",
-        "UPDATE _cutover_journal SET new = '{\"id\":101,\"cents\":1,\"status\":\"active\"}' WHERE seq = 1",
+        "UPDATE _cutover_new_1 SET c2 = 1 WHERE rowid = 1",
     ),
     (
         "journal upsert",
-        "INSERT INTO _cutover_journal (seq, tbl, op, key, new) VALUES (1, 'orders', 'insert', '[1]', '{}') ON CONFLICT (seq) DO UPDATE SET key = '[9]'",
+        "INSERT INTO _cutover_journal (seq, img, op) VALUES (1, 1, 'insert') ON CONFLICT (seq) DO UPDATE SET op = 'delete'",
     ),
     (
         "journal insert or ignore",
-        "INSERT OR IGNORE INTO _cutover_journal (tbl, op, key, new) VALUES ('orders', 'insert', '[105]', '{}')",
+        "INSERT OR IGNORE INTO _cutover_journal (img, op) VALUES (1, 'insert')",
     ),
     (
         "journal delete of the last entry",
@@ -230,8 +230,7 @@ fn journal_rows_added_with_triggers_disabled_are_a_breach() {
     breach_is_caught(
         "breach-journal-added",
         true,
-        "INSERT INTO _cutover_journal (tbl, op, key, new)
-         VALUES ('orders', 'insert', '[105]', '{\"id\":105,\"cents\":100,\"status\":\"active\"}');",
+        "INSERT INTO _cutover_journal (img, op) VALUES (1, 'insert');",
         &["journal", "4"],
     );
 }
@@ -252,7 +251,7 @@ fn journal_rows_rewritten_with_triggers_disabled_are_a_breach() {
     breach_is_caught(
         "breach-journal-rewritten",
         true,
-        "UPDATE _cutover_journal SET new = '{\"id\":101,\"cents\":1,\"status\":\"active\"}' WHERE seq = 1;",
+        "UPDATE _cutover_new_1 SET c2 = 1 WHERE rowid = 1;",
         &["journal entries were rewritten"],
     );
 }

@@ -81,14 +81,10 @@ fn a_conflict_on_the_last_entry_of_a_large_batch_leaves_none_of_it() {
     let entries = support::fenced_orders_workload(&d, 200, 400, 0xC0F1);
     assert!(entries >= 300, "{entries}");
     // The key the 300th entry addresses, changed in the source.
-    let row = d.query(
-        "target.db",
-        "SELECT coalesce(old_key, key) FROM _cutover_journal ORDER BY seq LIMIT 1 OFFSET 299",
-    );
-    let key: i64 = match &row[0][0] {
-        rusqlite::types::Value::Text(k) => k.trim_matches(['[', ']']).parse().expect("an id"),
-        other => panic!("key {other:?}"),
-    };
+    let entry = &support::journal_json(&d, 1)[299];
+    let key: i64 = entry.3.as_ref().unwrap_or(&entry.2)[0]
+        .as_i64()
+        .expect("an id");
     // Make the source row differ from every image the journal could expect
     // (insert it if the source does not have it).
     d.exec(

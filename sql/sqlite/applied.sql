@@ -1,7 +1,22 @@
--- Control table of the source: every journal entry replayed into it, written
--- in the same transaction as the rows it changed.
+-- Control tables of the source: every journal entry replayed into it, per
+-- journal identity, written in the same transaction as the rows it changed.
 CREATE TABLE IF NOT EXISTS _cutover_applied (
-    seq        INTEGER PRIMARY KEY,
+    journal    TEXT NOT NULL,
+    seq        INTEGER NOT NULL,
     delivery   TEXT NOT NULL,
-    applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+    applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    PRIMARY KEY (journal, seq)
+) WITHOUT ROWID;
+
+-- Source columns the spec does not carry (`ignore`), kept from a row that
+-- replay deleted: when the same key comes back (a delete and re-insert, a
+-- REPLACE), the row gets them back instead of defaults. `row` is a JSON
+-- object of those columns.
+CREATE TABLE IF NOT EXISTS _cutover_kept (
+    journal TEXT NOT NULL,
+    tbl     TEXT NOT NULL,
+    key     TEXT NOT NULL,
+    row     TEXT NOT NULL,
+    seq     INTEGER NOT NULL,
+    PRIMARY KEY (journal, tbl, key)
 );

@@ -1,18 +1,36 @@
 -- Control tables of the target. They live in the database they guard so that
 -- they commit with the data.
 
--- Every write to a journaled table, in commit order. `key` is a JSON array
--- (composite keys never collide); `old_key` is set only when an update changed
--- the key; `old` and `new` are JSON objects of the mapped target columns.
+-- Every write to a journaled table, in commit order: which table (`img`,
+-- a row of _cutover_journal_tables) and what happened. The row images live
+-- in that table's image tables (_cutover_old_<img>, _cutover_new_<img>),
+-- whose rowid is this seq: native values, no function calls in the
+-- triggers, so any SQLite from 3.31 on, any table width and
+-- `trusted_schema=OFF` journal every value bit for bit.
 CREATE TABLE IF NOT EXISTS _cutover_journal (
-    seq     INTEGER PRIMARY KEY AUTOINCREMENT,
-    tbl     TEXT NOT NULL,
-    op      TEXT NOT NULL CHECK (op IN ('insert', 'update', 'delete')),
-    key     TEXT NOT NULL,
-    old_key TEXT,
-    old     TEXT,
-    new     TEXT,
-    at      TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    img INTEGER NOT NULL,
+    op  TEXT NOT NULL CHECK (op IN ('insert', 'update', 'delete'))
+);
+
+-- The journal's identity: a second cutover attempt on a fresh or restored
+-- target gets another, so the source's applied set of one attempt can never
+-- be taken for the other's.
+CREATE TABLE IF NOT EXISTS _cutover_journal_id (
+    id           INTEGER PRIMARY KEY CHECK (id = 1),
+    journal      TEXT NOT NULL,
+    tables       TEXT NOT NULL,
+    installed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+
+-- One row per journaled table and column list: `columns` is the JSON list
+-- of target columns the image tables hold, in order (c1, c2, ...).
+CREATE TABLE IF NOT EXISTS _cutover_journal_tables (
+    img          INTEGER PRIMARY KEY,
+    tbl          TEXT NOT NULL,
+    target_table TEXT NOT NULL,
+    columns      TEXT NOT NULL,
+    installed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 );
 
 -- At most one row: the fence, its journal boundary and the fingerprint of what

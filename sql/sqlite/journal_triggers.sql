@@ -1,20 +1,45 @@
--- Journal triggers for one table. Placeholders, filled by src/db/sqlite.rs with
--- quoted identifiers and literals only: {{ins}} {{upd}} {{del}} (trigger
--- names), {{table}}, {{name}} (the spec's table name as a literal),
--- {{new_key}} {{old_key}} (key column lists), {{key_same}} (OLD.k IS NEW.k for
--- every key column) and {{new_image}} {{old_image}} (json_object argument
--- lists).
-CREATE TRIGGER IF NOT EXISTS {{ins}} AFTER INSERT ON {{table}} BEGIN
-    INSERT INTO _cutover_journal (tbl, op, key, new)
-    VALUES ({{name}}, 'insert', json_array({{new_key}}), json_object({{new_image}}));
+-- Journal triggers for one table. Filled in by src/db/sqlite/journal.rs with
+-- quoted identifiers only: {{ins}} {{upd}} {{del}} {{pre_ins}} {{pre_upd}}
+-- (trigger names), {{table}}, {{img}} (the table's image id, an integer),
+-- {{old}} {{new}} {{pending}} (its image tables), {{cols}} (c1, c2, ...),
+-- {{new_values}} {{old_values}} (NEW."a", NEW."b", ...), {{conflict}} (rows
+-- of the table that NEW collides with on the key or a UNIQUE index),
+-- {{not_old}} (the row is not OLD), {{moved}} (the key or a UNIQUE column
+-- changed), {{old_is}} (a pending row is OLD), {{flush}} (pending rows
+-- journaled as deletes, unrolled once per UNIQUE constraint).
+--
+-- The bodies call no function but last_insert_rowid(), which every SQLite
+-- since 3.31 allows under trusted_schema=OFF, and pass columns straight
+-- through, so a value is journaled exactly as stored.
+--
+-- REPLACE (and UPDATE OR REPLACE) deletes colliding rows without firing
+-- delete triggers when recursive_triggers is off. The BEFORE triggers keep
+-- the rows the new row collides with in {{pending}}; the AFTER trigger
+-- journals those still pending as deletes, before the write itself. With
+-- recursive_triggers on, the delete trigger journals them and takes them
+-- out of {{pending}}. A write that is ignored or fails journals nothing: its
+-- AFTER trigger never runs, and the next BEFORE trigger starts afresh.
+CREATE TRIGGER {{pre_ins}} BEFORE INSERT ON {{table}} BEGIN
+    DELETE FROM {{pending}};
+    INSERT INTO {{pending}} ({{cols}}) SELECT {{cols_of_table}} FROM {{table}} WHERE {{conflict}};
 END;
-CREATE TRIGGER IF NOT EXISTS {{upd}} AFTER UPDATE ON {{table}} BEGIN
-    INSERT INTO _cutover_journal (tbl, op, key, old_key, old, new)
-    VALUES ({{name}}, 'update', json_array({{new_key}}),
-                        CASE WHEN {{key_same}} THEN NULL ELSE json_array({{old_key}}) END,
-            json_object({{old_image}}), json_object({{new_image}}));
+CREATE TRIGGER {{pre_upd}} BEFORE UPDATE ON {{table}} WHEN {{moved}} BEGIN
+    DELETE FROM {{pending}};
+    INSERT INTO {{pending}} ({{cols}}) SELECT {{cols_of_table}} FROM {{table}} WHERE ({{conflict}}) AND {{not_old}};
 END;
-CREATE TRIGGER IF NOT EXISTS {{del}} AFTER DELETE ON {{table}} BEGIN
-    INSERT INTO _cutover_journal (tbl, op, key, old)
-    VALUES ({{name}}, 'delete', json_array({{old_key}}), json_object({{old_image}}));
+CREATE TRIGGER {{ins}} AFTER INSERT ON {{table}} BEGIN
+{{flush_ins}}
+    INSERT INTO _cutover_journal (img, op) VALUES ({{img}}, 'insert');
+    INSERT INTO {{new}} (rowid, {{cols}}) VALUES (last_insert_rowid(), {{new_values}});
+END;
+CREATE TRIGGER {{upd}} AFTER UPDATE ON {{table}} BEGIN
+{{flush_upd}}
+    INSERT INTO _cutover_journal (img, op) VALUES ({{img}}, 'update');
+    INSERT INTO {{old}} (rowid, {{cols}}) VALUES (last_insert_rowid(), {{old_values}});
+    INSERT INTO {{new}} (rowid, {{cols}}) VALUES (last_insert_rowid(), {{new_values}});
+END;
+CREATE TRIGGER {{del}} AFTER DELETE ON {{table}} BEGIN
+    DELETE FROM {{pending}} WHERE {{old_is}};
+    INSERT INTO _cutover_journal (img, op) VALUES ({{img}}, 'delete');
+    INSERT INTO {{old}} (rowid, {{cols}}) VALUES (last_insert_rowid(), {{old_values}});
 END;

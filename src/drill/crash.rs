@@ -55,6 +55,18 @@ fn prepare(dir: &Path, op: &str) -> Result<()> {
     Ok(())
 }
 
+/// Copies the files of a prepared folder (no subfolders) into a new one.
+fn copy_folder(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        if entry.file_type()?.is_file() {
+            std::fs::copy(entry.path(), to.join(entry.file_name()))?;
+        }
+    }
+    Ok(())
+}
+
 fn args(op: &str) -> Vec<&'static str> {
     match op {
         "load" => vec!["load", "--spec", "spec.toml"],
@@ -97,8 +109,12 @@ pub(super) fn run(dir: &Path, rec: &mut Recorder) -> Result<(bool, Json, String)
     let mut cells = Vec::new();
     let mut all_ok = true;
     for op in OPERATIONS {
+        // One prepared folder copied for every run: the copies share the
+        // journal's identity, as one target restored from a backup would.
+        let base = dir.join(op).join("base");
+        prepare(&base, op)?;
         let clean_dir = dir.join(op).join("clean");
-        prepare(&clean_dir, op)?;
+        copy_folder(&base, &clean_dir)?;
         let (code, _) = child(&clean_dir, &args(op), None)?;
         if code != 0 {
             anyhow::bail!(
@@ -108,7 +124,7 @@ pub(super) fn run(dir: &Path, rec: &mut Recorder) -> Result<(bool, Json, String)
         let clean = snapshot(&clean_dir)?;
         for point in POINTS {
             let d = dir.join(op).join(point);
-            prepare(&d, op).with_context(|| format!("preparing {op} / {point}"))?;
+            copy_folder(&base, &d).with_context(|| format!("preparing {op} / {point}"))?;
             let before = snapshot(&d)?;
             let (crash_code, _) = child(&d, &args(op), Some(point))?;
             let after_crash = snapshot(&d)?;

@@ -663,3 +663,79 @@ pub fn assert_no_panic(out: &Output) {
         "the binary panicked\n{out}"
     );
 }
+
+/// One journal entry as JSON: `(seq, op, key, old_key, old, new)`; `key` is
+/// the array of the first `key_len` columns of the after-image (the
+/// before-image for a delete), `old_key` the before-image's when an update
+/// changed it, `old`/`new` objects keyed by target column.
+pub type JournalJson = (
+    i64,
+    String,
+    serde_json::Value,
+    Option<serde_json::Value>,
+    Option<serde_json::Value>,
+    Option<serde_json::Value>,
+);
+
+/// Reads the target's journal back from its image tables.
+pub fn journal_json(d: &Dir, key_len: usize) -> Vec<JournalJson> {
+    use serde_json::{Value as Json, json};
+    let conn = d.conn("target.db");
+    let to_json = |v: rusqlite::types::ValueRef<'_>| match v {
+        rusqlite::types::ValueRef::Null => Json::Null,
+        rusqlite::types::ValueRef::Integer(i) => json!(i),
+        rusqlite::types::ValueRef::Real(r) => json!(r),
+        rusqlite::types::ValueRef::Text(t) => Json::String(String::from_utf8_lossy(t).into()),
+        rusqlite::types::ValueRef::Blob(b) => {
+            json!({ "blob": b.iter().map(|x| format!("{x:02x}")).collect::<String>() })
+        }
+    };
+    let mut heads = conn
+        .prepare("SELECT j.seq, j.op, j.img, t.columns FROM _cutover_journal j JOIN _cutover_journal_tables t USING (img) ORDER BY j.seq")
+        .expect("reading the journal");
+    let heads: Vec<(i64, String, i64, String)> = heads
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .expect("reading the journal")
+        .collect::<Result<_, _>>()
+        .expect("reading the journal");
+    let mut out = Vec::new();
+    for (seq, op, img, columns) in heads {
+        let cols: Vec<String> = serde_json::from_str(&columns).expect("column list");
+        let image = |kind: &str| -> Option<(Json, Json)> {
+            let mut st = conn
+                .prepare(&format!(
+                    "SELECT * FROM _cutover_{kind}_{img} WHERE rowid = ?1"
+                ))
+                .ok()?;
+            st.query_row([seq], |r| {
+                let mut obj = serde_json::Map::new();
+                let mut key = Vec::new();
+                for (i, c) in cols.iter().enumerate() {
+                    let v = to_json(r.get_ref(i)?);
+                    if i < key_len {
+                        key.push(v.clone());
+                    }
+                    obj.insert(c.clone(), v);
+                }
+                Ok((Json::Array(key), Json::Object(obj)))
+            })
+            .ok()
+        };
+        let (old, new) = match op.as_str() {
+            "insert" => (None, image("new")),
+            "delete" => (image("old"), None),
+            _ => (image("old"), image("new")),
+        };
+        let key = new
+            .as_ref()
+            .or(old.as_ref())
+            .map(|k| k.0.clone())
+            .expect("an image");
+        let old_key = match (&old, &new) {
+            (Some(o), Some(n)) if o.0 != n.0 => Some(o.0.clone()),
+            _ => None,
+        };
+        out.push((seq, op, key, old_key, old.map(|o| o.1), new.map(|n| n.1)));
+    }
+    out
+}

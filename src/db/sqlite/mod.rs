@@ -16,13 +16,15 @@ use sha2::{Digest, Sha256};
 
 use crate::value::{Block, CellRef, Row, Value};
 
-const CONTROL_DDL: &str = include_str!("../../sql/sqlite/control.sql");
-const APPLIED_DDL: &str = include_str!("../../sql/sqlite/applied.sql");
-const APPLY_DDL: &str = include_str!("../../sql/sqlite/apply.sql");
-const JOURNAL_TRIGGERS: &str = include_str!("../../sql/sqlite/journal_triggers.sql");
-const FENCE_TRIGGERS: &str = include_str!("../../sql/sqlite/fence_triggers.sql");
-const SYNC_DDL: &str = include_str!("../../sql/sqlite/sync.sql");
-const FENCE_GUARD: &str = include_str!("../../sql/sqlite/fence_guard.sql");
+mod journal;
+pub use journal::{JournalEntry, JournalTable};
+
+const CONTROL_DDL: &str = include_str!("../../../sql/sqlite/control.sql");
+const APPLIED_DDL: &str = include_str!("../../../sql/sqlite/applied.sql");
+const APPLY_DDL: &str = include_str!("../../../sql/sqlite/apply.sql");
+const FENCE_TRIGGERS: &str = include_str!("../../../sql/sqlite/fence_triggers.sql");
+const SYNC_DDL: &str = include_str!("../../../sql/sqlite/sync.sql");
+const FENCE_GUARD: &str = include_str!("../../../sql/sqlite/fence_guard.sql");
 
 /// How long a statement waits for another process's lock before failing.
 /// Overridable with `CUTOVER_BUSY_TIMEOUT_MS` for drills and tests.
@@ -65,18 +67,6 @@ pub struct FenceRecord {
     /// JSON of the fingerprint's parts.
     pub parts: String,
     pub fenced_at: String,
-}
-
-/// One row of `_cutover_journal`.
-#[derive(Clone, Debug)]
-pub struct JournalEntry {
-    pub seq: i64,
-    pub tbl: String,
-    pub op: String,
-    pub key: String,
-    pub old_key: Option<String>,
-    pub old: Option<String>,
-    pub new: Option<String>,
 }
 
 /// The statements for one table and one column order, built once per run.
@@ -319,6 +309,12 @@ impl Db {
         // A misspelled column in double quotes must be an error, not a string.
         c.set_db_config(DbConfig::SQLITE_DBCONFIG_DQS_DML, false)?;
         c.set_db_config(DbConfig::SQLITE_DBCONFIG_DQS_DDL, false)?;
+        // cutover's own writes never fire a foreign-key action (a cascade, a
+        // SET NULL) the databases' applications did not ask for: replay
+        // changes exactly the rows the journal names, and checks foreign-key
+        // integrity itself.
+        c.pragma_update(None, "foreign_keys", false)?;
+        c.pragma_update(None, "recursive_triggers", false)?;
         // Reading the catalogue proves the file is a database; a full
         // integrity check would cost a scan of every table.
         let probe: rusqlite::Result<i64> =
@@ -497,11 +493,13 @@ impl Db {
         Ok(Some(first))
     }
 
-    pub fn insert_row(&self, sql: &TableSql, row: &[Value]) -> Result<()> {
-        self.conn
+    /// Inserts a row; returns how many rows the statement inserted (0 when
+    /// a trigger swallowed it).
+    pub fn insert_row(&self, sql: &TableSql, row: &[Value]) -> Result<usize> {
+        Ok(self
+            .conn
             .prepare_cached(&sql.insert)?
-            .execute(rusqlite::params_from_iter(row.iter().map(Bind)))?;
-        Ok(())
+            .execute(rusqlite::params_from_iter(row.iter().map(Bind)))?)
     }
 
     /// Whether the table enforces uniqueness of exactly these columns (its
@@ -632,60 +630,98 @@ impl Db {
         Ok(self.conn.execute_batch(CONTROL_DDL)?)
     }
 
+    /// Creates the source's applied set (per journal identity) and kept
+    /// columns. A source replayed by an older cutover, whose applied set had
+    /// no journal identity, is refused rather than misread.
     pub fn ensure_applied_table(&self) -> Result<()> {
+        if self.has_table("_cutover_applied")? && !self.has_column("_cutover_applied", "journal")? {
+            bail!(
+                "{}: _cutover_applied was written by an older cutover and records no journal identity; finish that rollback with the version that started it",
+                self.path.display()
+            );
+        }
         Ok(self.conn.execute_batch(APPLIED_DDL)?)
     }
 
-    pub fn has_journal(&self) -> Result<bool> {
-        self.has_table("_cutover_journal")
+    fn has_column(&self, table: &str, column: &str) -> Result<bool> {
+        Ok(self.table_columns(table)?.iter().any(|c| c.name == column))
     }
 
-    /// `(rows, last seq applied)` of `_cutover_applied`; zeros when absent.
-    pub fn applied_progress(&self) -> Result<(i64, i64)> {
-        if !self.has_table("_cutover_applied")? {
+    pub fn has_journal(&self) -> Result<bool> {
+        if !self.has_table("_cutover_journal")? {
+            return Ok(false);
+        }
+        if !self.has_column("_cutover_journal", "img")? {
+            bail!(
+                "{}: _cutover_journal was written by an older cutover (JSON images); finish that rollback with the version that started it, or remove the journal and install it again",
+                self.path.display()
+            );
+        }
+        Ok(true)
+    }
+
+    /// Whether the applied set can name this journal: false when there is
+    /// no applied set yet.
+    fn has_applied(&self) -> Result<bool> {
+        Ok(
+            self.has_table("_cutover_applied")?
+                && self.has_column("_cutover_applied", "journal")?,
+        )
+    }
+
+    /// `(rows, last seq applied)` of journal `journal` in `_cutover_applied`;
+    /// zeros when absent.
+    pub fn applied_progress(&self, journal: &str) -> Result<(i64, i64)> {
+        if !self.has_applied()? {
             return Ok((0, 0));
         }
         Ok(self.conn.query_row(
-            "SELECT count(*), coalesce(max(seq), 0) FROM _cutover_applied",
-            [],
+            "SELECT count(*), coalesce(max(seq), 0) FROM _cutover_applied WHERE journal = ?1",
+            [journal],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )?)
     }
 
-    /// The last journal `seq` applied; 0 before the first. A look-up in the
-    /// primary key, cheap enough to run before every batch.
-    pub fn applied_last(&self) -> Result<i64> {
-        if !self.has_table("_cutover_applied")? {
+    /// The last `seq` of `journal` applied; 0 before the first. A look-up in
+    /// the primary key, cheap enough to run before every batch.
+    pub fn applied_last(&self, journal: &str) -> Result<i64> {
+        if !self.has_applied()? {
             return Ok(0);
         }
         Ok(self
             .conn
-            .prepare_cached("SELECT coalesce(max(seq), 0) FROM _cutover_applied")?
-            .query_row([], |r| r.get(0))?)
+            .prepare_cached(
+                "SELECT coalesce(max(seq), 0) FROM _cutover_applied WHERE journal = ?1",
+            )?
+            .query_row([journal], |r| r.get(0))?)
     }
 
     /// Records a journal entry as applied; `false` if it already was.
     /// `at` is the batch's commit time ([`Db::now`]): formatting a time per
     /// row costs more than the insert itself.
-    pub fn record_applied(&self, seq: i64, delivery: &str, at: &str) -> Result<bool> {
+    pub fn record_applied(
+        &self,
+        journal: &str,
+        seq: i64,
+        delivery: &str,
+        at: &str,
+    ) -> Result<bool> {
         let n = self
             .conn
-            .prepare_cached("INSERT OR IGNORE INTO _cutover_applied (seq, delivery, applied_at) VALUES (?1, ?2, ?3)")?
-            .execute(params![seq, delivery, at])?;
+            .prepare_cached("INSERT OR IGNORE INTO _cutover_applied (journal, seq, delivery, applied_at) VALUES (?1, ?2, ?3, ?4)")?
+            .execute(params![journal, seq, delivery, at])?;
         Ok(n == 1)
     }
 
-    /// Records a batch's journal entries as applied in one statement;
-    /// returns how many were new.
-    pub fn record_applied_all(&self, seqs: &[i64], delivery: &str) -> Result<usize> {
-        let list = serde_json::to_string(seqs)?;
-        Ok(self
-            .conn
-            .prepare_cached(
-                "INSERT OR IGNORE INTO _cutover_applied (seq, delivery, applied_at)
-                                  SELECT value, ?2, at FROM json_each(?1), (SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now') AS at)",
-            )?
-            .execute(params![list, delivery])?)
+    /// Records a batch's journal entries as applied; returns how many were
+    /// new.
+    pub fn record_applied_all(&self, journal: &str, seqs: &[i64], delivery: &str) -> Result<usize> {
+        let at = self.now()?;
+        let mut n = 0;
+        for &seq in seqs {
+            n += usize::from(self.record_applied(journal, seq, delivery, &at)?);
+        }
+        Ok(n)
     }
 
     /// The current UTC time as the control tables write it.
@@ -697,16 +733,155 @@ impl Db {
             })?)
     }
 
-    pub fn is_applied(&self, seq: i64) -> Result<bool> {
-        if !self.has_table("_cutover_applied")? {
+    pub fn is_applied(&self, journal: &str, seq: i64) -> Result<bool> {
+        if !self.has_applied()? {
             return Ok(false);
         }
         Ok(self
             .conn
-            .prepare_cached("SELECT 1 FROM _cutover_applied WHERE seq = ?1")?
-            .query_row([seq], |_| Ok(()))
+            .prepare_cached("SELECT 1 FROM _cutover_applied WHERE journal = ?1 AND seq = ?2")?
+            .query_row(params![journal, seq], |_| Ok(()))
             .optional()?
             .is_some())
+    }
+
+    /// Keeps the columns of a source row that the spec does not carry, as
+    /// replay deletes it (`row` is a JSON object of those columns).
+    pub fn keep_columns(
+        &self,
+        journal: &str,
+        tbl: &str,
+        key: &str,
+        row: &str,
+        seq: i64,
+    ) -> Result<()> {
+        self.conn
+            .prepare_cached(
+                "INSERT OR REPLACE INTO _cutover_kept (journal, tbl, key, row, seq) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(params![journal, tbl, key, row, seq])?;
+        Ok(())
+    }
+
+    /// Takes back the kept columns of a key that replay inserts again.
+    pub fn take_kept_columns(&self, journal: &str, tbl: &str, key: &str) -> Result<Option<String>> {
+        let row: Option<String> = self
+            .conn
+            .prepare_cached(
+                "SELECT row FROM _cutover_kept WHERE journal = ?1 AND tbl = ?2 AND key = ?3",
+            )?
+            .query_row(params![journal, tbl, key], |r| r.get(0))
+            .optional()?;
+        if row.is_some() {
+            self.conn
+                .prepare_cached(
+                    "DELETE FROM _cutover_kept WHERE journal = ?1 AND tbl = ?2 AND key = ?3",
+                )?
+                .execute(params![journal, tbl, key])?;
+        }
+        Ok(row)
+    }
+
+    /// Source columns of the row under `key` (`names` in order), as stored.
+    pub fn get_columns(
+        &self,
+        table: &str,
+        key_names: &[&str],
+        key: &[Value],
+        names: &[&str],
+    ) -> Result<Option<Row>> {
+        let sql = format!(
+            "SELECT {} FROM {} WHERE {}",
+            names
+                .iter()
+                .map(|c| quote_ident(c))
+                .collect::<Vec<_>>()
+                .join(", "),
+            quote_ident(table),
+            assign(
+                &key_names.iter().map(|c| quote_ident(c)).collect::<Vec<_>>(),
+                1,
+                " AND "
+            )
+        );
+        let mut st = self.conn.prepare_cached(&sql)?;
+        let mut rows = st.query(rusqlite::params_from_iter(key.iter().map(Bind)))?;
+        Ok(match rows.next()? {
+            Some(r) => Some(read_row(r, names.len())?),
+            None => None,
+        })
+    }
+
+    /// Sets source columns of the row under `key`.
+    pub fn set_columns(
+        &self,
+        table: &str,
+        key_names: &[&str],
+        key: &[Value],
+        names: &[&str],
+        values: &[Value],
+    ) -> Result<usize> {
+        let sql = format!(
+            "UPDATE {} SET {} WHERE {}",
+            quote_ident(table),
+            assign(
+                &names.iter().map(|c| quote_ident(c)).collect::<Vec<_>>(),
+                1,
+                ", "
+            ),
+            assign(
+                &key_names.iter().map(|c| quote_ident(c)).collect::<Vec<_>>(),
+                names.len() + 1,
+                " AND "
+            )
+        );
+        Ok(self
+            .conn
+            .prepare_cached(&sql)?
+            .execute(rusqlite::params_from_iter(
+                values.iter().chain(key).map(Bind),
+            ))?)
+    }
+
+    /// Rows of `table` that break a foreign key: `(child table, rowid,
+    /// parent table)`, as `PRAGMA foreign_key_check` finds them.
+    pub fn foreign_key_violations(
+        &self,
+        table: &str,
+    ) -> Result<Vec<(String, Option<i64>, String)>> {
+        let mut st = self
+            .conn
+            .prepare("SELECT \"table\", rowid, parent FROM pragma_foreign_key_check(?1)")?;
+        let rows = st.query_map([table], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Whether a table declares foreign keys.
+    pub fn has_foreign_keys(&self, table: &str) -> Result<bool> {
+        Ok(self.conn.query_row(
+            "SELECT count(*) FROM pragma_foreign_key_list(?1)",
+            [table],
+            |r| r.get::<_, i64>(0),
+        )? > 0)
+    }
+
+    /// The key columns' values of a row given by rowid (for reports).
+    pub fn key_of_rowid(&self, table: &str, key_names: &[&str], rowid: i64) -> Result<Option<Row>> {
+        let sql = format!(
+            "SELECT {} FROM {} WHERE rowid = ?1",
+            key_names
+                .iter()
+                .map(|c| quote_ident(c))
+                .collect::<Vec<_>>()
+                .join(", "),
+            quote_ident(table)
+        );
+        let mut st = self.conn.prepare(&sql)?;
+        let mut rows = st.query([rowid])?;
+        Ok(match rows.next()? {
+            Some(r) => Some(read_row(r, key_names.len())?),
+            None => None,
+        })
     }
 
     pub fn ensure_apply_tables(&self) -> Result<()> {
@@ -846,73 +1021,8 @@ impl Db {
         Ok(())
     }
 
-    // --- journal ------------------------------------------------------------
-
     fn trigger_names(kind: &str, table: &str) -> [String; 3] {
         ["insert", "update", "delete"].map(|op| format!("_cutover_{kind}_{op}_{table}"))
-    }
-
-    /// Installs the journal triggers on one table; idempotent.
-    pub fn install_journal(
-        &self,
-        name: &str,
-        table: &str,
-        columns: &[&str],
-        key_len: usize,
-    ) -> Result<()> {
-        // JSON cannot hold a blob; a blob value (a UUID key, say) is carried
-        // as {"blob": hex}, which `Value::from_json` reads back.
-        let value = |row: &str, c: &str| {
-            let v = format!("{row}.{}", quote_ident(c));
-            format!("CASE typeof({v}) WHEN 'blob' THEN json_object('blob', hex({v})) ELSE {v} END")
-        };
-        let image = |row: &str| {
-            columns
-                .iter()
-                .map(|c| format!("{}, {}", quote_literal(c), value(row, c)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let keys = |row: &str| {
-            columns[..key_len]
-                .iter()
-                .map(|c| value(row, c))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let key_same = columns[..key_len]
-            .iter()
-            .map(|c| format!("OLD.{0} IS NEW.{0}", quote_ident(c)))
-            .collect::<Vec<_>>()
-            .join(" AND ");
-        let [ins, upd, del] = Self::trigger_names("journal", table).map(|n| quote_ident(&n));
-        let sql = JOURNAL_TRIGGERS
-            .replace("{{ins}}", &ins)
-            .replace("{{upd}}", &upd)
-            .replace("{{del}}", &del)
-            .replace("{{table}}", &quote_ident(table))
-            .replace("{{name}}", &quote_literal(name))
-            .replace("{{key_same}}", &key_same)
-            .replace("{{new_key}}", &keys("NEW"))
-            .replace("{{old_key}}", &keys("OLD"))
-            .replace("{{new_image}}", &image("NEW"))
-            .replace("{{old_image}}", &image("OLD"));
-        self.conn
-            .execute_batch(&sql)
-            .with_context(|| format!("installing journal triggers on '{table}'"))
-    }
-
-    pub fn remove_journal(&self, table: &str) -> Result<()> {
-        for n in Self::trigger_names("journal", table) {
-            self.conn
-                .execute_batch(&format!("DROP TRIGGER IF EXISTS {}", quote_ident(&n)))?;
-        }
-        Ok(())
-    }
-
-    /// How many of the three journal triggers of a table exist.
-    pub fn journal_triggers(&self, table: &str) -> Result<usize> {
-        self.count_triggers(&Self::trigger_names("journal", table))
     }
 
     fn count_triggers(&self, names: &[String]) -> Result<usize> {
@@ -925,121 +1035,6 @@ impl Db {
             )?;
         }
         Ok(n as usize)
-    }
-
-    /// `(tbl, op, entries)` of the journal, in table then op order.
-    pub fn journal_counts(&self) -> Result<Vec<(String, String, i64)>> {
-        if !self.has_journal()? {
-            return Ok(Vec::new());
-        }
-        let mut st = self.conn.prepare(
-            "SELECT tbl, op, count(*) FROM _cutover_journal GROUP BY tbl, op ORDER BY tbl, op",
-        )?;
-        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
-    }
-
-    /// `(entries, max seq)` of the journal.
-    pub fn journal_extent(&self) -> Result<(i64, i64)> {
-        if !self.has_journal()? {
-            return Ok((0, 0));
-        }
-        Ok(self.conn.query_row(
-            "SELECT count(*), coalesce(max(seq), 0) FROM _cutover_journal",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )?)
-    }
-
-    /// Entries with `seq <= upto`.
-    pub fn journal_count_upto(&self, upto: i64) -> Result<i64> {
-        if !self.has_journal()? {
-            return Ok(0);
-        }
-        Ok(self.conn.query_row(
-            "SELECT count(*) FROM _cutover_journal WHERE seq <= ?1",
-            [upto],
-            |r| r.get(0),
-        )?)
-    }
-
-    /// Entries with `after < seq <= upto`, at most `limit`, in `seq` order.
-    pub fn journal_page(&self, after: i64, upto: i64, limit: usize) -> Result<Vec<JournalEntry>> {
-        let mut st = self.conn.prepare_cached(
-            "SELECT seq, tbl, op, key, old_key, old, new FROM _cutover_journal
-             WHERE seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT ?3",
-        )?;
-        let mut rows = st.query(params![after, upto, limit as i64])?;
-        let mut out = Vec::new();
-        while let Some(r) = rows.next()? {
-            let seq: i64 = r.get(0)?;
-            let tbl = match r.get_ref(1)? {
-                ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
-                _ => String::new(),
-            };
-            let text = |i: usize, what: &str| -> Result<Option<String>> {
-                match r.get_ref(i)? {
-                    ValueRef::Null => Ok(None),
-                    v => {
-                        let b = v.as_bytes().map_err(|e| {
-                            anyhow::anyhow!(
-                                "journal entry seq {seq} (table '{tbl}'): {what} is not text: {e}"
-                            )
-                        })?;
-                        Ok(Some(String::from_utf8(b.to_vec()).map_err(|_| {
-                            anyhow::anyhow!("journal entry seq {seq} (table '{tbl}'): {what} is not valid UTF-8; the target holds text SQLite let through unchecked, and the rollback cannot carry it")
-                        })?))
-                    }
-                }
-            };
-            let need = |v: Option<String>, what: &str| {
-                v.ok_or_else(|| anyhow::anyhow!("journal entry seq {seq}: {what} is NULL"))
-            };
-            out.push(JournalEntry {
-                seq,
-                tbl: need(text(1, "the table")?, "the table")?,
-                op: need(text(2, "the op")?, "the op")?,
-                key: need(text(3, "the key")?, "the key")?,
-                old_key: text(4, "the old key")?,
-                old: text(5, "the before-image")?,
-                new: text(6, "the after-image")?,
-            });
-        }
-        Ok(out)
-    }
-
-    /// Entries with `after < seq <= upto` counted per op.
-    pub fn journal_pending_counts(&self, after: i64, upto: i64) -> Result<Vec<(String, i64)>> {
-        let mut st = self.conn.prepare(
-            "SELECT op, count(*) FROM _cutover_journal WHERE seq > ?1 AND seq <= ?2 GROUP BY op ORDER BY op",
-        )?;
-        let rows = st.query_map(params![after, upto], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
-    }
-
-    /// Every key touched by entries with `after < seq <= upto`, with the ops
-    /// on it in order: `(tbl, key JSON, "insert,update")`, first touched first.
-    /// Grouping happens inside SQLite, which spills to disk, not in our memory.
-    pub fn journal_touched_keys(
-        &self,
-        after: i64,
-        upto: i64,
-        mut f: impl FnMut(String, String, String) -> Result<()>,
-    ) -> Result<()> {
-        let mut st = self.conn.prepare(
-            "SELECT tbl, k, group_concat(op, ',') FROM (
-                 SELECT seq, tbl, key AS k, op FROM _cutover_journal WHERE seq > ?1 AND seq <= ?2
-                 UNION ALL
-                 SELECT seq, tbl, old_key AS k, op FROM _cutover_journal
-                 WHERE seq > ?1 AND seq <= ?2 AND old_key IS NOT NULL
-                 ORDER BY seq)
-             GROUP BY tbl, k ORDER BY min(seq)",
-        )?;
-        let mut rows = st.query(params![after, upto])?;
-        while let Some(r) = rows.next()? {
-            f(r.get(0)?, r.get(1)?, r.get(2)?)?;
-        }
-        Ok(())
     }
 
     // --- fence --------------------------------------------------------------
@@ -1061,12 +1056,14 @@ impl Db {
             .with_context(|| format!("installing fence triggers on '{table}'"))
     }
 
-    /// Guards the fence row (`_cutover_fence`) against update and delete.
+    /// Guards the fence row (`_cutover_fence`): once written it cannot be
+    /// changed, deleted or replaced.
     pub fn install_fence_guard(&self, message: &str) -> Result<()> {
         let table = "_cutover_fence";
         self.remove_fence_triggers(table)?;
-        let [_, upd, del] = Self::trigger_names("fence", table).map(|n| quote_ident(&n));
+        let [ins, upd, del] = Self::trigger_names("fence", table).map(|n| quote_ident(&n));
         let sql = FENCE_GUARD
+            .replace("{{ins}}", &ins)
             .replace("{{upd}}", &upd)
             .replace("{{del}}", &del)
             .replace("{{table}}", &quote_ident(table))
@@ -1155,30 +1152,6 @@ impl Db {
             b.hash_into(&mut h);
             Ok(true)
         })?;
-        Ok(hex::encode(h.finalize()))
-    }
-
-    /// SHA-256 over every journal row, in `seq` order. The `at` timestamp is
-    /// left out: the digest says what the journal holds, so two copies of the
-    /// same history (a drill and its rerun) fingerprint alike.
-    pub fn journal_digest(&self) -> Result<String> {
-        let mut h = Sha256::new();
-        if self.has_journal()? {
-            let mut st = self.conn.prepare(
-                "SELECT seq, tbl, op, key, coalesce(old_key, ''), coalesce(old, ''), coalesce(new, '')
-                 FROM _cutover_journal ORDER BY seq",
-            )?;
-            let mut rows = st.query([])?;
-            while let Some(r) = rows.next()? {
-                h.update(r.get::<_, i64>(0)?.to_le_bytes());
-                for i in 1..7 {
-                    let v = r.get_ref(i)?;
-                    let bytes = v.as_bytes().unwrap_or(b"");
-                    h.update((bytes.len() as u64).to_le_bytes());
-                    h.update(bytes);
-                }
-            }
-        }
         Ok(hex::encode(h.finalize()))
     }
 

@@ -1,0 +1,660 @@
+//! Change capture on SQLite: the journal triggers, the image tables they
+//! write, the journal's identity, and reading entries back.
+//!
+//! Each journaled table has an image id (`img`, a row of
+//! `_cutover_journal_tables`) and three untyped tables named after it:
+//! `_cutover_old_<img>` and `_cutover_new_<img>`, the before- and
+//! after-images whose rowid is the entry's `seq`, and `_cutover_pending_<img>`,
+//! the rows a REPLACE is about to delete (see `sql/sqlite/journal_triggers.sql`).
+//! Untyped columns have no affinity, so every value keeps its storage class
+//! and its bits; image tables have as many columns as the table, so any width
+//! SQLite allows is journaled.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use anyhow::{Context, Result, bail};
+use rusqlite::{OptionalExtension, params};
+use sha2::{Digest, Sha256};
+
+use super::{Db, cell, quote_ident};
+use crate::value::{CellRef, Row};
+
+const JOURNAL_TRIGGERS: &str = include_str!("../../../sql/sqlite/journal_triggers.sql");
+const JOURNAL_FLUSH: &str = include_str!("../../../sql/sqlite/journal_flush.sql");
+
+/// One journal entry with its images, in the column order of its table's
+/// image (see [`JournalTable::columns`]).
+#[derive(Clone, Debug)]
+pub struct JournalEntry {
+    pub seq: i64,
+    pub img: i64,
+    pub op: String,
+    pub old: Option<Row>,
+    pub new: Option<Row>,
+}
+
+/// A journaled table as the journal recorded it.
+#[derive(Clone, Debug)]
+pub struct JournalTable {
+    pub img: i64,
+    /// The spec's name of the table.
+    pub tbl: String,
+    pub target_table: String,
+    /// The target columns the images hold, in order.
+    pub columns: Vec<String>,
+}
+
+/// The names of the journal's triggers on one table.
+fn journal_trigger_names(table: &str) -> [String; 5] {
+    ["insert", "update", "delete", "replace", "rekey"]
+        .map(|op| format!("_cutover_journal_{op}_{table}"))
+}
+
+fn image_tables(img: i64) -> [String; 3] {
+    ["old", "new", "pending"].map(|k| format!("_cutover_{k}_{img}"))
+}
+
+impl Db {
+    /// The journal's identity, once `journal install` gave it one.
+    pub fn journal_id(&self) -> Result<Option<(String, Vec<String>)>> {
+        if !self.has_table("_cutover_journal_id")? {
+            return Ok(None);
+        }
+        let row: Option<(String, String)> = self
+            .conn
+            .query_row(
+                "SELECT journal, tables FROM _cutover_journal_id WHERE id = 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        Ok(match row {
+            Some((id, tables)) => Some((id, serde_json::from_str(&tables)?)),
+            None => None,
+        })
+    }
+
+    /// Gives the journal an identity if it has none: `journal` is fresh
+    /// randomness from the caller, `tables` the spec's table names.
+    pub fn set_journal_id(&self, journal: &str, tables: &[&str]) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO _cutover_journal_id (id, journal, tables) VALUES (1, ?1, ?2)",
+            params![journal, serde_json::to_string(tables)?],
+        )?;
+        Ok(())
+    }
+
+    /// Every journaled table (and earlier column lists of the same table).
+    pub fn journal_tables(&self) -> Result<Vec<JournalTable>> {
+        if !self.has_table("_cutover_journal_tables")? {
+            return Ok(Vec::new());
+        }
+        let mut st = self.conn.prepare(
+            "SELECT img, tbl, target_table, columns FROM _cutover_journal_tables ORDER BY img",
+        )?;
+        let rows = st.query_map([], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (img, tbl, target_table, columns) = row?;
+            out.push(JournalTable {
+                img,
+                tbl,
+                target_table,
+                columns: serde_json::from_str(&columns)?,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The column sets the table holds unique: its primary key (or rowid
+    /// alias) and every UNIQUE index that is neither partial nor on an
+    /// expression. A REPLACE deletes the rows a new row collides with on any
+    /// of them.
+    fn unique_sets(&self, table: &str) -> Result<Vec<Vec<String>>> {
+        let mut sets: Vec<Vec<String>> = Vec::new();
+        let mut pk: Vec<(i64, String)> = self
+            .table_columns(table)?
+            .into_iter()
+            .filter(|c| c.pk > 0)
+            .map(|c| (c.pk, c.name))
+            .collect();
+        pk.sort();
+        if !pk.is_empty() {
+            sets.push(pk.into_iter().map(|c| c.1).collect());
+        }
+        let mut st = self.conn.prepare(
+            "SELECT il.name, ii.seqno, ii.name FROM pragma_index_list(?1) AS il, pragma_index_info(il.name) AS ii
+             WHERE il.\"unique\" AND il.partial = 0 ORDER BY il.name, ii.seqno",
+        )?;
+        let rows: Vec<(String, i64, Option<String>)> = st
+            .query_map([table], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut by_index: BTreeMap<String, Option<Vec<String>>> = BTreeMap::new();
+        for (index, _, col) in rows {
+            let entry = by_index.entry(index).or_insert_with(|| Some(Vec::new()));
+            match (entry.as_mut(), col) {
+                (Some(cols), Some(c)) => cols.push(c),
+                // An expression column: the index cannot be matched by columns.
+                _ => *entry = None,
+            }
+        }
+        for cols in by_index.into_values().flatten() {
+            let set: BTreeSet<&String> = cols.iter().collect();
+            if !sets
+                .iter()
+                .any(|s| s.iter().collect::<BTreeSet<_>>() == set)
+            {
+                sets.push(cols);
+            }
+        }
+        Ok(sets)
+    }
+
+    /// The image id for `name` with these columns: the existing one when the
+    /// columns are the same, else a new one with its image tables.
+    fn image_for(&self, name: &str, table: &str, columns: &[&str]) -> Result<i64> {
+        let list = serde_json::to_string(columns)?;
+        let found: Option<i64> = self
+            .conn
+            .query_row(
+                "SELECT img FROM _cutover_journal_tables WHERE tbl = ?1 AND target_table = ?2 AND columns = ?3",
+                params![name, table, list],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if let Some(img) = found {
+            return Ok(img);
+        }
+        self.conn.execute(
+            "INSERT INTO _cutover_journal_tables (tbl, target_table, columns) VALUES (?1, ?2, ?3)",
+            params![name, table, list],
+        )?;
+        let img = self.conn.last_insert_rowid();
+        let cols = (1..=columns.len())
+            .map(|i| format!("c{i}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        for t in image_tables(img) {
+            // No declared types: no affinity, values kept as they are.
+            self.conn
+                .execute_batch(&format!("CREATE TABLE {} ({cols})", quote_ident(&t)))?;
+        }
+        Ok(img)
+    }
+
+    /// The journal triggers of one table as `(name, CREATE statement)`, for
+    /// image `img` with `columns` (key columns first, `key_len` of them).
+    fn journal_trigger_sql(
+        &self,
+        img: i64,
+        table: &str,
+        columns: &[&str],
+        key_len: usize,
+    ) -> Result<Vec<(String, String)>> {
+        let t = quote_ident(table);
+        let q: Vec<String> = columns.iter().map(|c| quote_ident(c)).collect();
+        let cols = (1..=columns.len())
+            .map(|i| format!("c{i}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let values = |row: &str| {
+            q.iter()
+                .map(|c| format!("{row}.{c}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut sets = self.unique_sets(table)?;
+        // The spec's key is unique too (check and load insist on it).
+        let key: Vec<String> = columns[..key_len].iter().map(|c| c.to_string()).collect();
+        if !sets
+            .iter()
+            .any(|s| s.iter().collect::<BTreeSet<_>>() == key.iter().collect::<BTreeSet<_>>())
+        {
+            sets.push(key);
+        }
+        let conflict = sets
+            .iter()
+            .map(|s| {
+                let parts: Vec<String> = s
+                    .iter()
+                    .map(|c| format!("{t}.{0} = NEW.{0}", quote_ident(c)))
+                    .collect();
+                format!("({})", parts.join(" AND "))
+            })
+            .collect::<Vec<_>>()
+            .join(" OR ");
+        let unique_cols: BTreeSet<&String> = sets.iter().flatten().collect();
+        let moved = unique_cols
+            .iter()
+            .map(|c| format!("NEW.{0} IS NOT OLD.{0}", quote_ident(c)))
+            .collect::<Vec<_>>()
+            .join(" OR ");
+        let not_old = format!(
+            "NOT ({})",
+            q[..key_len]
+                .iter()
+                .map(|c| format!("{t}.{c} IS OLD.{c}"))
+                .collect::<Vec<_>>()
+                .join(" AND ")
+        );
+        let old_is = q[..key_len]
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("c{} IS OLD.{c}", i + 1))
+            .collect::<Vec<_>>()
+            .join(" AND ");
+        let [old, new, pending] = image_tables(img).map(|n| quote_ident(&n));
+        let flush = |guard: &str| {
+            (0..sets.len())
+                .map(|_| {
+                    JOURNAL_FLUSH
+                        .replace("{{img}}", &img.to_string())
+                        .replace("{{pending}}", &pending)
+                        .replace("{{old}}", &old)
+                        .replace("{{cols}}", &cols)
+                        .replace("{{guard}}", guard)
+                })
+                .collect::<String>()
+        };
+        let [ins, upd, del, pre_ins, pre_upd] =
+            journal_trigger_names(table).map(|n| quote_ident(&n));
+        let sql = JOURNAL_TRIGGERS
+            .replace("{{flush_ins}}", flush("1").trim_end())
+            .replace("{{flush_upd}}", flush(&format!("({moved})")).trim_end())
+            .replace("{{pre_ins}}", &pre_ins)
+            .replace("{{pre_upd}}", &pre_upd)
+            .replace("{{ins}}", &ins)
+            .replace("{{upd}}", &upd)
+            .replace("{{del}}", &del)
+            .replace("{{table}}", &t)
+            .replace("{{img}}", &img.to_string())
+            .replace("{{old}}", &old)
+            .replace("{{new}}", &new)
+            .replace("{{pending}}", &pending)
+            .replace(
+                "{{cols_of_table}}",
+                &q.iter()
+                    .map(|c| format!("{t}.{c}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            )
+            .replace("{{cols}}", &cols)
+            .replace("{{new_values}}", &values("NEW"))
+            .replace("{{old_values}}", &values("OLD"))
+            .replace("{{conflict}}", &conflict)
+            .replace("{{moved}}", &format!("({moved})"))
+            .replace("{{not_old}}", &not_old)
+            .replace("{{old_is}}", &old_is);
+        // One statement per trigger, as sqlite_schema stores it.
+        let names = journal_trigger_names(table);
+        let mut out = Vec::new();
+        for stmt in sql.split("\nEND;").filter(|s| s.contains("CREATE TRIGGER")) {
+            let text = format!(
+                "{}\nEND",
+                stmt[stmt.find("CREATE TRIGGER").unwrap_or(0)..].trim_end()
+            );
+            let name = names
+                .iter()
+                .find(|n| text.starts_with(&format!("CREATE TRIGGER {} ", quote_ident(n))))
+                .with_context(|| format!("journal trigger template: unnamed trigger {text}"))?;
+            out.push((name.clone(), text));
+        }
+        Ok(out)
+    }
+
+    /// Installs (or replaces, when they differ from what the spec needs
+    /// now) the journal triggers on one table. Returns how many triggers were
+    /// created or replaced.
+    pub fn install_journal(
+        &self,
+        name: &str,
+        table: &str,
+        columns: &[&str],
+        key_len: usize,
+    ) -> Result<usize> {
+        let img = self.image_for(name, table, columns)?;
+        let mut changed = 0;
+        for (trigger, sql) in self.journal_trigger_sql(img, table, columns, key_len)? {
+            if self.trigger_sql(&trigger)?.as_deref() == Some(sql.as_str()) {
+                continue;
+            }
+            self.conn
+                .execute_batch(&format!("DROP TRIGGER IF EXISTS {}", quote_ident(&trigger)))?;
+            self.conn
+                .execute_batch(&sql)
+                .with_context(|| format!("installing journal triggers on '{table}'"))?;
+            changed += 1;
+        }
+        Ok(changed)
+    }
+
+    /// The stored `CREATE TRIGGER` statement of a trigger.
+    fn trigger_sql(&self, name: &str) -> Result<Option<String>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT sql FROM sqlite_schema WHERE type = 'trigger' AND name = ?1",
+                [name],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
+    /// The journal triggers of one table that are missing or differ from the
+    /// ones the spec needs now (`columns`, `key_len`): their names.
+    pub fn stale_journal_triggers(
+        &self,
+        name: &str,
+        table: &str,
+        columns: &[&str],
+        key_len: usize,
+    ) -> Result<Vec<String>> {
+        let list = serde_json::to_string(columns)?;
+        let img: Option<i64> = if self.has_table("_cutover_journal_tables")? {
+            self.conn
+                .query_row(
+                    "SELECT img FROM _cutover_journal_tables WHERE tbl = ?1 AND target_table = ?2 AND columns = ?3",
+                    params![name, table, list],
+                    |r| r.get(0),
+                )
+                .optional()?
+        } else {
+            None
+        };
+        let Some(img) = img else {
+            return Ok(journal_trigger_names(table)
+                .into_iter()
+                .filter(|n| self.trigger_sql(n).ok().flatten().is_some())
+                .chain(std::iter::once(format!(
+                    "(no journal image for columns {list})"
+                )))
+                .collect());
+        };
+        let mut stale = Vec::new();
+        for (trigger, sql) in self.journal_trigger_sql(img, table, columns, key_len)? {
+            if self.trigger_sql(&trigger)?.as_deref() != Some(sql.as_str()) {
+                stale.push(trigger);
+            }
+        }
+        Ok(stale)
+    }
+
+    pub fn remove_journal(&self, table: &str) -> Result<()> {
+        for n in journal_trigger_names(table) {
+            self.conn
+                .execute_batch(&format!("DROP TRIGGER IF EXISTS {}", quote_ident(&n)))?;
+        }
+        Ok(())
+    }
+
+    /// How many of a table's journal triggers exist.
+    pub fn journal_triggers(&self, table: &str) -> Result<usize> {
+        self.count_triggers(&journal_trigger_names(table))
+    }
+
+    /// The journal's image tables (before- and after-images), which the
+    /// fence guards like the journal itself.
+    pub fn journal_image_tables(&self) -> Result<Vec<String>> {
+        Ok(self
+            .journal_tables()?
+            .into_iter()
+            .flat_map(|t| {
+                let [old, new, _] = image_tables(t.img);
+                [old, new]
+            })
+            .collect())
+    }
+
+    /// `(tbl, op, entries)` of the journal, in table then op order.
+    pub fn journal_counts(&self) -> Result<Vec<(String, String, i64)>> {
+        if !self.has_journal()? {
+            return Ok(Vec::new());
+        }
+        let mut st = self.conn.prepare(
+            "SELECT t.tbl, j.op, count(*) FROM _cutover_journal j JOIN _cutover_journal_tables t USING (img)
+             GROUP BY t.tbl, j.op ORDER BY t.tbl, j.op",
+        )?;
+        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// `(entries, max seq)` of the journal.
+    pub fn journal_extent(&self) -> Result<(i64, i64)> {
+        if !self.has_journal()? {
+            return Ok((0, 0));
+        }
+        Ok(self.conn.query_row(
+            "SELECT count(*), coalesce(max(seq), 0) FROM _cutover_journal",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?)
+    }
+
+    /// Entries with `seq <= upto`.
+    pub fn journal_count_upto(&self, upto: i64) -> Result<i64> {
+        if !self.has_journal()? {
+            return Ok(0);
+        }
+        Ok(self.conn.query_row(
+            "SELECT count(*) FROM _cutover_journal WHERE seq <= ?1",
+            [upto],
+            |r| r.get(0),
+        )?)
+    }
+
+    /// Entries with `seq <= upto` not in `applied` (a sorted list would be
+    /// too big; the caller passes the applied set's count and this counts
+    /// entries above `after` instead).
+    pub fn journal_count_between(&self, after: i64, upto: i64) -> Result<i64> {
+        if !self.has_journal()? {
+            return Ok(0);
+        }
+        Ok(self.conn.query_row(
+            "SELECT count(*) FROM _cutover_journal WHERE seq > ?1 AND seq <= ?2",
+            [after, upto],
+            |r| r.get(0),
+        )?)
+    }
+
+    /// Entries with `after < seq <= upto`, at most `limit`, in `seq` order,
+    /// with their images.
+    pub fn journal_page(&self, after: i64, upto: i64, limit: usize) -> Result<Vec<JournalEntry>> {
+        let widths: HashMap<i64, (usize, String)> = self
+            .journal_tables()?
+            .into_iter()
+            .map(|t| (t.img, (t.columns.len(), t.tbl)))
+            .collect();
+        let mut st = self.conn.prepare_cached(
+            "SELECT seq, img, op FROM _cutover_journal WHERE seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT ?3",
+        )?;
+        let heads: Vec<(i64, i64, String)> = st
+            .query_map(params![after, upto, limit as i64], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut out = Vec::with_capacity(heads.len());
+        for (seq, img, op) in heads {
+            let (width, tbl) = widths.get(&img).with_context(|| {
+                format!("journal entry seq {seq} names image {img}, which _cutover_journal_tables does not list; the journal is damaged")
+            })?;
+            let [old_t, new_t, _] = image_tables(img);
+            let width = *width;
+            let image = |t: &str| -> Result<Option<Row>> {
+                let mut st = self.conn.prepare_cached(&format!(
+                    "SELECT * FROM {} WHERE rowid = ?1",
+                    quote_ident(t)
+                ))?;
+                let mut rows = st.query([seq])?;
+                let Some(r) = rows.next()? else {
+                    return Ok(None);
+                };
+                let mut row = Vec::with_capacity(width);
+                for i in 0..width {
+                    let c = cell(r.get_ref(i)?);
+                    if let CellRef::Text(b) = c
+                        && std::str::from_utf8(b).is_err()
+                    {
+                        bail!(
+                            "journal entry seq {seq} (table '{tbl}'): a text value is not valid UTF-8 ({}); the target holds text SQLite let through unchecked, and the rollback cannot carry it as text. Fix the value in the target before the fence, or settle that row by hand",
+                            hex::encode(b)
+                        );
+                    }
+                    row.push(c.to_value());
+                }
+                Ok(Some(row))
+            };
+            let (old, new) = match op.as_str() {
+                "insert" => (None, image(&new_t)?),
+                "delete" => (image(&old_t)?, None),
+                _ => (image(&old_t)?, image(&new_t)?),
+            };
+            out.push(JournalEntry {
+                seq,
+                img,
+                op,
+                old,
+                new,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Entries with `after < seq <= upto` counted per op.
+    pub fn journal_pending_counts(&self, after: i64, upto: i64) -> Result<Vec<(String, i64)>> {
+        let mut st = self.conn.prepare(
+            "SELECT op, count(*) FROM _cutover_journal WHERE seq > ?1 AND seq <= ?2 GROUP BY op ORDER BY op",
+        )?;
+        let rows = st.query_map(params![after, upto], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// SHA-256 over the journal: every entry in `seq` order and every image
+    /// row in rowid order, each cell with its storage class.
+    pub fn journal_digest(&self) -> Result<String> {
+        let mut h = Sha256::new();
+        if self.has_journal()? {
+            let mut st = self
+                .conn
+                .prepare("SELECT seq, img, op FROM _cutover_journal ORDER BY seq")?;
+            let mut rows = st.query([])?;
+            while let Some(r) = rows.next()? {
+                h.update(r.get::<_, i64>(0)?.to_le_bytes());
+                h.update(r.get::<_, i64>(1)?.to_le_bytes());
+                let op = r.get_ref(2)?.as_bytes().unwrap_or(b"");
+                h.update((op.len() as u64).to_le_bytes());
+                h.update(op);
+            }
+            for t in self.journal_image_tables()? {
+                h.update((t.len() as u64).to_le_bytes());
+                h.update(t.as_bytes());
+                let mut st = self.conn.prepare(&format!(
+                    "SELECT rowid, * FROM {} ORDER BY rowid",
+                    quote_ident(&t)
+                ))?;
+                let width = st.column_count();
+                let mut rows = st.query([])?;
+                while let Some(r) = rows.next()? {
+                    for i in 0..width {
+                        crate::value::hash_cell(&mut h, cell(r.get_ref(i)?));
+                    }
+                }
+            }
+        }
+        Ok(hex::encode(h.finalize()))
+    }
+
+    /// Records the spec's tables under the journal's identity (a spec that
+    /// gained a table).
+    pub fn set_journal_tables(&self, tables: &[&str]) -> Result<()> {
+        self.conn.execute(
+            "UPDATE _cutover_journal_id SET tables = ?1 WHERE id = 1",
+            [serde_json::to_string(tables)?],
+        )?;
+        Ok(())
+    }
+
+    /// Writes through a table's journal triggers inside a savepoint that is
+    /// always rolled back, with `trusted_schema=OFF`: the first row (by key)
+    /// is deleted, inserted again and updated to itself, and the journal
+    /// must hold exactly those three changes with that row as every image.
+    /// An empty or fenced table is not written; the statements that fire
+    /// the triggers are compiled instead, which is where SQLite refuses a
+    /// trigger it cannot run.
+    pub fn prove_journal(
+        &self,
+        name: &str,
+        table: &str,
+        columns: &[&str],
+        key_len: usize,
+    ) -> Result<()> {
+        self.conn.execute_batch("SAVEPOINT cutover_probe")?;
+        self.conn.pragma_update(None, "trusted_schema", false)?;
+        let r = self.probe_writes_journal(name, table, columns, key_len);
+        self.conn.pragma_update(None, "trusted_schema", true)?;
+        self.conn
+            .execute_batch("ROLLBACK TO cutover_probe; RELEASE cutover_probe")?;
+        r
+    }
+
+    fn probe_writes_journal(
+        &self,
+        name: &str,
+        table: &str,
+        columns: &[&str],
+        key_len: usize,
+    ) -> Result<()> {
+        let t = quote_ident(table);
+        let first_col = quote_ident(columns[0]);
+        let compile = [
+            format!("INSERT INTO {t} DEFAULT VALUES"),
+            format!("UPDATE {t} SET {first_col} = {first_col} WHERE 0"),
+            format!("DELETE FROM {t} WHERE 0"),
+        ];
+        for sql in &compile {
+            self.conn.prepare(sql)?;
+        }
+        if self.fence_triggers(table)? > 0 {
+            return Ok(());
+        }
+        let sql = super::TableSql::new(table, columns, key_len);
+        let mut first = None;
+        self.scan(&sql, None, |row| {
+            first = Some(row);
+            Ok(false)
+        })?;
+        let Some(row) = first else { return Ok(()) };
+        let (_, before) = self.journal_extent()?;
+        let key = row[..key_len].to_vec();
+        self.delete_row(&sql, &key)?;
+        self.insert_row(&sql, &row)?;
+        self.update_row(&sql, &key, &row)?;
+        let page = self.journal_page(before, i64::MAX, 10)?;
+        let seen: Vec<(&str, Option<&Row>, Option<&Row>)> = page
+            .iter()
+            .map(|e| (e.op.as_str(), e.old.as_ref(), e.new.as_ref()))
+            .collect();
+        let want = vec![
+            ("delete", Some(&row), None),
+            ("insert", None, Some(&row)),
+            ("update", Some(&row), Some(&row)),
+        ];
+        if seen != want {
+            bail!(
+                "a delete, insert and update of one row of '{name}' journaled {} entries ({}) instead of exactly those three with the row as every image",
+                page.len(),
+                page.iter()
+                    .map(|e| e.op.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        Ok(())
+    }
+}
