@@ -465,11 +465,11 @@ pub fn open_with_snapshot(
 ) -> Result<(Db, Db, SchemaNotes)> {
     let s = open_source(spec, snapshot, source)?;
     let t = Db::open(&spec.target, target, "target")?;
-    // Two spellings of one file (`./one.db`, `sub/../one.db`, a symlink)
-    // are still one database.
+    // Two spellings of one file (`./one.db`, `sub/../one.db`, a symlink,
+    // a hard link) are still one database: the same device and inode.
     if spec.source_kind == SourceKind::Sqlite
         && let (Ok(a), Ok(b)) = (spec.source.canonicalize(), spec.target.canonicalize())
-        && a == b
+        && (a == b || same_inode(&a, &b))
     {
         bail!(
             "spec {}: source and target are the same file {}; they must be two databases",
@@ -479,6 +479,20 @@ pub fn open_with_snapshot(
     }
     let notes = spec.check_schema(&s, &t)?;
     Ok((s, t, notes))
+}
+
+#[cfg(unix)]
+fn same_inode(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+#[cfg(not(unix))]
+fn same_inode(_: &Path, _: &Path) -> bool {
+    false
 }
 
 /// Opens the source: the database, or a CSV snapshot (the spec's, or
