@@ -200,8 +200,10 @@ fn random_application_writes_replayed_through_kills_leave_the_source_equal_to_th
         started.elapsed(),
         base_seed()
     );
+    // Each round plans one to three kills; a run that finished before its
+    // kill ends the round early, so demand only half a kill per round.
     assert!(
-        tally.kills as usize >= seeds.len(),
+        tally.kills as usize * 2 >= seeds.len(),
         "only {} kills landed in {} rounds (base seed {:#x})",
         tally.kills,
         seeds.len(),
