@@ -11,10 +11,13 @@
 //! triggers and on another after `cutover journal install`: same seed, same
 //! rows, one after the other, three times with the order alternating
 //! (`CUTOVER_BENCH_REPEATS`). Workloads (`CUTOVER_BENCH_WORKLOADS`, default
-//! `update,insert,delete`):
+//! `update,update-stride,insert,delete`):
 //!
 //! - `update`: `UPDATE orders SET cents = cents + 1 WHERE id = ?` on ids
 //!   drawn at random (seeded) from the table;
+//! - `update-stride`: the same updates on ids `(i * 13) % rows + 1`, the
+//!   pattern of `benches/perf.rs` (each batch of 1,000 touches a few dozen
+//!   pages, so commits write little and the triggers' CPU cost shows);
 //! - `insert`: `INSERT INTO orders VALUES (?, ?, 'active')` of new ids past
 //!   the last one;
 //! - `delete`: `DELETE FROM orders WHERE id = ?` of every row, in a seeded
@@ -42,6 +45,10 @@ db, workload, rows, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.a
 rng = random.Random(seed)
 if workload == "update":
     ids = [rng.randrange(rows) + 1 for _ in range(rows)]
+    sql = "UPDATE orders SET cents = cents + 1 WHERE id = ?"
+    args = [(i,) for i in ids]
+elif workload == "update-stride":
+    ids = [(i * 13) % rows + 1 for i in range(1, rows + 1)]
     sql = "UPDATE orders SET cents = cents + 1 WHERE id = ?"
     args = [(i,) for i in ids]
 elif workload == "insert":
@@ -79,7 +86,10 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 fn main() {
     let rows: i64 = env_or("CUTOVER_BENCH_ROWS", 1_000_000);
     let repeats: usize = env_or("CUTOVER_BENCH_REPEATS", 3);
-    let workloads: String = env_or("CUTOVER_BENCH_WORKLOADS", "update,insert,delete".into());
+    let workloads: String = env_or(
+        "CUTOVER_BENCH_WORKLOADS",
+        "update,update-stride,insert,delete".into(),
+    );
     let base = std::env::var_os("CUTOVER_BENCH_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(std::env::temp_dir);
