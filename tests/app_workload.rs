@@ -245,6 +245,13 @@ fn one_round(d: &Dir, seed: u64, tally: &mut Tally) -> Result<(), String> {
         ],
     );
     assert_eq!(code, 0, "the application failed (a test bug):\n{out}");
+    let app = out.trim().to_string();
+    after_the_writes(d, &mut rng, tally)
+        .map_err(|e| format!("the application made its writes ({app}), then {e}"))
+}
+
+/// Fence, replay through kills, check.
+fn after_the_writes(d: &Dir, rng: &mut Rng, tally: &mut Tally) -> Result<(), String> {
     let fence = d.json(&["fence", "on"], 0);
     let boundary = fence["boundary"]
         .as_i64()
@@ -268,7 +275,7 @@ fn one_round(d: &Dir, seed: u64, tally: &mut Tally) -> Result<(), String> {
         ));
     }
 
-    replay_through_kills(d, &mut rng, took, tally)?;
+    replay_through_kills(d, rng, took, tally)?;
     tally.entries += entries;
 
     let (equal, report) = oracle(d);
