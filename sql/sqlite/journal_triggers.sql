@@ -1,8 +1,9 @@
 -- Journal triggers for one table. Filled in by src/db/sqlite/journal.rs with
 -- quoted identifiers only: {{ins}} {{upd}} {{del}} {{pre_ins}} {{pre_upd}}
 -- (trigger names), {{table}}, {{img}} (the table's image id, an integer),
--- {{old}} {{new}} {{pending}} (its image tables), {{cols}} (c1, c2, ...),
--- {{new_values}} {{old_values}} (NEW."a", NEW."b", ...), {{conflict}} (rows
+-- {{pending}} (its pending table), {{cols}} (c1, c2, ...), {{new_image}}
+-- {{old_image}} (the statements that write NEW or OLD into the image tables,
+-- one per part of at most 1,000 columns), {{conflict}} (rows
 -- of the table that NEW collides with on the key or a UNIQUE index),
 -- {{not_old}} (the row is not OLD), {{moved}} (the key or a UNIQUE column
 -- changed), {{old_is}} (a pending row is OLD), {{flush}} (pending rows
@@ -30,16 +31,16 @@ END;
 CREATE TRIGGER {{ins}} AFTER INSERT ON {{table}} BEGIN
 {{flush_ins}}
     INSERT INTO _cutover_journal (img, op) VALUES ({{img}}, 'insert');
-    INSERT INTO {{new}} (rowid, {{cols}}) VALUES (last_insert_rowid(), {{new_values}});
+{{new_image}}
 END;
 CREATE TRIGGER {{upd}} AFTER UPDATE ON {{table}} BEGIN
 {{flush_upd}}
     INSERT INTO _cutover_journal (img, op) VALUES ({{img}}, 'update');
-    INSERT INTO {{old}} (rowid, {{cols}}) VALUES (last_insert_rowid(), {{old_values}});
-    INSERT INTO {{new}} (rowid, {{cols}}) VALUES (last_insert_rowid(), {{new_values}});
+{{old_image}}
+{{new_image}}
 END;
 CREATE TRIGGER {{del}} AFTER DELETE ON {{table}} BEGIN
     DELETE FROM {{pending}} WHERE {{old_is}};
     INSERT INTO _cutover_journal (img, op) VALUES ({{img}}, 'delete');
-    INSERT INTO {{old}} (rowid, {{cols}}) VALUES (last_insert_rowid(), {{old_values}});
+{{old_image}}
 END;

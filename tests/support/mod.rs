@@ -711,7 +711,8 @@ pub fn journal_json(d: &Dir, key_len: usize) -> Vec<JournalJson> {
                 let mut obj = serde_json::Map::new();
                 let mut key = Vec::new();
                 for (i, c) in cols.iter().enumerate() {
-                    let v = to_json(r.get_ref(i)?);
+                    // Column 0 is the image's seq.
+                    let v = to_json(r.get_ref(i + 1)?);
                     if i < key_len {
                         key.push(v.clone());
                     }

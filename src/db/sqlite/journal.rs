@@ -50,8 +50,37 @@ fn journal_trigger_names(table: &str) -> [String; 5] {
         .map(|op| format!("_cutover_journal_{op}_{table}"))
 }
 
-fn image_tables(img: i64) -> [String; 3] {
-    ["old", "new", "pending"].map(|k| format!("_cutover_{k}_{img}"))
+/// At most this many columns per image table: with its `seq`, and SQLite's
+/// 2,000-column limit on tables and insert lists, any table width fits in a
+/// few parts.
+const PART: usize = 1000;
+
+/// The image tables of one kind (`old` or `new`) for a table of `width`
+/// columns: `_cutover_old_7`, then `_cutover_old_7_2`, … for each further
+/// part, with the 1-based column range each holds.
+fn image_parts(kind: &str, img: i64, width: usize) -> Vec<(String, std::ops::Range<usize>)> {
+    (0..width.max(1).div_ceil(PART))
+        .map(|p| {
+            let name = if p == 0 {
+                format!("_cutover_{kind}_{img}")
+            } else {
+                format!("_cutover_{kind}_{img}_{}", p + 1)
+            };
+            (name, p * PART + 1..((p + 1) * PART).min(width) + 1)
+        })
+        .collect()
+}
+
+fn pending_table(img: i64) -> String {
+    format!("_cutover_pending_{img}")
+}
+
+/// `c3, c4, …` for a 1-based column range.
+fn col_list(range: std::ops::Range<usize>) -> String {
+    range
+        .map(|i| format!("c{i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl Db {
@@ -177,15 +206,23 @@ impl Db {
             params![name, table, list],
         )?;
         let img = self.conn.last_insert_rowid();
-        let cols = (1..=columns.len())
-            .map(|i| format!("c{i}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        for t in image_tables(img) {
-            // No declared types: no affinity, values kept as they are.
-            self.conn
-                .execute_batch(&format!("CREATE TABLE {} ({cols})", quote_ident(&t)))?;
+        // No declared types on the columns: no affinity, values kept as
+        // they are. `seq` is an INTEGER PRIMARY KEY, never the implicit
+        // rowid, which VACUUM may renumber.
+        for kind in ["old", "new"] {
+            for (t, range) in image_parts(kind, img, columns.len()) {
+                self.conn.execute_batch(&format!(
+                    "CREATE TABLE {} (seq INTEGER PRIMARY KEY, {})",
+                    quote_ident(&t),
+                    col_list(range)
+                ))?;
+            }
         }
+        self.conn.execute_batch(&format!(
+            "CREATE TABLE {} ({})",
+            quote_ident(&pending_table(img)),
+            col_list(1..columns.len() + 1)
+        ))?;
         Ok(img)
     }
 
@@ -204,12 +241,6 @@ impl Db {
             .map(|i| format!("c{i}"))
             .collect::<Vec<_>>()
             .join(", ");
-        let values = |row: &str| {
-            q.iter()
-                .map(|c| format!("{row}.{c}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
         let mut sets = self.unique_sets(table)?;
         // The spec's key is unique too (check and load insist on it).
         let key: Vec<String> = columns[..key_len].iter().map(|c| c.to_string()).collect();
@@ -250,15 +281,46 @@ impl Db {
             .map(|(i, c)| format!("c{} IS OLD.{c}", i + 1))
             .collect::<Vec<_>>()
             .join(" AND ");
-        let [old, new, pending] = image_tables(img).map(|n| quote_ident(&n));
+        let pending = quote_ident(&pending_table(img));
+        // The image writes: one insert per part, each keyed by the seq just
+        // journaled (`last_insert_rowid()` stays that seq, since `seq` is the
+        // rowid of every part).
+        let image = |kind: &str, row: &str| {
+            image_parts(kind, img, columns.len())
+                .into_iter()
+                .map(|(t, range)| {
+                    let vals = q[range.start - 1..range.end - 1]
+                        .iter()
+                        .map(|c| format!("{row}.{c}"))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    format!(
+                        "    INSERT INTO {} (seq, {}) VALUES (last_insert_rowid(), {vals});",
+                        quote_ident(&t),
+                        col_list(range)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
         let flush = |guard: &str| {
+            let from_pending = image_parts("old", img, columns.len())
+                .into_iter()
+                .map(|(t, range)| {
+                    format!(
+                        "    INSERT INTO {} (seq, {1}) SELECT last_insert_rowid(), {1} FROM {pending} WHERE {guard} ORDER BY rowid LIMIT 1;",
+                        quote_ident(&t),
+                        col_list(range)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
             (0..sets.len())
                 .map(|_| {
                     JOURNAL_FLUSH
+                        .replace("{{old_from_pending}}", &from_pending)
                         .replace("{{img}}", &img.to_string())
                         .replace("{{pending}}", &pending)
-                        .replace("{{old}}", &old)
-                        .replace("{{cols}}", &cols)
                         .replace("{{guard}}", guard)
                 })
                 .collect::<String>()
@@ -274,9 +336,9 @@ impl Db {
             .replace("{{upd}}", &upd)
             .replace("{{del}}", &del)
             .replace("{{table}}", &t)
+            .replace("{{old_image}}", &image("old", "OLD"))
+            .replace("{{new_image}}", &image("new", "NEW"))
             .replace("{{img}}", &img.to_string())
-            .replace("{{old}}", &old)
-            .replace("{{new}}", &new)
             .replace("{{pending}}", &pending)
             .replace(
                 "{{cols_of_table}}",
@@ -286,8 +348,6 @@ impl Db {
                     .join(", "),
             )
             .replace("{{cols}}", &cols)
-            .replace("{{new_values}}", &values("NEW"))
-            .replace("{{old_values}}", &values("OLD"))
             .replace("{{conflict}}", &conflict)
             .replace("{{moved}}", &format!("({moved})"))
             .replace("{{not_old}}", &not_old)
@@ -406,8 +466,11 @@ impl Db {
             .journal_tables()?
             .into_iter()
             .flat_map(|t| {
-                let [old, new, _] = image_tables(t.img);
-                [old, new]
+                ["old", "new"].into_iter().flat_map(move |k| {
+                    image_parts(k, t.img, t.columns.len())
+                        .into_iter()
+                        .map(|p| p.0)
+                })
             })
             .collect())
     }
@@ -484,36 +547,38 @@ impl Db {
             let (width, tbl) = widths.get(&img).with_context(|| {
                 format!("journal entry seq {seq} names image {img}, which _cutover_journal_tables does not list; the journal is damaged")
             })?;
-            let [old_t, new_t, _] = image_tables(img);
             let width = *width;
-            let image = |t: &str| -> Result<Option<Row>> {
-                let mut st = self.conn.prepare_cached(&format!(
-                    "SELECT * FROM {} WHERE rowid = ?1",
-                    quote_ident(t)
-                ))?;
-                let mut rows = st.query([seq])?;
-                let Some(r) = rows.next()? else {
-                    return Ok(None);
-                };
+            let image = |kind: &str| -> Result<Option<Row>> {
                 let mut row = Vec::with_capacity(width);
-                for i in 0..width {
-                    let c = cell(r.get_ref(i)?);
-                    if let CellRef::Text(b) = c
-                        && std::str::from_utf8(b).is_err()
-                    {
-                        bail!(
-                            "journal entry seq {seq} (table '{tbl}'): a text value is not valid UTF-8 ({}); the target holds text SQLite let through unchecked, and the rollback cannot carry it as text. Fix the value in the target before the fence, or settle that row by hand",
-                            hex::encode(b)
-                        );
+                for (t, range) in image_parts(kind, img, width) {
+                    let mut st = self.conn.prepare_cached(&format!(
+                        "SELECT {} FROM {} WHERE seq = ?1",
+                        col_list(range.clone()),
+                        quote_ident(&t)
+                    ))?;
+                    let mut rows = st.query([seq])?;
+                    let Some(r) = rows.next()? else {
+                        return Ok(None);
+                    };
+                    for i in 0..range.len() {
+                        let c = cell(r.get_ref(i)?);
+                        if let CellRef::Text(b) = c
+                            && std::str::from_utf8(b).is_err()
+                        {
+                            bail!(
+                                "journal entry seq {seq} (table '{tbl}'): a text value is not valid UTF-8 ({}); the target holds text SQLite let through unchecked, and the rollback cannot carry it as text. Fix the value in the target before the fence, or settle that row by hand",
+                                hex::encode(b)
+                            );
+                        }
+                        row.push(c.to_value());
                     }
-                    row.push(c.to_value());
                 }
                 Ok(Some(row))
             };
             let (old, new) = match op.as_str() {
-                "insert" => (None, image(&new_t)?),
-                "delete" => (image(&old_t)?, None),
-                _ => (image(&old_t)?, image(&new_t)?),
+                "insert" => (None, image("new")?),
+                "delete" => (image("old")?, None),
+                _ => (image("old")?, image("new")?),
             };
             out.push(JournalEntry {
                 seq,
