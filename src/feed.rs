@@ -793,15 +793,17 @@ pub fn export(spec: &Spec, out: &Path, delivery_size: usize) -> Result<Outcome> 
     let mut w = std::io::BufWriter::new(tmp.as_file_mut());
     let (mut after, mut position, mut deliveries) = (0i64, 0i64, 0u64);
     loop {
-        let page = target.journal_page(after, fence.boundary, delivery_size)?;
-        let Some(last) = page.last() else { break };
-        after = last.seq;
+        let page =
+            crate::journal::next_run(spec, &target, &reader, after, fence.boundary, delivery_size)?;
+        let Some(last) = page.iter().map(|e| e.seq).max() else {
+            break;
+        };
+        after = last;
         let first = position + 1;
         let delivery = format!("{feed}:{first}-{}", position + page.len() as i64);
         deliveries += 1;
         for e in page {
             position += 1;
-            let e = reader.entry(spec, &target, e)?;
             let table = &spec.tables[e.table];
             let (old, new) = (
                 e.before.as_ref().map(|r| row_json(table, r)),

@@ -22,7 +22,6 @@ use crate::db::{Access, Db};
 use crate::report::{self, Outcome};
 use crate::spec::{self, Spec};
 
-const JOURNAL: &str = "_cutover_journal";
 const FENCE_TABLE: &str = "_cutover_fence";
 
 /// What the fence protects, as found now.
@@ -67,13 +66,18 @@ impl Fingerprint {
             .iter()
             .map(|t| t.target_table.as_str())
             .collect();
-        let (journal_rows, max_seq) = db.journal_extent()?;
+        // A journal table dropped behind the fence leaves the journal
+        // unreadable: that is a difference (the schema part names it), not an
+        // error.
+        let (journal_rows, max_seq) = db.journal_extent().unwrap_or((-1, -1));
         Ok(Fingerprint {
             schema: db.schema_of(&names)?,
             content,
             journal_rows,
             max_seq,
-            digest: db.journal_digest()?,
+            digest: db
+                .journal_digest()
+                .unwrap_or_else(|e| format!("unreadable: {e:#}")),
         })
     }
 
@@ -207,10 +211,10 @@ impl Watch {
             for t in spec
                 .tables
                 .iter()
-                .map(|t| t.target_table.as_str())
-                .chain([JOURNAL])
+                .map(|t| t.target_table.clone())
+                .chain(target.journal_image_tables()?)
             {
-                if target.fence_triggers(t)? > 0 {
+                if target.fence_triggers(&t)? > 0 {
                     return Ok(Err(format!(
                         "fence breached: table {t} still has fence triggers but the fence row is gone (was _cutover_fence deleted or dropped?); nothing was replayed. Find what wrote to the target, then re-plan the rollback"
                     )));
@@ -400,7 +404,6 @@ pub fn on(spec: &Spec) -> Result<Outcome> {
         for t in tables.iter().chain(&images) {
             target.install_fence_triggers(t, &fence_message(t))?;
         }
-        target.install_fence_triggers(JOURNAL, &fence_message(JOURNAL))?;
         target.install_fence_guard(&fence_message(FENCE_TABLE))?;
         let fp = Fingerprint::read(&target, spec)?;
         let hash = fp.hash();
@@ -429,7 +432,7 @@ pub fn on(spec: &Spec) -> Result<Outcome> {
         .iter()
         .chain(&images)
         .map(String::as_str)
-        .chain([JOURNAL, FENCE_TABLE])
+        .chain([FENCE_TABLE])
     {
         for (what, result) in other.probe_writes(t)? {
             match result {
@@ -549,7 +552,7 @@ pub fn off(spec: &Spec, force: bool) -> Result<Outcome> {
             .iter()
             .chain(&target.journal_image_tables()?)
             .map(String::as_str)
-            .chain([JOURNAL, FENCE_TABLE])
+            .chain([FENCE_TABLE])
         {
             target.remove_fence_triggers(t)?;
         }
@@ -595,7 +598,12 @@ pub fn status(spec: &Spec) -> Result<Outcome> {
         return Outcome::new(true, &rep, "fence: off\n".into());
     };
     let mut missing = Vec::new();
-    for t in existing.tables.iter().map(String::as_str).chain([JOURNAL]) {
+    for t in existing
+        .tables
+        .iter()
+        .chain(&target.journal_image_tables()?)
+        .map(String::as_str)
+    {
         if target.fence_triggers(t)? != 3 {
             missing.push(t.to_string());
         }

@@ -101,6 +101,11 @@ pub fn install(spec: &Spec) -> Result<Outcome> {
                 target.set_journal_tables(&names)?;
             }
         }
+        // Every table's triggers compute the next seq over all journal
+        // tables: all of them exist before any trigger is written.
+        for t in &spec.tables {
+            target.image_for(&t.name, &t.target_table, &t.target_names())?;
+        }
         let mut changed = 0;
         for t in &spec.tables {
             changed +=
@@ -373,4 +378,67 @@ impl Reader {
             after,
         })
     }
+}
+
+/// The next run of journal entries after `after` (at most `boundary`), in
+/// the order that replays them: at most about `limit`, always a whole prefix
+/// of the journal in `seq` order, so that the applied set stays a prefix.
+///
+/// SQLite fires the newest trigger of an event first. When an application
+/// trigger created after the journal's rewrites the row it fires on (a
+/// "touch updated_at"), the nested write is journaled before the write that
+/// fired it: `(B→C)` then `(A→B)`. Such a pair is put back in causal order —
+/// only when the images prove it (the second ends where the first begins,
+/// and the first does not end where the second begins).
+pub fn next_run(
+    spec: &Spec,
+    target: &Db,
+    reader: &Reader,
+    after: i64,
+    boundary: i64,
+    limit: usize,
+) -> Result<Vec<Entry>> {
+    const LOOKAHEAD: usize = 8;
+    let page = target.journal_page(after, boundary, limit + LOOKAHEAD)?;
+    let complete = page.len() < limit + LOOKAHEAD;
+    let mut run: Vec<Entry> = page
+        .into_iter()
+        .map(|e| reader.entry(spec, target, e))
+        .collect::<Result<_>>()?;
+    let mut swapped = true;
+    while swapped {
+        swapped = false;
+        for i in 0..run.len().saturating_sub(1) {
+            let (a, b) = (&run[i], &run[i + 1]);
+            if a.table == b.table
+                && a.before.is_some()
+                && b.after == a.before
+                && a.after != b.before
+            {
+                run.swap(i, i + 1);
+                swapped = true;
+            }
+        }
+    }
+    if complete && run.len() <= limit {
+        return Ok(run);
+    }
+    // The longest cut of at most `limit` whose seqs are the smallest ones;
+    // failing that, the shortest longer one.
+    let mut sorted: Vec<i64> = run.iter().map(|e| e.seq).collect();
+    sorted.sort_unstable();
+    let mut max = i64::MIN;
+    let mut best = None;
+    for (k, e) in run.iter().enumerate() {
+        max = max.max(e.seq);
+        let valid = max == sorted[k];
+        if valid && (k < limit || best.is_none()) {
+            best = Some(k + 1);
+        }
+        if valid && k + 1 >= limit {
+            break;
+        }
+    }
+    run.truncate(best.unwrap_or(run.len()));
+    Ok(run)
 }

@@ -102,7 +102,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
             && let Ok(Err(breach)) = Watch::start(&target, spec)
         {
             let boundary = crate::fence::read(&target)?.map_or(0, |f| f.boundary);
-            let entries = target.journal_count_upto(boundary)?;
+            let entries = target.journal_count_upto(boundary).unwrap_or(0);
             return breached(spec, breach, boundary, entries);
         }
         return Err(e);
@@ -111,7 +111,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         Ok(w) => w,
         Err(breach) => {
             let boundary = crate::fence::read(&target)?.map_or(0, |f| f.boundary);
-            let entries = target.journal_count_upto(boundary)?;
+            let entries = target.journal_count_upto(boundary).unwrap_or(0);
             return breached(spec, breach, boundary, entries);
         }
     };
@@ -166,20 +166,22 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
     let mut after = last_applied;
     let bar = Progress::new("replay", Some((entries - applied_rows).max(0) as u64));
     loop {
-        let page = target.journal_page(after, boundary, batch)?;
-        let Some(last) = page.last() else { break };
-        let last_seq = last.seq;
-        let seqs: Vec<i64> = page.iter().map(|e| e.seq).collect();
-        let n = page.len() as u64;
-        let changes: Vec<Change> = page
-            .into_iter()
-            .map(|e| Ok(to_change(spec, reader.entry(spec, &target, e)?)))
-            .collect::<Result<_>>()?;
+        let run = crate::journal::next_run(spec, &target, &reader, after, boundary, batch)?;
+        if run.is_empty() {
+            break;
+        }
+        let seqs: Vec<i64> = run.iter().map(|e| e.seq).collect();
+        let last_seq = seqs.iter().copied().max().unwrap_or(after);
+        let n = run.len() as u64;
+        let changes: Vec<Change> = run.into_iter().map(|e| to_change(spec, e)).collect();
         if let Some(b) = watch.recheck(&target, spec)? {
             rep.breach = Some(b);
             break;
         }
-        let delivery = format!("journal:{}-{}", seqs[0], last_seq);
+        let delivery = format!(
+            "journal:{}-{last_seq}",
+            seqs.iter().copied().min().unwrap_or(last_seq)
+        );
         match engine.apply_batch(
             &changes,
             Checkpoint::Journal {

@@ -789,13 +789,11 @@ fn touch_trigger_created_before_journal_install_recursive_triggers_on() {
 }
 
 #[test]
-#[ignore = "not yet: an application trigger created after journal install fires before the journal trigger; run journal install again after creating one (RUNBOOK B1a)"]
 fn touch_trigger_created_after_journal_install_recursive_triggers_off() {
     touch_trigger("touch-after-off", true, false);
 }
 
 #[test]
-#[ignore = "not yet: an application trigger created after journal install fires before the journal trigger; run journal install again after creating one (RUNBOOK B1a)"]
 fn touch_trigger_created_after_journal_install_recursive_triggers_on() {
     touch_trigger("touch-after-on", true, true);
 }

@@ -313,7 +313,7 @@ fn two_fence_ons_started_together_set_one_fence() {
             assert_eq!(out.json()["boundary"], 3, "round {round}\n{out}");
         }
         assert_eq!(d.int("target.db", "SELECT count(*) FROM _cutover_fence"), 1);
-        for t in ["orders", "_cutover_journal"] {
+        for t in ["orders", "_cutover_journal_1"] {
             for op in ["insert", "update", "delete"] {
                 let name = format!("_cutover_fence_{op}_{t}");
                 let n = d.int(

@@ -16,7 +16,7 @@ use support::{Dir, PY_WRITE, Rows, python};
 fn target_rows(d: &Dir) -> (Rows, Rows) {
     (
         d.dump("target.db", "orders"),
-        d.dump("target.db", "_cutover_journal"),
+        d.dump("target.db", "_cutover_journal_1"),
     )
 }
 
@@ -29,14 +29,13 @@ const WRITES: &[(&str, &str)] = &[
     ("delete", "DELETE FROM orders WHERE id = 102"),
     (
         "journal insert",
-        "INSERT INTO _cutover_journal (img, op) VALUES (1, 'insert')",
+        "INSERT INTO _cutover_journal_1 (seq, op, n1, n2, n3) VALUES (1000, 'insert', 105, 100, 'active')",
     ),
-    ("journal delete", "DELETE FROM _cutover_journal"),
+    ("journal delete", "DELETE FROM _cutover_journal_1"),
     (
         "journal image update",
-        "UPDATE _cutover_new_1 SET c2 = 1 WHERE rowid = 1",
+        "UPDATE _cutover_journal_1 SET n2 = 1 WHERE seq = 1",
     ),
-    ("journal image delete", "DELETE FROM _cutover_old_1"),
 ];
 
 #[test]
@@ -90,8 +89,8 @@ fn the_fence_survives_the_process_that_set_it() {
         "SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND name LIKE '\\_cutover\\_fence\\_%' ESCAPE '\\'",
     );
     assert_eq!(
-        triggers, 15,
-        "three on orders, on the journal, on each of its two image tables, and three guarding the fence row"
+        triggers, 9,
+        "three on orders, three on the journal's table, and three guarding the fence row"
     );
     let err = d
         .try_exec("target.db", "DELETE FROM orders")
@@ -165,8 +164,8 @@ fn replay_stops_with_fence_breached_when_the_journal_grew_behind_the_fence() {
     let d = Dir::orders_fenced("breach-journal-grew");
     d.exec(
         "target.db",
-        "DROP TRIGGER \"_cutover_fence_insert__cutover_journal\";
-         INSERT INTO _cutover_journal (img, op) VALUES (1, 'insert');",
+        "DROP TRIGGER \"_cutover_fence_insert__cutover_journal_1\";
+         INSERT INTO _cutover_journal_1 (seq, op, n1, n2, n3) VALUES (1000, 'insert', 105, 100, 'active');",
     );
     let before = d.snapshot();
     let out = d.run(&["replay"], 1);

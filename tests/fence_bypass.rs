@@ -24,7 +24,7 @@ use support::{Dir, Rows, python};
 fn target_rows(d: &Dir) -> (Rows, Rows, Rows) {
     (
         d.dump("target.db", "orders"),
-        d.dump("target.db", "_cutover_journal"),
+        d.dump("target.db", "_cutover_journal_1"),
         d.query(
             "target.db",
             "SELECT boundary, journal_rows, fingerprint FROM _cutover_fence",
@@ -100,23 +100,23 @@ const WRITES: &[(&str, &str)] = &[
     ),
     (
         "journal insert or replace",
-        "INSERT OR REPLACE INTO _cutover_journal (seq, img, op) VALUES (3, 1, 'insert')",
+        "INSERT OR REPLACE INTO _cutover_journal_1 (seq, op, n1, n2, n3) VALUES (3, 'insert', 105, 1, 'active')",
     ),
     (
         "journal update",
-        "UPDATE _cutover_new_1 SET c2 = 1 WHERE rowid = 1",
+        "UPDATE _cutover_journal_1 SET n2 = 1 WHERE seq = 1",
     ),
     (
         "journal upsert",
-        "INSERT INTO _cutover_journal (seq, img, op) VALUES (1, 1, 'insert') ON CONFLICT (seq) DO UPDATE SET op = 'delete'",
+        "INSERT INTO _cutover_journal_1 (seq, op) VALUES (1, 'insert') ON CONFLICT (seq) DO UPDATE SET op = 'delete'",
     ),
     (
         "journal insert or ignore",
-        "INSERT OR IGNORE INTO _cutover_journal (img, op) VALUES (1, 'insert')",
+        "INSERT OR IGNORE INTO _cutover_journal_1 (seq, op) VALUES (1000, 'insert')",
     ),
     (
         "journal delete of the last entry",
-        "DELETE FROM _cutover_journal WHERE seq = (SELECT max(seq) FROM _cutover_journal)",
+        "DELETE FROM _cutover_journal_1 WHERE seq = (SELECT max(seq) FROM _cutover_journal)",
     ),
 ];
 
@@ -175,7 +175,7 @@ fn a_write_through_a_view_or_an_attached_schema_is_refused() {
         PY_SCRIPT,
         &[
             "other.db",
-            "ATTACH 'target.db' AS t; DELETE FROM t._cutover_journal;",
+            "ATTACH 'target.db' AS t; DELETE FROM t._cutover_journal_1;",
         ],
     );
     assert_eq!(code, 3, "{out}");
@@ -230,7 +230,7 @@ fn journal_rows_added_with_triggers_disabled_are_a_breach() {
     breach_is_caught(
         "breach-journal-added",
         true,
-        "INSERT INTO _cutover_journal (img, op) VALUES (1, 'insert');",
+        "INSERT INTO _cutover_journal_1 (seq, op, n1, n2, n3) VALUES (1000, 'insert', 105, 100, 'active');",
         &["journal", "4"],
     );
 }
@@ -240,7 +240,7 @@ fn journal_rows_removed_with_triggers_disabled_are_a_breach() {
     breach_is_caught(
         "breach-journal-removed",
         true,
-        "DELETE FROM _cutover_journal WHERE seq = 2;",
+        "DELETE FROM _cutover_journal_1 WHERE seq = 2;",
         &["journal"],
     );
 }
@@ -251,7 +251,7 @@ fn journal_rows_rewritten_with_triggers_disabled_are_a_breach() {
     breach_is_caught(
         "breach-journal-rewritten",
         true,
-        "UPDATE _cutover_new_1 SET c2 = 1 WHERE rowid = 1;",
+        "UPDATE _cutover_journal_1 SET n2 = 1 WHERE seq = 1;",
         &["journal entries were rewritten"],
     );
 }
@@ -282,9 +282,9 @@ fn every_fence_trigger_dropped_is_a_breach_naming_it() {
         "_cutover_fence_insert_orders",
         "_cutover_fence_update_orders",
         "_cutover_fence_delete_orders",
-        "_cutover_fence_insert__cutover_journal",
-        "_cutover_fence_update__cutover_journal",
-        "_cutover_fence_delete__cutover_journal",
+        "_cutover_fence_insert__cutover_journal_1",
+        "_cutover_fence_update__cutover_journal_1",
+        "_cutover_fence_delete__cutover_journal_1",
         "_cutover_journal_update_orders",
     ]
     .iter()
@@ -320,8 +320,8 @@ fn the_journal_dropped_is_a_breach() {
     breach_is_caught(
         "breach-journal-dropped",
         false,
-        "DROP TABLE _cutover_journal;",
-        &["_cutover_journal", "dropped"],
+        "DROP TABLE _cutover_journal_1;",
+        &["_cutover_journal_1", "dropped"],
     );
 }
 
@@ -429,7 +429,7 @@ fn a_trigger_planted_under_a_fence_triggers_name_does_not_weaken_the_fence() {
     let d = Dir::orders_after_writes("planted-fence-trigger");
     d.exec(
         "target.db",
-        "CREATE TRIGGER \"_cutover_fence_delete__cutover_journal\" BEFORE DELETE ON _cutover_journal BEGIN SELECT 1; END;",
+        "CREATE TRIGGER \"_cutover_fence_delete__cutover_journal_1\" BEFORE DELETE ON _cutover_journal_1 BEGIN SELECT 1; END;",
     );
     let out = d.cutover(&["fence", "on"]).output();
     if out.code != Some(0) {
@@ -439,7 +439,7 @@ fn a_trigger_planted_under_a_fence_triggers_name_does_not_weaken_the_fence() {
     let (code, out) = python(
         d.path(),
         support::PY_WRITE,
-        &["target.db", "DELETE FROM _cutover_journal WHERE seq = 3"],
+        &["target.db", "DELETE FROM _cutover_journal_1 WHERE seq = 3"],
     );
     assert_eq!(code, 3, "fence on said read-only, but: {out}");
     assert_eq!(target_rows(&d), before);
@@ -450,13 +450,13 @@ fn writes_past_a_planted_fence_trigger_are_still_caught_by_replay() {
     let d = Dir::orders_after_writes("planted-fence-trigger-caught");
     d.exec(
         "target.db",
-        "CREATE TRIGGER \"_cutover_fence_delete__cutover_journal\" BEFORE DELETE ON _cutover_journal BEGIN SELECT 1; END;",
+        "CREATE TRIGGER \"_cutover_fence_delete__cutover_journal_1\" BEFORE DELETE ON _cutover_journal_1 BEGIN SELECT 1; END;",
     );
     let fenced = d.cutover(&["fence", "on"]).output();
     let (code, _) = python(
         d.path(),
         support::PY_WRITE,
-        &["target.db", "DELETE FROM _cutover_journal WHERE seq = 3"],
+        &["target.db", "DELETE FROM _cutover_journal_1 WHERE seq = 3"],
     );
     if code != 0 {
         // The planted trigger did not weaken the fence: nothing got past.
@@ -544,7 +544,7 @@ fn no_fence_at_all(d: &Dir) {
     assert_eq!(fence_rows, 0);
     let json = d.json(&["fence", "on"], 0);
     assert_eq!(json["boundary"], 3, "{json:#}");
-    for t in ["orders", "_cutover_journal"] {
+    for t in ["orders", "_cutover_journal_1"] {
         for op in ["insert", "update", "delete"] {
             let name = format!("_cutover_fence_{op}_{t}");
             let n = d.int(

@@ -1,17 +1,12 @@
 -- Control tables of the target. They live in the database they guard so that
 -- they commit with the data.
 
--- Every write to a journaled table, in commit order: which table (`img`,
--- a row of _cutover_journal_tables) and what happened. The row images live
--- in that table's image tables (_cutover_old_<img>, _cutover_new_<img>),
--- whose rowid is this seq: native values, no function calls in the
--- triggers, so any SQLite from 3.31 on, any table width and
--- `trusted_schema=OFF` journal every value bit for bit.
-CREATE TABLE IF NOT EXISTS _cutover_journal (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    img INTEGER NOT NULL,
-    op  TEXT NOT NULL CHECK (op IN ('insert', 'update', 'delete'))
-);
+-- The journal: one table per journaled table and column list,
+-- _cutover_journal_<img> (seq INTEGER PRIMARY KEY, op, o1.., n1..), holding
+-- each change's before-image (o) and after-image (n) as native values; a
+-- table wider than one part holds continues in _cutover_journal_<img>_2, ...
+-- The view _cutover_journal (seq, img, op) lists every entry. Both are made
+-- by `journal install` (src/db/sqlite/journal.rs).
 
 -- The journal's identity: a second cutover attempt on a fresh or restored
 -- target gets another, so the source's applied set of one attempt can never

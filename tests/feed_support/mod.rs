@@ -228,17 +228,23 @@ impl Sandbox {
             .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with("--"))
         {
             if gap > 0 {
-                // sqlite_sequence holds the row once the journal had an entry.
+                // A gap in seq, as entries deleted from the journal (or a
+                // PostgreSQL sequence) leave: a placeholder entry `gap` past
+                // the last, removed after the next write took the seq after it.
                 s.exec(
                     "target.db",
                     &format!(
-                        "INSERT OR IGNORE INTO sqlite_sequence (name, seq) SELECT '_cutover_journal', 0
-                           WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = '_cutover_journal');
-                         UPDATE sqlite_sequence SET seq = seq + {gap} WHERE name = '_cutover_journal';"
+                        "INSERT INTO _cutover_journal_1 (seq, op) SELECT coalesce(max(seq), 0) + {gap}, 'gap' FROM _cutover_journal;"
                     ),
                 );
             }
             s.exec("target.db", stmt);
+            if gap > 0 {
+                s.exec(
+                    "target.db",
+                    "DELETE FROM _cutover_journal_1 WHERE op = 'gap';",
+                );
+            }
         }
         s.cutover(&["fence", "on", "--spec", "spec.toml"]).code(0);
         s

@@ -701,18 +701,21 @@ pub fn journal_json(d: &Dir, key_len: usize) -> Vec<JournalJson> {
     let mut out = Vec::new();
     for (seq, op, img, columns) in heads {
         let cols: Vec<String> = serde_json::from_str(&columns).expect("column list");
-        let image = |kind: &str| -> Option<(Json, Json)> {
+        let image = |prefix: &str| -> Option<(Json, Json)> {
+            let list = (1..=cols.len())
+                .map(|i| format!("{prefix}{i}"))
+                .collect::<Vec<_>>()
+                .join(", ");
             let mut st = conn
                 .prepare(&format!(
-                    "SELECT * FROM _cutover_{kind}_{img} WHERE rowid = ?1"
+                    "SELECT {list} FROM _cutover_journal_{img} WHERE seq = ?1"
                 ))
                 .ok()?;
             st.query_row([seq], |r| {
                 let mut obj = serde_json::Map::new();
                 let mut key = Vec::new();
                 for (i, c) in cols.iter().enumerate() {
-                    // Column 0 is the image's seq.
-                    let v = to_json(r.get_ref(i + 1)?);
+                    let v = to_json(r.get_ref(i)?);
                     if i < key_len {
                         key.push(v.clone());
                     }
@@ -723,9 +726,9 @@ pub fn journal_json(d: &Dir, key_len: usize) -> Vec<JournalJson> {
             .ok()
         };
         let (old, new) = match op.as_str() {
-            "insert" => (None, image("new")),
-            "delete" => (image("old"), None),
-            _ => (image("old"), image("new")),
+            "insert" => (None, image("n")),
+            "delete" => (image("o"), None),
+            _ => (image("o"), image("n")),
         };
         let key = new
             .as_ref()

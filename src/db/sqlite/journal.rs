@@ -45,26 +45,34 @@ pub struct JournalTable {
 }
 
 /// The names of the journal's triggers on one table.
-fn journal_trigger_names(table: &str) -> [String; 5] {
-    ["insert", "update", "delete", "replace", "rekey"]
-        .map(|op| format!("_cutover_journal_{op}_{table}"))
+fn journal_trigger_names(table: &str) -> [String; 7] {
+    [
+        "insert",
+        "update",
+        "delete",
+        "replace",
+        "rekey",
+        "flush_insert",
+        "flush_update",
+    ]
+    .map(|op| format!("_cutover_journal_{op}_{table}"))
 }
 
-/// At most this many columns per image table: with its `seq`, and SQLite's
-/// 2,000-column limit on tables and insert lists, any table width fits in a
-/// few parts.
-const PART: usize = 1000;
+/// At most this many columns of each image per journal table: with `seq`
+/// and `op`, and SQLite's 2,000-column limit on tables and insert lists, any
+/// table width fits in a few parts.
+const PART: usize = 998;
 
-/// The image tables of one kind (`old` or `new`) for a table of `width`
-/// columns: `_cutover_old_7`, then `_cutover_old_7_2`, … for each further
-/// part, with the 1-based column range each holds.
-fn image_parts(kind: &str, img: i64, width: usize) -> Vec<(String, std::ops::Range<usize>)> {
+/// The journal table of image `img`, then its further parts for a table of
+/// `width` columns (`_cutover_journal_7`, `_cutover_journal_7_2`, …), each
+/// with the 1-based column range it holds.
+fn journal_parts(img: i64, width: usize) -> Vec<(String, std::ops::Range<usize>)> {
     (0..width.max(1).div_ceil(PART))
         .map(|p| {
             let name = if p == 0 {
-                format!("_cutover_{kind}_{img}")
+                format!("_cutover_journal_{img}")
             } else {
-                format!("_cutover_{kind}_{img}_{}", p + 1)
+                format!("_cutover_journal_{img}_{}", p + 1)
             };
             (name, p * PART + 1..((p + 1) * PART).min(width) + 1)
         })
@@ -77,8 +85,13 @@ fn pending_table(img: i64) -> String {
 
 /// `c3, c4, …` for a 1-based column range.
 fn col_list(range: std::ops::Range<usize>) -> String {
+    prefixed("c", range)
+}
+
+/// `o3, o4, …`: a prefix and a 1-based column range.
+fn prefixed(prefix: &str, range: std::ops::Range<usize>) -> String {
     range
-        .map(|i| format!("c{i}"))
+        .map(|i| format!("{prefix}{i}"))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -188,7 +201,9 @@ impl Db {
 
     /// The image id for `name` with these columns: the existing one when the
     /// columns are the same, else a new one with its image tables.
-    fn image_for(&self, name: &str, table: &str, columns: &[&str]) -> Result<i64> {
+    /// Every table's triggers compute the next seq over all journal tables,
+    /// so all of them must exist before any trigger is written.
+    pub fn image_for(&self, name: &str, table: &str, columns: &[&str]) -> Result<i64> {
         let list = serde_json::to_string(columns)?;
         let found: Option<i64> = self
             .conn
@@ -206,24 +221,63 @@ impl Db {
             params![name, table, list],
         )?;
         let img = self.conn.last_insert_rowid();
-        // No declared types on the columns: no affinity, values kept as
-        // they are. `seq` is an INTEGER PRIMARY KEY, never the implicit
+        // No declared types on the image columns: no affinity, values kept
+        // as they are. `seq` is an INTEGER PRIMARY KEY, never the implicit
         // rowid, which VACUUM may renumber.
-        for kind in ["old", "new"] {
-            for (t, range) in image_parts(kind, img, columns.len()) {
-                self.conn.execute_batch(&format!(
-                    "CREATE TABLE {} (seq INTEGER PRIMARY KEY, {})",
-                    quote_ident(&t),
-                    col_list(range)
-                ))?;
-            }
+        for (p, (t, range)) in journal_parts(img, columns.len()).into_iter().enumerate() {
+            self.conn.execute_batch(&format!(
+                "CREATE TABLE {} (seq INTEGER PRIMARY KEY, {}{}, {})",
+                quote_ident(&t),
+                if p == 0 { "op, " } else { "" },
+                prefixed("o", range.clone()),
+                prefixed("n", range)
+            ))?;
         }
         self.conn.execute_batch(&format!(
             "CREATE TABLE {} ({})",
             quote_ident(&pending_table(img)),
             col_list(1..columns.len() + 1)
         ))?;
+        self.create_journal_view()?;
         Ok(img)
+    }
+
+    /// The view `_cutover_journal (seq, img, op)`: every entry of every
+    /// journal table.
+    fn create_journal_view(&self) -> Result<()> {
+        let arms = self
+            .journal_tables()?
+            .iter()
+            .map(|t| {
+                format!(
+                    "SELECT seq, {} AS img, op FROM {}",
+                    t.img,
+                    quote_ident(&journal_parts(t.img, t.columns.len())[0].0)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" UNION ALL ");
+        self.conn.execute_batch(&format!(
+            "DROP VIEW IF EXISTS _cutover_journal; CREATE VIEW _cutover_journal AS {arms}"
+        ))?;
+        Ok(())
+    }
+
+    /// The next seq, as a trigger computes it: one more than the largest of
+    /// every journal table.
+    fn next_seq_sql(&self) -> Result<String> {
+        let arms = self
+            .journal_tables()?
+            .iter()
+            .map(|t| {
+                format!(
+                    "SELECT max(seq) AS m FROM {}",
+                    quote_ident(&journal_parts(t.img, t.columns.len())[0].0)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" UNION ALL ");
+        Ok(format!("coalesce((SELECT max(m) FROM ({arms})), 0) + 1"))
     }
 
     /// The journal triggers of one table as `(name, CREATE statement)`, for
@@ -282,35 +336,60 @@ impl Db {
             .collect::<Vec<_>>()
             .join(" AND ");
         let pending = quote_ident(&pending_table(img));
-        // The image writes: one insert per part, each keyed by the seq just
-        // journaled (`last_insert_rowid()` stays that seq, since `seq` is the
-        // rowid of every part).
-        let image = |kind: &str, row: &str| {
-            image_parts(kind, img, columns.len())
-                .into_iter()
-                .map(|(t, range)| {
-                    let vals = q[range.start - 1..range.end - 1]
-                        .iter()
-                        .map(|c| format!("{row}.{c}"))
-                        .collect::<Vec<_>>()
-                        .join(", ");
+        let next = self.next_seq_sql()?;
+        let parts = journal_parts(img, columns.len());
+        // One entry: a row of the journal table, and of each further part,
+        // keyed by the seq just written (`last_insert_rowid()`, since `seq`
+        // is the rowid of every part).
+        let entry = |op: &str, old: Option<&str>, new: Option<&str>| {
+            parts
+                .iter()
+                .enumerate()
+                .map(|(p, (t, range))| {
+                    let mut names = Vec::new();
+                    let mut vals = Vec::new();
+                    for (prefix, row) in [("o", old), ("n", new)] {
+                        if let Some(row) = row {
+                            names.push(prefixed(prefix, range.clone()));
+                            vals.push(
+                                q[range.start - 1..range.end - 1]
+                                    .iter()
+                                    .map(|c| format!("{row}.{c}"))
+                                    .collect::<Vec<_>>()
+                                    .join(", "),
+                            );
+                        }
+                    }
+                    let (seq, opcol, opval) = if p == 0 {
+                        (next.clone(), "op, ", format!("'{op}', "))
+                    } else {
+                        ("last_insert_rowid()".to_string(), "", String::new())
+                    };
                     format!(
-                        "    INSERT INTO {} (seq, {}) VALUES (last_insert_rowid(), {vals});",
-                        quote_ident(&t),
-                        col_list(range)
+                        "    INSERT INTO {} (seq, {opcol}{}) VALUES ({seq}, {opval}{});",
+                        quote_ident(t),
+                        names.join(", "),
+                        vals.join(", ")
                     )
                 })
                 .collect::<Vec<_>>()
                 .join("\n")
         };
         let flush = |guard: &str| {
-            let from_pending = image_parts("old", img, columns.len())
-                .into_iter()
-                .map(|(t, range)| {
+            let delete_pending = parts
+                .iter()
+                .enumerate()
+                .map(|(p, (t, range))| {
+                    let (seq, opcol, opval) = if p == 0 {
+                        (next.clone(), "op, ", "'delete', ")
+                    } else {
+                        ("last_insert_rowid()".to_string(), "", "")
+                    };
                     format!(
-                        "    INSERT INTO {} (seq, {1}) SELECT last_insert_rowid(), {1} FROM {pending} WHERE {guard} ORDER BY rowid LIMIT 1;",
-                        quote_ident(&t),
-                        col_list(range)
+                        "    INSERT INTO {} (seq, {opcol}{}) SELECT {seq}, {opval}{} FROM {pending} WHERE {guard} ORDER BY rowid LIMIT 1;",
+                        quote_ident(t),
+                        prefixed("o", range.clone()),
+                        col_list(range.clone())
                     )
                 })
                 .collect::<Vec<_>>()
@@ -318,27 +397,27 @@ impl Db {
             (0..sets.len())
                 .map(|_| {
                     JOURNAL_FLUSH
-                        .replace("{{old_from_pending}}", &from_pending)
-                        .replace("{{img}}", &img.to_string())
+                        .replace("{{delete_pending}}", &delete_pending)
                         .replace("{{pending}}", &pending)
                         .replace("{{guard}}", guard)
                 })
                 .collect::<String>()
         };
-        let [ins, upd, del, pre_ins, pre_upd] =
+        let [ins, upd, del, pre_ins, pre_upd, flush_ins, flush_upd] =
             journal_trigger_names(table).map(|n| quote_ident(&n));
         let sql = JOURNAL_TRIGGERS
-            .replace("{{flush_ins}}", flush("1").trim_end())
-            .replace("{{flush_upd}}", flush(&format!("({moved})")).trim_end())
+            .replace("{{flush}}", flush("1").trim_end())
+            .replace("{{flush_ins}}", &flush_ins)
+            .replace("{{flush_upd}}", &flush_upd)
             .replace("{{pre_ins}}", &pre_ins)
             .replace("{{pre_upd}}", &pre_upd)
             .replace("{{ins}}", &ins)
             .replace("{{upd}}", &upd)
             .replace("{{del}}", &del)
             .replace("{{table}}", &t)
-            .replace("{{old_image}}", &image("old", "OLD"))
-            .replace("{{new_image}}", &image("new", "NEW"))
-            .replace("{{img}}", &img.to_string())
+            .replace("{{insert}}", &entry("insert", None, Some("NEW")))
+            .replace("{{update}}", &entry("update", Some("OLD"), Some("NEW")))
+            .replace("{{delete}}", &entry("delete", Some("OLD"), None))
             .replace("{{pending}}", &pending)
             .replace(
                 "{{cols_of_table}}",
@@ -380,19 +459,44 @@ impl Db {
         key_len: usize,
     ) -> Result<usize> {
         let img = self.image_for(name, table, columns)?;
-        let mut changed = 0;
-        for (trigger, sql) in self.journal_trigger_sql(img, table, columns, key_len)? {
-            if self.trigger_sql(&trigger)?.as_deref() == Some(sql.as_str()) {
-                continue;
+        let want = self.journal_trigger_sql(img, table, columns, key_len)?;
+        let mut differ = 0;
+        for (trigger, sql) in &want {
+            if self.trigger_sql(trigger)?.as_deref() != Some(sql.as_str()) {
+                differ += 1;
             }
-            self.conn
-                .execute_batch(&format!("DROP TRIGGER IF EXISTS {}", quote_ident(&trigger)))?;
-            self.conn
-                .execute_batch(&sql)
-                .with_context(|| format!("installing journal triggers on '{table}'"))?;
-            changed += 1;
         }
-        Ok(changed)
+        if differ == 0 && self.newer_trigger(table)?.is_none() {
+            return Ok(0);
+        }
+        // All of them again, in order: SQLite fires the newest trigger of an
+        // event first, and the order among them (and after the
+        // application's own triggers) is part of what they journal.
+        self.remove_journal(table)?;
+        for (_, sql) in &want {
+            self.conn
+                .execute_batch(sql)
+                .with_context(|| format!("installing journal triggers on '{table}'"))?;
+        }
+        Ok(differ.max(1))
+    }
+
+    /// An application trigger on `table` created after the journal's
+    /// triggers: it fires before them, so a trigger of its that rewrites its
+    /// own row (a "touch updated_at") is journaled out of order.
+    fn newer_trigger(&self, table: &str) -> Result<Option<String>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT name FROM sqlite_schema
+                 WHERE type = 'trigger' AND tbl_name = ?1 AND name NOT LIKE '\\_cutover\\_%' ESCAPE '\\'
+                   AND rowid > (SELECT min(rowid) FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = ?1
+                                AND name LIKE '\\_cutover\\_journal\\_%' ESCAPE '\\')
+                 ORDER BY rowid LIMIT 1",
+                [table],
+                |r| r.get(0),
+            )
+            .optional()?)
     }
 
     /// The stored `CREATE TRIGGER` statement of a trigger.
@@ -443,6 +547,11 @@ impl Db {
                 stale.push(trigger);
             }
         }
+        if let Some(app) = self.newer_trigger(table)? {
+            stale.push(format!(
+                "application trigger {app} was created after them and fires first"
+            ));
+        }
         Ok(stale)
     }
 
@@ -466,11 +575,9 @@ impl Db {
             .journal_tables()?
             .into_iter()
             .flat_map(|t| {
-                ["old", "new"].into_iter().flat_map(move |k| {
-                    image_parts(k, t.img, t.columns.len())
-                        .into_iter()
-                        .map(|p| p.0)
-                })
+                journal_parts(t.img, t.columns.len())
+                    .into_iter()
+                    .map(|p| p.0)
             })
             .collect())
     }
@@ -548,17 +655,19 @@ impl Db {
                 format!("journal entry seq {seq} names image {img}, which _cutover_journal_tables does not list; the journal is damaged")
             })?;
             let width = *width;
-            let image = |kind: &str| -> Result<Option<Row>> {
+            let image = |prefix: &str| -> Result<Option<Row>> {
                 let mut row = Vec::with_capacity(width);
-                for (t, range) in image_parts(kind, img, width) {
+                for (t, range) in journal_parts(img, width) {
                     let mut st = self.conn.prepare_cached(&format!(
                         "SELECT {} FROM {} WHERE seq = ?1",
-                        col_list(range.clone()),
+                        prefixed(prefix, range.clone()),
                         quote_ident(&t)
                     ))?;
                     let mut rows = st.query([seq])?;
                     let Some(r) = rows.next()? else {
-                        return Ok(None);
+                        bail!(
+                            "journal entry seq {seq} (table '{tbl}') has no row in {t}; the journal is damaged"
+                        );
                     };
                     for i in 0..range.len() {
                         let c = cell(r.get_ref(i)?);
@@ -576,9 +685,12 @@ impl Db {
                 Ok(Some(row))
             };
             let (old, new) = match op.as_str() {
-                "insert" => (None, image("new")?),
-                "delete" => (image("old")?, None),
-                _ => (image("old")?, image("new")?),
+                "insert" => (None, image("n")?),
+                "delete" => (image("o")?, None),
+                "update" => (image("o")?, image("n")?),
+                other => bail!(
+                    "journal entry seq {seq} (table '{tbl}') has op {other:?}; the journal is damaged"
+                ),
             };
             out.push(JournalEntry {
                 seq,
@@ -617,6 +729,8 @@ impl Db {
                 h.update(op);
             }
             for t in self.journal_image_tables()? {
+                // Each journal table in seq order, every column (op and both
+                // images) with its storage class.
                 h.update((t.len() as u64).to_le_bytes());
                 h.update(t.as_bytes());
                 let mut st = self.conn.prepare(&format!(

@@ -647,17 +647,25 @@ impl Db {
         Ok(self.table_columns(table)?.iter().any(|c| c.name == column))
     }
 
+    /// Whether the journal was installed: the view `_cutover_journal` over
+    /// its tables exists. A table of that name is an older cutover's.
     pub fn has_journal(&self) -> Result<bool> {
-        if !self.has_table("_cutover_journal")? {
-            return Ok(false);
-        }
-        if !self.has_column("_cutover_journal", "img")? {
-            bail!(
+        let kind: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT type FROM sqlite_schema WHERE name = '_cutover_journal'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?;
+        match kind.as_deref() {
+            None => Ok(false),
+            Some("view") => Ok(true),
+            Some(_) => bail!(
                 "{}: _cutover_journal was written by an older cutover (JSON images); finish that rollback with the version that started it, or remove the journal and install it again",
                 self.path.display()
-            );
+            ),
         }
-        Ok(true)
     }
 
     /// Whether the applied set can name this journal: false when there is
