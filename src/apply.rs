@@ -123,11 +123,16 @@ pub enum Checkpoint<'a> {
         rows: i64,
         done: bool,
         clear: bool,
+        /// The source table's AUTOINCREMENT high-water mark, carried to the
+        /// target with the last batch.
+        sequence: Option<i64>,
     },
     /// Replay: these journal `seq`s are applied, and the last applied must
     /// still be `after` (else another replay got there first).
     Journal {
         journal: &'a str,
+        /// Where the journal's entries start: "none applied yet" reads as it.
+        floor: i64,
         after: i64,
         seqs: &'a [i64],
         delivery: &'a str,
@@ -257,6 +262,8 @@ pub struct Engine<'a> {
     /// columns the spec does not carry are kept under it between a delete
     /// and a re-insert of the same key.
     journal: String,
+    /// Batches are savepoints of a transaction the caller rolls back.
+    dry: bool,
 }
 
 impl<'a> Engine<'a> {
@@ -275,7 +282,14 @@ impl<'a> Engine<'a> {
             side,
             sql,
             journal: String::new(),
+            dry: false,
         }
+    }
+
+    /// The same engine for a dry run: see [`Engine::run`].
+    pub fn dry(mut self) -> Engine<'a> {
+        self.dry = true;
+        self
     }
 
     /// The engine for replaying journal `journal` into the source.
@@ -317,6 +331,25 @@ impl<'a> Engine<'a> {
     }
 
     fn run(&self, batch: Batch<'_>, checkpoint: &Checkpoint<'_>) -> Result<BatchOutcome> {
+        if self.dry {
+            // A dry run: each batch inside the caller's transaction, which
+            // is rolled back at the end; nothing is ever committed.
+            self.db.savepoint()?;
+            return match self.apply_inside(batch, checkpoint) {
+                Ok(BatchOutcome::Committed(a)) => {
+                    self.db.release()?;
+                    Ok(BatchOutcome::Committed(a))
+                }
+                Ok(other) => {
+                    self.db.rollback_savepoint();
+                    Ok(other)
+                }
+                Err(e) => {
+                    self.db.rollback_savepoint();
+                    Err(e)
+                }
+            };
+        }
         self.db.begin_immediate()?;
         match self.apply_inside(batch, checkpoint) {
             Ok(BatchOutcome::Committed(a)) => {
@@ -359,8 +392,13 @@ impl<'a> Engine<'a> {
         // can change them before this batch commits.
         let mut skip_seqs: &[i64] = &[];
         match checkpoint {
-            Checkpoint::Journal { journal, after, .. } => {
-                if self.db.applied_last(journal)? != *after {
+            Checkpoint::Journal {
+                journal,
+                floor,
+                after,
+                ..
+            } => {
+                if self.db.applied_last(journal)?.max(*floor) != *after {
                     return Ok(BatchOutcome::Raced);
                 }
             }
@@ -525,11 +563,16 @@ impl<'a> Engine<'a> {
         match checkpoint {
             Checkpoint::Load {
                 table,
+                target_table,
                 last_key,
                 rows,
                 done: finished,
+                sequence,
                 ..
             } => {
+                if let (true, Some(n)) = (*finished, sequence) {
+                    self.db.raise_sequence(target_table, *n)?;
+                }
                 let last = match last_key {
                     Some(k) => Some(k.clone()),
                     None => self.db.load_checkpoint(table)?.and_then(|c| c.0),

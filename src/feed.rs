@@ -791,7 +791,7 @@ pub fn export(spec: &Spec, out: &Path, delivery_size: usize) -> Result<Outcome> 
     let mut tmp = tempfile::NamedTempFile::new_in(dir)
         .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
     let mut w = std::io::BufWriter::new(tmp.as_file_mut());
-    let (mut after, mut position, mut deliveries) = (0i64, 0i64, 0u64);
+    let (mut after, mut position, mut deliveries) = (target.journal_start()?, 0i64, 0u64);
     loop {
         let page =
             crate::journal::next_run(spec, &target, &reader, after, fence.boundary, delivery_size)?;

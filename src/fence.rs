@@ -212,7 +212,7 @@ impl Watch {
                 .tables
                 .iter()
                 .map(|t| t.target_table.clone())
-                .chain(target.journal_image_tables()?)
+                .chain(journal_tables(target)?)
             {
                 if target.fence_triggers(&t)? > 0 {
                     return Ok(Err(format!(
@@ -286,8 +286,11 @@ impl Watch {
         if v == self.data_version {
             return Ok(None);
         }
+        // Other commits (another table, VACUUM, ANALYZE) move data_version
+        // too: what counts is whether the rows the reconcile read, and the
+        // schema and journal now, are still what the fence recorded.
         let now = Fingerprint::with_content(target, spec, content)?;
-        if now.hash() == self.fence.fingerprint && target.data_version()? == v {
+        if now.hash() == self.fence.fingerprint {
             return Ok(None);
         }
         let what = now.describe_change(&self.at_start);
@@ -376,7 +379,7 @@ pub fn on(spec: &Spec) -> Result<Outcome> {
         .map(|t| t.target_table.clone())
         .filter(|t| target.table_columns(t).is_ok_and(|c| !c.is_empty()))
         .collect();
-    let images = target.journal_image_tables()?;
+    let images = journal_tables(&target)?;
     // Waits (busy timeout) for a writer holding the lock, so its commit lands
     // inside the boundary.
     target.begin_immediate()?;
@@ -474,6 +477,17 @@ pub fn on(spec: &Spec) -> Result<Outcome> {
     Outcome::new(true, &rep, text)
 }
 
+/// The journal's own tables, which the fence guards like the data: its
+/// image tables, its identity and its column lists.
+fn journal_tables(target: &Db) -> Result<Vec<String>> {
+    let mut out = target.journal_image_tables()?;
+    out.extend([
+        "_cutover_journal_id".to_string(),
+        "_cutover_journal_tables".to_string(),
+    ]);
+    Ok(out)
+}
+
 /// How the target differs from what the spec and the journal expect: each
 /// table missing, with columns the spec does not map or maps but the table
 /// lacks, or with journal triggers missing or out of date.
@@ -538,7 +552,8 @@ pub fn off(spec: &Spec, force: bool) -> Result<Outcome> {
     };
     let journal = crate::journal::identity(&target)?.unwrap_or_default();
     let (applied, _) = source.applied_progress(&journal)?;
-    let pending = target.journal_count_upto(existing.boundary)? - applied;
+    let start = target.journal_start()?;
+    let pending = target.journal_count_between(start, existing.boundary)? - applied;
     if pending > 0 && !force {
         bail!(
             "the replay is incomplete: {pending} journal entries at or below boundary {} are not applied to the source. Run `cutover replay` to finish it; `cutover fence off --force` lifts the fence anyway and lets writers change the target again",
@@ -550,7 +565,7 @@ pub fn off(spec: &Spec, force: bool) -> Result<Outcome> {
         for t in existing
             .tables
             .iter()
-            .chain(&target.journal_image_tables()?)
+            .chain(&journal_tables(&target)?)
             .map(String::as_str)
             .chain([FENCE_TABLE])
         {
@@ -601,7 +616,7 @@ pub fn status(spec: &Spec) -> Result<Outcome> {
     for t in existing
         .tables
         .iter()
-        .chain(&target.journal_image_tables()?)
+        .chain(&journal_tables(&target)?)
         .map(String::as_str)
     {
         if target.fence_triggers(t)? != 3 {

@@ -75,14 +75,15 @@ fn new_identity(target: &Db) -> String {
 }
 
 pub fn install(spec: &Spec) -> Result<Outcome> {
-    let (_, target, _) = spec::open(spec, Access::Read, Access::Write)?;
+    let (source, target, _) = spec::open(spec, Access::Read, Access::Write)?;
     let names: Vec<&str> = spec.tables.iter().map(|t| t.name.as_str()).collect();
+    let mut renewed = None;
     target.begin_immediate()?;
     let r = (|| -> Result<usize> {
         target.ensure_control_tables()?;
         match target.journal_id()? {
             None => target.set_journal_id(&new_identity(&target), &names)?,
-            Some((_, tables)) => {
+            Some((id, tables)) => {
                 let other: Vec<&String> = tables
                     .iter()
                     .filter(|t| !names.contains(&t.as_str()))
@@ -99,6 +100,19 @@ pub fn install(spec: &Spec) -> Result<Outcome> {
                     );
                 }
                 target.set_journal_tables(&names)?;
+                // The source has taken entries of this journal back: that
+                // attempt was rolled back, and an install on an unfenced
+                // target (restored from a copy, say, whose seqs start over)
+                // begins a new attempt, under a new identity, after the
+                // entries already there.
+                if target.fence_row()?.is_none()
+                    && source.applied_progress(&format!("journal-{id}"))?.0 > 0
+                {
+                    let (_, last) = target.journal_extent()?;
+                    let fresh = new_identity(&target);
+                    target.renew_journal_id(&fresh, last)?;
+                    renewed = Some((format!("journal-{id}"), format!("journal-{fresh}"), last));
+                }
             }
         }
         // Every table's triggers compute the next seq over all journal
@@ -127,7 +141,14 @@ pub fn install(spec: &Spec) -> Result<Outcome> {
             )));
         }
     };
-    let headline = if changed == 0 {
+    let mut headline = String::new();
+    if let Some((old, new, after)) = &renewed {
+        headline.push_str(&format!(
+            "journal: {old} was already replayed into the source; this is a new attempt, journaled as {new} from seq {}\n",
+            after + 1
+        ));
+    }
+    headline += &if changed == 0 {
         "journal: already installed and up to date; nothing changed\n".to_string()
     } else {
         format!(

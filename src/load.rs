@@ -147,6 +147,7 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
         let mut pending_rows = 0usize;
         let mut total = rows_before;
         let mut clear = replace;
+        let sequence = source.sequence(&t.source_table)?;
         let mut flush = |pending: &mut Vec<Block>, done: bool| -> Result<()> {
             let n: usize = pending.iter().map(Block::rows).sum();
             let last_key = pending
@@ -162,6 +163,7 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
                 rows: total + n as i64,
                 done,
                 clear: std::mem::take(&mut clear),
+                sequence,
             };
             match engine.load_rows(ti, pending, total + 1, checkpoint)? {
                 BatchOutcome::Committed(a) => {

@@ -92,8 +92,9 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
     if batch == 0 {
         bail!("--batch must be at least 1");
     }
-    let source_access = if dry_run { Access::Read } else { Access::Write };
-    let mut source = spec::open_source(spec, None, source_access)?;
+    // A dry run writes too, inside one transaction it always rolls back:
+    // every check the replay makes, on the state the replay would leave.
+    let mut source = spec::open_source(spec, None, Access::Write)?;
     let mut target = crate::db::Db::open(&spec.target, Access::Read, "target")?;
     if let Err(e) = spec.check_schema(&source, &target) {
         // A table dropped or altered behind the fence shows as a schema
@@ -122,18 +123,22 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
             target.path().display()
         )
     })?;
+    // This journal's entries are those past its start (a restored target
+    // renews its identity after the entries already there).
+    let start = target.journal_start()?;
     let (applied_rows, last_applied) = source.applied_progress(&journal)?;
-    let entries = target.journal_count_upto(boundary)?;
-    let consistent = target.journal_count_upto(last_applied)?;
-    if consistent != applied_rows || last_applied > boundary {
+    let last_applied = last_applied.max(start);
+    let entries = target.journal_count_between(start, boundary)?;
+    let consistent = target.journal_count_between(start, last_applied)?;
+    if consistent != applied_rows || last_applied > boundary.max(start) {
         bail!(
             "source {} records {applied_rows} applied entries up to seq {last_applied}, but the journal holds {consistent} entries up to that seq (boundary {boundary}); this source was replayed from another journal. Stop and investigate",
             source.path().display()
         );
     }
     let gaps = (boundary - last_applied) - (entries - applied_rows);
-    if dry_run {
-        return plan(
+    let planned = if dry_run {
+        Some(plan(
             spec,
             &target,
             boundary,
@@ -141,12 +146,32 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
             last_applied,
             gaps,
             max_diffs,
-        );
-    }
+        )?)
+    } else {
+        None
+    };
 
     let reader = crate::journal::Reader::new(spec, &target)?;
     let fk_before = foreign_key_violations(spec, &source)?;
-    let engine = Engine::for_journal(spec, &source, &journal);
+    let mut engine = Engine::for_journal(spec, &source, &journal);
+    if dry_run {
+        if source.is_read_only()? {
+            // A source this process may not write cannot host the rolled-back
+            // replay: the plan alone, and say so.
+            let (plan, mut text) = planned.context("a dry run has its plan")?;
+            text.push_str(&format!(
+                "dry run: {} is read-only for this user, so only the plan was made; the before-images, reverse transforms and the closing reconciliation were not checked. Nothing was written\n",
+                source.path().display()
+            ));
+            return Outcome::new(true, &plan, text);
+        }
+        source.begin_immediate()?;
+        engine = engine.dry();
+    }
+    // A dry run goes on past a conflict, leaving out every later entry of
+    // that record, so that it lists every conflict the replay would meet.
+    let mut poisoned: std::collections::HashSet<(usize, String)> = Default::default();
+    let mut conflicts: Vec<Conflict> = Vec::new();
     let mut rep = ReplayReport {
         verdict: "fail",
         boundary,
@@ -173,7 +198,11 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         let seqs: Vec<i64> = run.iter().map(|e| e.seq).collect();
         let last_seq = seqs.iter().copied().max().unwrap_or(after);
         let n = run.len() as u64;
-        let changes: Vec<Change> = run.into_iter().map(|e| to_change(spec, e)).collect();
+        let changes: Vec<Change> = run
+            .into_iter()
+            .map(|e| to_change(spec, e))
+            .filter(|c| record_keys(spec, c).iter().all(|k| !poisoned.contains(k)))
+            .collect();
         if let Some(b) = watch.recheck(&target, spec)? {
             rep.breach = Some(b);
             break;
@@ -186,6 +215,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
             &changes,
             Checkpoint::Journal {
                 journal: &journal,
+                floor: start,
                 after,
                 seqs: &seqs,
                 delivery: &delivery,
@@ -198,12 +228,17 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
                 rep.batches += 1;
             }
             BatchOutcome::Conflict(c) => {
+                if dry_run && let Some(ch) = changes.iter().find(|x| x.tag == c.tag) {
+                    poisoned.extend(record_keys(spec, ch));
+                    conflicts.push(*c);
+                    continue;
+                }
                 rep.conflict = Some(*c);
                 break;
             }
             BatchOutcome::Raced => {
                 // Another replay committed first: carry on after what it did.
-                after = source.applied_last(&journal)?;
+                after = source.applied_last(&journal)?.max(start);
                 rep.raced = true;
                 continue;
             }
@@ -212,6 +247,9 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         after = last_seq;
     }
     drop(engine);
+    if rep.breach.is_none() && rep.conflict.is_none() && !dry_run {
+        carry_sequences(spec, &source, &target)?;
+    }
     if rep.breach.is_none() && rep.conflict.is_none() {
         let fk_after = foreign_key_violations(spec, &source)?;
         let new: Vec<String> = fk_after
@@ -233,7 +271,142 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         }
         rep.reconciliation = Some(rec);
     }
-    render(spec, rep)
+    match planned {
+        Some((plan, text)) => {
+            source.rollback();
+            dry_render(spec, plan, text, rep, conflicts)
+        }
+        None => render(spec, rep),
+    }
+}
+
+/// The records a change touches: its key, and the key it moves to.
+fn record_keys(spec: &Spec, c: &Change) -> Vec<(usize, String)> {
+    let k = spec.tables[c.table].key_len;
+    let mut out = vec![(c.table, crate::value::key_json(&c.key).to_string())];
+    if let Some(a) = &c.after {
+        let to = crate::value::key_json(&a[..k]).to_string();
+        if to != out[0].1 {
+            out.push((c.table, to));
+        }
+    }
+    out
+}
+
+#[derive(Debug, Serialize)]
+struct DryRun {
+    #[serde(flatten)]
+    plan: Plan,
+    /// `pass` when the replay would apply every entry and reconcile.
+    verdict: &'static str,
+    conflicts: Vec<Conflict>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    breach: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    foreign_keys: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reconciliation: Option<reconcile::Reconciliation>,
+}
+
+/// The dry run's report: the plan, every conflict the replay would stop
+/// at, and the reconciliation it would end with.
+fn dry_render(
+    spec: &Spec,
+    plan: Plan,
+    mut text: String,
+    rep: ReplayReport,
+    conflicts: Vec<Conflict>,
+) -> Result<Outcome> {
+    let would_pass = conflicts.is_empty() && rep.verdict == "pass";
+    for c in &conflicts {
+        text.push_str(&format!(
+            "\nCONFLICT at seq {} in table '{}', key {}{}: {}\n",
+            c.tag,
+            c.table,
+            c.key,
+            c.column
+                .as_ref()
+                .map(|col| format!(", column '{col}'"))
+                .unwrap_or_default(),
+            c.reason
+        ));
+        let show = |label: &str, v: &Option<serde_json::Value>| match v {
+            Some(j) => vec![
+                label.to_string(),
+                j.to_string(),
+                source_form(spec, &c.table, j),
+            ],
+            None => vec![label.to_string(), "(no row)".into(), "(no row)".into()],
+        };
+        text.push_str(&report::table(
+            &["version", "row (target form)", "row (source form)"],
+            [
+                show("expected (journal before-image)", &c.expected),
+                show("found in source now", &c.found),
+                show("journal after-image", &c.wanted),
+            ],
+        ));
+        text.push('\n');
+    }
+    if let Some(b) = &rep.breach {
+        text.push_str(&format!("\n{b}\n"));
+    }
+    for v in &rep.foreign_keys {
+        text.push_str(&format!("foreign key: {v}\n"));
+    }
+    if let Some(rec) = &rep.reconciliation {
+        text.push_str("\nreconciliation the replay would end with (source against target)\n");
+        text.push_str(&report::reconciliation(rec));
+        text.push('\n');
+    }
+    text.push_str(&if would_pass {
+        "dry run: the replay would apply every entry and reconcile; nothing was written\n".to_string()
+    } else if conflicts.is_empty() {
+        "dry run: the replay would not reconcile (see above); nothing was written\n".to_string()
+    } else {
+        format!(
+            "dry run: the replay would stop at {} conflict{} (each listed; later entries of those records left out); nothing was written\n",
+            conflicts.len(),
+            if conflicts.len() == 1 { "" } else { "s" }
+        )
+    });
+    let out = DryRun {
+        plan,
+        verdict: if would_pass { "pass" } else { "fail" },
+        conflicts,
+        breach: rep.breach,
+        foreign_keys: rep.foreign_keys,
+        reconciliation: rep.reconciliation,
+    };
+    Outcome::new(would_pass, &out, text)
+}
+
+/// Raises each source table's AUTOINCREMENT high-water mark to the
+/// target's, so that the source, in use again, never hands out an id the
+/// target already gave. Its own transaction after the last batch; a rerun
+/// does it again.
+fn carry_sequences(spec: &Spec, source: &Db, target: &Db) -> Result<()> {
+    let marks: Vec<(&str, i64)> = spec
+        .tables
+        .iter()
+        .filter_map(|t| match target.sequence(&t.target_table) {
+            Ok(Some(n)) => Some(Ok((t.source_table.as_str(), n))),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        })
+        .collect::<Result<_>>()?;
+    if marks.is_empty() {
+        return Ok(());
+    }
+    source.begin_immediate()?;
+    let r = marks
+        .iter()
+        .try_for_each(|(t, n)| source.raise_sequence(t, *n))
+        .and_then(|()| source.commit());
+    if r.is_err() {
+        source.rollback();
+    }
+    r
 }
 
 /// Every row of the spec's source tables that breaks one of their foreign
@@ -381,6 +554,7 @@ fn render(spec: &Spec, rep: ReplayReport) -> Result<Outcome> {
     Outcome::new(holds, &rep, text)
 }
 
+/// What the replay would apply: entries per op and the stale keys.
 fn plan(
     spec: &Spec,
     target: &Db,
@@ -389,7 +563,7 @@ fn plan(
     last_applied: i64,
     gaps: i64,
     max_keys: usize,
-) -> Result<Outcome> {
+) -> Result<(Plan, String)> {
     let counts = target.journal_pending_counts(last_applied, boundary)?;
     let get = |op: &str| counts.iter().find(|(o, _)| o == op).map_or(0, |c| c.1);
     let mut keys = Vec::new();
@@ -488,6 +662,5 @@ fn plan(
         ));
         text.push('\n');
     }
-    text.push_str("dry run: nothing was written\n");
-    Outcome::new(true, &p, text)
+    Ok((p, text))
 }

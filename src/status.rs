@@ -72,7 +72,7 @@ pub fn run(spec: &Spec) -> Result<Outcome> {
     }
     let (phase, next, to_replay) = match &fence {
         Some(f) => {
-            let n = target.journal_count_upto(f.boundary)?;
+            let n = target.journal_count_between(target.journal_start()?, f.boundary)?;
             if let Some(what) = f.breach(&target, spec)? {
                 (
                     format!(

@@ -699,8 +699,17 @@ fn a_gap_in_the_journal_is_counted_and_the_lost_write_is_caught() {
     // Entry 2 (the insert of 104) is lost before the fence.
     d.exec("target.db", "DELETE FROM _cutover_journal_1 WHERE seq = 2");
     d.run(&["fence", "on"], 0);
-    let plan = d.json(&["replay", "--dry-run"], 0);
+    // The dry run already sees the replay end without reconciling.
+    let plan = d.json(&["replay", "--dry-run"], 1);
     assert_eq!(plan["gaps"], 1, "{plan:#}");
+    assert_eq!(plan["verdict"], "fail", "{plan:#}");
+    assert!(
+        has_diff(
+            &plan["reconciliation"],
+            &json!({"key": [104], "kind": "extra"})
+        ),
+        "{plan:#}"
+    );
     let json = d.json(&["replay"], 1);
     assert_eq!(json["gaps"], 1, "{json:#}");
     assert_eq!(json["applied"], 2, "{json:#}");

@@ -15,6 +15,10 @@ CREATE TABLE IF NOT EXISTS _cutover_journal_id (
     id           INTEGER PRIMARY KEY CHECK (id = 1),
     journal      TEXT NOT NULL,
     tables       TEXT NOT NULL,
+    -- The journal's entries are those past this seq: a target restored from
+    -- a copy, whose earlier entries belong to an attempt already rolled
+    -- back, starts a new identity after them.
+    after_seq    INTEGER NOT NULL DEFAULT 0,
     installed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 );
 

@@ -749,6 +749,32 @@ impl Db {
         Ok(hex::encode(h.finalize()))
     }
 
+    /// The seq the journal's own entries come after (0 for a first
+    /// identity).
+    pub fn journal_start(&self) -> Result<i64> {
+        if !self.has_table("_cutover_journal_id")? {
+            return Ok(0);
+        }
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT after_seq FROM _cutover_journal_id WHERE id = 1",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?
+            .unwrap_or(0))
+    }
+
+    /// Gives the journal a new identity whose entries come after `after_seq`.
+    pub fn renew_journal_id(&self, journal: &str, after_seq: i64) -> Result<()> {
+        self.conn.execute(
+            "UPDATE _cutover_journal_id SET journal = ?1, after_seq = ?2, installed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = 1",
+            params![journal, after_seq],
+        )?;
+        Ok(())
+    }
+
     /// Records the spec's tables under the journal's identity (a spec that
     /// gained a table).
     pub fn set_journal_tables(&self, tables: &[&str]) -> Result<()> {

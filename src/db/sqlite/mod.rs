@@ -352,6 +352,12 @@ impl Db {
         Ok(())
     }
 
+    /// Whether this process can write the file: SQLite opens a file it
+    /// may not write read-only, whatever was asked.
+    pub fn is_read_only(&self) -> Result<bool> {
+        Ok(self.conn.is_readonly(rusqlite::MAIN_DB)?)
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -591,6 +597,23 @@ impl Db {
     }
 
     // --- transactions -----------------------------------------------------
+
+    /// Opens a nested transaction inside the open one (a dry run's batch).
+    pub fn savepoint(&self) -> Result<()> {
+        Ok(self.conn.execute_batch("SAVEPOINT cutover_batch")?)
+    }
+
+    /// Keeps the nested transaction's work in the open one.
+    pub fn release(&self) -> Result<()> {
+        Ok(self.conn.execute_batch("RELEASE cutover_batch")?)
+    }
+
+    /// Undoes the nested transaction's work and closes it.
+    pub fn rollback_savepoint(&self) {
+        let _ = self
+            .conn
+            .execute_batch("ROLLBACK TO cutover_batch; RELEASE cutover_batch");
+    }
 
     /// Takes the write lock now (waiting for a writer in flight), so that
     /// what is read inside the transaction cannot change before it commits.
@@ -849,6 +872,45 @@ impl Db {
             .execute(rusqlite::params_from_iter(
                 values.iter().chain(key).map(Bind),
             ))?)
+    }
+
+    /// The AUTOINCREMENT high-water mark of a table (`sqlite_sequence`): the
+    /// largest id it ever handed out, rows deleted since included.
+    pub fn sequence(&self, table: &str) -> Result<Option<i64>> {
+        if !self.has_table("sqlite_sequence")? {
+            return Ok(None);
+        }
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT seq FROM sqlite_sequence WHERE name = ?1",
+                [table],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
+    /// Raises a table's AUTOINCREMENT high-water mark to at least `to`, so
+    /// it never hands out an id the other database already used. Nothing
+    /// for a table without AUTOINCREMENT.
+    pub fn raise_sequence(&self, table: &str, to: i64) -> Result<()> {
+        let autoincrement: bool = self.conn.query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1 AND upper(sql) LIKE '%AUTOINCREMENT%'",
+            [table],
+            |r| r.get::<_, i64>(0).map(|n| n > 0),
+        )?;
+        if !autoincrement || !self.has_table("sqlite_sequence")? {
+            return Ok(());
+        }
+        self.conn.execute(
+            "UPDATE sqlite_sequence SET seq = ?2 WHERE name = ?1 AND seq < ?2",
+            params![table, to],
+        )?;
+        self.conn.execute(
+            "INSERT INTO sqlite_sequence (name, seq) SELECT ?1, ?2 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = ?1)",
+            params![table, to],
+        )?;
+        Ok(())
     }
 
     /// Rows of `table` that break a foreign key: `(child table, rowid,
