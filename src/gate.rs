@@ -317,6 +317,11 @@ fn nudge(v: &Value) -> Option<Value> {
         Value::Integer(i) => Some(Value::Integer(i.checked_add(1).unwrap_or(i - 1))),
         Value::Real(r) => Some(Value::Real(r + 1.0)),
         Value::Text(t) => Some(Value::Text(format!("{t}~"))),
+        Value::TextBytes(t) => {
+            let mut t = t.clone();
+            t.push(b'~');
+            Some(Value::TextBytes(t))
+        }
         Value::Blob(b) => {
             let mut b = b.clone();
             b.push(0);

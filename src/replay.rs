@@ -346,7 +346,7 @@ fn dry_render(
                 show("journal after-image", &c.wanted),
             ],
         ));
-        text.push('\n');
+        text.push_str(&format!("\n{}\n", cause(c)));
     }
     if let Some(b) = &rep.breach {
         text.push_str(&format!("\n{b}\n"));
@@ -407,6 +407,51 @@ fn carry_sequences(spec: &Spec, source: &Db, target: &Db) -> Result<()> {
         source.rollback();
     }
     r
+}
+
+/// What a conflict's evidence shows, and what to do: said only as far as
+/// the three versions of the row prove it.
+fn cause(c: &Conflict) -> String {
+    let again = "then run `cutover replay` again";
+    if c.reason.contains("changed no row") {
+        return format!(
+            "A trigger of the source swallowed the write: drop or adjust it for the rollback, {again}"
+        );
+    }
+    if c.reason.contains("refuses the row") {
+        return format!(
+            "The source's own constraint refuses the row ({}): settle the row that collides with it in the source by hand, {again}",
+            c.reason
+        );
+    }
+    if c.reason.contains("cannot be carried back") || c.reason.contains("cannot be read") {
+        let fix = if c.reason.contains("not in the map") || c.reason.contains("map") {
+            "add the value to the column's map in the spec"
+        } else if c.reason.contains("integer") || c.reason.contains("real") {
+            "the target holds a value of another kind than the column carries (a float where an integer belongs, say): correct it in the target before the fence, or settle the source row by hand"
+        } else {
+            "extend the spec (a map, a column check) or settle the value by hand in the source"
+        };
+        return format!(
+            "The source row is as the journal expected, but the target's value cannot be written back to the source: {fix}, {again}"
+        );
+    }
+    match (&c.expected, &c.found) {
+        (Some(e), Some(f)) if e == f => format!(
+            "The source row is as the journal expected, but the write cannot be made: {}; settle it by hand in the source, {again}",
+            c.reason
+        ),
+        (None, Some(_)) => format!(
+            "The journal says this key was inserted on the target after the cutover, but the source already has a row under it: it was written in the source after the cutover. Decide which version is right, fix the source row by hand, {again}"
+        ),
+        (Some(_), None) => format!(
+            "The source no longer has the row the journal changed: it was deleted in the source after the cutover. Decide whether it should exist, restore or leave it by hand, {again}"
+        ),
+        (Some(_), Some(_)) => format!(
+            "The source row differs from the one the journal expected: it was changed in the source after the cutover. Decide which version is right, fix the source row by hand, {again}"
+        ),
+        (None, None) => format!("{}; settle it by hand in the source, {again}", c.reason),
+    }
 }
 
 /// Every row of the spec's source tables that breaks one of their foreign
@@ -517,11 +562,10 @@ fn render(spec: &Spec, rep: ReplayReport) -> Result<Outcome> {
                 show("journal after-image", &c.wanted),
             ],
         ));
-        text.push_str(if c.found.is_some() && c.found == c.expected {
-            "\nthe batch was rolled back; entries before it stay applied. The source row is as the journal expected, but the target's value cannot be written back to the source: extend the spec (a map, a column check) or settle the value by hand in the source, then run `cutover replay` again\n"
-        } else {
-            "\nthe batch was rolled back; entries before it stay applied. The source row was changed after the cutover: decide which version is right, fix the source row by hand, and run `cutover replay` again\n"
-        });
+        text.push_str(&format!(
+            "\nthe batch was rolled back; entries before it stay applied. {}\n",
+            cause(c)
+        ));
     }
     if let Some(b) = &rep.breach {
         text.push_str(&format!(

@@ -18,6 +18,9 @@ pub enum Value {
     Integer(i64),
     Real(f64),
     Text(String),
+    /// Text whose bytes are not UTF-8: SQLite stores what it is given, and
+    /// a rollback carries it back as the same text, byte for byte.
+    TextBytes(Vec<u8>),
     Blob(Vec<u8>),
 }
 
@@ -31,7 +34,7 @@ impl Value {
             Value::Null => "null",
             Value::Integer(_) => "integer",
             Value::Real(_) => "real",
-            Value::Text(_) => "text",
+            Value::Text(_) | Value::TextBytes(_) => "text",
             Value::Blob(_) => "blob",
         }
     }
@@ -48,6 +51,7 @@ impl Value {
                 Json::Number,
             ),
             Value::Text(t) => Json::String(t.clone()),
+            Value::TextBytes(b) => serde_json::json!({ "text_hex": hex::encode(b) }),
             Value::Blob(b) => serde_json::json!({ "blob": hex::encode(b) }),
         }
     }
@@ -73,6 +77,16 @@ impl Value {
                 Json::String(h) => Value::Blob(hex::decode(h)?),
                 other => bail!("blob must be hex text, found {other}"),
             },
+            Json::Object(o) if o.len() == 1 && o.contains_key("text_hex") => match &o["text_hex"] {
+                Json::String(h) => {
+                    let bytes = hex::decode(h)?;
+                    match String::from_utf8(bytes) {
+                        Ok(s) => Value::Text(s),
+                        Err(e) => Value::TextBytes(e.into_bytes()),
+                    }
+                }
+                other => bail!("text_hex must be hex text, found {other}"),
+            },
             Json::Object(o) if o.len() == 1 && o.contains_key("real") => match o["real"].as_str() {
                 Some("inf") => Value::Real(f64::INFINITY),
                 Some("-inf") => Value::Real(f64::NEG_INFINITY),
@@ -95,6 +109,7 @@ impl Value {
             Value::Integer(i) => CellRef::Integer(*i),
             Value::Real(r) => CellRef::Real(*r),
             Value::Text(t) => CellRef::Text(t.as_bytes()),
+            Value::TextBytes(t) => CellRef::Text(t),
             Value::Blob(b) => CellRef::Blob(b),
         }
     }
@@ -135,7 +150,7 @@ impl CellRef<'_> {
         }
     }
 
-    /// The owned value. Text that is not UTF-8 is kept as a blob rather
+    /// The owned value. Text that is not UTF-8 is kept as its bytes rather
     /// than altered.
     pub fn to_value(&self) -> Value {
         match *self {
@@ -144,7 +159,7 @@ impl CellRef<'_> {
             CellRef::Real(r) => Value::Real(r),
             CellRef::Text(t) => match std::str::from_utf8(t) {
                 Ok(s) => Value::Text(s.to_string()),
-                Err(_) => Value::Blob(t.to_vec()),
+                Err(_) => Value::TextBytes(t.to_vec()),
             },
             CellRef::Blob(b) => Value::Blob(b.to_vec()),
         }
@@ -343,6 +358,8 @@ impl fmt::Display for Value {
             Value::Integer(i) => write!(f, "{i}"),
             Value::Real(r) => write!(f, "{r:?}"),
             Value::Text(t) => write!(f, "'{}'", t.replace('\'', "''")),
+            // How SQLite itself would be asked for these bytes as text.
+            Value::TextBytes(b) => write!(f, "CAST(x'{}' AS TEXT)", hex::encode(b)),
             Value::Blob(b) => write!(f, "x'{}'", hex::encode(b)),
         }
     }

@@ -17,7 +17,7 @@ use rusqlite::{OptionalExtension, params};
 use sha2::{Digest, Sha256};
 
 use super::{Db, cell, quote_ident};
-use crate::value::{CellRef, Row};
+use crate::value::Row;
 
 const JOURNAL_TRIGGERS: &str = include_str!("../../../sql/sqlite/journal_triggers.sql");
 const JOURNAL_FLUSH: &str = include_str!("../../../sql/sqlite/journal_flush.sql");
@@ -670,16 +670,7 @@ impl Db {
                         );
                     };
                     for i in 0..range.len() {
-                        let c = cell(r.get_ref(i)?);
-                        if let CellRef::Text(b) = c
-                            && std::str::from_utf8(b).is_err()
-                        {
-                            bail!(
-                                "journal entry seq {seq} (table '{tbl}'): a text value is not valid UTF-8 ({}); the target holds text SQLite let through unchecked, and the rollback cannot carry it as text. Fix the value in the target before the fence, or settle that row by hand",
-                                hex::encode(b)
-                            );
-                        }
-                        row.push(c.to_value());
+                        row.push(cell(r.get_ref(i)?).to_value());
                     }
                 }
                 Ok(Some(row))
