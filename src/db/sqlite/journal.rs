@@ -1,14 +1,13 @@
-//! Change capture on SQLite: the journal triggers, the image tables they
-//! write, the journal's identity, and reading entries back.
+//! Change capture on SQLite: the journal triggers, the journal tables they
+//! write, the journal's identity, and reading entries back (docs/journal.md).
 //!
 //! Each journaled table has an image id (`img`, a row of
-//! `_cutover_journal_tables`) and three untyped tables named after it:
-//! `_cutover_old_<img>` and `_cutover_new_<img>`, the before- and
-//! after-images whose rowid is the entry's `seq`, and `_cutover_pending_<img>`,
-//! the rows a REPLACE is about to delete (see `sql/sqlite/journal_triggers.sql`).
-//! Untyped columns have no affinity, so every value keeps its storage class
-//! and its bits; image tables have as many columns as the table, so any width
-//! SQLite allows is journaled.
+//! `_cutover_journal_tables`) and untyped tables named after it:
+//! `_cutover_journal_<img>` (one row per change: seq, op, the before-image
+//! `o…` and the after-image `n…`), further parts for a table wider than one
+//! part holds, and `_cutover_pending_<img>`, the rows a REPLACE is about to
+//! delete (see `sql/sqlite/journal_triggers.sql`). Untyped columns have no
+//! affinity, so every value keeps its storage class and its bits.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
