@@ -283,8 +283,10 @@ fn plain_replay(target: &Path, source: &Path) -> Duration {
     s.execute_batch("PRAGMA synchronous = FULL")
         .expect("pragma");
     let start = Instant::now();
+    // The journal of the running example's one table: seq, op, the
+    // before-image (o1..o3) and the after-image (n1..n3) as values.
     let mut q = t
-        .prepare("SELECT op, key, new FROM _cutover_journal ORDER BY seq")
+        .prepare("SELECT op, coalesce(n1, o1), n2, n3 FROM _cutover_journal_1 ORDER BY seq")
         .expect("journal");
     let mut rows = q.query([]).expect("query");
     let mut upd = s
@@ -300,25 +302,20 @@ fn plain_replay(target: &Path, source: &Path) -> Duration {
     s.execute_batch("BEGIN").expect("begin");
     while let Some(r) = rows.next().expect("row") {
         let op: String = r.get(0).expect("op");
-        let key: String = r.get(1).expect("key");
-        let id: i64 = key
-            .trim_matches(|c| c == '[' || c == ']')
-            .parse()
-            .expect("id");
-        let new: Option<String> = r.get(2).expect("new");
-        let image = new.map(|j| serde_json::from_str::<serde_json::Value>(&j).expect("json"));
-        let fields = |v: &serde_json::Value| {
-            let cents = v["cents"].as_i64().expect("cents");
-            let code = if v["status"] == "closed" { "C" } else { "A" };
+        let id: i64 = r.get(1).expect("id");
+        let fields = || {
+            let cents: i64 = r.get(2).expect("cents");
+            let status: String = r.get(3).expect("status");
+            let code = if status == "closed" { "C" } else { "A" };
             (format!("{}.{:02}", cents / 100, cents % 100), code)
         };
-        match (op.as_str(), image) {
-            ("update", Some(v)) => {
-                let (d, c) = fields(&v);
+        match op.as_str() {
+            "update" => {
+                let (d, c) = fields();
                 upd.execute(params![id, d, c]).expect("update");
             }
-            ("insert", Some(v)) => {
-                let (d, c) = fields(&v);
+            "insert" => {
+                let (d, c) = fields();
                 ins.execute(params![id, d, c]).expect("insert");
             }
             _ => {

@@ -494,9 +494,17 @@ fn journal_tables(target: &Db) -> Result<Vec<String>> {
 pub fn drift(spec: &Spec, target: &Db) -> Result<Vec<String>> {
     let mut out = Vec::new();
     for t in &spec.tables {
+        // Since when: the table's last journaled write.
+        let since = match target.last_journaled(&t.name)? {
+            Some(seq) => format!("writes after journal seq {seq}, the table's last entry,"),
+            None => "writes since journal install".to_string(),
+        };
         let cols = target.table_columns(&t.target_table)?;
         if cols.is_empty() {
-            out.push(format!("table {} is gone from the target", t.target_table));
+            out.push(format!(
+                "table {} is gone from the target; {since} may be unjournaled",
+                t.target_table
+            ));
             continue;
         }
         let extra: Vec<&str> = cols
@@ -518,8 +526,15 @@ pub fn drift(spec: &Spec, target: &Db) -> Result<Vec<String>> {
             ));
         }
         if !missing.is_empty() {
+            // One column gone and one new: most likely a rename.
+            let hint = match (&missing[..], &extra[..]) {
+                ([from], [to]) => format!(
+                    "if '{from}' was renamed to '{to}', set target = \"{to}\" in its [[tables.columns]] entry and run `cutover journal install` again; the journal keeps the old name for the entries before"
+                ),
+                _ => "renamed or dropped after the switch: map the new name, or keep the journaled one, before the replay".to_string(),
+            };
             out.push(format!(
-                "table {} lacks columns the spec maps: {} (renamed or dropped after the switch: map the new name, or keep the journaled one, before the replay)",
+                "table {} lacks columns the spec maps: {} ({hint})",
                 t.target_table,
                 missing.join(", ")
             ));
@@ -527,7 +542,7 @@ pub fn drift(spec: &Spec, target: &Db) -> Result<Vec<String>> {
         let stale = crate::journal::stale(t, target)?;
         if !stale.is_empty() {
             out.push(format!(
-                "table {}: journal triggers missing or out of date ({}); writes since the change may be unjournaled. Run `cutover journal install` again",
+                "table {}: journal triggers missing or out of date ({}); {since} may be unjournaled or out of order. Run `cutover journal install` again",
                 t.target_table,
                 stale.join(", ")
             ));

@@ -765,6 +765,24 @@ impl Db {
         Ok(())
     }
 
+    /// The last seq journaled for spec table `name`, under any column list.
+    pub fn last_journaled(&self, name: &str) -> Result<Option<i64>> {
+        let mut last = None;
+        for t in self.journal_tables()?.into_iter().filter(|t| t.tbl == name) {
+            let table = &journal_parts(t.img, t.columns.len())[0].0;
+            if !self.has_table(table)? {
+                continue;
+            }
+            let m: Option<i64> = self.conn.query_row(
+                &format!("SELECT max(seq) FROM {}", quote_ident(table)),
+                [],
+                |r| r.get(0),
+            )?;
+            last = last.max(m);
+        }
+        Ok(last)
+    }
+
     /// Records the spec's tables under the journal's identity (a spec that
     /// gained a table).
     pub fn set_journal_tables(&self, tables: &[&str]) -> Result<()> {
