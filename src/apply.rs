@@ -33,6 +33,7 @@ use serde_json::Value as Json;
 use crate::db::{Db, TableSql};
 use crate::reconcile::canonical;
 use crate::spec::{OnChange, Side, Spec, Table};
+use crate::transform::Transform;
 use crate::value::{Block, Row, Value, display_key, key_cmp, key_json};
 
 /// How a change decides whether it may be written.
@@ -264,6 +265,12 @@ pub struct Engine<'a> {
     journal: String,
     /// Batches are savepoints of a transaction the caller rolls back.
     dry: bool,
+    /// The source row of the change being applied, as stored (storage
+    /// classes included): a money column written back keeps the class the
+    /// row had (see [`Engine::stored_form`]).
+    stored: std::cell::RefCell<Option<Row>>,
+    /// The row last read by [`Engine::current`], as stored.
+    last_read: std::cell::RefCell<Option<Row>>,
 }
 
 impl<'a> Engine<'a> {
@@ -283,6 +290,8 @@ impl<'a> Engine<'a> {
             sql,
             journal: String::new(),
             dry: false,
+            stored: std::cell::RefCell::new(None),
+            last_read: std::cell::RefCell::new(None),
         }
     }
 
@@ -660,6 +669,7 @@ impl<'a> Engine<'a> {
             Ok(r) => r,
             Err((column, why)) => return Ok(Err(self.conflict(c, why, Some(column), None, None))),
         };
+        *self.stored.borrow_mut() = self.last_read.borrow_mut().take();
         match &c.rule {
             Rule::Expect { before, revision } => {
                 let effect = self.expect(c, before.as_ref(), here)?;
@@ -1091,8 +1101,12 @@ impl<'a> Engine<'a> {
         key: &[Value],
     ) -> Result<Result<Option<Row>, (String, String)>> {
         let Some(row) = self.db.get_row(&self.sql[ti], key)? else {
+            *self.last_read.borrow_mut() = None;
             return Ok(Ok(None));
         };
+        if self.side == Side::Source {
+            *self.last_read.borrow_mut() = Some(row.clone());
+        }
         // SQLite's column affinity finds the integer 1 for the text '1'; that
         // is another record, never this one.
         if let Some(i) = (0..table.key_len).find(|&i| row[i] != key[i]) {
@@ -1128,23 +1142,53 @@ impl<'a> Engine<'a> {
         }
         match self.side {
             Side::Target => Ok(row.clone()),
-            Side::Source => table
-                .columns
-                .iter()
-                .zip(row)
-                .map(|(col, v)| {
-                    col.transform.reverse(v).map_err(|r| {
-                        (
-                            col.target.clone(),
-                            format!(
-                                "{v} cannot be carried back to source column '{}': {r}",
-                                col.source
-                            ),
-                        )
+            Side::Source => {
+                let stored = self.stored.borrow();
+                table
+                    .columns
+                    .iter()
+                    .zip(row)
+                    .enumerate()
+                    .map(|(i, (col, v))| {
+                        let back = col.transform.reverse(v).map_err(|r| {
+                            (
+                                col.target.clone(),
+                                format!(
+                                    "{v} cannot be carried back to source column '{}': {r}",
+                                    col.source
+                                ),
+                            )
+                        })?;
+                        Ok(match (&col.transform, stored.as_ref().map(|s| &s[i])) {
+                            (Transform::DecimalToMinor { scale }, Some(was)) => {
+                                keep_class(back, v, was, *scale)
+                            }
+                            _ => back,
+                        })
                     })
-                })
-                .collect(),
+                    .collect()
+            }
         }
+    }
+}
+
+/// A money value written back to a source row in the storage class the row
+/// holds: an INTEGER stays an integer when the amount is whole, a REAL a real
+/// when the real reads back as exactly that amount; otherwise the canonical
+/// text (`back`), which is exact. A new row gets the text, which the
+/// column's affinity stores as the application's own writes would be.
+fn keep_class(back: Value, minor: &Value, was: &Value, scale: u32) -> Value {
+    let (Value::Text(text), Value::Integer(m)) = (&back, minor) else {
+        return back;
+    };
+    let unit = 10i64.pow(scale);
+    match was {
+        Value::Integer(_) if m % unit == 0 => Value::Integer(m / unit),
+        Value::Integer(_) | Value::Real(_) => match text.parse::<f64>() {
+            Ok(r) if crate::transform::real_to_minor(r, scale) == Ok(*m) => Value::Real(r),
+            _ => back,
+        },
+        _ => back,
     }
 }
 

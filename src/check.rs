@@ -36,6 +36,19 @@ struct CheckReport {
     tables: Vec<TableCheck>,
     diffs: Vec<Diff>,
     diffs_found: u64,
+    /// Every finding, counted per table, column and kind, with the first
+    /// five keys and one reason: what to fix, in one run.
+    summary: Vec<Finding>,
+}
+
+#[derive(Debug, Serialize)]
+struct Finding {
+    table: String,
+    column: String,
+    kind: &'static str,
+    rows: u64,
+    first_keys: Vec<serde_json::Value>,
+    reason: String,
 }
 
 fn durability(db: &Db) -> Result<Durability> {
@@ -51,9 +64,37 @@ pub fn run(spec: &Spec, strict: bool, max_diffs: usize) -> Result<Outcome> {
     let mut tables = Vec::new();
     let mut diffs = Vec::new();
     let mut found = 0u64;
+    let mut summary: Vec<Finding> = Vec::new();
     for t in &spec.tables {
         let scanned = reconcile::scan_source(t, &source, |key, note| {
             found += 1;
+            let (column, kind, reason) = match note {
+                reconcile::Note::Invalid(col, _, why) => (col.clone(), "invalid", why.clone()),
+                reconcile::Note::NonCanonical(i, _, canonical) => (
+                    t.columns[*i].source.clone(),
+                    "non-canonical",
+                    format!("value-equal but not canonical (replay writes {canonical})"),
+                ),
+            };
+            match summary
+                .iter_mut()
+                .find(|f| f.table == t.name && f.column == column && f.kind == kind)
+            {
+                Some(f) => {
+                    f.rows += 1;
+                    if f.first_keys.len() < 5 {
+                        f.first_keys.push(crate::value::key_json(&key));
+                    }
+                }
+                None => summary.push(Finding {
+                    table: t.name.clone(),
+                    column,
+                    kind,
+                    rows: 1,
+                    first_keys: vec![crate::value::key_json(&key)],
+                    reason,
+                }),
+            }
             if diffs.len() < max_diffs {
                 diffs.push(Diff::from_note(t, &key, note));
             }
@@ -84,6 +125,7 @@ pub fn run(spec: &Spec, strict: bool, max_diffs: usize) -> Result<Outcome> {
         tables,
         diffs,
         diffs_found: found,
+        summary,
     };
     let mut text = report::table(
         &[
@@ -124,8 +166,36 @@ pub fn run(spec: &Spec, strict: bool, max_diffs: usize) -> Result<Outcome> {
     ]));
     for (t, c) in &notes.irreversible {
         text.push_str(&format!(
-            "note: table '{t}': source column '{c}' is ignored; the migration is irreversible for it (rollback leaves it NULL or at its default for new rows)\n"
+            "note: table '{t}': source column '{c}' is ignored; the migration is irreversible for it (rollback keeps it on rows that exist before and after, and leaves it NULL or at its default on rows new to the source)\n"
         ));
+    }
+    if !rep.summary.is_empty() {
+        text.push_str("\nfindings per column\n");
+        text.push_str(&report::table(
+            &[
+                "table",
+                "column",
+                "kind",
+                "rows",
+                "first keys",
+                "for example",
+            ],
+            rep.summary.iter().map(|f| {
+                vec![
+                    f.table.clone(),
+                    f.column.clone(),
+                    f.kind.to_string(),
+                    f.rows.to_string(),
+                    f.first_keys
+                        .iter()
+                        .map(|k| k.to_string())
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    f.reason.clone(),
+                ]
+            }),
+        ));
+        text.push('\n');
     }
     if !rep.diffs.is_empty() {
         text.push_str(&format!(

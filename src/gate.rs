@@ -30,9 +30,16 @@ pub fn summary(spec: &Spec, rec: &Reconciliation) -> String {
     let mut parts = vec![format!("rows={}", rec.rows())];
     for (t, r) in spec.tables.iter().zip(&rec.tables) {
         for tot in &r.totals {
+            // `cents` reads as total_cents; a column already named
+            // `total_cents` is not doubled.
+            let base = if tot.column.starts_with("total") {
+                tot.column.clone()
+            } else {
+                format!("total_{}", tot.column)
+            };
             let name = match &tot.currency {
-                Some(c) => format!("total_{}[{c}]", tot.column),
-                None => format!("total_{}", tot.column),
+                Some(c) => format!("{base}[{c}]"),
+                None => base,
             };
             let name = if spec.tables.len() > 1 {
                 format!("{}.{name}", t.name)

@@ -318,13 +318,16 @@ fn resolve_table(t: RawTable) -> Result<Table> {
     for c in t.columns {
         let col = resolve_column(c)?;
         if let Some(i) = t.key.iter().position(|k| *k == col.source) {
-            // A key column may be listed, but only as the plain copy it is.
-            if col.target != col.source || col.transform != Transform::Copy {
+            // A key column may be listed, to rename it in the target
+            // (`InvoiceId` → `invoice_id`) or to check it, but it is carried
+            // as the copy it is: a key must round-trip unchanged.
+            if col.transform != Transform::Copy {
                 bail!(
-                    "key column '{}' must be carried as copy under the same name",
+                    "key column '{}' must be carried as copy (it may be renamed with target = \"…\")",
                     col.source
                 );
             }
+            columns[i].target = col.target;
             columns[i].checks = col.checks;
             continue;
         }
@@ -572,6 +575,8 @@ impl Spec {
     /// Compares the spec with both databases' catalogues.
     pub fn check_schema(&self, source: &Db, target: &Db) -> Result<SchemaNotes> {
         let mut notes = SchemaNotes::default();
+        // Every column-level problem of every table, said in one run.
+        let mut problems: Vec<String> = Vec::new();
         for t in &self.tables {
             let s_cols = table_columns(source, &t.source_table, Side::Source, self)?;
             let t_cols = table_columns(target, &t.target_table, Side::Target, self)?;
@@ -579,7 +584,7 @@ impl Spec {
             let t_names: BTreeSet<&str> = t_cols.iter().map(|c| c.name.as_str()).collect();
             for c in &t.columns {
                 if !s_names.contains(c.source.as_str()) {
-                    bail!(
+                    problems.push(format!(
                         "spec {}: table '{}': source table '{}' in {} has no column '{}' (it has: {}); fix the column name in the spec",
                         self.path.display(),
                         t.name,
@@ -587,10 +592,10 @@ impl Spec {
                         self.source.display(),
                         c.source,
                         join(&s_names)
-                    );
+                    ));
                 }
                 if !t_names.contains(c.target.as_str()) {
-                    bail!(
+                    problems.push(format!(
                         "spec {}: table '{}': target table '{}' in {} has no column '{}' (it has: {}); fix the column name in the spec",
                         self.path.display(),
                         t.name,
@@ -598,17 +603,17 @@ impl Spec {
                         self.target.display(),
                         c.target,
                         join(&t_names)
-                    );
+                    ));
                 }
             }
             for i in &t.ignore {
                 if !s_names.contains(i.as_str()) {
-                    bail!(
+                    problems.push(format!(
                         "spec {}: table '{}': ignored column '{i}' does not exist in source table '{}'",
                         self.path.display(),
                         t.name,
                         t.source_table
-                    );
+                    ));
                 }
                 notes.irreversible.push((t.name.clone(), i.clone()));
             }
@@ -626,13 +631,13 @@ impl Spec {
                 .collect();
             for c in &s_cols {
                 if !mapped_s.contains(c.name.as_str()) && !t.ignore.contains(&c.name) {
-                    bail!(
+                    problems.push(format!(
                         "spec {}: table '{}': source column '{}' is not mapped; add a [[tables.columns]] entry with source = \"{}\", or list it in ignore = [...] to drop it (rollback cannot restore an ignored column)",
                         self.path.display(),
                         t.name,
                         c.name,
                         c.name
-                    );
+                    ));
                 }
             }
             let mapped_t: BTreeSet<&str> = t
@@ -643,14 +648,17 @@ impl Spec {
                 .collect();
             for c in &t_cols {
                 if !mapped_t.contains(c.name.as_str()) {
-                    bail!(
+                    problems.push(format!(
                         "spec {}: table '{}': target column '{}' is not the target of any mapping, so it could be neither loaded nor reconciled; map a source column to it",
                         self.path.display(),
                         t.name,
                         c.name
-                    );
+                    ));
                 }
             }
+        }
+        if !problems.is_empty() {
+            bail!("{}", problems.join("\n"));
         }
         Ok(notes)
     }

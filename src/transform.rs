@@ -80,9 +80,21 @@ impl Transform {
                 })?;
                 parse_decimal(t, *scale).map(|d| (CellRef::Integer(d.minor), d.canonical))
             }
-            (Transform::DecimalToMinor { .. }, CellRef::Real(r)) => reject(format!(
-                "expected decimal text, found the real {r:?}: floating point cannot carry money exactly"
-            )),
+            // SQLite stores money in NUMERIC or REAL columns as an INTEGER
+            // or a REAL, whatever the application wrote. An integer is a
+            // whole amount; a REAL is read through its shortest decimal form
+            // that reads back to the same bits, and must fit the scale.
+            (Transform::DecimalToMinor { scale }, CellRef::Integer(i)) => i
+                .checked_mul(10i64.pow(*scale))
+                .map(|m| (CellRef::Integer(m), true))
+                .ok_or_else(|| {
+                    Reject(format!(
+                        "the integer {i} at scale {scale} is past the 64-bit range of minor units"
+                    ))
+                }),
+            (Transform::DecimalToMinor { scale }, CellRef::Real(r)) => {
+                real_to_minor(r, *scale).map(|m| (CellRef::Integer(m), true))
+            }
             (Transform::DecimalToMinor { .. }, other) => {
                 let v = other.to_value();
                 reject(format!("expected decimal text, found {} {v}", v.class()))
@@ -129,6 +141,22 @@ impl Transform {
             )),
         }
     }
+}
+
+/// Minor units of a REAL: its shortest round-trip decimal form (what Rust's
+/// `Display` writes for an `f64`, never an exponent) parsed by the strict
+/// grammar. `0.99` is 99 at scale 2; `0.1 + 0.2`, whose shortest form is
+/// `0.30000000000000004`, is refused, as is anything not finite.
+pub fn real_to_minor(r: f64, scale: u32) -> Result<i64, Reject> {
+    if !r.is_finite() {
+        return reject(format!("the real {r} is not an amount"));
+    }
+    let text = format!("{r}");
+    parse_decimal(&text, scale).map(|p| p.minor).map_err(|_| {
+        Reject(format!(
+            "the real {text} has more than {scale} decimal places (or is past the 64-bit range): the floating point value is not the amount it was meant to be"
+        ))
+    })
 }
 
 /// A parsed decimal: its minor units and whether the text was canonical.
@@ -425,15 +453,20 @@ mod tests {
     }
 
     #[test]
-    fn decimal_refuses_reals_and_integers_in_the_source() {
+    fn decimal_reads_reals_and_integers_only_when_they_are_the_amount() {
         let t = Transform::DecimalToMinor { scale: 2 };
+        assert_eq!(t.forward(&Value::Real(12.5)), Ok(Value::Integer(1250)));
+        assert_eq!(t.forward(&Value::Real(0.99)), Ok(Value::Integer(99)));
+        assert_eq!(t.forward(&Value::Integer(25)), Ok(Value::Integer(2500)));
         assert!(
-            t.forward(&Value::Real(12.5))
+            t.forward(&Value::Real(0.1 + 0.2))
                 .unwrap_err()
                 .0
-                .contains("floating point")
+                .contains("0.30000000000000004")
         );
-        assert!(t.forward(&Value::Integer(1250)).is_err());
+        assert!(t.forward(&Value::Real(f64::INFINITY)).is_err());
+        assert!(t.forward(&Value::Real(1e300)).is_err());
+        assert!(t.forward(&Value::Integer(i64::MAX / 10)).is_err());
         assert!(t.reverse(&Value::Text("1250".into())).is_err());
         assert_eq!(t.forward(&Value::Null), Ok(Value::Null));
     }

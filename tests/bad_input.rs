@@ -276,18 +276,19 @@ fn the_largest_i64_cents_value_is_valid() {
 }
 
 #[test]
-fn a_real_in_a_money_column_is_invalid() {
+fn a_real_in_a_money_column_with_more_places_than_the_scale_is_invalid() {
     let d = Dir::new("real-money");
     d.spec(ORDERS_SPEC);
-    // Untyped column: 12.5 stays a REAL.
+    // Untyped column: the reals stay REALs. 12.5 is the amount 12.50; 12.505
+    // has three places at scale 2.
     d.create_db(
         "source.db",
         "CREATE TABLE orders (id INTEGER PRIMARY KEY, dollars, status TEXT);
-         INSERT INTO orders VALUES (101, 12.5, 'A');",
+         INSERT INTO orders VALUES (100, 12.5, 'A'), (101, 12.505, 'A');",
     );
     d.create_db("target.db", support::ORDERS_TARGET);
     let out = refused(&d, &["check"], 1);
-    out.assert_mentions(&["101", "dollars", "floating point"]);
+    out.assert_mentions(&["101", "dollars", "12.505", "decimal places"]);
     refused(&d, &["load"], 1);
 }
 
