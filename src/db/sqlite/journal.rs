@@ -9,7 +9,7 @@
 //! delete (see `sql/sqlite/journal_triggers.sql`). Untyped columns have no
 //! affinity, so every value keeps its storage class and its bits.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context, Result, bail};
 use rusqlite::{OptionalExtension, params};
@@ -635,60 +635,89 @@ impl Db {
     /// Entries with `after < seq <= upto`, at most `limit`, in `seq` order,
     /// with their images.
     pub fn journal_page(&self, after: i64, upto: i64, limit: usize) -> Result<Vec<JournalEntry>> {
-        let widths: HashMap<i64, (usize, String)> = self
-            .journal_tables()?
-            .into_iter()
-            .map(|t| (t.img, (t.columns.len(), t.tbl)))
-            .collect();
-        let mut st = self.conn.prepare_cached(
-            "SELECT seq, img, op FROM _cutover_journal WHERE seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT ?3",
-        )?;
-        let heads: Vec<(i64, i64, String)> = st
-            .query_map(params![after, upto, limit as i64], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-            })?
-            .collect::<rusqlite::Result<_>>()?;
-        let mut out = Vec::with_capacity(heads.len());
-        for (seq, img, op) in heads {
-            let (width, tbl) = widths.get(&img).with_context(|| {
-                format!("journal entry seq {seq} names image {img}, which _cutover_journal_tables does not list; the journal is damaged")
-            })?;
-            let width = *width;
-            let image = |prefix: &str| -> Result<Option<Row>> {
-                let mut row = Vec::with_capacity(width);
-                for (t, range) in journal_parts(img, width) {
+        // Each journal table is read as one range of its primary key (at
+        // most `limit` rows), then the runs are merged by seq: a page costs
+        // a scan, not a look-up per entry.
+        let mut runs: Vec<std::collections::VecDeque<JournalEntry>> = Vec::new();
+        for t in self.journal_tables()? {
+            let width = t.columns.len();
+            let parts = journal_parts(t.img, width);
+            let first = &parts[0];
+            let mut st = self.conn.prepare_cached(&format!(
+                "SELECT seq, op, {}, {} FROM {} WHERE seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT ?3",
+                prefixed("o", first.1.clone()),
+                prefixed("n", first.1.clone()),
+                quote_ident(&first.0)
+            ))?;
+            let mut rows = st.query(params![after, upto, limit as i64])?;
+            let mut run = std::collections::VecDeque::new();
+            while let Some(r) = rows.next()? {
+                let seq: i64 = r.get(0)?;
+                let op: String = r.get(1)?;
+                let n = first.1.len();
+                let read = |from: usize| -> rusqlite::Result<Row> {
+                    (0..n)
+                        .map(|i| r.get_ref(from + i).map(|v| cell(v).to_value()))
+                        .collect()
+                };
+                let (mut old, mut new) = match op.as_str() {
+                    "insert" => (None, Some(read(2 + n)?)),
+                    "delete" => (Some(read(2)?), None),
+                    "update" => (Some(read(2)?), Some(read(2 + n)?)),
+                    other => bail!(
+                        "journal entry seq {seq} (table '{}') has op {other:?}; the journal is damaged",
+                        t.tbl
+                    ),
+                };
+                // A table wider than one part: the rest of each image.
+                for (part, range) in &parts[1..] {
                     let mut st = self.conn.prepare_cached(&format!(
-                        "SELECT {} FROM {} WHERE seq = ?1",
-                        prefixed(prefix, range.clone()),
-                        quote_ident(&t)
+                        "SELECT {}, {} FROM {} WHERE seq = ?1",
+                        prefixed("o", range.clone()),
+                        prefixed("n", range.clone()),
+                        quote_ident(part)
                     ))?;
-                    let mut rows = st.query([seq])?;
-                    let Some(r) = rows.next()? else {
+                    let mut more = st.query([seq])?;
+                    let Some(m) = more.next()? else {
                         bail!(
-                            "journal entry seq {seq} (table '{tbl}') has no row in {t}; the journal is damaged"
+                            "journal entry seq {seq} (table '{}') has no row in {part}; the journal is damaged",
+                            t.tbl
                         );
                     };
-                    for i in 0..range.len() {
-                        row.push(cell(r.get_ref(i)?).to_value());
+                    let k = range.len();
+                    for (image, from) in [(&mut old, 0), (&mut new, k)] {
+                        if let Some(row) = image {
+                            for i in 0..k {
+                                row.push(cell(m.get_ref(from + i)?).to_value());
+                            }
+                        }
                     }
                 }
-                Ok(Some(row))
+                run.push_back(JournalEntry {
+                    seq,
+                    img: t.img,
+                    op,
+                    old,
+                    new,
+                });
+            }
+            if !run.is_empty() {
+                runs.push(run);
+            }
+        }
+        let mut out = Vec::with_capacity(limit.min(4096));
+        while out.len() < limit {
+            let Some(next) = runs
+                .iter_mut()
+                .filter(|r| !r.is_empty())
+                .min_by_key(|r| r.front().map_or(i64::MAX, |e| e.seq))
+            else {
+                break;
             };
-            let (old, new) = match op.as_str() {
-                "insert" => (None, image("n")?),
-                "delete" => (image("o")?, None),
-                "update" => (image("o")?, image("n")?),
-                other => bail!(
-                    "journal entry seq {seq} (table '{tbl}') has op {other:?}; the journal is damaged"
-                ),
-            };
-            out.push(JournalEntry {
-                seq,
-                img,
-                op,
-                old,
-                new,
-            });
+            match next.pop_front() {
+                Some(e) => out.push(e),
+                None => break,
+            }
         }
         Ok(out)
     }

@@ -744,15 +744,17 @@ impl Db {
         Ok(n == 1)
     }
 
-    /// Records a batch's journal entries as applied; returns how many were
-    /// new.
+    /// Records a batch's journal entries as applied in one statement;
+    /// returns how many were new.
     pub fn record_applied_all(&self, journal: &str, seqs: &[i64], delivery: &str) -> Result<usize> {
-        let at = self.now()?;
-        let mut n = 0;
-        for &seq in seqs {
-            n += usize::from(self.record_applied(journal, seq, delivery, &at)?);
-        }
-        Ok(n)
+        let list = serde_json::to_string(seqs)?;
+        Ok(self
+            .conn
+            .prepare_cached(
+                "INSERT OR IGNORE INTO _cutover_applied (journal, seq, delivery, applied_at)
+                 SELECT ?1, value, ?3, at FROM json_each(?2), (SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now') AS at)",
+            )?
+            .execute(params![journal, list, delivery])?)
     }
 
     /// The current UTC time as the control tables write it.
