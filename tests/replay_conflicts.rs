@@ -310,3 +310,66 @@ fn a_conflict_shows_each_version_in_source_form_ready_to_type_in() {
         );
     }
 }
+
+// --- each conflict says what its evidence shows ------------------------------------
+
+/// The cause a conflict is reported with follows from its three versions:
+/// a source row changed, gone, or already there after the cutover; a target
+/// value the spec cannot carry back (a word not in the map, a real where
+/// integer minor units belong).
+#[test]
+fn a_conflict_names_the_cause_its_evidence_shows() {
+    let cases: &[(&str, &str, &str, &[&str])] = &[
+        (
+            "cause-changed",
+            "UPDATE orders SET cents = 1400 WHERE id = 101;",
+            "UPDATE orders SET dollars = '1.00' WHERE id = 101;",
+            &["changed in the source after the cutover"],
+        ),
+        (
+            "cause-gone",
+            "UPDATE orders SET cents = 1400 WHERE id = 101;",
+            "DELETE FROM orders WHERE id = 101;",
+            &[
+                "no longer has the row",
+                "deleted in the source after the cutover",
+            ],
+        ),
+        (
+            "cause-already-there",
+            "INSERT INTO orders (id, cents, status) VALUES (104, 900, 'active');",
+            "INSERT INTO orders (id, dollars, status) VALUES (104, '1.00', 'A');",
+            &["already has a row under it"],
+        ),
+        (
+            "cause-map-word",
+            "UPDATE orders SET status = 'archived' WHERE id = 101;",
+            "",
+            &[
+                "cannot be written back",
+                "add the value to the column's map",
+            ],
+        ),
+        (
+            "cause-real-cents",
+            "UPDATE orders SET cents = 12.5 WHERE id = 101;",
+            "",
+            &["cannot be written back", "another kind"],
+        ),
+    ];
+    for (name, target_writes, source_writes, words) in cases {
+        // The target's cents column is declared INTEGER: 12.5 stays a REAL.
+        let d = fenced_after(name, target_writes);
+        if !source_writes.is_empty() {
+            d.exec("source.db", source_writes);
+        }
+        let before = d.snapshot();
+        let out = d.run(&["replay"], 1);
+        out.assert_mentions(words);
+        d.assert_unchanged(&before, name);
+        // The dry run says the same before anything is tried.
+        let out = d.run(&["replay", "--dry-run"], 1);
+        out.assert_mentions(words);
+        d.assert_unchanged(&before, name);
+    }
+}
