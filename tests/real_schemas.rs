@@ -159,3 +159,135 @@ c.commit()
     d.run(&["load"], 1);
     d.assert_unchanged(&before, "check and load over an inexact real");
 }
+
+/// Keys declared `COLLATE NOCASE` in the source and `RTRIM` in the target
+/// sort differently from BINARY; every command reads keys in BINARY order.
+#[test]
+fn keys_with_a_collation_reconcile_and_roll_back() {
+    let d = Dir::new("collated-keys");
+    d.spec(
+        r#"
+[source]
+url = "sqlite://source.db"
+[target]
+url = "sqlite://target.db"
+[[tables]]
+name = "codes"
+key = ["code"]
+[[tables.columns]]
+source = "label"
+"#,
+    );
+    d.create_db(
+        "source.db",
+        "CREATE TABLE codes (code TEXT COLLATE NOCASE PRIMARY KEY, label TEXT);
+         INSERT INTO codes VALUES ('a', 'x'), ('B', 'y'), ('c', 'z'), ('D ', 'w');",
+    );
+    d.create_db(
+        "target.db",
+        "CREATE TABLE codes (code TEXT COLLATE RTRIM PRIMARY KEY, label TEXT);",
+    );
+    d.run(&["check"], 0);
+    d.run(&["load"], 0);
+    d.run(&["gate"], 0);
+    d.run(&["gate", "--inject-mismatch"], 1);
+    d.run(&["journal", "install"], 0);
+    let (code, out) = python(
+        d.path(),
+        r#"
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+c.execute("UPDATE codes SET label = 'q' WHERE code = 'B'")
+c.execute("INSERT INTO codes VALUES ('e', 'v')")
+c.execute("DELETE FROM codes WHERE code = 'a'")
+c.commit()
+"#,
+        &["target.db"],
+    );
+    assert_eq!(code, 0, "{out}");
+    d.run(&["fence", "on"], 0);
+    d.run(&["replay"], 0);
+    assert_eq!(
+        d.query(
+            "source.db",
+            "SELECT code, label FROM codes ORDER BY code COLLATE BINARY"
+        ),
+        vec![
+            vec![text("B"), text("q")],
+            vec![text("D "), text("w")],
+            vec![text("c"), text("z")],
+            vec![text("e"), text("v")],
+        ]
+    );
+}
+
+/// Parent and child tables with foreign keys on both sides, listed child
+/// first in the spec: load, load --replace and the rehearsal work, because
+/// cutover's own connections never enforce a foreign-key action; a STRICT,
+/// WITHOUT ROWID target with a generated column works through the runbook.
+#[test]
+fn foreign_keys_strict_and_without_rowid_tables_go_through_the_runbook() {
+    let d = Dir::new("fk-strict");
+    d.spec(
+        r#"
+[source]
+url = "sqlite://source.db"
+[target]
+url = "sqlite://target.db"
+[[tables]]
+name = "lines"
+key = ["id"]
+[[tables.columns]]
+source = "invoice"
+[[tables]]
+name = "invoices"
+key = ["id"]
+[[tables.columns]]
+source = "code"
+"#,
+    );
+    d.create_db(
+        "source.db",
+        "PRAGMA foreign_keys = ON;
+         CREATE TABLE invoices (id INTEGER PRIMARY KEY, code TEXT UNIQUE);
+         CREATE TABLE lines (id INTEGER PRIMARY KEY, invoice INTEGER REFERENCES invoices(id));
+         INSERT INTO invoices VALUES (1, 'a'), (2, 'b');
+         INSERT INTO lines VALUES (10, 1), (11, 2);",
+    );
+    d.create_db(
+        "target.db",
+        "CREATE TABLE invoices (id INTEGER NOT NULL PRIMARY KEY, code TEXT UNIQUE,
+                                shout TEXT GENERATED ALWAYS AS (upper(code)) VIRTUAL) STRICT, WITHOUT ROWID;
+         CREATE TABLE lines (id INTEGER PRIMARY KEY, invoice INTEGER REFERENCES invoices(id) ON DELETE CASCADE) STRICT;",
+    );
+    d.run(&["check"], 0);
+    d.run(&["load"], 0);
+    d.run(&["load", "--replace"], 0);
+    d.run(&["gate"], 0);
+    d.run(&["gate", "--inject-mismatch"], 1);
+    d.run(&["journal", "install"], 0);
+    let (code, out) = python(
+        d.path(),
+        r#"
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+c.execute("PRAGMA foreign_keys = ON")
+c.execute("DELETE FROM invoices WHERE id = 1")
+c.execute("INSERT INTO invoices (id, code) VALUES (3, 'c')")
+c.execute("INSERT INTO lines VALUES (12, 3)")
+c.commit()
+"#,
+        &["target.db"],
+    );
+    assert_eq!(code, 0, "{out}");
+    d.run(&["fence", "on"], 0);
+    d.run(&["replay"], 0);
+    assert_eq!(
+        d.query("source.db", "SELECT id, invoice FROM lines ORDER BY id"),
+        vec![vec![int(11), int(2)], vec![int(12), int(3)]]
+    );
+    assert_eq!(
+        d.query("source.db", "SELECT id, code FROM invoices ORDER BY id"),
+        vec![vec![int(2), text("b")], vec![int(3), text("c")]]
+    );
+}
