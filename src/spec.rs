@@ -53,7 +53,9 @@ struct RawTable {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawColumn {
-    source: String,
+    source: Option<String>,
+    /// A target-only column's constant.
+    value: Option<toml::Value>,
     target: Option<String>,
     transform: Option<String>,
     scale: Option<u32>,
@@ -336,7 +338,8 @@ fn resolve_table(t: RawTable) -> Result<Table> {
     let mut seen_s = BTreeSet::new();
     let mut seen_t = BTreeSet::new();
     for c in &columns {
-        if !seen_s.insert(c.source.as_str()) {
+        // A target-only constant has no source column.
+        if !c.source.is_empty() && !seen_s.insert(c.source.as_str()) {
             bail!("source column '{}' is mapped twice", c.source);
         }
         if !seen_t.insert(c.target.as_str()) {
@@ -398,7 +401,36 @@ fn resolve_table(t: RawTable) -> Result<Table> {
 }
 
 fn resolve_column(c: RawColumn) -> Result<Column> {
-    let what = format!("column '{}'", c.source);
+    if let Some(v) = &c.value {
+        // A target-only column: `target = "currency"`, `value = "USD"`.
+        let target = c.target.clone().context(
+            "a column with value = … is a target-only column: name it with target = \"…\"",
+        )?;
+        if c.source.is_some() || c.transform.is_some() || c.scale.is_some() || c.map.is_some() {
+            bail!(
+                "column '{target}': value = … is a target-only constant; it takes no source, transform, scale or map"
+            );
+        }
+        let value = match v {
+            toml::Value::String(s) => Value::Text(s.clone()),
+            toml::Value::Integer(i) => Value::Integer(*i),
+            other => bail!(
+                "column '{target}': value = {other} is not supported; a constant is a string or an integer"
+            ),
+        };
+        return Ok(Column {
+            source: String::new(),
+            target,
+            transform: Transform::Constant(value),
+            checks: Checks::default(),
+        });
+    }
+    let Some(source) = c.source.clone() else {
+        bail!(
+            "a [[tables.columns]] entry needs source = \"…\" (or, for a target-only column, target = \"…\" and value = …)"
+        );
+    };
+    let what = format!("column '{source}'");
     let transform = match c.transform.as_deref().unwrap_or("copy") {
         "copy" => Transform::Copy,
         "decimal_to_minor" => {
@@ -437,8 +469,8 @@ fn resolve_column(c: RawColumn) -> Result<Column> {
             })?),
         };
     Ok(Column {
-        target: c.target.unwrap_or_else(|| c.source.clone()),
-        source: c.source,
+        target: c.target.unwrap_or_else(|| source.clone()),
+        source,
         transform,
         checks: Checks {
             integer: c.integer.unwrap_or(false),
@@ -583,7 +615,7 @@ impl Spec {
             let s_names: BTreeSet<&str> = s_cols.iter().map(|c| c.name.as_str()).collect();
             let t_names: BTreeSet<&str> = t_cols.iter().map(|c| c.name.as_str()).collect();
             for c in &t.columns {
-                if !s_names.contains(c.source.as_str()) {
+                if !c.source.is_empty() && !s_names.contains(c.source.as_str()) {
                     problems.push(format!(
                         "spec {}: table '{}': source table '{}' in {} has no column '{}' (it has: {}); fix the column name in the spec",
                         self.path.display(),

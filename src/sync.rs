@@ -260,7 +260,8 @@ fn drift(table: &Table, source_cols: &[ColumnInfo], target: &Db) -> Result<Drift
         }
     }
     for c in &table.columns {
-        if !present.contains(c.source.as_str()) {
+        // A target-only constant has no source column to miss.
+        if !c.source.is_empty() && !present.contains(c.source.as_str()) {
             d.missing.push(c.source.clone());
         }
     }

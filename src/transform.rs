@@ -29,6 +29,10 @@ pub enum Transform {
         forward: BTreeMap<String, String>,
         reverse: BTreeMap<String, String>,
     },
+    /// A target-only column holding one value (`value = "USD"`): the
+    /// source has no such column; reverse requires the target row to hold
+    /// exactly this value and writes nothing back.
+    Constant(Value),
 }
 
 /// Why a value cannot be carried across.
@@ -64,6 +68,7 @@ impl Transform {
             Transform::Copy => "copy",
             Transform::DecimalToMinor { .. } => "decimal_to_minor",
             Transform::Map { .. } => "map",
+            Transform::Constant(_) => "constant",
         }
     }
 
@@ -73,6 +78,7 @@ impl Transform {
     pub fn forward_ref<'a>(&'a self, v: CellRef<'a>) -> Result<(CellRef<'a>, bool), Reject> {
         match (self, v) {
             (Transform::Copy, v) => Ok((v, true)),
+            (Transform::Constant(c), _) => Ok((c.as_cell(), true)),
             (_, CellRef::Null) => Ok((CellRef::Null, true)),
             (Transform::DecimalToMinor { scale }, CellRef::Text(t)) => {
                 let t = std::str::from_utf8(t).map_err(|_| {
@@ -121,6 +127,11 @@ impl Transform {
     pub fn reverse(&self, v: &Value) -> Result<Value, Reject> {
         match (self, v) {
             (Transform::Copy, v) => Ok(v.clone()),
+            // Nothing is written back; the source has no such column.
+            (Transform::Constant(c), v) if v == c => Ok(Value::Null),
+            (Transform::Constant(c), v) => reject(format!(
+                "the target holds {v} where the spec's constant is {c}; the source has no column to keep it in"
+            )),
             (_, Value::Null) => Ok(Value::Null),
             (Transform::DecimalToMinor { scale }, Value::Integer(minor)) => {
                 Ok(Value::Text(render_minor(*minor, *scale)))

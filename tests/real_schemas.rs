@@ -291,3 +291,71 @@ c.commit()
         vec![vec![int(2), text("b")], vec![int(3), text("c")]]
     );
 }
+
+/// A target column the source does not have, holding one value
+/// (`value = "USD"`): loaded and reconciled as that value; the rollback
+/// requires the target row to hold it and names the row that does not.
+#[test]
+fn a_target_only_constant_column_is_loaded_reconciled_and_required_on_the_way_back() {
+    let d = store("constant-currency");
+    d.spec(&format!(
+        "{SPEC}
+[[tables.columns]]
+target = \"currency\"
+value = \"USD\"
+"
+    ));
+    std::fs::remove_file(d.join("target.db")).expect("removing the target");
+    d.create_db(
+        "target.db",
+        "CREATE TABLE invoices (invoice_id INTEGER PRIMARY KEY, total_cents INTEGER NOT NULL, status TEXT NOT NULL, currency TEXT NOT NULL);",
+    );
+    d.run(&["check"], 0);
+    d.run(&["load"], 0);
+    assert_eq!(
+        d.query("target.db", "SELECT DISTINCT currency FROM invoices"),
+        vec![vec![text("USD")]]
+    );
+    d.run(&["gate"], 0);
+    d.exec(
+        "target.db",
+        "UPDATE invoices SET currency = 'EUR' WHERE invoice_id = 2",
+    );
+    let json = d.json(&["gate"], 1);
+    assert_eq!(json["tables"][0]["changed"], 1, "{json:#}");
+    d.exec(
+        "target.db",
+        "UPDATE invoices SET currency = 'USD' WHERE invoice_id = 2",
+    );
+    d.run(&["journal", "install"], 0);
+    let (code, out) = python(
+        d.path(),
+        r#"
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+c.execute("INSERT INTO invoices VALUES (6, 500, 'open', 'USD')")
+c.execute("UPDATE invoices SET status = 'void' WHERE invoice_id = 1")
+c.commit()
+"#,
+        &["target.db"],
+    );
+    assert_eq!(code, 0, "{out}");
+    // A row in another currency cannot go back to a source without one.
+    d.exec(
+        "target.db",
+        "INSERT INTO invoices VALUES (7, 100, 'open', 'EUR')",
+    );
+    d.run(&["fence", "on"], 0);
+    let out = d.run(&["replay"], 1);
+    out.assert_mentions(&["[7]", "currency", "'EUR'", "'USD'"]);
+    // The batch with the EUR row rolled back whole.
+    let applied = d.query(
+        "source.db",
+        "SELECT InvoiceId FROM Invoice WHERE InvoiceId IN (6, 7)",
+    );
+    assert!(
+        applied.is_empty() || applied == vec![vec![int(6)]],
+        "{applied:?}"
+    );
+    assert!(!applied.contains(&vec![int(7)]));
+}

@@ -81,6 +81,9 @@ pub struct TableSql {
     insert: String,
     update: String,
     update_values: Option<String>,
+    /// The columns the table has, when some of `columns` are not its own
+    /// (target-only constants): only these are written.
+    real: Option<Vec<usize>>,
     delete: String,
     count: String,
 }
@@ -100,9 +103,18 @@ impl TableSql {
     /// `first` (sync's watermark), then the key.
     pub fn ordered_by(table: &str, columns: &[&str], key_len: usize, first: usize) -> TableSql {
         let mut sql = TableSql::new(table, columns, key_len);
-        let cols: Vec<String> = columns.iter().map(|c| quote_ident(c)).collect();
+        let cols: Vec<String> = columns
+            .iter()
+            .map(|c| {
+                if c.is_empty() {
+                    "NULL".to_string()
+                } else {
+                    quote_ident(c)
+                }
+            })
+            .collect();
         let order = std::iter::once(cols[first].clone())
-            .chain(cols[..key_len].iter().cloned())
+            .chain(cols[..key_len].iter().map(|c| binary(c)))
             .collect::<Vec<_>>()
             .join(", ");
         sql.scan = format!(
@@ -113,36 +125,70 @@ impl TableSql {
         sql
     }
 
+    /// The statements of `table` reading `columns` in this order, the first
+    /// `key_len` the key. An empty name is a column the table does not
+    /// have (a target-only constant, seen from the source): it reads as
+    /// NULL and is never written.
     pub fn new(table: &str, columns: &[&str], key_len: usize) -> TableSql {
         let t = quote_ident(table);
-        let cols: Vec<String> = columns.iter().map(|c| quote_ident(c)).collect();
+        let real: Vec<usize> = (0..columns.len())
+            .filter(|&i| !columns[i].is_empty())
+            .collect();
+        let cols: Vec<String> = columns
+            .iter()
+            .map(|c| {
+                if c.is_empty() {
+                    "NULL".to_string()
+                } else {
+                    quote_ident(c)
+                }
+            })
+            .collect();
         let keys = &cols[..key_len];
-        let rest = &cols[key_len..];
+        let written: Vec<String> = real.iter().map(|&i| cols[i].clone()).collect();
+        let rest: Vec<String> = real
+            .iter()
+            .filter(|&&i| i >= key_len)
+            .map(|&i| cols[i].clone())
+            .collect();
         let list = cols.join(", ");
-        let order = keys.join(", ");
+        // Key order is always BINARY (the order the merge relies on), whatever
+        // collation a key column declares: a NOCASE key is sorted, a BINARY
+        // one still walks its index.
+        let order = keys
+            .iter()
+            .map(|k| binary(k))
+            .collect::<Vec<_>>()
+            .join(", ");
         let n = cols.len();
+        let w = written.len();
         TableSql {
             table: table.to_string(),
             key_len,
             width: n,
+            real: (real.len() < n).then_some(real),
             scan: format!("SELECT {list} FROM {t} ORDER BY {order}"),
             scan_after: format!(
                 "SELECT {list} FROM {t} WHERE ({order}) > ({}) ORDER BY {order}",
                 params(key_len, 1)
             ),
             select_by_key: format!("SELECT {list} FROM {t} WHERE {}", assign(keys, 1, " AND ")),
-            insert: format!("INSERT INTO {t} ({list}) VALUES ({})", params(n, 1)),
+            insert: format!(
+                "INSERT INTO {t} ({}) VALUES ({})",
+                written.join(", "),
+                params(w, 1)
+            ),
             update: format!(
                 "UPDATE {t} SET {} WHERE {}",
-                assign(&cols, 1, ", "),
-                assign(keys, n + 1, " AND ")
+                assign(&written, 1, ", "),
+                assign(keys, w + 1, " AND ")
             ),
             // The common update leaves the key alone: set only the other
             // columns, so SQLite need not touch the key's index.
             update_values: (!rest.is_empty()).then(|| {
                 format!(
                     "UPDATE {t} SET {} WHERE {}",
-                    assign(rest, 1, ", "),
+                    assign(&rest, 1, ", "),
                     assign(keys, rest.len() + 1, " AND ")
                 )
             }),
@@ -150,6 +196,23 @@ impl TableSql {
             count: format!("SELECT count(*) FROM {t}"),
         }
     }
+}
+
+impl TableSql {
+    /// The values of `row` from column `from` on that the table has (all of
+    /// them, unless some are target-only constants).
+    fn written<'r>(&'r self, row: &'r [Value], from: usize) -> impl Iterator<Item = &'r Value> {
+        row.iter()
+            .enumerate()
+            .skip(from)
+            .filter(|(i, _)| self.real.as_ref().is_none_or(|r| r.contains(i)))
+            .map(|(_, v)| v)
+    }
+}
+
+/// A quoted column in BINARY order.
+fn binary(quoted: &str) -> String {
+    format!("{quoted} COLLATE BINARY")
 }
 
 /// `?first, ?first+1, …`: `n` numbered parameters.
@@ -199,16 +262,17 @@ fn read_row(row: &rusqlite::Row<'_>, width: usize) -> rusqlite::Result<Row> {
 /// Inserts rows straight from blocks, binding each cell as it is.
 pub struct Inserter<'a> {
     st: rusqlite::CachedStatement<'a>,
-    width: usize,
+    /// The block columns bound, in order.
+    cols: Vec<usize>,
 }
 
 impl Inserter<'_> {
     /// Inserts one row; `Ok(false)` when a row with the same primary key or
     /// unique key is already there (the caller decides what that means).
     pub fn insert(&mut self, block: &Block, row: usize) -> Result<bool> {
-        for c in 0..self.width {
+        for (p, &c) in self.cols.iter().enumerate() {
             self.st
-                .raw_bind_parameter(c + 1, BindCell(block.get(row, c)))?;
+                .raw_bind_parameter(p + 1, BindCell(block.get(row, c)))?;
         }
         match self.st.raw_execute() {
             Ok(_) => Ok(true),
@@ -505,7 +569,7 @@ impl Db {
         Ok(self
             .conn
             .prepare_cached(&sql.insert)?
-            .execute(rusqlite::params_from_iter(row.iter().map(Bind)))?)
+            .execute(rusqlite::params_from_iter(sql.written(row, 0).map(Bind)))?)
     }
 
     /// Whether the table enforces uniqueness of exactly these columns (its
@@ -547,7 +611,7 @@ impl Db {
     pub fn inserter(&self, sql: &TableSql) -> Result<Inserter<'_>> {
         Ok(Inserter {
             st: self.conn.prepare_cached(&sql.insert)?,
-            width: sql.width,
+            cols: sql.real.clone().unwrap_or_else(|| (0..sql.width).collect()),
         })
     }
 
@@ -557,15 +621,16 @@ impl Db {
         let k = sql.key_len;
         if row[..k] == *old_key {
             let Some(update) = &sql.update_values else {
-                return Ok(0);
+                // Nothing but the key, which stays: the row is as it should be.
+                return Ok(1);
             };
-            let binds = row[k..].iter().chain(old_key).map(Bind);
+            let binds = sql.written(row, k).chain(old_key).map(Bind);
             return Ok(self
                 .conn
                 .prepare_cached(update)?
                 .execute(rusqlite::params_from_iter(binds))?);
         }
-        let binds = row.iter().chain(old_key).map(Bind);
+        let binds = sql.written(row, 0).chain(old_key).map(Bind);
         Ok(self
             .conn
             .prepare_cached(&sql.update)?
