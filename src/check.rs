@@ -39,6 +39,70 @@ struct CheckReport {
     /// Every finding, counted per table, column and kind, with the first
     /// five keys and one reason: what to fix, in one run.
     summary: Vec<Finding>,
+    /// The foreign keys of the spec's tables on both sides, and what load
+    /// and replay do about each.
+    foreign_keys: Vec<ForeignKey>,
+    /// The source's own triggers on the spec's tables, which replay writes
+    /// through.
+    source_triggers: Vec<(String, String)>,
+}
+
+#[derive(Debug, Serialize)]
+struct ForeignKey {
+    side: &'static str,
+    table: String,
+    columns: Vec<String>,
+    parent: String,
+    /// Whether the parent is a table of the spec.
+    in_spec: bool,
+    handling: &'static str,
+}
+
+/// The foreign keys of every spec table on one side.
+fn foreign_keys(spec: &Spec, db: &Db, side: &'static str) -> Result<Vec<ForeignKey>> {
+    let mut out = Vec::new();
+    for t in &spec.tables {
+        let (table, others): (&str, Vec<&str>) = match side {
+            "source" => (
+                &t.source_table,
+                spec.tables
+                    .iter()
+                    .map(|x| x.source_table.as_str())
+                    .collect(),
+            ),
+            _ => (
+                &t.target_table,
+                spec.tables
+                    .iter()
+                    .map(|x| x.target_table.as_str())
+                    .collect(),
+            ),
+        };
+        for (parent, cols) in db.foreign_keys(table)? {
+            let in_spec = others.iter().any(|o| o.eq_ignore_ascii_case(&parent));
+            let handling = match (side, in_spec) {
+                ("target", true) => "load writes the parent table first; the gate reconciles both",
+                ("target", false) => {
+                    "the parent is not migrated: load does not check the reference; fill the parent table before the application uses the target"
+                }
+                (_, true) => {
+                    "replay never enforces it statement by statement (no cascade, no SET NULL); it checks the source's foreign keys after the last batch and reports a row left without its parent"
+                }
+                _ => {
+                    "the parent is outside the spec: cutover never writes it, and no cascade from it or to it ever fires; replay reports a source row left without its parent"
+                }
+            };
+            out.push(ForeignKey {
+                side,
+                table: table.to_string(),
+                columns: cols.into_iter().map(|c| c.0).collect(),
+                parent,
+                in_spec,
+                handling,
+            });
+        }
+    }
+    Ok(out)
 }
 
 #[derive(Debug, Serialize)]
@@ -126,6 +190,20 @@ pub fn run(spec: &Spec, strict: bool, max_diffs: usize) -> Result<Outcome> {
         diffs,
         diffs_found: found,
         summary,
+        foreign_keys: {
+            let mut fks = foreign_keys(spec, &source, "source")?;
+            fks.extend(foreign_keys(spec, &target, "target")?);
+            fks
+        },
+        source_triggers: {
+            let mut trg = Vec::new();
+            for t in &spec.tables {
+                for name in source.app_triggers(&t.source_table)? {
+                    trg.push((t.source_table.clone(), name));
+                }
+            }
+            trg
+        },
     };
     let mut text = report::table(
         &[
@@ -164,6 +242,22 @@ pub fn run(spec: &Spec, strict: bool, max_diffs: usize) -> Result<Outcome> {
             ),
         ),
     ]));
+    for fk in &rep.foreign_keys {
+        text.push_str(&format!(
+            "foreign key ({}): table '{}' ({}) references '{}'{}: {}\n",
+            fk.side,
+            fk.table,
+            fk.columns.join(", "),
+            fk.parent,
+            if fk.in_spec { "" } else { ", outside the spec" },
+            fk.handling
+        ));
+    }
+    for (t, name) in &rep.source_triggers {
+        text.push_str(&format!(
+            "source trigger: '{name}' on '{t}': replay writes through it; if it ignores a replayed write (RAISE(IGNORE)) the replay stops with a conflict, and whatever else it writes is not checked by cutover\n"
+        ));
+    }
     for (t, c) in &notes.irreversible {
         text.push_str(&format!(
             "note: table '{t}': source column '{c}' is ignored; the migration is irreversible for it (rollback keeps it on rows that exist before and after, and leaves it NULL or at its default on rows new to the source)\n"

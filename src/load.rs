@@ -91,7 +91,11 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
 
     let engine = Engine::new(spec, &target, Side::Target);
     let mut tables = Vec::new();
-    for (ti, t) in spec.tables.iter().enumerate() {
+    // Parents before children. cutover's connections enforce no foreign key,
+    // so any order would load; this one never leaves a committed child
+    // without its parent should the load stop part-way.
+    for ti in spec.parents_first(&target)? {
+        let t = &spec.tables[ti];
         let s_sql = TableSql::new(&t.source_table, &t.source_names(), t.key_len);
         let t_sql = TableSql::new(&t.target_table, &t.target_names(), t.key_len);
         let checkpoint = target.load_checkpoint(&t.name)?;

@@ -564,6 +564,40 @@ pub struct SchemaNotes {
 }
 
 impl Spec {
+    /// The spec's tables, parents before children by the target's foreign
+    /// keys between them (tables in a cycle keep the spec's order): the
+    /// order `load` writes them in, whatever order the spec lists them.
+    pub fn parents_first(&self, target: &Db) -> Result<Vec<usize>> {
+        let n = self.tables.len();
+        let mut parents: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, t) in self.tables.iter().enumerate() {
+            for (parent, _) in target.foreign_keys(&t.target_table)? {
+                if let Some(p) = self
+                    .tables
+                    .iter()
+                    .position(|x| x.target_table.eq_ignore_ascii_case(&parent))
+                    && p != i
+                {
+                    parents[i].push(p);
+                }
+            }
+        }
+        let mut order = Vec::with_capacity(n);
+        let mut placed = vec![false; n];
+        loop {
+            let next = (0..n).find(|&i| !placed[i] && parents[i].iter().all(|&p| placed[p]));
+            match next {
+                Some(i) => {
+                    placed[i] = true;
+                    order.push(i);
+                }
+                None => break,
+            }
+        }
+        order.extend((0..n).filter(|&i| !placed[i]));
+        Ok(order)
+    }
+
     pub fn table(&self, name: &str) -> Option<&Table> {
         self.tables.iter().find(|t| t.name == name)
     }

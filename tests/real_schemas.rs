@@ -359,3 +359,175 @@ c.commit()
     );
     assert!(!applied.contains(&vec![int(7)]));
 }
+
+/// The music store's shape through the whole runbook, with no edit to the
+/// source: money in `NUMERIC(10,2)` holding REALs and INTEGERs, CamelCase keys
+/// renamed to snake_case, a constant `currency`, foreign keys parent → child
+/// in both schemas with the spec listing the child first, one `COLLATE
+/// NOCASE` key; the application writes through Python's `sqlite3`; the
+/// source ends equal to an oracle (the same writes in source form), storage
+/// classes included.
+#[test]
+fn a_real_shaped_schema_goes_through_the_whole_runbook_without_editing_the_source() {
+    let d = Dir::new("music-store");
+    d.spec(
+        r#"
+[source]
+url = "sqlite://source.db"
+[target]
+url = "sqlite://target.db"
+
+[[tables]]
+name = "invoice_lines"
+source_table = "InvoiceLine"
+key = ["InvoiceLineId"]
+[[tables.columns]]
+source = "InvoiceLineId"
+target = "invoice_line_id"
+[[tables.columns]]
+source = "InvoiceId"
+target = "invoice_id"
+[[tables.columns]]
+source = "UnitPrice"
+target = "unit_price_cents"
+transform = "decimal_to_minor"
+scale = 2
+[[tables.columns]]
+source = "Quantity"
+target = "quantity"
+
+[[tables]]
+name = "invoices"
+source_table = "Invoice"
+key = ["InvoiceId"]
+[[tables.columns]]
+source = "InvoiceId"
+target = "invoice_id"
+[[tables.columns]]
+source = "BillingCountry"
+target = "billing_country"
+[[tables.columns]]
+source = "Total"
+target = "total_cents"
+transform = "decimal_to_minor"
+scale = 2
+[[tables.columns]]
+target = "currency"
+value = "USD"
+
+[[tables]]
+name = "genres"
+source_table = "Genre"
+key = ["Name"]
+[[tables.columns]]
+source = "Name"
+target = "name"
+[[tables.columns]]
+source = "GenreId"
+target = "genre_id"
+"#,
+    );
+    let source_ddl = "
+        CREATE TABLE Invoice (InvoiceId INTEGER PRIMARY KEY, BillingCountry TEXT, Total NUMERIC(10,2) NOT NULL);
+        CREATE TABLE InvoiceLine (InvoiceLineId INTEGER PRIMARY KEY,
+            InvoiceId INTEGER NOT NULL REFERENCES Invoice (InvoiceId),
+            UnitPrice NUMERIC(10,2) NOT NULL, Quantity INTEGER NOT NULL);
+        CREATE TABLE Genre (Name TEXT COLLATE NOCASE PRIMARY KEY, GenreId INTEGER);";
+    d.create_db("source.db", source_ddl);
+    let seed = r#"
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+c.executemany("INSERT INTO Invoice VALUES (?, ?, ?)",
+              [(1, 'Germany', 1.98), (2, 'Norway', 3.96), (3, 'Brazil', 5.94), (4, 'USA', 13.86), (5, 'USA', 25)])
+c.executemany("INSERT INTO InvoiceLine VALUES (?, ?, ?, ?)",
+              [(1, 1, 0.99, 2), (2, 2, 0.99, 4), (3, 3, 0.99, 6), (4, 4, 0.99, 14), (5, 5, 1.99, 5), (6, 5, 15.05, 1)])
+c.executemany("INSERT INTO Genre VALUES (?, ?)", [('rock', 1), ('Jazz', 2), ('metal', 3), ('Blues', 4)])
+c.commit()
+"#;
+    let (code, out) = python(d.path(), seed, &["source.db"]);
+    assert_eq!(code, 0, "{out}");
+    d.create_db(
+        "target.db",
+        "CREATE TABLE invoices (invoice_id INTEGER PRIMARY KEY, billing_country TEXT,
+             total_cents INTEGER NOT NULL, currency TEXT NOT NULL);
+         CREATE TABLE invoice_lines (invoice_line_id INTEGER PRIMARY KEY,
+             invoice_id INTEGER NOT NULL REFERENCES invoices (invoice_id) ON DELETE CASCADE,
+             unit_price_cents INTEGER NOT NULL, quantity INTEGER NOT NULL);
+         CREATE TABLE genres (name TEXT COLLATE NOCASE PRIMARY KEY, genre_id INTEGER);",
+    );
+    std::fs::copy(d.join("source.db"), d.join("oracle.db")).expect("oracle");
+    let source_bytes = d.bytes("source.db");
+
+    d.run(&["check"], 0);
+    assert_eq!(
+        d.bytes("source.db"),
+        source_bytes,
+        "check wrote to the source"
+    );
+    d.run(&["load"], 0);
+    d.run(&["load", "--replace"], 0);
+    d.run(&["gate"], 0);
+    d.run(&["gate", "--inject-mismatch"], 1);
+    assert_eq!(
+        d.bytes("source.db"),
+        source_bytes,
+        "before the switch, the source is untouched"
+    );
+    d.run(&["journal", "install"], 0);
+
+    // The application on the target, and the same in source form on the oracle.
+    let app = r#"
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+c.execute("PRAGMA foreign_keys = ON")
+c.execute("UPDATE invoices SET total_cents = 2475 WHERE invoice_id = 5")
+c.execute("UPDATE invoice_lines SET unit_price_cents = 1480 WHERE invoice_line_id = 6")
+c.execute("INSERT INTO invoices VALUES (6, 'Canada', 199, 'USD')")
+c.execute("INSERT INTO invoice_lines VALUES (7, 6, 199, 1)")
+c.execute("DELETE FROM invoices WHERE invoice_id = 2")
+c.execute("INSERT OR REPLACE INTO genres VALUES ('jazz', 20)")
+c.execute("UPDATE genres SET genre_id = 30 WHERE name = 'METAL'")
+c.commit()
+"#;
+    let (code, out) = python(d.path(), app, &["target.db"]);
+    assert_eq!(code, 0, "{out}");
+    let oracle = r#"
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+c.execute("UPDATE Invoice SET Total = 24.75 WHERE InvoiceId = 5")
+c.execute("UPDATE InvoiceLine SET UnitPrice = 14.8 WHERE InvoiceLineId = 6")
+c.execute("INSERT INTO Invoice VALUES (6, 'Canada', 1.99)")
+c.execute("INSERT INTO InvoiceLine VALUES (7, 6, 1.99, 1)")
+c.execute("DELETE FROM InvoiceLine WHERE InvoiceId = 2")
+c.execute("DELETE FROM Invoice WHERE InvoiceId = 2")
+c.execute("DELETE FROM Genre WHERE Name = 'Jazz'")
+c.execute("INSERT INTO Genre VALUES ('jazz', 20)")
+c.execute("UPDATE Genre SET GenreId = 30 WHERE Name = 'metal'")
+c.commit()
+"#;
+    let (code, out) = python(d.path(), oracle, &["oracle.db"]);
+    assert_eq!(code, 0, "{out}");
+
+    d.run(&["fence", "on"], 0);
+    d.run(&["replay", "--dry-run"], 0);
+    d.run(&["replay"], 0);
+    d.run(&["gate"], 0);
+    for (table, cols) in [
+        (
+            "Invoice",
+            "InvoiceId, BillingCountry, typeof(Total), quote(Total)",
+        ),
+        (
+            "InvoiceLine",
+            "InvoiceLineId, InvoiceId, typeof(UnitPrice), quote(UnitPrice), Quantity",
+        ),
+        ("Genre", "Name, typeof(GenreId), GenreId"),
+    ] {
+        let sql = format!("SELECT {cols} FROM {table} ORDER BY 1 COLLATE BINARY");
+        assert_eq!(
+            d.query("source.db", &sql),
+            d.query("oracle.db", &sql),
+            "table {table} after the rollback"
+        );
+    }
+}

@@ -52,6 +52,9 @@ pub struct ColumnInfo {
     pub pk: i64,
 }
 
+/// A foreign key: `(parent table, [(column, parent column)])`.
+pub type ForeignKey = (String, Vec<(String, Option<String>)>);
+
 /// A committed sync batch: `(batch_no, rows, changed, first watermark,
 /// last watermark, committed_at)`.
 pub type SyncBatch = (i64, i64, i64, Value, Value, String);
@@ -990,6 +993,37 @@ impl Db {
             .conn
             .prepare("SELECT \"table\", rowid, parent FROM pragma_foreign_key_check(?1)")?;
         let rows = st.query_map([table], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// The foreign keys a table declares: `(parent table, [(column, parent
+    /// column)])`, in declaration order.
+    pub fn foreign_keys(&self, table: &str) -> Result<Vec<ForeignKey>> {
+        let mut st = self.conn.prepare(
+            "SELECT id, \"table\", \"from\", \"to\" FROM pragma_foreign_key_list(?1) ORDER BY id, seq",
+        )?;
+        let rows: Vec<(i64, String, String, Option<String>)> = st
+            .query_map([table], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut out: Vec<(i64, ForeignKey)> = Vec::new();
+        for (id, parent, from, to) in rows {
+            match out.last_mut() {
+                Some(last) if last.0 == id => last.1.1.push((from, to)),
+                _ => out.push((id, (parent, vec![(from, to)]))),
+            }
+        }
+        Ok(out.into_iter().map(|(_, fk)| fk).collect())
+    }
+
+    /// The triggers on a table that are not cutover's: `(name)`.
+    pub fn app_triggers(&self, table: &str) -> Result<Vec<String>> {
+        let mut st = self.conn.prepare(
+            "SELECT name FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = ?1
+             AND name NOT LIKE '\\_cutover\\_%' ESCAPE '\\' ORDER BY name",
+        )?;
+        let rows = st.query_map([table], |r| r.get(0))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
