@@ -38,6 +38,24 @@ pub struct SpecArg {
     pub spec: PathBuf,
 }
 
+/// `--table NAME`: the tables of the spec a run is limited to.
+#[derive(Clone, Debug, Default, Args)]
+pub struct TableFilter {
+    /// Limit the run to this table of the spec (its `name`); repeat for more.
+    #[arg(long = "table", value_name = "NAME")]
+    pub tables: Vec<String>,
+}
+
+/// `--report FILE`: the run's report for the change record.
+#[derive(Clone, Debug, Default, Args)]
+pub struct ReportArg {
+    /// Also write the report to FILE, with its provenance (tool version,
+    /// spec and database fingerprints, times): JSON for a `.json` file,
+    /// Markdown otherwise.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+}
+
 #[derive(Clone, Debug, Subcommand)]
 pub enum Command {
     /// Check the spec, both databases, and that every source row transforms and round-trips. Writes nothing.
@@ -50,6 +68,8 @@ pub enum Command {
         /// How many findings to list.
         #[arg(long, default_value_t = 20, value_name = "N")]
         max_diffs: usize,
+        #[command(flatten)]
+        filter: TableFilter,
     },
     /// Copy source → target through the forward transform, in batches.
     Load {
@@ -63,6 +83,8 @@ pub enum Command {
         /// Delete the rows already in the target tables and load again.
         #[arg(long)]
         replace: bool,
+        #[command(flatten)]
+        filter: TableFilter,
     },
     /// Incremental copy source → target past each table's (watermark, key) cursor.
     Sync {
@@ -84,6 +106,8 @@ pub enum Command {
         /// How many late keys and quality findings to list.
         #[arg(long, default_value_t = 20, value_name = "N")]
         max_diffs: usize,
+        #[command(flatten)]
+        filter: TableFilter,
     },
     /// Reconcile source against target: exit 0 when they hold the same data, 1 when not.
     Gate {
@@ -98,6 +122,10 @@ pub enum Command {
         /// A CSV snapshot to reconcile instead of the spec's csv:// source.
         #[arg(long, value_name = "PATH")]
         snapshot: Option<PathBuf>,
+        #[command(flatten)]
+        filter: TableFilter,
+        #[command(flatten)]
+        report: ReportArg,
     },
     /// Record every write to the target (install at the switch).
     Journal {
@@ -116,12 +144,15 @@ pub enum Command {
         /// Journal entries per transaction.
         #[arg(long, default_value_t = 1000, value_name = "N")]
         batch: usize,
-        /// Print the plan (counts per op, stale keys) and write nothing.
+        /// Run the replay in a transaction that is always rolled back: the
+        /// plan, every conflict and the closing reconciliation; write nothing.
         #[arg(long)]
         dry_run: bool,
         /// How many differences or stale keys to list.
         #[arg(long, default_value_t = 20, value_name = "N")]
         max_diffs: usize,
+        #[command(flatten)]
+        report: ReportArg,
     },
     /// Apply a change feed (JSON Lines, docs/feed.md) with the delivery contract.
     Apply {
@@ -159,6 +190,8 @@ pub enum Command {
         /// Stop after this step, leaving the folder ready for the next step by hand.
         #[arg(long, value_enum, value_name = "STEP")]
         stop_after: Option<crate::drill::Step>,
+        #[command(flatten)]
+        report: ReportArg,
     },
 }
 

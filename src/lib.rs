@@ -50,7 +50,41 @@ use report::Outcome;
 /// Runs the command line.
 pub fn run(cli: &Cli) -> Result<Outcome> {
     progress::set_quiet(cli.quiet);
-    execute(&cli.command, cli.format)
+    let started = std::time::SystemTime::now();
+    let out = execute(&cli.command, cli.format)?;
+    let (spec, report) = match &cli.command {
+        Command::Gate { spec, report, .. } | Command::Replay { spec, report, .. } => {
+            (Some(spec.spec.as_path()), report.report.as_deref())
+        }
+        Command::Drill { report, .. } => (None, report.report.as_deref()),
+        _ => (None, None),
+    };
+    if let Some(path) = report {
+        report::write_report(path, &cli.command, spec, started, &out)?;
+    }
+    Ok(out)
+}
+
+/// The spec limited to the tables `--table` names (all of them without it).
+fn only(mut spec: spec::Spec, filter: &cli::TableFilter) -> Result<spec::Spec> {
+    if filter.tables.is_empty() {
+        return Ok(spec);
+    }
+    for name in &filter.tables {
+        if spec.table(name).is_none() {
+            anyhow::bail!(
+                "--table {name}: spec {} has no table '{name}' (it has: {})",
+                spec.path.display(),
+                spec.tables
+                    .iter()
+                    .map(|t| t.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
+    spec.tables.retain(|t| filter.tables.contains(&t.name));
+    Ok(spec)
 }
 
 /// Runs one command; the drill calls this for each runbook step.
@@ -61,12 +95,14 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
             spec,
             strict,
             max_diffs,
-        } => check::run(&load(spec)?, *strict, *max_diffs),
+            filter,
+        } => check::run(&only(load(spec)?, filter)?, *strict, *max_diffs),
         Command::Load {
             spec,
             batch,
             replace,
-        } => load::run(&load(spec)?, *batch, *replace),
+            filter,
+        } => load::run(&only(load(spec)?, filter)?, *batch, *replace),
         Command::Sync {
             spec,
             snapshot,
@@ -74,8 +110,9 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
             evolve,
             batch,
             max_diffs,
+            filter,
         } => sync::run(
-            &load(spec)?,
+            &only(load(spec)?, filter)?,
             &sync::Options {
                 snapshot: snapshot.as_deref(),
                 lookback: lookback.as_deref(),
@@ -89,8 +126,10 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
             inject_mismatch,
             max_diffs,
             snapshot,
+            filter,
+            report: _,
         } => gate::run(
-            &load(spec)?,
+            &only(load(spec)?, filter)?,
             *max_diffs,
             *inject_mismatch,
             snapshot.as_deref(),
@@ -115,6 +154,7 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
             batch,
             dry_run,
             max_diffs,
+            report: _,
         } => replay::run(&load(spec)?, *batch, *dry_run, *max_diffs),
         Command::Apply {
             spec,
@@ -135,6 +175,7 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
             verify,
             keep,
             stop_after,
+            report: _,
         } => drill::run(drill::Options {
             scenario: *scenario,
             inject: *inject_mismatch,

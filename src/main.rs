@@ -9,7 +9,15 @@ use cutover::cli::{Cli, Format};
 fn main() -> ExitCode {
     let cli = Cli::parse(); // clap exits 2 on usage errors
     match cutover::run(&cli) {
-        Ok(out) => {
+        Ok(mut out) => {
+            // Every JSON document says which cutover made it, and when.
+            if let serde_json::Value::Object(doc) = &mut out.json {
+                doc.entry("cutover_version")
+                    .or_insert_with(|| env!("CARGO_PKG_VERSION").into());
+                doc.entry("generated_at").or_insert_with(|| {
+                    cutover::report::timestamp(std::time::SystemTime::now()).into()
+                });
+            }
             let mut stdout = std::io::stdout().lock();
             let printed = match cli.format {
                 Format::Json => serde_json::to_writer_pretty(&mut stdout, &out.json)

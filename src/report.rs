@@ -143,3 +143,128 @@ pub fn pairs(items: &[(&str, String)]) -> String {
         .map(|(k, v)| format!("{k:width$}  {v}\n"))
         .collect()
 }
+
+/// The time as the reports write it: UTC, RFC 3339, milliseconds.
+pub fn timestamp(at: std::time::SystemTime) -> String {
+    chrono::DateTime::<chrono::Utc>::from(at).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// SHA-256 of a file's bytes, read in chunks.
+fn file_digest(path: &std::path::Path) -> anyhow::Result<(u64, String)> {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut size = 0u64;
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        size += n as u64;
+        h.update(&buf[..n]);
+    }
+    Ok((size, hex::encode(h.finalize())))
+}
+
+/// Writes `--report FILE`: the command's JSON document with its provenance
+/// (tool version, the spec's path and SHA-256, each database's path, size
+/// and SHA-256, start and end times, the verdict) as JSON for a `.json`
+/// file, or as Markdown (provenance, then the report as printed) otherwise.
+/// Written to a temporary file and renamed, so a report is whole or absent.
+pub fn write_report(
+    path: &std::path::Path,
+    command: &crate::cli::Command,
+    spec: Option<&std::path::Path>,
+    started: std::time::SystemTime,
+    out: &Outcome,
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let finished = std::time::SystemTime::now();
+    let mut provenance = serde_json::Map::new();
+    provenance.insert(
+        "tool".into(),
+        serde_json::json!({"name": "cutover", "version": env!("CARGO_PKG_VERSION")}),
+    );
+    provenance.insert(
+        "command".into(),
+        Json::String(
+            format!("{command:?}")
+                .split([' ', '{'])
+                .next()
+                .unwrap_or("")
+                .to_lowercase(),
+        ),
+    );
+    provenance.insert("started_at".into(), Json::String(timestamp(started)));
+    provenance.insert("finished_at".into(), Json::String(timestamp(finished)));
+    provenance.insert(
+        "verdict".into(),
+        Json::String(if out.holds { "pass" } else { "fail" }.into()),
+    );
+    let mut databases = Vec::new();
+    if let Some(spec_path) = spec {
+        let (_, digest) = file_digest(spec_path)
+            .with_context(|| format!("reading spec {} for the report", spec_path.display()))?;
+        provenance.insert(
+            "spec".into(),
+            serde_json::json!({"path": spec_path.display().to_string(), "sha256": digest}),
+        );
+        let loaded = crate::spec::load(spec_path)?;
+        for (role, db) in [("source", &loaded.source), ("target", &loaded.target)] {
+            let (size, digest) = file_digest(db)
+                .with_context(|| format!("reading {role} {} for the report", db.display()))?;
+            databases.push(serde_json::json!({"role": role, "path": db.display().to_string(), "size": size, "sha256": digest}));
+        }
+    }
+    provenance.insert("databases".into(), Json::Array(databases));
+    let body = if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+    {
+        let mut doc = match &out.json {
+            Json::Object(m) => m.clone(),
+            other => {
+                let mut m = serde_json::Map::new();
+                m.insert("report".into(), other.clone());
+                m
+            }
+        };
+        // The command's own verdict, if it has one, is kept; provenance
+        // fills in the rest.
+        for (k, v) in provenance {
+            doc.entry(k).or_insert(v);
+        }
+        format!("{:#}\n", Json::Object(doc))
+    } else {
+        let mut md = String::from("# cutover report\n\n");
+        md.push_str(&table(
+            &["field", "value"],
+            provenance.iter().map(|(k, v)| {
+                vec![
+                    k.clone(),
+                    match v {
+                        Json::String(s) => s.clone(),
+                        other => other.to_string(),
+                    },
+                ]
+            }),
+        ));
+        md.push_str("\n\n## Report\n\n```text\n");
+        md.push_str(&out.text);
+        md.push_str("```\n");
+        md
+    };
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
+    std::io::Write::write_all(&mut tmp, body.as_bytes())?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path)
+        .with_context(|| format!("writing report {}", path.display()))?;
+    Ok(())
+}

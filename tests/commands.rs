@@ -767,3 +767,80 @@ fn the_runbook_works_on_databases_in_wal_mode() {
     d.run(&["replay"], 0);
     assert_eq!(d.dump("source.db", "orders"), rolled_back_source());
 }
+
+// --- reports for the change record, --table ----------------------------------------
+
+#[test]
+fn gate_report_is_the_json_document_with_its_provenance() {
+    use sha2::{Digest, Sha256};
+    let d = Dir::orders_loaded("report-json");
+    let printed = d.json(&["gate"], 0);
+    assert_eq!(printed["cutover_version"], env!("CARGO_PKG_VERSION"));
+    assert!(
+        printed["generated_at"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z')),
+        "{printed:#}"
+    );
+    d.run(&["gate", "--report", "gate-report.json"], 0);
+    let report: Json =
+        serde_json::from_str(&std::fs::read_to_string(d.join("gate-report.json")).expect("report"))
+            .expect("the report is JSON");
+    // The same document the JSON output gives …
+    for field in ["verdict", "tables", "diffs", "summary"] {
+        assert_eq!(report[field], printed[field], "{field}: {report:#}");
+    }
+    // … plus where it came from.
+    assert_eq!(report["tool"]["version"], env!("CARGO_PKG_VERSION"));
+    let spec_digest = hex::encode(Sha256::digest(d.bytes("spec.toml")));
+    assert_eq!(report["spec"]["sha256"], spec_digest, "{report:#}");
+    let dbs = report["databases"].as_array().expect("databases");
+    assert_eq!(dbs.len(), 2, "{report:#}");
+    for db in dbs {
+        let name = if db["role"] == "source" {
+            "source.db"
+        } else {
+            "target.db"
+        };
+        let bytes = d.bytes(name);
+        assert_eq!(db["size"], bytes.len() as u64, "{report:#}");
+        assert_eq!(
+            db["sha256"],
+            hex::encode(Sha256::digest(&bytes)),
+            "{report:#}"
+        );
+    }
+    assert!(report["started_at"].as_str().is_some() && report["finished_at"].as_str().is_some());
+    // A failing gate's report says so, in Markdown for any other name.
+    d.exec("target.db", "UPDATE orders SET cents = 1 WHERE id = 101");
+    d.run(&["gate", "--report", "gate-report.md"], 1);
+    let md = std::fs::read_to_string(d.join("gate-report.md")).expect("report");
+    for part in ["# cutover report", "| verdict", "fail", "sha256", "[101]"] {
+        assert!(md.contains(part), "{part} missing from:\n{md}");
+    }
+}
+
+#[test]
+fn table_limits_a_run_to_the_tables_it_names() {
+    let d = Dir::orders_loaded("table-filter");
+    d.spec(&format!(
+        "{}\n[[tables]]\nname = \"notes\"\nkey = [\"id\"]\n[[tables.columns]]\nsource = \"body\"\n",
+        support::ORDERS_SPEC
+    ));
+    d.exec("source.db", "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT); INSERT INTO notes VALUES (1, 'x');");
+    d.exec(
+        "target.db",
+        "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT);",
+    );
+    // Only orders: notes, not loaded, is not looked at.
+    let json = d.json(&["gate", "--table", "orders"], 0);
+    assert_eq!(json["tables"].as_array().map(Vec::len), Some(1), "{json:#}");
+    d.run(&["gate"], 1);
+    d.run(&["load", "--table", "notes"], 0);
+    d.run(&["gate"], 0);
+    d.run(&["check", "--table", "notes", "--table", "orders"], 0);
+    let before = d.snapshot();
+    let out = d.run(&["load", "--table", "nope"], 2);
+    out.assert_mentions(&["nope", "orders", "notes"]);
+    d.assert_unchanged(&before, "--table naming no table of the spec");
+}

@@ -139,6 +139,7 @@ pub(super) fn run(
             evolve: s.extra.contains(&"--evolve"),
             batch: 10_000,
             max_diffs: 20,
+            filter: Default::default(),
         };
         let shown = format!(
             "cutover sync --spec spec.toml --snapshot {}{}",

@@ -132,6 +132,7 @@ fn steps(d: &mut Drill, inject: bool, last: Step) -> Result<bool> {
             spec: d.arg(),
             strict: false,
             max_diffs: 20,
+            filter: Default::default(),
         },
     )?
     else {
@@ -157,6 +158,7 @@ fn steps(d: &mut Drill, inject: bool, last: Step) -> Result<bool> {
             spec: d.arg(),
             batch: 1000,
             replace: false,
+            filter: Default::default(),
         },
     )?
     else {
@@ -184,6 +186,8 @@ fn steps(d: &mut Drill, inject: bool, last: Step) -> Result<bool> {
                 inject_mismatch: false,
                 max_diffs: 20,
                 snapshot: None,
+                filter: Default::default(),
+                report: Default::default(),
             },
         )?
         else {
@@ -210,6 +214,8 @@ fn steps(d: &mut Drill, inject: bool, last: Step) -> Result<bool> {
             inject_mismatch: true,
             max_diffs: 20,
             snapshot: None,
+            filter: Default::default(),
+            report: Default::default(),
         },
     )?
     else {
@@ -347,6 +353,7 @@ fn steps(d: &mut Drill, inject: bool, last: Step) -> Result<bool> {
             batch: 1000,
             dry_run: true,
             max_diffs: 20,
+            report: Default::default(),
         },
     )?
     else {
@@ -385,6 +392,7 @@ fn steps(d: &mut Drill, inject: bool, last: Step) -> Result<bool> {
             batch: 1000,
             dry_run: false,
             max_diffs: 20,
+            report: Default::default(),
         },
     )?
     else {
@@ -411,6 +419,7 @@ fn steps(d: &mut Drill, inject: bool, last: Step) -> Result<bool> {
             batch: 1000,
             dry_run: false,
             max_diffs: 20,
+            report: Default::default(),
         },
     )?
     else {
