@@ -165,6 +165,18 @@ pub enum Command {
         #[arg(long, value_enum)]
         into: Into,
     },
+    /// Draft a spec from the two schemas (tables and columns matched by name); never overwrites a file.
+    Init {
+        /// The old database: sqlite://PATH.
+        #[arg(long, value_name = "URL")]
+        source: String,
+        /// The new database: sqlite://PATH.
+        #[arg(long, value_name = "URL")]
+        target: String,
+        /// Write the draft to FILE (refused if it exists) instead of printing it.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
     /// Where the migration stands and the next command to run.
     Status {
         #[command(flatten)]

@@ -15,6 +15,7 @@
 //!   read-only fence a rollback needs;
 //! - [`sync`] — incremental copy before the cutover, with drift and quality
 //!   checks;
+//! - [`init`] — a spec drafted from the two schemas;
 //! - [`status`] and [`drill`] — where a migration stands, and the runbook
 //!   rehearsed on built-in fixtures;
 //! - [`db`] — every SQL statement (SQLite; `sql/sqlite/` holds DDL and
@@ -30,6 +31,7 @@ pub mod drill;
 pub mod feed;
 pub mod fence;
 pub mod gate;
+pub mod init;
 pub mod journal;
 pub mod load;
 pub mod progress;
@@ -168,6 +170,11 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
             feed::apply(&load(spec)?, file, side)
         }
         Command::Status { spec } => status::run(&load(spec)?),
+        Command::Init {
+            source,
+            target,
+            out,
+        } => init::run(source, target, out.as_deref()),
         Command::Drill {
             scenario,
             inject_mismatch,

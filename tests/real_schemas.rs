@@ -531,3 +531,102 @@ c.commit()
         );
     }
 }
+
+/// `cutover init` drafts the music store's spec from the two schemas; after
+/// the one edit its comments ask for (the target-only currency), `check`
+/// passes. It pairs codes with the words the target already holds under the
+/// same keys, and never overwrites a file.
+#[test]
+fn init_drafts_a_spec_that_passes_check_after_the_edits_its_comments_ask_for() {
+    let d = Dir::new("init");
+    d.create_db(
+        "source.db",
+        "CREATE TABLE Invoice (InvoiceId INTEGER PRIMARY KEY, BillingCountry TEXT, Total NUMERIC(10,2) NOT NULL, Status TEXT NOT NULL);
+         CREATE TABLE InvoiceLine (InvoiceLineId INTEGER PRIMARY KEY, InvoiceId INTEGER NOT NULL REFERENCES Invoice (InvoiceId),
+                                   UnitPrice NUMERIC(10,2) NOT NULL, Quantity INTEGER NOT NULL);
+         INSERT INTO Invoice VALUES (1, 'Germany', 1.98, 'P'), (2, 'Norway', 3.96, 'O'), (3, 'Brazil', 5.94, 'P');
+         INSERT INTO InvoiceLine VALUES (1, 1, 0.99, 2), (2, 2, 0.99, 4);",
+    );
+    d.create_db(
+        "target.db",
+        "CREATE TABLE invoices (invoice_id INTEGER PRIMARY KEY, billing_country TEXT, total_cents INTEGER NOT NULL,
+                                status TEXT NOT NULL, currency TEXT NOT NULL);
+         CREATE TABLE invoice_lines (invoice_line_id INTEGER PRIMARY KEY, invoice_id INTEGER NOT NULL,
+                                     unit_price INTEGER NOT NULL, quantity INTEGER NOT NULL);
+         -- A trial migration left rows keyed as the source's.
+         INSERT INTO invoices VALUES (1, 'Germany', 198, 'paid', 'USD'), (2, 'Norway', 396, 'open', 'USD');",
+    );
+    d.command(&[
+        "init",
+        "--source",
+        "sqlite://source.db",
+        "--target",
+        "sqlite://target.db",
+        "--out",
+        "spec.toml",
+    ])
+    .expect(0);
+    let draft = std::fs::read_to_string(d.join("spec.toml")).expect("the draft");
+    for part in [
+        "source_table = \"InvoiceLine\"",
+        "key = [\"InvoiceId\"]",
+        "target = \"invoice_id\"",
+        "source = \"Total\"\ntarget = \"total_cents\"\ntransform = \"decimal_to_minor\"\nscale = 2",
+        "map = { \"O\" = \"open\", \"P\" = \"paid\" }",
+        "# target = \"currency\"",
+    ] {
+        assert!(draft.contains(part), "{part} not in the draft:\n{draft}");
+    }
+    assert_eq!(draft.matches("# DECIDE").count(), 1, "{draft}");
+    // The one edit the draft asks for: the currency constant.
+    d.write(
+        "spec.toml",
+        &draft.replace(
+            "# [[tables.columns]]\n# target = \"currency\"\n# value = \"…\"",
+            "[[tables.columns]]\ntarget = \"currency\"\nvalue = \"USD\"",
+        ),
+    );
+    d.run(&["check"], 0);
+    // Never overwrites.
+    let edited = d.bytes("spec.toml");
+    let out = d
+        .command(&[
+            "init",
+            "--source",
+            "sqlite://source.db",
+            "--target",
+            "sqlite://target.db",
+            "--out",
+            "spec.toml",
+        ])
+        .expect(2);
+    out.assert_mentions(&["spec.toml", "already exists"]);
+    assert_eq!(d.bytes("spec.toml"), edited);
+}
+
+#[test]
+fn init_on_schemas_that_match_cleanly_drafts_a_spec_check_passes_as_it_is() {
+    let d = Dir::new("init-clean");
+    d.create_db(
+        "source.db",
+        "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT, kind TEXT); INSERT INTO notes VALUES (1, 'x', 'a');",
+    );
+    d.create_db(
+        "target.db",
+        "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT, kind TEXT);",
+    );
+    let out = d
+        .command(&[
+            "init",
+            "--source",
+            "sqlite://source.db",
+            "--target",
+            "sqlite://target.db",
+        ])
+        .expect(0);
+    d.write("spec.toml", &out.stdout);
+    assert!(!out.stdout.contains("# DECIDE"), "{}", out.stdout);
+    d.run(&["check"], 0);
+    d.run(&["load"], 0);
+    d.run(&["gate"], 0);
+}
