@@ -42,6 +42,8 @@ struct RawTable {
     key: Vec<String>,
     revision: Option<String>,
     watermark: Option<String>,
+    /// The sync lookback of this table (`--lookback` wins where it fits).
+    lookback: Option<String>,
     currency: Option<String>,
     on_change: Option<String>,
     #[serde(default)]
@@ -100,6 +102,8 @@ pub struct Table {
     pub revision: Option<usize>,
     /// The sync cursor's column (a mapped source column).
     pub watermark: Option<usize>,
+    /// The table's sync lookback window (`lookback = "2d"` or a number).
+    pub lookback: Option<String>,
     pub on_change: OnChange,
 }
 
@@ -396,6 +400,7 @@ fn resolve_table(t: RawTable) -> Result<Table> {
         currency,
         revision,
         watermark,
+        lookback: t.lookback,
         on_change,
     })
 }

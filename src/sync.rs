@@ -300,7 +300,7 @@ impl Quality {
 /// Reads the whole source once in key order: keys present and unique,
 /// every watermark typed and of one shape, every row carried by the forward
 /// transform. Also used by the gate.
-fn quality(table: &Table, wm: usize, source: &Db, max: usize) -> Result<Quality> {
+fn quality(table: &Table, wm: Option<usize>, source: &Db, max: usize) -> Result<Quality> {
     let sql = TableSql::new(&table.source_table, &table.source_names(), table.key_len);
     let k = table.key_len;
     let mut q = Quality::default();
@@ -324,6 +324,7 @@ fn quality(table: &Table, wm: usize, source: &Db, max: usize) -> Result<Quality>
                 q.duplicate_keys += 1;
                 q.note(max, format!("key {}: appears twice in the snapshot", key()));
             }
+            let Some(wm) = wm else { continue };
             let w = b.get(r, wm);
             match mark(w) {
                 Err(e) => {
@@ -377,7 +378,12 @@ struct TableSync {
     changed: u64,
     unchanged: u64,
     stale: u64,
+    /// Rows at or below the cursor the target does not hold as the source
+    /// has them now: `late_missing` not in the target at all,
+    /// `late_changed` there but different.
     late: u64,
+    late_missing: u64,
+    late_changed: u64,
     late_keys: Vec<Json>,
     cursor_before: Option<Json>,
     cursor_after: Option<Json>,
@@ -434,12 +440,9 @@ pub fn run(spec: &Spec, o: &Options<'_>) -> Result<Outcome> {
     // Every table is checked before any is written.
     let mut plans = Vec::new();
     for t in &spec.tables {
-        let Some(wm) = t.watermark else {
-            bail!(
-                "table '{}' has no watermark column; sync needs one: add watermark = \"COLUMN\" to its [[tables]] entry",
-                t.name
-            );
-        };
+        // A table without a watermark (a small lookup table) is compared in
+        // full on each sync.
+        let wm = t.watermark;
         if target.journal_triggers(&t.target_table)? > 0 {
             bail!(
                 "table '{}' in target {} is journaled; sync is for before the cutover. Nothing was written",
@@ -468,6 +471,8 @@ pub fn run(spec: &Spec, o: &Options<'_>) -> Result<Outcome> {
             rep.verdict = "fail";
         }
         let mut evolved = target.evolved_columns(&t.name)?;
+        // The table as the target holds it before this run.
+        let before = plan(t, &evolved);
         if evolving {
             evolved.extend(ts.drift.new.iter().map(|c| (c.clone(), c.clone())));
         }
@@ -478,7 +483,7 @@ pub fn run(spec: &Spec, o: &Options<'_>) -> Result<Outcome> {
                 rep.verdict = "fail";
             }
         }
-        plans.push((t, p, wm, source_cols, evolving));
+        plans.push((t, p, before, wm, source_cols, evolving));
         rep.tables.push(ts);
     }
     if rep.verdict == "fail" {
@@ -486,7 +491,40 @@ pub fn run(spec: &Spec, o: &Options<'_>) -> Result<Outcome> {
     }
     spec.check_target_columns(&target, &plans.iter().map(|(t, ..)| *t).collect::<Vec<_>>())?;
 
-    for (i, (t, p, wm, source_cols, evolving)) in plans.iter().enumerate() {
+    // The lookback of each table: --lookback where it fits the table's
+    // watermark kind, else the table's own. A flag that fits no table is
+    // refused before anything is written.
+    let mut lookbacks = Vec::new();
+    let mut fits = false;
+    for (t, ..) in &plans {
+        let cursor = target.sync_cursor(&t.name)?;
+        let lb = match (o.lookback, &cursor) {
+            (Some(flag), Some((w, _))) if t.watermark.is_some() && lower_bound(w, flag).is_ok() => {
+                fits = true;
+                Some(flag.to_string())
+            }
+            // No cursor yet: nothing is behind it, any flag is moot.
+            (Some(_), None) if t.watermark.is_some() => {
+                fits = true;
+                None
+            }
+            _ => t.lookback.clone(),
+        };
+        lookbacks.push(lb);
+    }
+    if let Some(flag) = o.lookback
+        && !fits
+    {
+        bail!(
+            "--lookback {flag} fits the watermark of none of the tables ({}); give a number for integer watermarks, a duration (30m, 12h, 2d) for times. Nothing was written",
+            spec.tables
+                .iter()
+                .map(|t| t.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    for (i, (t, p, before, wm, source_cols, evolving)) in plans.iter().enumerate() {
         let ts = &mut rep.tables[i];
         if *evolving {
             target.begin_immediate()?;
@@ -508,7 +546,29 @@ pub fn run(spec: &Spec, o: &Options<'_>) -> Result<Outcome> {
             ts.drift.evolved = std::mem::take(&mut ts.drift.new);
             ts.drift.spec_lines.clear();
         }
-        sync_table(spec, p, *wm, source_cols, &mut source, &mut target, o, ts)?;
+        // After --evolve added columns, every row already in the target
+        // lacks them: this run carries the whole table again (the source's
+        // row wins), so that the next one is clean. A table without a
+        // watermark is always carried whole.
+        let full = *evolving || wm.is_none();
+        let mut run_p = (*p).clone();
+        if full {
+            run_p.on_change = crate::spec::OnChange::Update;
+        }
+        let lookback = lookbacks[i].clone();
+        sync_table(
+            spec,
+            &run_p,
+            before,
+            *wm,
+            full,
+            lookback.as_deref(),
+            source_cols,
+            &mut source,
+            &mut target,
+            o,
+            ts,
+        )?;
         if ts.conflict.is_some() || ts.late > 0 {
             rep.verdict = "fail";
         }
@@ -520,7 +580,10 @@ pub fn run(spec: &Spec, o: &Options<'_>) -> Result<Outcome> {
 fn sync_table(
     spec: &Spec,
     p: &Table,
-    wm: usize,
+    late_plan: &Table,
+    wm: Option<usize>,
+    full: bool,
+    lookback: Option<&str>,
     source_cols: &[ColumnInfo],
     source: &mut Db,
     target: &mut Db,
@@ -534,11 +597,14 @@ fn sync_table(
         Some((_, key)) => Some(key_from_json(&serde_json::from_str(key)?)?),
         None => None,
     };
-    let lower = match (&cursor, o.lookback) {
-        (Some((w, _)), Some(lb)) => Some(lower_bound(w, lb)?),
+    let lower = match (&cursor, lookback, wm) {
+        (Some((w, _)), Some(lb), Some(_)) => {
+            Some(lower_bound(w, lb).map_err(|e| e.context(format!("table '{}'", p.name)))?)
+        }
         _ => None,
     };
     let at = match (&cursor, &cursor_key) {
+        _ if wm.is_none() => None,
         (Some((w, _)), Some(key)) => Some((
             mark(w.as_cell())
                 .map_err(|e| anyhow::anyhow!("the cursor of table '{}': {e}", p.name))?,
@@ -547,7 +613,8 @@ fn sync_table(
         _ => None,
     };
     // Whether a row is past the cursor, or inside the lookback window.
-    let wanted = |w: CellRef<'_>, key: &dyn Fn() -> Row| -> bool {
+    let wanted = |w: Option<CellRef<'_>>, key: &dyn Fn() -> Row| -> bool {
+        let Some(w) = w else { return true };
         let Some((cm, ck)) = &at else { return true };
         match mark(w) {
             Ok(m) if m > *cm => true,
@@ -556,8 +623,21 @@ fn sync_table(
             Err(_) => false,
         }
     };
-    if at.is_some() {
-        late_rows(p, wm, source, target, &wanted, o.max_keys, ts)?;
+    // Late rows are judged on the columns the target had before this run
+    // (`late_plan`): a column --evolve just added is empty in every row.
+    let mut late: Option<std::collections::HashSet<String>> = full.then(Default::default);
+    if let (Some(_), Some(w)) = (&at, wm) {
+        let behind = |c: CellRef<'_>, key: &dyn Fn() -> Row| wanted(Some(c), key);
+        late_rows(
+            late_plan,
+            w,
+            source,
+            target,
+            &behind,
+            o.max_keys,
+            ts,
+            late.as_mut(),
+        )?;
     }
     let (source, target): (&Db, &Db) = (source, target);
     // The engine works on the plan (evolved columns included).
@@ -569,7 +649,10 @@ fn sync_table(
         tables: vec![p.clone()],
     };
     let engine = Engine::new(&one, target, Side::Target);
-    let s_sql = TableSql::ordered_by(&p.source_table, &p.source_names(), k, wm);
+    let s_sql = match wm {
+        Some(w) => TableSql::ordered_by(&p.source_table, &p.source_names(), k, w),
+        None => TableSql::new(&p.source_table, &p.source_names(), k),
+    };
     let mut pending: Vec<Change> = Vec::new();
     let mut failure: Option<anyhow::Error> = None;
     let flush = |pending: &mut Vec<Change>, ts: &mut TableSync| -> Result<bool> {
@@ -588,12 +671,15 @@ fn sync_table(
         let first = pending[0]
             .after
             .as_ref()
-            .map_or(Value::Null, |r| r[wm].clone());
+            .and_then(|r| wm.map(|w| r[w].clone()))
+            .unwrap_or(Value::Null);
         let last_row = pending
             .last()
             .and_then(|c| c.after.clone())
             .unwrap_or_default();
-        let mut last = last_row.get(wm).cloned().unwrap_or(Value::Null);
+        let mut last = wm
+            .and_then(|w| last_row.get(w).cloned())
+            .unwrap_or(Value::Null);
         let mut last_key = key_json(&last_row[..k.min(last_row.len())]).to_string();
         // A lookback re-reads rows behind the cursor; the cursor never moves
         // back.
@@ -653,7 +739,13 @@ fn sync_table(
         let mut fwd = vec![CellRef::Null; p.columns.len()];
         for r in 0..b.rows() {
                         ts.rows_read += 1;
-            if !wanted(b.get(r, wm), &|| b.values(r, k)) {
+            let take = match &late {
+                // A whole pass (after --evolve): every row but the late ones,
+                // which stay reported, not carried.
+                Some(late) => !late.contains(&key_json(&b.values(r, k)).to_string()),
+                None => wanted(wm.map(|w| b.get(r, w)), &|| b.values(r, k)),
+            };
+            if !take {
                 continue;
             }
             let key = b.values(r, k);
@@ -663,7 +755,11 @@ fn sync_table(
             }
                         let row: Row = fwd.iter().map(CellRef::to_value).collect();
             ts.candidates += 1;
-            pending.push(Change { table: 0, key, rule: Rule::Watermark(wm), after: Some(row), tag: ts.rows_read as i64 });
+            let rule = match wm {
+                Some(w) => Rule::Watermark(w),
+                None => Rule::Plain,
+            };
+            pending.push(Change { table: 0, key, rule, after: Some(row), tag: ts.rows_read as i64 });
             if pending.len() >= o.batch && !flush(&mut pending, ts)? {
                 return Ok(false);
             }
@@ -683,6 +779,10 @@ fn sync_table(
 /// Rows at or below the cursor (and outside the lookback window) that the
 /// target does not hold as the source has them now: late. A key-ordered merge
 /// of source and target, each read on its own thread, as reconcile does.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the late check's inputs, one by one"
+)]
 fn late_rows(
     p: &Table,
     wm: usize,
@@ -691,6 +791,7 @@ fn late_rows(
     wanted: &(dyn Fn(CellRef<'_>, &dyn Fn() -> Row) -> bool + Sync),
     max: usize,
     ts: &mut TableSync,
+    mut all: Option<&mut std::collections::HashSet<String>>,
 ) -> Result<()> {
     let k = p.key_len;
     let width = p.columns.len();
@@ -719,12 +820,19 @@ fn late_rows(
                 }
                 let held = match t.current() {
                     Some((tb, tr)) if tb.cmp_prefix(tr, &sb, sr, k) == Ordering::Equal => {
-                        (0..width).all(|c| reconcile::cells_equal(fwd[c], tb.get(tr, c)))
+                        Some((0..width).all(|c| reconcile::cells_equal(fwd[c], tb.get(tr, c))))
                     }
-                    _ => false,
+                    _ => None,
                 };
-                if !held {
+                if held != Some(true) {
+                    match held {
+                        None => ts.late_missing += 1,
+                        Some(_) => ts.late_changed += 1,
+                    }
                     ts.late += 1;
+                    if let Some(all) = all.as_deref_mut() {
+                        all.insert(key_json(&sb.values(sr, k)).to_string());
+                    }
                     if ts.late_keys.len() < max {
                         ts.late_keys.push(key_json(&sb.values(sr, k)));
                     }
@@ -811,9 +919,11 @@ fn render(rep: SyncReport, ran: bool) -> Result<Outcome> {
         if t.late > 0 {
             let keys: Vec<String> = t.late_keys.iter().map(Json::to_string).collect();
             text.push_str(&format!(
-                "table '{}': {} late rows (at or below the cursor, not in the target): {}; rerun with --lookback to pick them up\n",
+                "table '{}': {} late rows at or below the cursor: {} not in the target, {} different there (first keys {}); rerun with --lookback (or the table's lookback) to pick them up\n",
                 t.name,
                 t.late,
+                t.late_missing,
+                t.late_changed,
                 keys.join(", ")
             ));
         }
@@ -861,7 +971,7 @@ pub fn provenance(spec: &Spec, source: &Db, target: &Db, max: usize) -> Result<V
     let mut out = Vec::new();
     for t in &spec.tables {
         let Some(wm) = t.watermark else { continue };
-        let q = quality(t, wm, source, max)?;
+        let q = quality(t, Some(wm), source, max)?;
         let batches = target
             .sync_batches(&t.name)?
             .into_iter()

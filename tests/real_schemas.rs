@@ -630,3 +630,106 @@ fn init_on_schemas_that_match_cleanly_drafts_a_spec_check_passes_as_it_is() {
     d.run(&["load"], 0);
     d.run(&["gate"], 0);
 }
+
+const SYNC_SPEC: &str = r#"
+[source]
+url = "sqlite://source.db"
+[target]
+url = "sqlite://target.db"
+
+[[tables]]
+name = "items"
+key = ["id"]
+watermark = "rev"
+lookback = "5"
+[[tables.columns]]
+source = "rev"
+[[tables.columns]]
+source = "name"
+
+[[tables]]
+name = "kinds"
+key = ["code"]
+[[tables.columns]]
+source = "label"
+"#;
+
+fn synced(name: &str) -> Dir {
+    let d = Dir::new(name);
+    d.spec(SYNC_SPEC);
+    d.create_db(
+        "source.db",
+        "CREATE TABLE items (id INTEGER PRIMARY KEY, rev INTEGER NOT NULL, name TEXT);
+         INSERT INTO items VALUES (1, 10, 'a'), (2, 20, 'b'), (3, 30, 'c');
+         CREATE TABLE kinds (code TEXT PRIMARY KEY, label TEXT);
+         INSERT INTO kinds VALUES ('A', 'alpha'), ('B', 'beta');",
+    );
+    d.create_db(
+        "target.db",
+        "CREATE TABLE items (id INTEGER PRIMARY KEY, rev INTEGER NOT NULL, name TEXT);
+         CREATE TABLE kinds (code TEXT PRIMARY KEY, label TEXT);",
+    );
+    d.run(&["sync"], 0);
+    d.run(&["gate"], 0);
+    d
+}
+
+/// A whole schema syncs: a lookup table without a watermark is compared in
+/// full on each run; a table's own `lookback` picks up a late row inside its
+/// window, and a row behind it is reported as what it is; `--lookback` that
+/// fits no table's watermark is refused naming them.
+#[test]
+fn sync_carries_tables_without_a_watermark_and_each_table_has_its_lookback() {
+    let d = synced("sync-whole-schema");
+    d.exec(
+        "source.db",
+        "UPDATE kinds SET label = 'ALPHA' WHERE code = 'A';
+         INSERT INTO kinds VALUES ('C', 'gamma');
+         INSERT INTO items VALUES (4, 27, 'late but inside the window'), (5, 40, 'new');",
+    );
+    let json = d.json(&["sync"], 0);
+    assert_eq!(json["tables"][0]["late"], 0, "{json:#}");
+    d.run(&["gate"], 0);
+    // A row far behind the cursor: not in the target, said so.
+    d.exec(
+        "source.db",
+        "INSERT INTO items VALUES (6, 11, 'far behind')",
+    );
+    let out = d.run(&["sync"], 1);
+    out.assert_mentions(&["items", "1 not in the target", "[6]"]);
+    let json = d.json(&["sync"], 1);
+    assert_eq!(json["tables"][0]["late_missing"], 1, "{json:#}");
+    assert_eq!(json["tables"][0]["late_changed"], 0, "{json:#}");
+    // --lookback wider than the table's own picks it up.
+    d.run(&["sync", "--lookback", "40"], 0);
+    d.run(&["gate"], 0);
+    // A duration fits no integer watermark: refused, nothing written.
+    let before = d.snapshot();
+    let out = d.run(&["sync", "--lookback", "2d"], 2);
+    out.assert_mentions(&["--lookback", "items", "kinds"]);
+    d.assert_unchanged(&before, "a --lookback that fits no table");
+}
+
+/// After `sync --evolve` adds a source column to the target, the rows
+/// already there get its values in the same run, and the next run is clean.
+#[test]
+fn sync_evolve_leaves_the_target_so_that_the_next_run_is_clean() {
+    let d = synced("sync-evolve-clean");
+    d.exec(
+        "source.db",
+        "ALTER TABLE items ADD COLUMN note TEXT; UPDATE items SET note = 'n' || id;",
+    );
+    d.run(&["sync"], 1); // drift without --evolve: nothing written
+    d.run(&["sync", "--evolve"], 0);
+    assert_eq!(
+        d.query("target.db", "SELECT id, note FROM items ORDER BY id"),
+        vec![
+            vec![int(1), text("n1")],
+            vec![int(2), text("n2")],
+            vec![int(3), text("n3")],
+        ]
+    );
+    let json = d.json(&["sync"], 0);
+    assert_eq!(json["tables"][0]["late"], 0, "{json:#}");
+    assert_eq!(json["tables"][0]["changed"], 0, "{json:#}");
+}
