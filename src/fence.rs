@@ -510,7 +510,10 @@ pub fn drift(spec: &Spec, target: &Db) -> Result<Vec<String>> {
         let extra: Vec<&str> = cols
             .iter()
             .map(|c| c.name.as_str())
-            .filter(|c| !t.columns.iter().any(|x| x.target == *c))
+            .filter(|c| {
+                !t.columns.iter().any(|x| x.target == *c)
+                    && !t.target_defaults.iter().any(|d| d == c)
+            })
             .collect();
         let missing: Vec<&str> = t
             .columns

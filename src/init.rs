@@ -254,7 +254,7 @@ pub fn run(source_url: &str, target_url: &str, out: Option<&Path>) -> Result<Out
             to_decide += 1;
             let _ = writeln!(
                 toml,
-                "\n# DECIDE: target column {}.{} ({}) has no source column: map one to it, or hold a constant:\n# [[tables.columns]]\n# target = {}\n# value = \"…\"",
+                "\n# DECIDE: target column {}.{} ({}) has no source column: map one to it, hold a constant,\n# or leave it to the target's default (default = true instead of value):\n# [[tables.columns]]\n# target = {}\n# value = \"…\"",
                 tt,
                 tc.name,
                 if tc.decl_type.is_empty() {

@@ -58,6 +58,8 @@ struct RawColumn {
     source: Option<String>,
     /// A target-only column's constant.
     value: Option<toml::Value>,
+    /// A target-only column left to the target's own default.
+    default: Option<bool>,
     target: Option<String>,
     transform: Option<String>,
     scale: Option<u32>,
@@ -104,6 +106,9 @@ pub struct Table {
     pub watermark: Option<usize>,
     /// The table's sync lookback window (`lookback = "2d"` or a number).
     pub lookback: Option<String>,
+    /// Target-only columns left to the target's default (`default = true`):
+    /// never written by load, never compared, never carried back.
+    pub target_defaults: Vec<String>,
     pub on_change: OnChange,
 }
 
@@ -321,7 +326,22 @@ fn resolve_table(t: RawTable) -> Result<Table> {
             checks: Checks::default(),
         })
         .collect();
+    let mut target_defaults = Vec::new();
     for c in t.columns {
+        if c.default == Some(true) {
+            let Some(target) = c.target.clone() else {
+                bail!(
+                    "a column with default = true is a target-only column: name it with target = \"…\""
+                );
+            };
+            if c.source.is_some() || c.value.is_some() || c.transform.is_some() {
+                bail!(
+                    "column '{target}': default = true leaves it to the target's default; it takes no source, value or transform"
+                );
+            }
+            target_defaults.push(target);
+            continue;
+        }
         let col = resolve_column(c)?;
         if let Some(i) = t.key.iter().position(|k| *k == col.source) {
             // A key column may be listed, to rename it in the target
@@ -401,6 +421,7 @@ fn resolve_table(t: RawTable) -> Result<Table> {
         revision,
         watermark,
         lookback: t.lookback,
+        target_defaults,
         on_change,
     })
 }
@@ -630,7 +651,10 @@ impl Spec {
                 }
             }
             for c in &cols {
-                if !t.columns.iter().any(|x| x.target == c.name) && !evolved.contains(&c.name) {
+                if !t.columns.iter().any(|x| x.target == c.name)
+                    && !evolved.contains(&c.name)
+                    && !t.target_defaults.contains(&c.name)
+                {
                     bail!(
                         "spec {}: table '{}': target column '{}' is not the target of any mapping; map a source column to it",
                         self.path.display(),
@@ -665,7 +689,20 @@ impl Spec {
                         join(&s_names)
                     ));
                 }
-                if !t_names.contains(c.target.as_str()) {
+                if !t_names.contains(c.target.as_str())
+                    && let Some(kind) = target
+                        .generated_columns(&t.target_table)?
+                        .into_iter()
+                        .find(|g| g.0 == c.target)
+                        .map(|g| g.1)
+                {
+                    problems.push(format!(
+                        "spec {}: table '{}': target column '{}' is generated ({kind}): SQLite computes it, so it is left out of the migration; remove its [[tables.columns]] entry",
+                        self.path.display(),
+                        t.name,
+                        c.target
+                    ));
+                } else if !t_names.contains(c.target.as_str()) {
                     problems.push(format!(
                         "spec {}: table '{}': target table '{}' in {} has no column '{}' (it has: {}); fix the column name in the spec",
                         self.path.display(),
@@ -716,6 +753,7 @@ impl Spec {
                 .iter()
                 .map(|c| c.target.as_str())
                 .chain(evolved.iter().map(|e| e.1.as_str()))
+                .chain(t.target_defaults.iter().map(String::as_str))
                 .collect();
             for c in &t_cols {
                 if !mapped_t.contains(c.name.as_str()) {

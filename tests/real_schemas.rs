@@ -733,3 +733,66 @@ fn sync_evolve_leaves_the_target_so_that_the_next_run_is_clean() {
     assert_eq!(json["tables"][0]["late"], 0, "{json:#}");
     assert_eq!(json["tables"][0]["changed"], 0, "{json:#}");
 }
+
+/// A target-only column left to the target's default (`default = true`) is
+/// not written by load, not compared by the gate, and not carried back; a
+/// generated target column mapped by mistake is named as generated.
+#[test]
+fn a_target_default_column_is_left_alone_and_a_generated_one_is_named() {
+    let d = Dir::new("target-default");
+    d.spec(
+        r#"
+[source]
+url = "sqlite://source.db"
+[target]
+url = "sqlite://target.db"
+[[tables]]
+name = "notes"
+key = ["id"]
+[[tables.columns]]
+source = "body"
+[[tables.columns]]
+target = "created"
+default = true
+"#,
+    );
+    d.create_db(
+        "source.db",
+        "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT); INSERT INTO notes VALUES (1, 'x'), (2, 'y');",
+    );
+    d.create_db(
+        "target.db",
+        "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT, created TEXT NOT NULL DEFAULT 'then',
+                             shout TEXT GENERATED ALWAYS AS (upper(body)) VIRTUAL);",
+    );
+    d.run(&["check"], 0);
+    d.run(&["load"], 0);
+    assert_eq!(
+        d.query("target.db", "SELECT id, created FROM notes ORDER BY id"),
+        vec![vec![int(1), text("then")], vec![int(2), text("then")]]
+    );
+    d.exec(
+        "target.db",
+        "UPDATE notes SET created = 'later' WHERE id = 1",
+    );
+    d.run(&["gate"], 0);
+    d.run(&["journal", "install"], 0);
+    d.exec(
+        "target.db",
+        "UPDATE notes SET body = 'z', created = 'now' WHERE id = 2",
+    );
+    d.run(&["fence", "on"], 0);
+    d.run(&["replay"], 0);
+    assert_eq!(
+        d.query("source.db", "SELECT id, body FROM notes ORDER BY id"),
+        vec![vec![int(1), text("x")], vec![int(2), text("z")]]
+    );
+    // Mapping the generated column is named as such.
+    d.spec(
+        &std::fs::read_to_string(d.join("spec.toml"))
+            .expect("spec")
+            .replace("source = \"body\"", "source = \"body\"\ntarget = \"shout\""),
+    );
+    let out = d.run(&["check"], 2);
+    out.assert_mentions(&["shout", "generated"]);
+}

@@ -462,6 +462,24 @@ impl Db {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// The generated columns of a table: `(name, "virtual" | "stored")`.
+    pub fn generated_columns(&self, table: &str) -> Result<Vec<(String, &'static str)>> {
+        let mut st = self
+            .conn
+            .prepare("SELECT name, hidden FROM pragma_table_xinfo(?1) WHERE hidden IN (2, 3)")?;
+        let rows = st.query_map([table], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                if r.get::<_, i64>(1)? == 2 {
+                    "virtual"
+                } else {
+                    "stored"
+                },
+            ))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
     /// The user tables, for messages that list what is there.
     pub fn user_tables(&self) -> Result<Vec<String>> {
         let mut st = self.conn.prepare(
