@@ -796,3 +796,35 @@ default = true
     let out = d.run(&["check"], 2);
     out.assert_mentions(&["shout", "generated"]);
 }
+
+/// A renamed key travels through a feed too: the journal exported as a feed
+/// names the key by its target name, `apply --into source` carries it back
+/// to `InvoiceId`, and the replay after it finds nothing left to apply.
+#[test]
+fn a_renamed_key_travels_through_an_exported_feed_back_to_the_source() {
+    let d = store("renamed-key-feed");
+    d.run(&["load"], 0);
+    d.run(&["journal", "install"], 0);
+    d.exec(
+        "target.db",
+        "UPDATE invoices SET total_cents = 120 WHERE invoice_id = 1;
+         INSERT INTO invoices VALUES (9, 900, 'open');",
+    );
+    d.run(&["fence", "on"], 0);
+    d.run(&["journal", "export", "--out", "feed.jsonl"], 0);
+    let feed = std::fs::read_to_string(d.join("feed.jsonl")).expect("feed");
+    assert!(feed.contains("\"key\":{\"invoice_id\":1}"), "{feed}");
+    d.run(&["apply", "--feed", "feed.jsonl", "--into", "source"], 0);
+    assert_eq!(
+        d.query(
+            "source.db",
+            "SELECT InvoiceId, typeof(Total), quote(Total) FROM Invoice WHERE InvoiceId IN (1, 9) ORDER BY 1"
+        ),
+        vec![
+            vec![int(1), text("real"), text("1.2")],
+            vec![int(9), text("integer"), text("9")],
+        ]
+    );
+    let json = d.json(&["replay"], 0);
+    assert_eq!(json["applied"], 0, "{json:#}");
+}
