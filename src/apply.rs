@@ -736,7 +736,7 @@ impl<'a> Engine<'a> {
                 if h == a {
                     return Ok(Ok(Effect::Duplicate));
                 }
-                match crate::sync::watermark_cmp(&a[*w], &h[*w]) {
+                match crate::watermark::watermark_cmp(&a[*w], &h[*w]) {
                     Some(std::cmp::Ordering::Greater) => self.write(c, Some(h), Some(a)),
                     Some(std::cmp::Ordering::Less) => Ok(Ok(Effect::Stale)),
                     Some(std::cmp::Ordering::Equal) if table.on_change == OnChange::Update => self.write(c, Some(h), Some(a)),

@@ -78,7 +78,7 @@ pub enum Command {
         /// Rows per transaction (each commit waits for the disk, so larger
         /// batches load faster; a crash loses at most the open batch, which
         /// a rerun resumes).
-        #[arg(long, default_value_t = 10_000, value_name = "N")]
+        #[arg(long, default_value_t = 10_000, value_name = "N", value_parser = at_least_one)]
         batch: usize,
         /// Delete the rows already in the target tables and load again.
         #[arg(long)]
@@ -101,7 +101,7 @@ pub enum Command {
         #[arg(long)]
         evolve: bool,
         /// Rows per transaction.
-        #[arg(long, default_value_t = 10_000, value_name = "N")]
+        #[arg(long, default_value_t = 10_000, value_name = "N", value_parser = at_least_one)]
         batch: usize,
         /// How many late keys and quality findings to list.
         #[arg(long, default_value_t = 20, value_name = "N")]
@@ -142,7 +142,7 @@ pub enum Command {
         #[command(flatten)]
         spec: SpecArg,
         /// Journal entries per transaction.
-        #[arg(long, default_value_t = 1000, value_name = "N")]
+        #[arg(long, default_value_t = 1000, value_name = "N", value_parser = at_least_one)]
         batch: usize,
         /// Run the replay in a transaction that is always rolled back: the
         /// plan, every conflict and the closing reconciliation; write nothing.
@@ -163,7 +163,7 @@ pub enum Command {
         feed: PathBuf,
         /// Which database to apply it to.
         #[arg(long, value_enum)]
-        into: Into,
+        into: IntoSide,
     },
     /// Draft a spec from the two schemas (tables and columns matched by name); never overwrites a file.
     Init {
@@ -208,7 +208,7 @@ pub enum Command {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Into {
+pub enum IntoSide {
     Source,
     Target,
 }
@@ -239,7 +239,7 @@ pub enum JournalAction {
         #[arg(long, value_name = "FILE")]
         out: PathBuf,
         /// Changes per delivery.
-        #[arg(long, default_value_t = 1000, value_name = "N")]
+        #[arg(long, default_value_t = 1000, value_name = "N", value_parser = at_least_one)]
         delivery_size: usize,
     },
 }
@@ -258,4 +258,14 @@ pub enum FenceAction {
     },
     /// Whether the fence is on and intact.
     Status(SpecArg),
+}
+
+/// A count of at least 1 (`--batch`, `--delivery-size`), checked as the
+/// command line is parsed.
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
 }

@@ -764,9 +764,6 @@ fn render(mut rep: ApplyReport, db: &Db) -> Result<Outcome> {
 
 /// `cutover journal export --out FILE`: the fenced journal as a feed.
 pub fn export(spec: &Spec, out: &Path, delivery_size: usize) -> Result<Outcome> {
-    if delivery_size == 0 {
-        bail!("--delivery-size must be at least 1");
-    }
     let (_, target, _) = spec::open(spec, Access::Read, Access::Read)?;
     let Some(fence) = crate::fence::read(&target)? else {
         bail!(

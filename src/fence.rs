@@ -578,24 +578,20 @@ pub fn off(spec: &Spec, force: bool) -> Result<Outcome> {
             existing.boundary
         );
     }
-    target.begin_immediate()?;
-    let r = (|| -> Result<()> {
-        for t in existing
-            .tables
-            .iter()
-            .chain(&journal_tables(&target)?)
-            .map(String::as_str)
-            .chain([FENCE_TABLE])
-        {
-            target.remove_fence_triggers(t)?;
-        }
-        target.delete_fence_row()?;
-        target.commit()
-    })();
-    if let Err(e) = r {
-        target.rollback();
-        return Err(e.context("the fence is still on"));
-    }
+    target
+        .write(|| {
+            for t in existing
+                .tables
+                .iter()
+                .chain(&journal_tables(&target)?)
+                .map(String::as_str)
+                .chain([FENCE_TABLE])
+            {
+                target.remove_fence_triggers(t)?;
+            }
+            target.delete_fence_row()
+        })
+        .map_err(|e| e.context("the fence is still on"))?;
     let rep = FenceReport {
         action: "off",
         fenced: false,

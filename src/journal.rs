@@ -78,8 +78,7 @@ pub fn install(spec: &Spec) -> Result<Outcome> {
     let (source, target, _) = spec::open(spec, Access::Read, Access::Write)?;
     let names: Vec<&str> = spec.tables.iter().map(|t| t.name.as_str()).collect();
     let mut renewed = None;
-    target.begin_immediate()?;
-    let r = (|| -> Result<usize> {
+    let r = target.write(|| -> Result<usize> {
         target.ensure_control_tables()?;
         match target.journal_id()? {
             None => target.set_journal_id(&new_identity(&target), &names)?,
@@ -128,19 +127,14 @@ pub fn install(spec: &Spec) -> Result<Outcome> {
         for t in &spec.tables {
             prove(&target, t)?;
         }
-        target.commit()?;
         Ok(changed)
-    })();
-    let changed = match r {
-        Ok(n) => n,
-        Err(e) => {
-            target.rollback();
-            return Err(e.context(format!(
-                "the journal was not installed; {} is unchanged",
-                target.path().display()
-            )));
-        }
-    };
+    });
+    let changed = r.map_err(|e| {
+        e.context(format!(
+            "the journal was not installed; {} is unchanged",
+            target.path().display()
+        ))
+    })?;
     let mut headline = String::new();
     if let Some((old, new, after)) = &renewed {
         headline.push_str(&format!(
@@ -181,17 +175,12 @@ pub fn remove(spec: &Spec) -> Result<Outcome> {
             target.path().display()
         );
     }
-    target.begin_immediate()?;
-    let r = (|| -> Result<()> {
+    target.write(|| {
         for t in &spec.tables {
             target.remove_journal(&t.target_table)?;
         }
-        target.commit()
-    })();
-    if r.is_err() {
-        target.rollback();
-    }
-    r?;
+        Ok(())
+    })?;
     status_report(
         spec,
         &target,

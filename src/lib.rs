@@ -14,7 +14,7 @@
 //! - [`journal`] and [`fence`] — the target's write journal and the
 //!   read-only fence a rollback needs;
 //! - [`sync`] — incremental copy before the cutover, with drift and quality
-//!   checks;
+//!   checks; [`watermark`] — the typed values its cursor is made of;
 //! - [`init`] — a spec drafted from the two schemas;
 //! - [`status`] and [`drill`] — where a migration stands, and the runbook
 //!   rehearsed on built-in fixtures;
@@ -43,6 +43,7 @@ pub mod status;
 pub mod sync;
 pub mod transform;
 pub mod value;
+pub mod watermark;
 
 use anyhow::Result;
 
@@ -164,8 +165,8 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
             into,
         } => {
             let side = match into {
-                cli::Into::Source => spec::Side::Source,
-                cli::Into::Target => spec::Side::Target,
+                cli::IntoSide::Source => spec::Side::Source,
+                cli::IntoSide::Target => spec::Side::Target,
             };
             feed::apply(&load(spec)?, file, side)
         }

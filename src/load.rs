@@ -37,9 +37,6 @@ struct LoadReport {
 }
 
 pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
-    if batch == 0 {
-        bail!("--batch must be at least 1");
-    }
     let (source, target, _) = spec::open(spec, Access::Read, Access::Write)?;
     if let Some(b) = target.fence_row()?.map(|f| f.boundary) {
         bail!(

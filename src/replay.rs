@@ -89,9 +89,6 @@ fn to_change(spec: &Spec, e: crate::journal::Entry) -> Change {
 }
 
 pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result<Outcome> {
-    if batch == 0 {
-        bail!("--batch must be at least 1");
-    }
     // A dry run writes too, inside one transaction it always rolls back:
     // every check the replay makes, on the state the replay would leave.
     let mut source = spec::open_source(spec, None, Access::Write)?;
@@ -398,15 +395,11 @@ fn carry_sequences(spec: &Spec, source: &Db, target: &Db) -> Result<()> {
     if marks.is_empty() {
         return Ok(());
     }
-    source.begin_immediate()?;
-    let r = marks
-        .iter()
-        .try_for_each(|(t, n)| source.raise_sequence(t, *n))
-        .and_then(|()| source.commit());
-    if r.is_err() {
-        source.rollback();
-    }
-    r
+    source.write(|| {
+        marks
+            .iter()
+            .try_for_each(|(t, n)| source.raise_sequence(t, *n))
+    })
 }
 
 /// What a conflict's evidence shows, and what to do: said only as far as

@@ -684,6 +684,18 @@ impl Db {
 
     // --- transactions -----------------------------------------------------
 
+    /// Runs `f` inside one write transaction (`BEGIN IMMEDIATE`): committed
+    /// when it returns `Ok`, rolled back when it fails, so the database is
+    /// either changed whole or exactly as before.
+    pub fn write<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        self.begin_immediate()?;
+        let r = f().and_then(|v| self.commit().map(|()| v));
+        if r.is_err() {
+            self.rollback();
+        }
+        r
+    }
+
     /// Opens a nested transaction inside the open one (a dry run's batch).
     pub fn savepoint(&self) -> Result<()> {
         Ok(self.conn.execute_batch("SAVEPOINT cutover_batch")?)
