@@ -11,7 +11,7 @@
 //!
 //! Triggers cannot stop `DROP TRIGGER`, `ALTER TABLE` or a connection with
 //! triggers disabled. The fingerprint (schema of the fenced tables and
-//! triggers, journal size and digest) and SQLite's `data_version` let replay
+//! triggers, journal size and digest) and the target's change token let replay
 //! notice that before and after every batch and stop with "fence breached".
 
 use anyhow::{Context, Result, bail};
@@ -197,7 +197,7 @@ pub fn read(target: &Db) -> Result<Option<FenceRow>> {
 pub struct Watch {
     fence: FenceRow,
     at_start: Fingerprint,
-    data_version: i64,
+    change_token: i64,
 }
 
 impl Watch {
@@ -227,7 +227,7 @@ impl Watch {
                 target.path().display()
             );
         };
-        let data_version = target.data_version()?;
+        let change_token = target.change_token()?;
         let now = Fingerprint::read(target, spec)?;
         if let Some(what) = fence.breach_in(&now) {
             return Ok(Err(format!(
@@ -238,7 +238,7 @@ impl Watch {
         Ok(Ok(Watch {
             fence,
             at_start: now,
-            data_version,
+            change_token,
         }))
     }
 
@@ -249,16 +249,16 @@ impl Watch {
     /// Cheap re-check before each batch: any commit by another connection to
     /// a fenced target is a breach; the fingerprint then says what it was.
     pub fn recheck(&mut self, target: &Db, spec: &Spec) -> Result<Option<String>> {
-        let v = target.data_version()?;
-        if v == self.data_version {
+        let v = target.change_token()?;
+        if v == self.change_token {
             return Ok(None);
         }
         // Another connection committed: a breach only if what the fence
         // protects changed (a commit to another table, VACUUM or ANALYZE
-        // move data_version too).
+        // move the change token too).
         let now = Fingerprint::read(target, spec)?;
         if now.hash() == self.fence.fingerprint {
-            self.data_version = v;
+            self.change_token = v;
             return Ok(None);
         }
         let what = now.describe_change(&self.at_start);
@@ -282,11 +282,11 @@ impl Watch {
     ) -> Result<Option<String>> {
         // No other connection, in any process, has committed to the target
         // since the fingerprint was checked at the start: nothing can differ.
-        let v = target.data_version()?;
-        if v == self.data_version {
+        let v = target.change_token()?;
+        if v == self.change_token {
             return Ok(None);
         }
-        // Other commits (another table, VACUUM, ANALYZE) move data_version
+        // Other commits (another table, VACUUM, ANALYZE) move the change token
         // too: what counts is whether the rows the reconcile read, and the
         // schema and journal now, are still what the fence recorded.
         let now = Fingerprint::with_content(target, spec, content)?;

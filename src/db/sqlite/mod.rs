@@ -737,9 +737,9 @@ impl Db {
         }
     }
 
-    /// Counts commits by other connections: it changes whenever another
-    /// connection, in any process, commits to this database.
-    pub fn data_version(&self) -> Result<i64> {
+    /// The change token: it changes whenever another connection, in any
+    /// process, commits to this database (SQLite's `data_version`).
+    pub fn change_token(&self) -> Result<i64> {
         Ok(self
             .conn
             .query_row("PRAGMA data_version", [], |r| r.get(0))?)
