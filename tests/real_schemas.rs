@@ -458,6 +458,29 @@ c.commit()
     std::fs::copy(d.join("source.db"), d.join("oracle.db")).expect("oracle");
     let source_bytes = d.bytes("source.db");
 
+    // `cutover init` drafts this pair's spec; after the one edit its
+    // comments ask for (the currency constant), check passes.
+    d.command(&[
+        "init",
+        "--source",
+        "sqlite://source.db",
+        "--target",
+        "sqlite://target.db",
+        "--out",
+        "draft.toml",
+    ])
+    .expect(0);
+    let draft = std::fs::read_to_string(d.join("draft.toml")).expect("draft");
+    assert_eq!(draft.matches("# DECIDE").count(), 1, "{draft}");
+    d.write(
+        "draft.toml",
+        &draft.replace(
+            "# [[tables.columns]]\n# target = \"currency\"\n# value = \"…\"",
+            "[[tables.columns]]\ntarget = \"currency\"\nvalue = \"USD\"",
+        ),
+    );
+    d.command(&["check", "--spec", "draft.toml"]).expect(0);
+
     d.run(&["check"], 0);
     assert_eq!(
         d.bytes("source.db"),
