@@ -30,8 +30,8 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use serde_json::Value as Json;
 
+use crate::canonical::canonical;
 use crate::db::{Db, TableSql};
-use crate::reconcile::canonical;
 use crate::spec::{OnChange, Side, Spec, Table};
 use crate::transform::Transform;
 use crate::value::{Block, Row, Value, display_key, key_cmp, key_json};

@@ -133,8 +133,10 @@ pub fn run(spec: &Spec, strict: bool, max_diffs: usize) -> Result<Outcome> {
         let scanned = reconcile::scan_source(t, &source, |key, note| {
             found += 1;
             let (column, kind, reason) = match note {
-                reconcile::Note::Invalid(col, _, why) => (col.clone(), "invalid", why.clone()),
-                reconcile::Note::NonCanonical(i, _, canonical) => (
+                crate::canonical::Note::Invalid(col, _, why) => {
+                    (col.clone(), "invalid", why.clone())
+                }
+                crate::canonical::Note::NonCanonical(i, _, canonical) => (
                     t.columns[*i].source.clone(),
                     "non-canonical",
                     format!("value-equal but not canonical (replay writes {canonical})"),

@@ -488,6 +488,19 @@ fn journal_tables(target: &Db) -> Result<Vec<String>> {
     Ok(out)
 }
 
+/// Refuses a command that would write to a fenced target: `why` says what
+/// the command would do there and what to do instead.
+pub fn refuse_if_fenced(target: &Db, why: &str) -> Result<()> {
+    if let Some(f) = target.fence_row()? {
+        bail!(
+            "target {} is fenced (boundary {}); {why}",
+            target.path().display(),
+            f.boundary
+        );
+    }
+    Ok(())
+}
+
 /// How the target differs from what the spec and the journal expect: each
 /// table missing, with columns the spec does not map or maps but the table
 /// lacks, or with journal triggers missing or out of date.

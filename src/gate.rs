@@ -157,12 +157,10 @@ struct RehearsalReport<'a> {
 
 fn rehearse(spec: &Spec, max_diffs: usize) -> Result<Outcome> {
     let (mut source, mut target, _) = spec::open(spec, Access::Read, Access::Write)?;
-    if let Some(b) = target.fence_row()?.map(|f| f.boundary) {
-        bail!(
-            "target {} is fenced (boundary {b}); the rehearsal writes inside a rolled-back transaction, which the fence forbids. Rehearse before the cutover, or on a copy",
-            target.path().display()
-        );
-    }
+    crate::fence::refuse_if_fenced(
+        &target,
+        "the rehearsal writes inside a rolled-back transaction, which the fence forbids. Rehearse before the cutover, or on a copy",
+    )?;
     let baseline = reconcile::reconcile(spec, &mut source, &mut target, 0)?;
     target.begin_immediate()?;
     let result = inject_and_reconcile(spec, &mut source, &mut target, &baseline, max_diffs);

@@ -169,12 +169,10 @@ fn prove(target: &Db, t: &crate::spec::Table) -> Result<()> {
 
 pub fn remove(spec: &Spec) -> Result<Outcome> {
     let (_, target, _) = spec::open(spec, Access::Read, Access::Write)?;
-    if let Some(b) = target.fence_row()?.map(|f| f.boundary) {
-        bail!(
-            "target {} is fenced at boundary {b}; the journal is what the rollback replays. Finish the replay and run `cutover fence off` first",
-            target.path().display()
-        );
-    }
+    crate::fence::refuse_if_fenced(
+        &target,
+        "the journal is what the rollback replays. Finish the replay and run `cutover fence off` first",
+    )?;
     target.write(|| {
         for t in &spec.tables {
             target.remove_journal(&t.target_table)?;

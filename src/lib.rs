@@ -6,6 +6,8 @@
 //! - [`spec`] — the TOML migration spec and its load-time checks;
 //! - [`value`] and [`transform`] — typed values and the reversible column
 //!   transforms (exact decimal arithmetic, bijective maps);
+//! - [`canonical`] — a source row in target form (forward transform and
+//!   checks), the one conversion every command uses;
 //! - [`reconcile`] — the streaming merge of canonical views, which [`gate`]
 //!   turns into a verdict and [`check`] into a reversibility proof;
 //! - [`apply`] — the one engine that writes rows, batch and checkpoint in one
@@ -24,6 +26,7 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
 pub mod apply;
+pub mod canonical;
 pub mod check;
 pub mod cli;
 pub mod db;

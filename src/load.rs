@@ -10,9 +10,10 @@ use anyhow::{Result, bail};
 use serde::Serialize;
 
 use crate::apply::{BatchOutcome, Checkpoint, Engine};
+use crate::canonical::{self, Note};
 use crate::db::{Access, TableSql};
 use crate::progress::{self, Progress};
-use crate::reconcile::{self, Note};
+use crate::reconcile;
 use crate::report::{self, Outcome};
 use crate::spec::{self, Side, Spec};
 use crate::value::{Block, display_key, key_from_json, key_json};
@@ -38,12 +39,10 @@ struct LoadReport {
 
 pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
     let (source, target, _) = spec::open(spec, Access::Read, Access::Write)?;
-    if let Some(b) = target.fence_row()?.map(|f| f.boundary) {
-        bail!(
-            "target {} is fenced (boundary {b}); load would write into a database under rollback. Nothing was written",
-            target.path().display()
-        );
-    }
+    crate::fence::refuse_if_fenced(
+        &target,
+        "load would write into a database under rollback. Nothing was written",
+    )?;
     for t in &spec.tables {
         if target.journal_triggers(&t.target_table)? > 0 {
             bail!(
@@ -207,7 +206,7 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
         // Blocks no larger than a batch, so a batch is whole blocks.
         let block_rows = batch.min(reconcile::BLOCK_ROWS);
         source.scan_blocks(&s_sql, resume.as_deref(), block_rows, |raw| {
-            let canon = reconcile::canonical_block(t, &raw);
+            let canon = canonical::canonical_block(t, &raw);
             if let Some((r, Note::Invalid(column, value, reason))) = canon.notes.iter().find(|(_, n)| matches!(n, Note::Invalid(..))) {
                 bail!(
                     "table '{}', key {}, column '{column}': {value} ({reason}); the source changed during the load. Rows committed so far stay; fix the row and run load again to resume",

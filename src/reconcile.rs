@@ -18,6 +18,8 @@ use crate::progress::{self, Progress};
 use crate::spec::{Spec, Table};
 use crate::value::{Block, CellRef, Row, Value, key_json};
 
+use crate::canonical::{Forwarded, Note, canonical_block, forward_row};
+
 /// Rows per block handed from a reader thread to the merge.
 pub const BLOCK_ROWS: usize = 1024;
 /// Blocks in flight per side: with the block being read and the one being
@@ -183,143 +185,6 @@ impl Reconciliation {
             self.diffs.push(d());
         }
     }
-}
-
-/// Forward-transforms and checks one source row (paths that are not hot).
-pub fn canonical(table: &Table, row: Row) -> Result<Row, (Row, String, Value, String)> {
-    let mut out = Vec::with_capacity(row.len());
-    for (col, v) in table.columns.iter().zip(row.iter()) {
-        let fwd = match col.transform.forward_ref(v.as_cell()) {
-            Ok((f, _)) => f,
-            Err(r) => {
-                return Err((
-                    row[..table.key_len].to_vec(),
-                    col.source.clone(),
-                    v.clone(),
-                    r.0,
-                ));
-            }
-        };
-        if let Err(why) = col.checks.check_ref(fwd) {
-            return Err((
-                row[..table.key_len].to_vec(),
-                col.source.clone(),
-                v.clone(),
-                why,
-            ));
-        }
-        out.push(fwd.to_value());
-    }
-    Ok(out)
-}
-
-/// Something to say about one row of a [`CanonBlock`].
-#[derive(Debug)]
-pub enum Note {
-    /// The row cannot be carried across: `(column, value, reason)`. Its key
-    /// cells are in the block; the rest are NULL.
-    Invalid(String, Value, String),
-    /// Accepted, but the text of this column is not canonical:
-    /// `(column index, source value, canonical text)`.
-    NonCanonical(usize, Value, Value),
-}
-
-/// Source rows in canonical (target) form, with notes on the rows that are
-/// invalid or not canonical, kept sparse: `(row, note)` in row order.
-#[derive(Debug, Default)]
-pub struct CanonBlock {
-    pub rows: Block,
-    pub notes: Vec<(usize, Note)>,
-}
-
-/// How one source row forwarded.
-pub enum Forwarded {
-    Ok,
-    /// Forwarded, but a text was not canonical.
-    NonCanonical(Note),
-    /// Cannot be carried across; the forwarded cells are incomplete.
-    Invalid(Note),
-}
-
-/// Forward-transforms and checks row `r` of a block of source rows into
-/// `out` (one cell per spec column), borrowing: no allocation unless the
-/// row needs a note.
-pub fn forward_row<'a>(
-    table: &'a Table,
-    raw: &'a Block,
-    r: usize,
-    out: &mut [CellRef<'a>],
-) -> Forwarded {
-    let mut nc = None;
-    for (c, col) in table.columns.iter().enumerate() {
-        let v = raw.get(r, c);
-        if c < table.key_len && v == CellRef::Null {
-            return Forwarded::Invalid(Note::Invalid(
-                col.source.clone(),
-                Value::Null,
-                format!(
-                    "key column '{}' is null: the row has no identity",
-                    col.source
-                ),
-            ));
-        }
-        match col.transform.forward_ref(v) {
-            Ok((f, canonical)) => {
-                if let Err(why) = col.checks.check_ref(f) {
-                    return Forwarded::Invalid(Note::Invalid(
-                        col.source.clone(),
-                        v.to_value(),
-                        why,
-                    ));
-                }
-                if !canonical && nc.is_none() {
-                    let back = col.transform.reverse(&f.to_value()).unwrap_or(Value::Null);
-                    nc = Some(Note::NonCanonical(c, v.to_value(), back));
-                }
-                out[c] = f;
-            }
-            Err(rej) => {
-                return Forwarded::Invalid(Note::Invalid(col.source.clone(), v.to_value(), rej.0));
-            }
-        }
-    }
-    match nc {
-        Some(n) => Forwarded::NonCanonical(n),
-        None => Forwarded::Ok,
-    }
-}
-
-/// Forward-transforms a block of source rows: load's input.
-pub fn canonical_block(table: &Table, raw: &Block) -> CanonBlock {
-    let width = table.columns.len();
-    let mut out = CanonBlock {
-        rows: Block::new(width, raw.rows()),
-        notes: Vec::new(),
-    };
-    let mut fwd = vec![CellRef::Null; width];
-    for r in 0..raw.rows() {
-        match forward_row(table, raw, r, &mut fwd) {
-            Forwarded::Invalid(note) => {
-                for c in 0..width {
-                    out.rows.push(if c < table.key_len {
-                        raw.get(r, c)
-                    } else {
-                        CellRef::Null
-                    });
-                }
-                out.notes.push((r, note));
-            }
-            other => {
-                for &f in fwd.iter() {
-                    out.rows.push(f);
-                }
-                if let Forwarded::NonCanonical(note) = other {
-                    out.notes.push((r, note));
-                }
-            }
-        }
-    }
-    out
 }
 
 /// Reconciles every table of the spec. Both connections are used from a

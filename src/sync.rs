@@ -29,8 +29,9 @@ use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
 
 use crate::apply::{BatchOutcome, Change, Checkpoint, Conflict, Engine, Rule};
+use crate::canonical::{self, Note};
 use crate::db::{Access, ColumnInfo, Db, TableSql};
-use crate::reconcile::{self, Note};
+use crate::reconcile;
 use crate::report::{self, Outcome};
 use crate::spec::{self, Column, Side, Spec, Table};
 use crate::transform::Transform;
@@ -131,7 +132,7 @@ fn quality(table: &Table, wm: Option<usize>, source: &Db, max: usize) -> Result<
     let mut shape0: Option<Shape> = None;
     let mut prev: Option<Row> = None;
     source.scan_blocks(&sql, None, reconcile::BLOCK_ROWS, |b| {
-        let canon = reconcile::canonical_block(table, &b);
+        let canon = canonical::canonical_block(table, &b);
         for r in 0..b.rows() {
             q.rows += 1;
             // Keys are built only for a finding, never per row.
@@ -245,12 +246,10 @@ fn cursor_json(c: &Option<(Value, String)>) -> Option<Json> {
 
 pub fn run(spec: &Spec, o: &Options<'_>) -> Result<Outcome> {
     let mut target = Db::open(&spec.target, Access::Write, "target")?;
-    if let Some(b) = target.fence_row()?.map(|f| f.boundary) {
-        bail!(
-            "target {} is fenced (boundary {b}); sync is for before the cutover. Nothing was written",
-            target.path().display()
-        );
-    }
+    crate::fence::refuse_if_fenced(
+        &target,
+        "sync is for before the cutover. Nothing was written",
+    )?;
     // Snapshot problems (missing, unreadable, malformed) stop here: nothing
     // was written and the cursor is unchanged.
     let mut source = spec::open_source(spec, o.snapshot, Access::Read)?;
@@ -565,7 +564,7 @@ fn sync_table(
                 continue;
             }
             let key = b.values(r, k);
-            if let reconcile::Forwarded::Invalid(Note::Invalid(column, value, reason)) = reconcile::forward_row(p, &b, r, &mut fwd) {
+            if let canonical::Forwarded::Invalid(Note::Invalid(column, value, reason)) = canonical::forward_row(p, &b, r, &mut fwd) {
                 failure = Some(anyhow::anyhow!("table '{}', key {}, column '{column}': {value} ({reason}); the source changed during the sync", p.name, display_key(&key)));
                 return Ok(false);
             }
@@ -629,8 +628,8 @@ fn late_rows(
                 if wanted(sb.get(sr, wm), &|| sb.values(sr, k)) {
                     continue;
                 }
-                if let reconcile::Forwarded::Invalid(_) =
-                    reconcile::forward_row(p, &sb, sr, &mut fwd)
+                if let canonical::Forwarded::Invalid(_) =
+                    canonical::forward_row(p, &sb, sr, &mut fwd)
                 {
                     continue; // the quality checks report it
                 }
