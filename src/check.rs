@@ -8,7 +8,8 @@ use serde::Serialize;
 use crate::db::{Access, Db};
 use crate::reconcile::{self, Diff};
 use crate::report::{self, Outcome};
-use crate::spec::{self, Spec};
+use crate::schema;
+use crate::spec::Spec;
 
 #[derive(Debug, Serialize)]
 struct Durability {
@@ -124,7 +125,7 @@ fn durability(db: &Db) -> Result<Durability> {
 }
 
 pub fn run(spec: &Spec, strict: bool, max_diffs: usize) -> Result<Outcome> {
-    let (source, target, notes) = spec::open(spec, Access::Read, Access::Read)?;
+    let (source, target, notes) = schema::open(spec, Access::Read, Access::Read)?;
     let mut tables = Vec::new();
     let mut diffs = Vec::new();
     let mut found = 0u64;

@@ -22,7 +22,8 @@ use crate::apply::{
 };
 use crate::db::{Access, Db};
 use crate::report::{self, Outcome};
-use crate::spec::{self, Side, Spec, Table};
+use crate::schema;
+use crate::spec::{Side, Spec, Table};
 use crate::transform::Transform;
 use crate::value::{Row, Value, key_json};
 
@@ -539,8 +540,8 @@ pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<Outcome> {
         bail!("feed {} is not a readable file", path.display());
     }
     let (source, target, _) = match into {
-        Side::Source => spec::open(spec, Access::Write, Access::Read)?,
-        Side::Target => spec::open(spec, Access::Read, Access::Write)?,
+        Side::Source => schema::open(spec, Access::Write, Access::Read)?,
+        Side::Target => schema::open(spec, Access::Read, Access::Write)?,
     };
     let db = match into {
         Side::Source => &source,
@@ -764,7 +765,7 @@ fn render(mut rep: ApplyReport, db: &Db) -> Result<Outcome> {
 
 /// `cutover journal export --out FILE`: the fenced journal as a feed.
 pub fn export(spec: &Spec, out: &Path, delivery_size: usize) -> Result<Outcome> {
-    let (_, target, _) = spec::open(spec, Access::Read, Access::Read)?;
+    let (_, target, _) = schema::open(spec, Access::Read, Access::Read)?;
     let Some(fence) = crate::fence::read(&target)? else {
         bail!(
             "target {} is not fenced; export takes the journal at the fence's boundary. Run `cutover fence on` first",

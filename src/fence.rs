@@ -20,7 +20,8 @@ use sha2::{Digest, Sha256};
 
 use crate::db::{Access, Db};
 use crate::report::{self, Outcome};
-use crate::spec::{self, Spec};
+use crate::schema;
+use crate::spec::Spec;
 
 const FENCE_TABLE: &str = "_cutover_fence";
 
@@ -361,7 +362,7 @@ pub fn on(spec: &Spec) -> Result<Outcome> {
     // fenced as it is, and the drift reported.
     let target = Db::open(&spec.target, Access::Write, "target")?;
     let journaled = target.has_journal()? && target.journal_id()?.is_some();
-    if let Err(e) = spec::open(spec, Access::Read, Access::Read)
+    if let Err(e) = schema::open(spec, Access::Read, Access::Read)
         && !journaled
     {
         return Err(e);
@@ -568,7 +569,7 @@ pub fn drift(spec: &Spec, target: &Db) -> Result<Vec<String>> {
 }
 
 pub fn off(spec: &Spec, force: bool) -> Result<Outcome> {
-    let (source, target, _) = spec::open(spec, Access::Read, Access::Write)?;
+    let (source, target, _) = schema::open(spec, Access::Read, Access::Write)?;
     let Some(existing) = read(&target)? else {
         let rep = FenceReport {
             action: "off",
@@ -626,7 +627,7 @@ pub fn off(spec: &Spec, force: bool) -> Result<Outcome> {
 }
 
 pub fn status(spec: &Spec) -> Result<Outcome> {
-    let (_, target, _) = spec::open(spec, Access::Read, Access::Read)?;
+    let (_, target, _) = schema::open(spec, Access::Read, Access::Read)?;
     let Some(existing) = read(&target)? else {
         let rep = FenceReport {
             action: "status",

@@ -12,7 +12,8 @@ use serde::Serialize;
 use crate::db::{Access, Db, TableSql};
 use crate::reconcile::{self, DiffKind, Reconciliation};
 use crate::report::{self, Outcome};
-use crate::spec::{self, Spec, Table};
+use crate::schema;
+use crate::spec::{Spec, Table};
 use crate::value::{Row, Value, display_key, key_json};
 
 #[derive(Debug, Serialize)]
@@ -73,7 +74,7 @@ pub fn run(
         return rehearse(spec, max_diffs);
     }
     let (mut source, mut target, _) =
-        spec::open_with_snapshot(spec, snapshot, Access::Read, Access::Read)?;
+        schema::open_with_snapshot(spec, snapshot, Access::Read, Access::Read)?;
     let rec = reconcile::reconcile(spec, &mut source, &mut target, max_diffs)?;
     // Tables kept up by sync: the quality of the source now, and where every
     // synced row came from.
@@ -156,7 +157,7 @@ struct RehearsalReport<'a> {
 }
 
 fn rehearse(spec: &Spec, max_diffs: usize) -> Result<Outcome> {
-    let (mut source, mut target, _) = spec::open(spec, Access::Read, Access::Write)?;
+    let (mut source, mut target, _) = schema::open(spec, Access::Read, Access::Write)?;
     crate::fence::refuse_if_fenced(
         &target,
         "the rehearsal writes inside a rolled-back transaction, which the fence forbids. Rehearse before the cutover, or on a copy",

@@ -9,7 +9,8 @@ use serde::Serialize;
 
 use crate::db::{Access, Db};
 use crate::report::{self, Outcome};
-use crate::spec::{self, Spec};
+use crate::schema;
+use crate::spec::Spec;
 
 #[derive(Debug, Serialize)]
 struct TableStatus {
@@ -75,7 +76,7 @@ fn new_identity(target: &Db) -> String {
 }
 
 pub fn install(spec: &Spec) -> Result<Outcome> {
-    let (source, target, _) = spec::open(spec, Access::Read, Access::Write)?;
+    let (source, target, _) = schema::open(spec, Access::Read, Access::Write)?;
     let names: Vec<&str> = spec.tables.iter().map(|t| t.name.as_str()).collect();
     let mut renewed = None;
     let r = target.write(|| -> Result<usize> {
@@ -168,7 +169,7 @@ fn prove(target: &Db, t: &crate::spec::Table) -> Result<()> {
 }
 
 pub fn remove(spec: &Spec) -> Result<Outcome> {
-    let (_, target, _) = spec::open(spec, Access::Read, Access::Write)?;
+    let (_, target, _) = schema::open(spec, Access::Read, Access::Write)?;
     crate::fence::refuse_if_fenced(
         &target,
         "the journal is what the rollback replays. Finish the replay and run `cutover fence off` first",
@@ -188,7 +189,7 @@ pub fn remove(spec: &Spec) -> Result<Outcome> {
 }
 
 pub fn status(spec: &Spec) -> Result<Outcome> {
-    let (_, target, _) = spec::open(spec, Access::Read, Access::Read)?;
+    let (_, target, _) = schema::open(spec, Access::Read, Access::Read)?;
     status_report(spec, &target, "status", "")
 }
 

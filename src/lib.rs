@@ -3,7 +3,9 @@
 //!
 //! Architecture, one module per concept:
 //!
-//! - [`spec`] — the TOML migration spec and its load-time checks;
+//! - [`spec`] — the TOML migration spec and its load-time checks, parsed
+//!   without touching a database; [`schema`] — opening its databases and
+//!   checking the spec against their catalogues;
 //! - [`value`] and [`transform`] — typed values and the reversible column
 //!   transforms (exact decimal arithmetic, bijective maps);
 //! - [`canonical`] — a source row in target form (forward transform and
@@ -41,6 +43,7 @@ pub mod progress;
 pub mod reconcile;
 pub mod replay;
 pub mod report;
+pub mod schema;
 pub mod spec;
 pub mod status;
 pub mod sync;

@@ -15,7 +15,8 @@ use crate::db::{Access, TableSql};
 use crate::progress::{self, Progress};
 use crate::reconcile;
 use crate::report::{self, Outcome};
-use crate::spec::{self, Side, Spec};
+use crate::schema;
+use crate::spec::{Side, Spec};
 use crate::value::{Block, display_key, key_from_json, key_json};
 
 #[derive(Debug, Serialize)]
@@ -38,7 +39,7 @@ struct LoadReport {
 }
 
 pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
-    let (source, target, _) = spec::open(spec, Access::Read, Access::Write)?;
+    let (source, target, _) = schema::open(spec, Access::Read, Access::Write)?;
     crate::fence::refuse_if_fenced(
         &target,
         "load would write into a database under rollback. Nothing was written",

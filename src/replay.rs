@@ -17,7 +17,8 @@ use crate::fence::Watch;
 use crate::progress::Progress;
 use crate::reconcile;
 use crate::report::{self, Outcome};
-use crate::spec::{self, Spec};
+use crate::schema;
+use crate::spec::Spec;
 
 #[derive(Debug, Serialize)]
 struct StaleKey {
@@ -91,7 +92,7 @@ fn to_change(spec: &Spec, e: crate::journal::Entry) -> Change {
 pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result<Outcome> {
     // A dry run writes too, inside one transaction it always rolls back:
     // every check the replay makes, on the state the replay would leave.
-    let mut source = spec::open_source(spec, None, Access::Write)?;
+    let mut source = schema::open_source(spec, None, Access::Write)?;
     let mut target = crate::db::Db::open(&spec.target, Access::Read, "target")?;
     if let Err(e) = spec.check_schema(&source, &target) {
         // A table dropped or altered behind the fence shows as a schema

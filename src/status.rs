@@ -8,7 +8,8 @@ use serde::Serialize;
 
 use crate::db::{Access, TableSql};
 use crate::report::{self, Outcome};
-use crate::spec::{self, Spec};
+use crate::schema;
+use crate::spec::Spec;
 
 #[derive(Debug, Serialize)]
 struct StatusReport {
@@ -32,11 +33,11 @@ struct StatusReport {
 pub fn run(spec: &Spec) -> Result<Outcome> {
     // No schema check: a target whose schema drifted after the switch is
     // exactly what status must report, not refuse.
-    let source = spec::open_source(spec, None, Access::Read)?;
+    let source = schema::open_source(spec, None, Access::Read)?;
     let target = crate::db::Db::open(&spec.target, Access::Read, "target")?;
     if target.journal_id()?.is_none() {
         // Before the switch, a spec that does not fit is an error to fix.
-        spec::open(spec, Access::Read, Access::Read)?;
+        schema::open(spec, Access::Read, Access::Read)?;
     }
     let mut target_rows = 0;
     for t in &spec.tables {

@@ -33,7 +33,8 @@ use crate::canonical::{self, Note};
 use crate::db::{Access, ColumnInfo, Db, TableSql};
 use crate::reconcile;
 use crate::report::{self, Outcome};
-use crate::spec::{self, Column, Side, Spec, Table};
+use crate::schema;
+use crate::spec::{Column, Side, Spec, Table};
 use crate::transform::Transform;
 use crate::value::{Block, CellRef, Row, Value, display_key, key_cmp, key_from_json, key_json};
 use crate::watermark::{Shape, lower_bound, mark, shape, watermark_cmp};
@@ -252,7 +253,7 @@ pub fn run(spec: &Spec, o: &Options<'_>) -> Result<Outcome> {
     )?;
     // Snapshot problems (missing, unreadable, malformed) stop here: nothing
     // was written and the cursor is unchanged.
-    let mut source = spec::open_source(spec, o.snapshot, Access::Read)?;
+    let mut source = schema::open_source(spec, o.snapshot, Access::Read)?;
     let mut rep = SyncReport {
         verdict: "pass",
         tables: Vec::new(),

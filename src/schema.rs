@@ -1,0 +1,296 @@
+//! Opening a spec's databases and checking the spec against their
+//! catalogues: columns mapped and present on both sides, keys, foreign keys'
+//! order. The spec itself (src/spec.rs) is parsed without touching a
+//! database; this is where the two meet.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use anyhow::{Result, bail};
+
+use crate::db::{ColumnInfo, Db};
+use crate::spec::{Side, SourceKind, Spec, Table};
+
+/// Opens both databases of a spec and checks the spec against their
+/// catalogues, before anything reads a row.
+pub fn open(
+    spec: &Spec,
+    source: crate::db::Access,
+    target: crate::db::Access,
+) -> Result<(Db, Db, SchemaNotes)> {
+    open_with_snapshot(spec, None, source, target)
+}
+
+/// [`open`], reading the source from a CSV `snapshot` instead of the spec's.
+pub fn open_with_snapshot(
+    spec: &Spec,
+    snapshot: Option<&Path>,
+    source: crate::db::Access,
+    target: crate::db::Access,
+) -> Result<(Db, Db, SchemaNotes)> {
+    let s = open_source(spec, snapshot, source)?;
+    let t = Db::open(&spec.target, target, "target")?;
+    // Two spellings of one file (`./one.db`, `sub/../one.db`, a symlink,
+    // a hard link) are still one database: the same device and inode.
+    if spec.source_kind == SourceKind::Sqlite
+        && let (Ok(a), Ok(b)) = (spec.source.canonicalize(), spec.target.canonicalize())
+        && (a == b || same_inode(&a, &b))
+    {
+        bail!(
+            "spec {}: source and target are the same file {}; they must be two databases",
+            spec.path.display(),
+            a.display()
+        );
+    }
+    let notes = spec.check_schema(&s, &t)?;
+    Ok((s, t, notes))
+}
+
+#[cfg(unix)]
+fn same_inode(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+#[cfg(not(unix))]
+fn same_inode(_: &Path, _: &Path) -> bool {
+    false
+}
+
+/// Opens the source: the database, or a CSV snapshot (the spec's, or
+/// `snapshot` instead) read into a temporary database, typed by the target's
+/// columns, that every command then reads like any other source.
+pub fn open_source(spec: &Spec, snapshot: Option<&Path>, access: crate::db::Access) -> Result<Db> {
+    match (spec.source_kind, snapshot) {
+        (SourceKind::Sqlite, None) => Db::open(&spec.source, access, "source"),
+        (SourceKind::Sqlite, Some(_)) => bail!(
+            "--snapshot is for a csv:// source; the spec's source {} is a database",
+            spec.source.display()
+        ),
+        (SourceKind::Csv, s) => {
+            if access == crate::db::Access::Write {
+                bail!(
+                    "the source {} is a CSV snapshot, which cutover never writes; replay and apply --into source need a database source",
+                    spec.source.display()
+                );
+            }
+            let target = Db::open(&spec.target, crate::db::Access::Read, "target")?;
+            crate::db::csv::materialize(s.unwrap_or(&spec.source), &spec.tables[0], &target)
+        }
+    }
+}
+
+/// What the schema check found that is allowed but worth saying.
+#[derive(Debug, Default)]
+pub struct SchemaNotes {
+    /// `(table, column)` source columns deliberately not carried.
+    pub irreversible: Vec<(String, String)>,
+    /// `(table, source column, target column)` added by `sync --evolve` and
+    /// not yet in the spec: sync carries them, nothing else does.
+    pub evolved: Vec<(String, String, String)>,
+}
+
+impl Spec {
+    /// The spec's tables, parents before children by the target's foreign
+    /// keys between them (tables in a cycle keep the spec's order): the
+    /// order `load` writes them in, whatever order the spec lists them.
+    pub fn parents_first(&self, target: &Db) -> Result<Vec<usize>> {
+        let n = self.tables.len();
+        let mut parents: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, t) in self.tables.iter().enumerate() {
+            for (parent, _) in target.foreign_keys(&t.target_table)? {
+                if let Some(p) = self
+                    .tables
+                    .iter()
+                    .position(|x| x.target_table.eq_ignore_ascii_case(&parent))
+                    && p != i
+                {
+                    parents[i].push(p);
+                }
+            }
+        }
+        let mut order = Vec::with_capacity(n);
+        let mut placed = vec![false; n];
+        loop {
+            let next = (0..n).find(|&i| !placed[i] && parents[i].iter().all(|&p| placed[p]));
+            match next {
+                Some(i) => {
+                    placed[i] = true;
+                    order.push(i);
+                }
+                None => break,
+            }
+        }
+        order.extend((0..n).filter(|&i| !placed[i]));
+        Ok(order)
+    }
+
+    /// The target half of [`Spec::check_schema`], for sync, which checks the
+    /// source itself (as drift).
+    pub fn check_target_columns(&self, target: &Db, tables: &[&Table]) -> Result<()> {
+        for t in tables {
+            let cols = table_columns(target, &t.target_table, Side::Target, self)?;
+            let evolved: Vec<String> = target
+                .evolved_columns(&t.name)?
+                .into_iter()
+                .map(|e| e.1)
+                .collect();
+            for c in &t.columns {
+                if !cols.iter().any(|x| x.name == c.target) && !evolved.contains(&c.target) {
+                    bail!(
+                        "spec {}: table '{}': target table '{}' in {} has no column '{}'; fix the column name in the spec",
+                        self.path.display(),
+                        t.name,
+                        t.target_table,
+                        self.target.display(),
+                        c.target
+                    );
+                }
+            }
+            for c in &cols {
+                if !t.columns.iter().any(|x| x.target == c.name)
+                    && !evolved.contains(&c.name)
+                    && !t.target_defaults.contains(&c.name)
+                {
+                    bail!(
+                        "spec {}: table '{}': target column '{}' is not the target of any mapping; map a source column to it",
+                        self.path.display(),
+                        t.name,
+                        c.name
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Compares the spec with both databases' catalogues.
+    pub fn check_schema(&self, source: &Db, target: &Db) -> Result<SchemaNotes> {
+        let mut notes = SchemaNotes::default();
+        // Every column-level problem of every table, said in one run.
+        let mut problems: Vec<String> = Vec::new();
+        for t in &self.tables {
+            let s_cols = table_columns(source, &t.source_table, Side::Source, self)?;
+            let t_cols = table_columns(target, &t.target_table, Side::Target, self)?;
+            let s_names: BTreeSet<&str> = s_cols.iter().map(|c| c.name.as_str()).collect();
+            let t_names: BTreeSet<&str> = t_cols.iter().map(|c| c.name.as_str()).collect();
+            for c in &t.columns {
+                if !c.source.is_empty() && !s_names.contains(c.source.as_str()) {
+                    problems.push(format!(
+                        "spec {}: table '{}': source table '{}' in {} has no column '{}' (it has: {}); fix the column name in the spec",
+                        self.path.display(),
+                        t.name,
+                        t.source_table,
+                        self.source.display(),
+                        c.source,
+                        join(&s_names)
+                    ));
+                }
+                if !t_names.contains(c.target.as_str())
+                    && let Some(kind) = target
+                        .generated_columns(&t.target_table)?
+                        .into_iter()
+                        .find(|g| g.0 == c.target)
+                        .map(|g| g.1)
+                {
+                    problems.push(format!(
+                        "spec {}: table '{}': target column '{}' is generated ({kind}): SQLite computes it, so it is left out of the migration; remove its [[tables.columns]] entry",
+                        self.path.display(),
+                        t.name,
+                        c.target
+                    ));
+                } else if !t_names.contains(c.target.as_str()) {
+                    problems.push(format!(
+                        "spec {}: table '{}': target table '{}' in {} has no column '{}' (it has: {}); fix the column name in the spec",
+                        self.path.display(),
+                        t.name,
+                        t.target_table,
+                        self.target.display(),
+                        c.target,
+                        join(&t_names)
+                    ));
+                }
+            }
+            for i in &t.ignore {
+                if !s_names.contains(i.as_str()) {
+                    problems.push(format!(
+                        "spec {}: table '{}': ignored column '{i}' does not exist in source table '{}'",
+                        self.path.display(),
+                        t.name,
+                        t.source_table
+                    ));
+                }
+                notes.irreversible.push((t.name.clone(), i.clone()));
+            }
+            // Columns `sync --evolve` added to the target are carried as
+            // copy by sync until the spec maps them.
+            let evolved = target.evolved_columns(&t.name)?;
+            for (s, tc) in &evolved {
+                notes.evolved.push((t.name.clone(), s.clone(), tc.clone()));
+            }
+            let mapped_s: BTreeSet<&str> = t
+                .columns
+                .iter()
+                .map(|c| c.source.as_str())
+                .chain(evolved.iter().map(|e| e.0.as_str()))
+                .collect();
+            for c in &s_cols {
+                if !mapped_s.contains(c.name.as_str()) && !t.ignore.contains(&c.name) {
+                    problems.push(format!(
+                        "spec {}: table '{}': source column '{}' is not mapped; add a [[tables.columns]] entry with source = \"{}\", or list it in ignore = [...] to drop it (rollback cannot restore an ignored column)",
+                        self.path.display(),
+                        t.name,
+                        c.name,
+                        c.name
+                    ));
+                }
+            }
+            let mapped_t: BTreeSet<&str> = t
+                .columns
+                .iter()
+                .map(|c| c.target.as_str())
+                .chain(evolved.iter().map(|e| e.1.as_str()))
+                .chain(t.target_defaults.iter().map(String::as_str))
+                .collect();
+            for c in &t_cols {
+                if !mapped_t.contains(c.name.as_str()) {
+                    problems.push(format!(
+                        "spec {}: table '{}': target column '{}' is not the target of any mapping, so it could be neither loaded nor reconciled; map a source column to it",
+                        self.path.display(),
+                        t.name,
+                        c.name
+                    ));
+                }
+            }
+        }
+        if !problems.is_empty() {
+            bail!("{}", problems.join("\n"));
+        }
+        Ok(notes)
+    }
+}
+
+fn table_columns(db: &Db, table: &str, side: Side, spec: &Spec) -> Result<Vec<ColumnInfo>> {
+    let cols = db.table_columns(table)?;
+    if cols.is_empty() {
+        let have = db.user_tables()?;
+        bail!(
+            "spec {}: {side} {} has no table '{table}' (it has: {}); fix the table name in the spec",
+            spec.path.display(),
+            db.path().display(),
+            if have.is_empty() {
+                "no tables".to_string()
+            } else {
+                have.join(", ")
+            }
+        );
+    }
+    Ok(cols)
+}
+
+fn join(names: &BTreeSet<&str>) -> String {
+    names.iter().copied().collect::<Vec<_>>().join(", ")
+}
