@@ -32,7 +32,7 @@ use serde_json::Value as Json;
 
 use crate::canonical::canonical;
 use crate::db::{Db, TableSql};
-use crate::spec::{OnChange, Side, Spec, Table};
+use crate::spec::{OnChange, Side, Table};
 use crate::transform::Transform;
 use crate::value::{Block, Row, Value, display_key, key_cmp, key_json};
 
@@ -255,7 +255,8 @@ enum Effect {
 
 /// The engine bound to one database of the migration.
 pub struct Engine<'a> {
-    spec: &'a Spec,
+    /// The tables changes name by index (`Change::table`).
+    tables: &'a [Table],
     db: &'a Db,
     side: Side,
     sql: Vec<TableSql>,
@@ -274,9 +275,10 @@ pub struct Engine<'a> {
 }
 
 impl<'a> Engine<'a> {
-    pub fn new(spec: &'a Spec, db: &'a Db, side: Side) -> Engine<'a> {
-        let sql = spec
-            .tables
+    /// The engine writing `tables` (a spec's, or sync's plan of one) into
+    /// `db`, the database on `side`.
+    pub fn new(tables: &'a [Table], db: &'a Db, side: Side) -> Engine<'a> {
+        let sql = tables
             .iter()
             .map(|t| match side {
                 Side::Source => TableSql::new(&t.source_table, &t.source_names(), t.key_len),
@@ -284,7 +286,7 @@ impl<'a> Engine<'a> {
             })
             .collect();
         Engine {
-            spec,
+            tables,
             db,
             side,
             sql,
@@ -302,8 +304,8 @@ impl<'a> Engine<'a> {
     }
 
     /// The engine for replaying journal `journal` into the source.
-    pub fn for_journal(spec: &'a Spec, db: &'a Db, journal: &str) -> Engine<'a> {
-        let mut e = Engine::new(spec, db, Side::Source);
+    pub fn for_journal(tables: &'a [Table], db: &'a Db, journal: &str) -> Engine<'a> {
+        let mut e = Engine::new(tables, db, Side::Source);
         e.journal = journal.to_string();
         e
     }
@@ -528,7 +530,7 @@ impl<'a> Engine<'a> {
                 blocks,
                 first_tag,
             } => {
-                let table = &self.spec.tables[ti];
+                let table = &self.tables[ti];
                 let sql = &self.sql[ti];
                 let key: Vec<&str> = sql_key_names(table, self.side);
                 // Rows reach here from `canonical_block`, which has applied the
@@ -655,7 +657,7 @@ impl<'a> Engine<'a> {
 
     fn apply_one(&self, c: &Change, delivery: &str) -> Result<Result<Effect, Box<Conflict>>> {
         if let Some(i) = c.key.iter().position(|v| matches!(v, Value::Null)) {
-            let table = &self.spec.tables[c.table];
+            let table = &self.tables[c.table];
             return Ok(Err(self.conflict(
                 c,
                 "a key column is NULL: the row has no identity, so it cannot be carried".into(),
@@ -664,7 +666,7 @@ impl<'a> Engine<'a> {
                 None,
             )));
         }
-        let table = &self.spec.tables[c.table];
+        let table = &self.tables[c.table];
         let here = match self.current(table, c.table, &c.key)? {
             Ok(r) => r,
             Err((column, why)) => return Ok(Err(self.conflict(c, why, Some(column), None, None))),
@@ -766,7 +768,7 @@ impl<'a> Engine<'a> {
         before: Option<&Row>,
         here: Option<Row>,
     ) -> Result<Result<Effect, Box<Conflict>>> {
-        let table = &self.spec.tables[c.table];
+        let table = &self.tables[c.table];
         let k = table.key_len;
         let moves =
             matches!((before, &c.after), (Some(_), Some(a)) if key_cmp(&c.key, &a[..k]).is_ne());
@@ -817,7 +819,7 @@ impl<'a> Engine<'a> {
         here: Option<Row>,
         delivery: &str,
     ) -> Result<Result<Effect, Box<Conflict>>> {
-        let table = &self.spec.tables[c.table];
+        let table = &self.tables[c.table];
         let Some(rc) = table.revision else {
             bail!(
                 "table '{}' has no revision column; a revision cannot be applied to it",
@@ -950,7 +952,7 @@ impl<'a> Engine<'a> {
         here: Option<&Row>,
         after: Option<&Row>,
     ) -> Result<Result<Effect, Box<Conflict>>> {
-        let table = &self.spec.tables[c.table];
+        let table = &self.tables[c.table];
         let sql = &self.sql[c.table];
         let stored = match after {
             Some(a) => match self.stored_form(table, a) {
@@ -1074,7 +1076,7 @@ impl<'a> Engine<'a> {
         expected: Option<&Row>,
         found: Option<&Row>,
     ) -> Box<Conflict> {
-        let table = &self.spec.tables[c.table];
+        let table = &self.tables[c.table];
         // Under the replay rule the expected row is always the before-image.
         let expected = match (&c.rule, expected) {
             (Rule::Expect { before, .. }, None) => before.as_ref(),

@@ -562,7 +562,7 @@ pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<Outcome> {
             return render(rep, db);
         }
     };
-    let engine = Engine::new(spec, db, into);
+    let engine = Engine::new(&spec.tables, db, into);
     let mut pending: Vec<Line> = Vec::new();
     let mut idx = 0usize;
     let mut stopped = false;

@@ -86,7 +86,7 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
         }
     }
 
-    let engine = Engine::new(spec, &target, Side::Target);
+    let engine = Engine::new(&spec.tables, &target, Side::Target);
     let mut tables = Vec::new();
     // Parents before children. cutover's connections enforce no foreign key,
     // so any order would load; this one never leaves a committed child

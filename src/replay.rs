@@ -151,7 +151,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
 
     let reader = crate::journal::Reader::new(spec, &target)?;
     let fk_before = foreign_key_violations(spec, &source)?;
-    let mut engine = Engine::for_journal(spec, &source, &journal);
+    let mut engine = Engine::for_journal(&spec.tables, &source, &journal);
     if dry_run {
         if source.is_read_only()? {
             // A source this process may not write cannot host the rolled-back

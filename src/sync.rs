@@ -373,7 +373,6 @@ pub fn run(spec: &Spec, o: &Options<'_>) -> Result<Outcome> {
         }
         let lookback = lookbacks[i].clone();
         sync_table(
-            spec,
             &run_p,
             before,
             *wm,
@@ -394,7 +393,6 @@ pub fn run(spec: &Spec, o: &Options<'_>) -> Result<Outcome> {
 
 #[allow(clippy::too_many_arguments, reason = "the one place a table is synced")]
 fn sync_table(
-    spec: &Spec,
     p: &Table,
     late_plan: &Table,
     wm: Option<usize>,
@@ -457,14 +455,7 @@ fn sync_table(
     }
     let (source, target): (&Db, &Db) = (source, target);
     // The engine works on the plan (evolved columns included).
-    let one = Spec {
-        path: spec.path.clone(),
-        source: spec.source.clone(),
-        source_kind: spec.source_kind,
-        target: spec.target.clone(),
-        tables: vec![p.clone()],
-    };
-    let engine = Engine::new(&one, target, Side::Target);
+    let engine = Engine::new(std::slice::from_ref(p), target, Side::Target);
     let s_sql = match wm {
         Some(w) => TableSql::ordered_by(&p.source_table, &p.source_names(), k, w),
         None => TableSql::new(&p.source_table, &p.source_names(), k),
