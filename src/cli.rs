@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde::Serialize;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -201,7 +202,7 @@ pub enum Command {
         keep: Option<PathBuf>,
         /// Stop after this step, leaving the folder ready for the next step by hand.
         #[arg(long, value_enum, value_name = "STEP")]
-        stop_after: Option<crate::drill::Step>,
+        stop_after: Option<Step>,
         #[command(flatten)]
         report: ReportArg,
     },
@@ -268,4 +269,22 @@ fn at_least_one(s: &str) -> Result<usize, String> {
         Ok(n) => Ok(n),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// Drill steps an operator can stop after, to carry on by hand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Step {
+    /// Fixture databases created; nothing run yet.
+    Setup,
+    Check,
+    Load,
+    /// Gate and its rehearsal.
+    Gate,
+    /// Journal installed (the switch).
+    Journal,
+    /// The application's writes after the switch.
+    Writes,
+    Fence,
+    Replay,
 }

@@ -10,7 +10,8 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde_json::{Value as Json, json};
 
-use super::{Recorder, Step, child, orders};
+use super::{Recorder, child, orders};
+use crate::cli::Step;
 use crate::db::{Access, Db};
 use crate::report;
 

@@ -21,30 +21,11 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use clap::ValueEnum;
 use serde::Serialize;
 use serde_json::{Value as Json, json};
 
-use crate::cli::{Format, Scenario};
+use crate::cli::{Format, Scenario, Step};
 use crate::report::Outcome;
-
-/// Drill steps an operator can stop after, to carry on by hand.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Step {
-    /// Fixture databases created; nothing run yet.
-    Setup,
-    Check,
-    Load,
-    /// Gate and its rehearsal.
-    Gate,
-    /// Journal installed (the switch).
-    Journal,
-    /// The application's writes after the switch.
-    Writes,
-    Fence,
-    Replay,
-}
 
 /// What the drill was asked to do.
 pub struct Options<'a> {

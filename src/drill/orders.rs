@@ -5,7 +5,8 @@ use std::path::Path;
 use anyhow::Result;
 use serde_json::{Value as Json, json};
 
-use super::{Recorder, Step, key_text};
+use super::{Recorder, key_text};
+use crate::cli::Step;
 use crate::cli::{Command, FenceAction, Format, JournalAction, SpecArg};
 use crate::db::{Access, Db};
 use crate::report::Outcome;
