@@ -7,7 +7,7 @@
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use crate::db::{Access, Db};
+use crate::db::{Access, Db, JOURNAL_TRIGGERS_PER_TABLE};
 use crate::report::{self, Outcome};
 use crate::schema;
 use crate::spec::Spec;
@@ -33,9 +33,6 @@ struct JournalReport {
     fenced_at_boundary: Option<i64>,
     tables: Vec<TableStatus>,
 }
-
-/// How many triggers the journal puts on each table.
-pub const TRIGGERS: usize = 5;
 
 /// Whether every table of the spec has its journal triggers, as the spec
 /// needs them now.
@@ -235,9 +232,13 @@ fn status_report(
             vec![
                 t.name.clone(),
                 if t.stale.is_empty() {
-                    format!("{}/{TRIGGERS}", t.triggers)
+                    format!("{}/{JOURNAL_TRIGGERS_PER_TABLE}", t.triggers)
                 } else {
-                    format!("{}/{TRIGGERS}, {} stale", t.triggers, t.stale.len())
+                    format!(
+                        "{}/{JOURNAL_TRIGGERS_PER_TABLE}, {} stale",
+                        t.triggers,
+                        t.stale.len()
+                    )
                 },
                 t.insert.to_string(),
                 t.update.to_string(),

@@ -306,6 +306,9 @@ fn journal_records_insert_update_delete_with_before_and_after_images() {
         (&json!(1), &json!(1), &json!(1), &json!(7)),
         "{status:#}"
     );
+    // The table says how many of how many.
+    let out = d.run(&["journal", "status"], 0);
+    out.assert_mentions(&["7/7"]);
 }
 
 #[test]

@@ -460,16 +460,7 @@ c.commit()
 
     // `cutover init` drafts this pair's spec; after the one edit its
     // comments ask for (the currency constant), check passes.
-    d.command(&[
-        "init",
-        "--source",
-        "sqlite://source.db",
-        "--target",
-        "sqlite://target.db",
-        "--out",
-        "draft.toml",
-    ])
-    .expect(0);
+    init(&d, Some("draft.toml"), 0);
     let draft = std::fs::read_to_string(d.join("draft.toml")).expect("draft");
     assert_eq!(draft.matches("# DECIDE").count(), 1, "{draft}");
     d.write(
@@ -579,16 +570,7 @@ fn init_drafts_a_spec_that_passes_check_after_the_edits_its_comments_ask_for() {
          -- A trial migration left rows keyed as the source's.
          INSERT INTO invoices VALUES (1, 'Germany', 198, 'paid', 'USD'), (2, 'Norway', 396, 'open', 'USD');",
     );
-    d.command(&[
-        "init",
-        "--source",
-        "sqlite://source.db",
-        "--target",
-        "sqlite://target.db",
-        "--out",
-        "spec.toml",
-    ])
-    .expect(0);
+    init(&d, Some("spec.toml"), 0);
     let draft = std::fs::read_to_string(d.join("spec.toml")).expect("the draft");
     for part in [
         "source_table = \"InvoiceLine\"",
@@ -612,17 +594,7 @@ fn init_drafts_a_spec_that_passes_check_after_the_edits_its_comments_ask_for() {
     d.run(&["check"], 0);
     // Never overwrites.
     let edited = d.bytes("spec.toml");
-    let out = d
-        .command(&[
-            "init",
-            "--source",
-            "sqlite://source.db",
-            "--target",
-            "sqlite://target.db",
-            "--out",
-            "spec.toml",
-        ])
-        .expect(2);
+    let out = init(&d, Some("spec.toml"), 2);
     out.assert_mentions(&["spec.toml", "already exists"]);
     assert_eq!(d.bytes("spec.toml"), edited);
 }
@@ -638,20 +610,28 @@ fn init_on_schemas_that_match_cleanly_drafts_a_spec_check_passes_as_it_is() {
         "target.db",
         "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT, kind TEXT);",
     );
-    let out = d
-        .command(&[
-            "init",
-            "--source",
-            "sqlite://source.db",
-            "--target",
-            "sqlite://target.db",
-        ])
-        .expect(0);
+    let out = init(&d, None, 0);
     d.write("spec.toml", &out.stdout);
     assert!(!out.stdout.contains("# DECIDE"), "{}", out.stdout);
     d.run(&["check"], 0);
     d.run(&["load"], 0);
     d.run(&["gate"], 0);
+}
+
+/// `cutover init` on the folder's source.db and target.db, writing `out`
+/// (or printing), which must exit with `code`.
+fn init(d: &Dir, out: Option<&str>, code: i32) -> support::Output {
+    let mut args = vec![
+        "init",
+        "--source",
+        "sqlite://source.db",
+        "--target",
+        "sqlite://target.db",
+    ];
+    if let Some(out) = out {
+        args.extend(["--out", out]);
+    }
+    d.command(&args).expect(code)
 }
 
 const SYNC_SPEC: &str = r#"
@@ -850,4 +830,62 @@ fn a_renamed_key_travels_through_an_exported_feed_back_to_the_source() {
     );
     let json = d.json(&["replay"], 0);
     assert_eq!(json["applied"], 0, "{json:#}");
+}
+
+/// A replay that leaves a source row without its parent says so (exit 1),
+/// naming table, key and parent; a row that already had no parent before
+/// the replay (a legacy source that never enforced its keys) is not blamed
+/// on it. The replay's `--report` carries the verdict and the databases.
+#[test]
+fn a_replay_that_leaves_a_row_without_its_parent_names_it() {
+    let d = Dir::new("fk-report");
+    d.spec(
+        r#"
+[source]
+url = "sqlite://source.db"
+[target]
+url = "sqlite://target.db"
+[[tables]]
+name = "parents"
+key = ["id"]
+[[tables]]
+name = "children"
+key = ["id"]
+[[tables.columns]]
+source = "parent"
+"#,
+    );
+    let ddl = "CREATE TABLE parents (id INTEGER PRIMARY KEY);
+               CREATE TABLE children (id INTEGER PRIMARY KEY, parent INTEGER REFERENCES parents(id));";
+    d.create_db(
+        "source.db",
+        &format!(
+            "PRAGMA foreign_keys = OFF; {ddl} INSERT INTO parents VALUES (1), (2);
+             INSERT INTO children VALUES (10, 1), (11, 2), (99, 404);"
+        ),
+    );
+    d.create_db("target.db", ddl);
+    d.run(&["load"], 0);
+    d.run(&["journal", "install"], 0);
+    // The application, not enforcing its keys, deletes a parent and leaves
+    // its child.
+    d.exec(
+        "target.db",
+        "PRAGMA foreign_keys = OFF; DELETE FROM parents WHERE id = 1;",
+    );
+    d.run(&["fence", "on"], 0);
+    let json = d.json(&["replay", "--report", "replay.json"], 1);
+    let found = json["foreign_keys"].as_array().expect("foreign_keys");
+    // The row that had no parent before the replay (99 → 404) is not blamed.
+    assert_eq!(found.len(), 1, "{json:#}");
+    let text = found[0].as_str().expect("text");
+    for part in ["'children'", "10", "'parents'"] {
+        assert!(text.contains(part), "{part} not in {text}");
+    }
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("replay.json")).expect("report"))
+            .expect("JSON");
+    assert_eq!(report["verdict"], "fail", "{report:#}");
+    assert_eq!(report["command"], "replay", "{report:#}");
+    assert_eq!(report["databases"].as_array().map(Vec::len), Some(2));
 }

@@ -44,7 +44,10 @@ pub struct JournalTable {
 }
 
 /// The names of the journal's triggers on one table.
-fn journal_trigger_names(table: &str) -> [String; 7] {
+/// How many triggers the journal puts on each table.
+pub const JOURNAL_TRIGGERS_PER_TABLE: usize = 7;
+
+fn journal_trigger_names(table: &str) -> [String; JOURNAL_TRIGGERS_PER_TABLE] {
     [
         "insert",
         "update",

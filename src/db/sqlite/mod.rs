@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use crate::value::{Block, CellRef, Row, Value};
 
 mod journal;
-pub use journal::{JournalEntry, JournalTable};
+pub use journal::{JOURNAL_TRIGGERS_PER_TABLE, JournalEntry, JournalTable};
 
 const CONTROL_DDL: &str = include_str!("../../../sql/sqlite/control.sql");
 const APPLIED_DDL: &str = include_str!("../../../sql/sqlite/applied.sql");
@@ -640,11 +640,11 @@ impl Db {
     /// row's own key when the key changed).
     pub fn update_row(&self, sql: &TableSql, old_key: &[Value], row: &[Value]) -> Result<usize> {
         let k = sql.key_len;
-        if row[..k] == *old_key {
-            let Some(update) = &sql.update_values else {
-                // Nothing but the key, which stays: the row is as it should be.
-                return Ok(1);
-            };
+        // The common update leaves the key alone and sets the other columns
+        // only; a table of nothing but its key takes the full statement.
+        if row[..k] == *old_key
+            && let Some(update) = &sql.update_values
+        {
             let binds = sql.written(row, k).chain(old_key).map(Bind);
             return Ok(self
                 .conn
