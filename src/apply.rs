@@ -267,11 +267,10 @@ pub struct Engine<'a> {
     /// Batches are savepoints of a transaction the caller rolls back.
     dry: bool,
     /// The source row of the change being applied, as stored (storage
-    /// classes included): a money column written back keeps the class the
-    /// row had (see [`Engine::stored_form`]).
+    /// classes included), kept only for tables with money columns: a money
+    /// value written back keeps the class the row had (see
+    /// [`Engine::stored_form`]).
     stored: std::cell::RefCell<Option<Row>>,
-    /// The row last read by [`Engine::current`], as stored.
-    last_read: std::cell::RefCell<Option<Row>>,
 }
 
 impl<'a> Engine<'a> {
@@ -293,7 +292,6 @@ impl<'a> Engine<'a> {
             journal: String::new(),
             dry: false,
             stored: std::cell::RefCell::new(None),
-            last_read: std::cell::RefCell::new(None),
         }
     }
 
@@ -667,11 +665,10 @@ impl<'a> Engine<'a> {
             )));
         }
         let table = &self.tables[c.table];
-        let here = match self.current(table, c.table, &c.key)? {
+        let here = match self.current(table, c.table, &c.key, true)? {
             Ok(r) => r,
             Err((column, why)) => return Ok(Err(self.conflict(c, why, Some(column), None, None))),
         };
-        *self.stored.borrow_mut() = self.last_read.borrow_mut().take();
         match &c.rule {
             Rule::Expect { before, revision } => {
                 let effect = self.expect(c, before.as_ref(), here)?;
@@ -773,7 +770,7 @@ impl<'a> Engine<'a> {
         let moves =
             matches!((before, &c.after), (Some(_), Some(a)) if key_cmp(&c.key, &a[..k]).is_ne());
         let there = match (&c.after, moves) {
-            (Some(a), true) => match self.current(table, c.table, &a[..k])? {
+            (Some(a), true) => match self.current(table, c.table, &a[..k], false)? {
                 Ok(r) => r,
                 Err((column, why)) => {
                     return Ok(Err(self.conflict(c, why, Some(column), before, None)));
@@ -971,10 +968,11 @@ impl<'a> Engine<'a> {
                 self.db.path().display()
             )
         };
+        // Columns the spec does not carry survive a delete and re-insert.
         let keeps = self.side == Side::Source && !table.ignore.is_empty();
-        let key_text = key_json(&c.key).to_string();
+        let key_text = || key_json(&c.key).to_string();
         if keeps && here.is_some() && after.is_none() {
-            self.keep_ignored(table, c, &key_text)?;
+            self.keep_ignored(table, c, &key_text())?;
         }
         let done = match (here, &stored) {
             (None, Some(row)) => self.db.insert_row(sql, row),
@@ -997,7 +995,7 @@ impl<'a> Engine<'a> {
             ))),
             Ok(_) => {
                 if keeps && here.is_none() && let Some(row) = &stored {
-                    self.restore_ignored(table, &row[..table.key_len], &key_text)?;
+                    self.restore_ignored(table, &row[..table.key_len], &key_text())?;
                 }
                 Ok(Ok(Effect::Written))
             }
@@ -1096,19 +1094,33 @@ impl<'a> Engine<'a> {
 
     /// The row under `key` in canonical form; `Err((column, why))` when the
     /// stored row cannot be read canonically.
+    /// `keep`: this is the row the change writes, whose storage classes
+    /// [`Engine::stored_form`] keeps.
     fn current(
         &self,
         table: &Table,
         ti: usize,
         key: &[Value],
+        keep: bool,
     ) -> Result<Result<Option<Row>, (String, String)>> {
-        let Some(row) = self.db.get_row(&self.sql[ti], key)? else {
-            *self.last_read.borrow_mut() = None;
+        let row = self.db.get_row(&self.sql[ti], key)?;
+        if keep {
+            *self.stored.borrow_mut() = match &row {
+                Some(r)
+                    if self.side == Side::Source
+                        && table
+                            .columns
+                            .iter()
+                            .any(|c| matches!(c.transform, Transform::DecimalToMinor { .. })) =>
+                {
+                    Some(r.clone())
+                }
+                _ => None,
+            };
+        }
+        let Some(row) = row else {
             return Ok(Ok(None));
         };
-        if self.side == Side::Source {
-            *self.last_read.borrow_mut() = Some(row.clone());
-        }
         // SQLite's column affinity finds the integer 1 for the text '1'; that
         // is another record, never this one.
         if let Some(i) = (0..table.key_len).find(|&i| row[i] != key[i]) {

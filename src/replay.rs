@@ -101,7 +101,9 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
             && let Ok(Err(breach)) = Watch::start(&target, spec)
         {
             let boundary = crate::fence::read(&target)?.map_or(0, |f| f.boundary);
-            let entries = target.journal_count_upto(boundary).unwrap_or(0);
+            let entries = target
+                .journal_count_between(target.journal_start()?, boundary)
+                .unwrap_or(0);
             return breached(spec, breach, boundary, entries);
         }
         return Err(e);
@@ -110,7 +112,9 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         Ok(w) => w,
         Err(breach) => {
             let boundary = crate::fence::read(&target)?.map_or(0, |f| f.boundary);
-            let entries = target.journal_count_upto(boundary).unwrap_or(0);
+            let entries = target
+                .journal_count_between(target.journal_start()?, boundary)
+                .unwrap_or(0);
             return breached(spec, breach, boundary, entries);
         }
     };
@@ -199,7 +203,9 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         let changes: Vec<Change> = run
             .into_iter()
             .map(|e| to_change(spec, e))
-            .filter(|c| record_keys(spec, c).iter().all(|k| !poisoned.contains(k)))
+            .filter(|c| {
+                poisoned.is_empty() || record_keys(spec, c).iter().all(|k| !poisoned.contains(k))
+            })
             .collect();
         if let Some(b) = watch.recheck(&target, spec)? {
             rep.breach = Some(b);
@@ -317,33 +323,7 @@ fn dry_render(
 ) -> Result<Outcome> {
     let would_pass = conflicts.is_empty() && rep.verdict == "pass";
     for c in &conflicts {
-        text.push_str(&format!(
-            "\nCONFLICT at seq {} in table '{}', key {}{}: {}\n",
-            c.tag,
-            c.table,
-            c.key,
-            c.column
-                .as_ref()
-                .map(|col| format!(", column '{col}'"))
-                .unwrap_or_default(),
-            c.reason
-        ));
-        let show = |label: &str, v: &Option<serde_json::Value>| match v {
-            Some(j) => vec![
-                label.to_string(),
-                j.to_string(),
-                source_form(spec, &c.table, j),
-            ],
-            None => vec![label.to_string(), "(no row)".into(), "(no row)".into()],
-        };
-        text.push_str(&report::table(
-            &["version", "row (target form)", "row (source form)"],
-            [
-                show("expected (journal before-image)", &c.expected),
-                show("found in source now", &c.found),
-                show("journal after-image", &c.wanted),
-            ],
-        ));
+        text.push_str(&conflict_text(spec, c));
         text.push_str(&format!("\n{}\n", cause(c)));
     }
     if let Some(b) = &rep.breach {
@@ -514,6 +494,39 @@ fn source_form(spec: &Spec, table: &str, row: &serde_json::Value) -> String {
     serde_json::Value::Object(out).to_string()
 }
 
+/// A conflict as a report shows it: where, why, and the three versions of
+/// the row in target and source form.
+fn conflict_text(spec: &Spec, c: &Conflict) -> String {
+    let mut text = format!(
+        "\nCONFLICT at seq {} in table '{}', key {}{}: {}\n",
+        c.tag,
+        c.table,
+        c.key,
+        c.column
+            .as_ref()
+            .map(|col| format!(", column '{col}'"))
+            .unwrap_or_default(),
+        c.reason
+    );
+    let show = |label: &str, v: &Option<serde_json::Value>| match v {
+        Some(j) => vec![
+            label.to_string(),
+            j.to_string(),
+            source_form(spec, &c.table, j),
+        ],
+        None => vec![label.to_string(), "(no row)".into(), "(no row)".into()],
+    };
+    text.push_str(&report::table(
+        &["version", "row (target form)", "row (source form)"],
+        [
+            show("expected (journal before-image)", &c.expected),
+            show("found in source now", &c.found),
+            show("journal after-image", &c.wanted),
+        ],
+    ));
+    text
+}
+
 fn render(spec: &Spec, rep: ReplayReport) -> Result<Outcome> {
     let holds = rep.verdict == "pass";
     let mut text = report::pairs(&[
@@ -525,37 +538,7 @@ fn render(spec: &Spec, rep: ReplayReport) -> Result<Outcome> {
         ("gaps", rep.gaps.to_string()),
     ]);
     if let Some(c) = &rep.conflict {
-        text.push_str(&format!(
-            "\nCONFLICT at seq {} in table '{}', key {}{}: {}\n",
-            c.tag,
-            c.table,
-            c.key,
-            c.column
-                .as_ref()
-                .map(|col| format!(", column '{col}'"))
-                .unwrap_or_default(),
-            c.reason
-        ));
-        let show = |label: &str, v: &Option<serde_json::Value>| match v {
-            Some(j) => vec![
-                label.to_string(),
-                j.to_string(),
-                source_form(spec, &c.table, j),
-            ],
-            None => vec![
-                label.to_string(),
-                "(no row)".to_string(),
-                "(no row)".to_string(),
-            ],
-        };
-        text.push_str(&report::table(
-            &["version", "row (target form)", "row (source form)"],
-            [
-                show("expected (journal before-image)", &c.expected),
-                show("found in source now", &c.found),
-                show("journal after-image", &c.wanted),
-            ],
-        ));
+        text.push_str(&conflict_text(spec, c));
         text.push_str(&format!(
             "\nthe batch was rolled back; entries before it stay applied. {}\n",
             cause(c)

@@ -609,21 +609,7 @@ impl Db {
         )?)
     }
 
-    /// Entries with `seq <= upto`.
-    pub fn journal_count_upto(&self, upto: i64) -> Result<i64> {
-        if !self.has_journal()? {
-            return Ok(0);
-        }
-        Ok(self.conn.query_row(
-            "SELECT count(*) FROM _cutover_journal WHERE seq <= ?1",
-            [upto],
-            |r| r.get(0),
-        )?)
-    }
-
-    /// Entries with `seq <= upto` not in `applied` (a sorted list would be
-    /// too big; the caller passes the applied set's count and this counts
-    /// entries above `after` instead).
+    /// Entries with `after < seq <= upto`.
     pub fn journal_count_between(&self, after: i64, upto: i64) -> Result<i64> {
         if !self.has_journal()? {
             return Ok(0);

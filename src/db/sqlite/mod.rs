@@ -856,6 +856,8 @@ impl Db {
     }
 
     /// The current UTC time as the control tables write it.
+    /// Whether journal entry `seq` was applied. Called per change inside a
+    /// batch, after [`Db::ensure_applied_table`]: no catalogue look-up.
     pub fn now(&self) -> Result<String> {
         Ok(self
             .conn
@@ -865,9 +867,6 @@ impl Db {
     }
 
     pub fn is_applied(&self, journal: &str, seq: i64) -> Result<bool> {
-        if !self.has_applied()? {
-            return Ok(false);
-        }
         Ok(self
             .conn
             .prepare_cached("SELECT 1 FROM _cutover_applied WHERE journal = ?1 AND seq = ?2")?
