@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::db::{Access, ColumnInfo, Db, TableSql};
 use crate::report::Outcome;
-use crate::value::Value;
+use crate::value::{Value, key_json};
 
 /// At most this many distinct text values make a column a `map` candidate.
 const MAP_MAX_VALUES: usize = 12;
@@ -377,11 +377,15 @@ fn propose_map(
         }
     }
     let t = sample(target, tt, &t_key, t_col)?;
-    let words: std::collections::HashMap<String, &Value> =
-        t.iter().map(|(k, v)| (format!("{k:?}"), v)).collect();
+    let words: std::collections::HashMap<String, &Value> = t
+        .iter()
+        .map(|(k, v)| (key_json(k).to_string(), v))
+        .collect();
     let mut any_word = false;
     for (k, v) in &s {
-        if let (Value::Text(code), Some(Value::Text(word))) = (v, words.get(&format!("{k:?}"))) {
+        if let (Value::Text(code), Some(Value::Text(word))) =
+            (v, words.get(&key_json(k).to_string()))
+        {
             any_word = true;
             *codes
                 .entry(code.clone())

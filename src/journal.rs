@@ -53,6 +53,72 @@ pub fn stale(t: &crate::spec::Table, target: &Db) -> Result<Vec<String>> {
     target.stale_journal_triggers(&t.name, &t.target_table, &t.target_names(), t.key_len)
 }
 
+/// How the target differs from what the spec and the journal expect: each
+/// table missing, with columns the spec does not map or maps but the table
+/// lacks, or with journal triggers missing or out of date.
+pub fn drift(spec: &Spec, target: &Db) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for t in &spec.tables {
+        // Since when: the table's last journaled write.
+        let since = match target.last_journaled(&t.name)? {
+            Some(seq) => format!("writes after journal seq {seq}, the table's last entry,"),
+            None => "writes since journal install".to_string(),
+        };
+        let cols = target.table_columns(&t.target_table)?;
+        if cols.is_empty() {
+            out.push(format!(
+                "table {} is gone from the target; {since} may be unjournaled",
+                t.target_table
+            ));
+            continue;
+        }
+        let extra: Vec<&str> = cols
+            .iter()
+            .map(|c| c.name.as_str())
+            .filter(|c| {
+                !t.columns.iter().any(|x| x.target == *c)
+                    && !t.target_defaults.iter().any(|d| d == c)
+            })
+            .collect();
+        let missing: Vec<&str> = t
+            .columns
+            .iter()
+            .map(|c| c.target.as_str())
+            .filter(|c| !cols.iter().any(|x| x.name == *c))
+            .collect();
+        if !extra.is_empty() {
+            out.push(format!(
+                "table {} has columns the spec does not map: {} (writes to them are not journaled; map them in the spec and run `cutover journal install` again)",
+                t.target_table,
+                extra.join(", ")
+            ));
+        }
+        if !missing.is_empty() {
+            // One column gone and one new: most likely a rename.
+            let hint = match (&missing[..], &extra[..]) {
+                ([from], [to]) => format!(
+                    "if '{from}' was renamed to '{to}', set target = \"{to}\" in its [[tables.columns]] entry and run `cutover journal install` again; the journal keeps the old name for the entries before"
+                ),
+                _ => "renamed or dropped after the switch: map the new name, or keep the journaled one, before the replay".to_string(),
+            };
+            out.push(format!(
+                "table {} lacks columns the spec maps: {} ({hint})",
+                t.target_table,
+                missing.join(", ")
+            ));
+        }
+        let stale = stale(t, target)?;
+        if !stale.is_empty() {
+            out.push(format!(
+                "table {}: journal triggers missing or out of date ({}); {since} may be unjournaled or out of order. Run `cutover journal install` again",
+                t.target_table,
+                stale.join(", ")
+            ));
+        }
+    }
+    Ok(out)
+}
+
 /// The journal's identity, as the source's applied set names it.
 pub fn identity(target: &Db) -> Result<Option<String>> {
     Ok(target.journal_id()?.map(|(id, _)| format!("journal-{id}")))

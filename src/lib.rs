@@ -61,15 +61,15 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     progress::set_quiet(cli.quiet);
     let started = std::time::SystemTime::now();
     let out = execute(&cli.command, cli.format)?;
-    let (spec, report) = match &cli.command {
-        Command::Gate { spec, report, .. } | Command::Replay { spec, report, .. } => {
-            (Some(spec.spec.as_path()), report.report.as_deref())
-        }
-        Command::Drill { report, .. } => (None, report.report.as_deref()),
-        _ => (None, None),
+    let (name, spec, report) = match &cli.command {
+        Command::Gate { spec, report, .. } => ("gate", Some(spec), report),
+        Command::Replay { spec, report, .. } => ("replay", Some(spec), report),
+        Command::Drill { report, .. } => ("drill", None, report),
+        _ => return Ok(out),
     };
-    if let Some(path) = report {
-        report::write_report(path, &cli.command, spec, started, &out)?;
+    if let Some(path) = &report.report {
+        let spec = spec.map(|s| s.spec.as_path());
+        report::write_report(path, name, spec, started, &out)?;
     }
     Ok(out)
 }

@@ -175,7 +175,7 @@ fn file_digest(path: &std::path::Path) -> anyhow::Result<(u64, String)> {
 /// Written to a temporary file and renamed, so a report is whole or absent.
 pub fn write_report(
     path: &std::path::Path,
-    command: &crate::cli::Command,
+    command: &str,
     spec: Option<&std::path::Path>,
     started: std::time::SystemTime,
     out: &Outcome,
@@ -187,16 +187,7 @@ pub fn write_report(
         "tool".into(),
         serde_json::json!({"name": "cutover", "version": env!("CARGO_PKG_VERSION")}),
     );
-    provenance.insert(
-        "command".into(),
-        Json::String(
-            format!("{command:?}")
-                .split([' ', '{'])
-                .next()
-                .unwrap_or("")
-                .to_lowercase(),
-        ),
-    );
+    provenance.insert("command".into(), Json::String(command.to_string()));
     provenance.insert("started_at".into(), Json::String(timestamp(started)));
     provenance.insert("finished_at".into(), Json::String(timestamp(finished)));
     provenance.insert(

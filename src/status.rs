@@ -60,7 +60,7 @@ pub fn run(spec: &Spec) -> Result<Outcome> {
     // Once a journal exists, the target must stay as the spec describes it:
     // drift or a missing trigger means writes may be unjournaled.
     let drift = if journal.is_some() {
-        crate::fence::drift(spec, &target)?
+        crate::journal::drift(spec, &target)?
     } else {
         Vec::new()
     };

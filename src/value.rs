@@ -45,9 +45,11 @@ impl Value {
         match self {
             Value::Null => Json::Null,
             Value::Integer(i) => Json::from(*i),
-            // JSON has no infinities: they travel as {"real": "inf"}.
+            // JSON has no infinities: they travel as {"real": "inf"}. SQLite
+            // stores NaN as NULL, so a NaN is never read from a database.
+            Value::Real(r) if r.is_nan() => Json::Null,
             Value::Real(r) => serde_json::Number::from_f64(*r).map_or_else(
-                || serde_json::json!({ "real": if r.is_nan() { "nan".to_string() } else if *r > 0.0 { "inf".to_string() } else { "-inf".to_string() } }),
+                || serde_json::json!({ "real": if *r > 0.0 { "inf" } else { "-inf" } }),
                 Json::Number,
             ),
             Value::Text(t) => Json::String(t.clone()),
@@ -417,9 +419,19 @@ mod tests {
             Value::Integer(1250),
             Value::Text("1250".into()),
             Value::Real(12.5),
+            Value::Real(-0.0),
+            Value::Real(f64::INFINITY),
+            Value::Real(f64::NEG_INFINITY),
+            Value::Real(0.1 + 0.2),
+            Value::TextBytes(vec![0xfe, 0x42]),
             Value::Blob(vec![1, 2, 255]),
         ] {
-            assert_eq!(Value::from_json(&v.to_json())?, v);
+            let back = Value::from_json(&v.to_json())?;
+            assert_eq!(back, v);
+            // Bit for bit, -0.0 included (== alone would not tell).
+            if let (Value::Real(a), Value::Real(b)) = (&back, &v) {
+                assert_eq!(a.to_bits(), b.to_bits());
+            }
         }
         assert_ne!(Value::Integer(1250), Value::Text("1250".into()));
         Ok(())

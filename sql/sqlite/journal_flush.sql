@@ -1,2 +1,2 @@
 {{delete_pending}}
-    DELETE FROM {{pending}} WHERE rowid = (SELECT min(rowid) FROM {{pending}}) AND {{guard}};
+    DELETE FROM {{pending}} WHERE rowid = (SELECT min(rowid) FROM {{pending}});

@@ -377,7 +377,9 @@ impl Db {
                 .collect::<Vec<_>>()
                 .join("\n")
         };
-        let flush = |guard: &str| {
+        // The flush triggers' WHEN decides whether they run at all; inside,
+        // the pending rows are journaled one per UNIQUE constraint at most.
+        let flush = || {
             let delete_pending = parts
                 .iter()
                 .enumerate()
@@ -388,7 +390,7 @@ impl Db {
                         ("last_insert_rowid()".to_string(), "", "")
                     };
                     format!(
-                        "    INSERT INTO {} (seq, {opcol}{}) SELECT {seq}, {opval}{} FROM {pending} WHERE {guard} ORDER BY rowid LIMIT 1;",
+                        "    INSERT INTO {} (seq, {opcol}{}) SELECT {seq}, {opval}{} FROM {pending} ORDER BY rowid LIMIT 1;",
                         quote_ident(t),
                         prefixed("o", range.clone()),
                         col_list(range.clone())
@@ -401,14 +403,13 @@ impl Db {
                     JOURNAL_FLUSH
                         .replace("{{delete_pending}}", &delete_pending)
                         .replace("{{pending}}", &pending)
-                        .replace("{{guard}}", guard)
                 })
                 .collect::<String>()
         };
         let [ins, upd, del, pre_ins, pre_upd, flush_ins, flush_upd] =
             journal_trigger_names(table).map(|n| quote_ident(&n));
         let sql = JOURNAL_TRIGGERS
-            .replace("{{flush}}", flush("1").trim_end())
+            .replace("{{flush}}", flush().trim_end())
             .replace("{{flush_ins}}", &flush_ins)
             .replace("{{flush_upd}}", &flush_upd)
             .replace("{{pre_ins}}", &pre_ins)

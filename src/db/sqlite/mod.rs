@@ -106,16 +106,7 @@ impl TableSql {
     /// `first` (sync's watermark), then the key.
     pub fn ordered_by(table: &str, columns: &[&str], key_len: usize, first: usize) -> TableSql {
         let mut sql = TableSql::new(table, columns, key_len);
-        let cols: Vec<String> = columns
-            .iter()
-            .map(|c| {
-                if c.is_empty() {
-                    "NULL".to_string()
-                } else {
-                    quote_ident(c)
-                }
-            })
-            .collect();
+        let cols: Vec<String> = columns.iter().map(|c| column_expr(c)).collect();
         let order = std::iter::once(cols[first].clone())
             .chain(cols[..key_len].iter().map(|c| binary(c)))
             .collect::<Vec<_>>()
@@ -137,16 +128,7 @@ impl TableSql {
         let real: Vec<usize> = (0..columns.len())
             .filter(|&i| !columns[i].is_empty())
             .collect();
-        let cols: Vec<String> = columns
-            .iter()
-            .map(|c| {
-                if c.is_empty() {
-                    "NULL".to_string()
-                } else {
-                    quote_ident(c)
-                }
-            })
-            .collect();
+        let cols: Vec<String> = columns.iter().map(|c| column_expr(c)).collect();
         let keys = &cols[..key_len];
         let written: Vec<String> = real.iter().map(|&i| cols[i].clone()).collect();
         let rest: Vec<String> = real
@@ -213,6 +195,16 @@ impl TableSql {
     }
 }
 
+/// A column as a statement reads it: quoted, or NULL for a column the table
+/// does not have (an empty name, see [`TableSql::new`]).
+fn column_expr(name: &str) -> String {
+    if name.is_empty() {
+        "NULL".to_string()
+    } else {
+        quote_ident(name)
+    }
+}
+
 /// A quoted column in BINARY order.
 fn binary(quoted: &str) -> String {
     format!("{quoted} COLLATE BINARY")
@@ -256,7 +248,7 @@ fn cell(v: ValueRef<'_>) -> CellRef<'_> {
 
 fn read_row(row: &rusqlite::Row<'_>, width: usize) -> rusqlite::Result<Row> {
     // SQLite does not check that stored text is UTF-8; such text is kept as
-    // bytes (a blob) rather than failing or replacing characters silently.
+    // its bytes (`Value::TextBytes`), never altered.
     (0..width)
         .map(|i| row.get_ref(i).map(|v| cell(v).to_value()))
         .collect()
@@ -866,6 +858,8 @@ impl Db {
             })?)
     }
 
+    /// Whether journal entry `seq` was applied. Called per change inside a
+    /// batch, after [`Db::ensure_applied_table`]: no catalogue look-up.
     pub fn is_applied(&self, journal: &str, seq: i64) -> Result<bool> {
         Ok(self
             .conn
