@@ -814,8 +814,9 @@ impl Db {
 
     /// Writes through a table's journal triggers inside a savepoint that is
     /// always rolled back, with `trusted_schema=OFF`: the first row (by key)
-    /// is deleted, inserted again and updated to itself, and the journal
-    /// must hold exactly those three changes with that row as every image.
+    /// is deleted, inserted again and updated to itself, and the journal's
+    /// first three new entries must be exactly those, with that row as
+    /// their images (an application trigger may journal more after them).
     /// An empty or fenced table is not written; the statements that fire
     /// the triggers are compiled instead, which is where SQLite refuses a
     /// trigger it cannot run.
@@ -826,12 +827,11 @@ impl Db {
         columns: &[&str],
         key_len: usize,
     ) -> Result<()> {
-        self.conn.execute_batch("SAVEPOINT cutover_probe")?;
+        self.savepoint()?;
         self.conn.pragma_update(None, "trusted_schema", false)?;
         let r = self.probe_writes_journal(name, table, columns, key_len);
         self.conn.pragma_update(None, "trusted_schema", true)?;
-        self.conn
-            .execute_batch("ROLLBACK TO cutover_probe; RELEASE cutover_probe")?;
+        self.rollback_savepoint();
         r
     }
 

@@ -1237,9 +1237,20 @@ impl Db {
     /// their names is dropped first: a trigger planted under a fence
     /// trigger's name must not pass for the fence.
     pub fn install_fence_triggers(&self, table: &str, message: &str) -> Result<()> {
+        self.fence_from(FENCE_TRIGGERS, table, message)
+    }
+
+    /// Guards the fence row (`_cutover_fence`): once written it cannot be
+    /// changed, deleted or replaced.
+    pub fn install_fence_guard(&self, message: &str) -> Result<()> {
+        self.fence_from(FENCE_GUARD, "_cutover_fence", message)
+    }
+
+    /// The fence's three triggers on `table` from `template`.
+    fn fence_from(&self, template: &str, table: &str, message: &str) -> Result<()> {
         self.remove_fence_triggers(table)?;
         let [ins, upd, del] = Self::trigger_names("fence", table).map(|n| quote_ident(&n));
-        let sql = FENCE_TRIGGERS
+        let sql = template
             .replace("{{ins}}", &ins)
             .replace("{{upd}}", &upd)
             .replace("{{del}}", &del)
@@ -1248,23 +1259,6 @@ impl Db {
         self.conn
             .execute_batch(&sql)
             .with_context(|| format!("installing fence triggers on '{table}'"))
-    }
-
-    /// Guards the fence row (`_cutover_fence`): once written it cannot be
-    /// changed, deleted or replaced.
-    pub fn install_fence_guard(&self, message: &str) -> Result<()> {
-        let table = "_cutover_fence";
-        self.remove_fence_triggers(table)?;
-        let [ins, upd, del] = Self::trigger_names("fence", table).map(|n| quote_ident(&n));
-        let sql = FENCE_GUARD
-            .replace("{{ins}}", &ins)
-            .replace("{{upd}}", &upd)
-            .replace("{{del}}", &del)
-            .replace("{{table}}", &quote_ident(table))
-            .replace("{{message}}", &quote_literal(message));
-        self.conn
-            .execute_batch(&sql)
-            .context("guarding the fence row")
     }
 
     pub fn remove_fence_triggers(&self, table: &str) -> Result<()> {
