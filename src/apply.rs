@@ -280,8 +280,8 @@ impl<'a> Engine<'a> {
         let sql = tables
             .iter()
             .map(|t| match side {
-                Side::Source => TableSql::new(&t.source_table, &t.source_names(), t.key_len),
-                Side::Target => TableSql::new(&t.target_table, &t.target_names(), t.key_len),
+                Side::Source => db.source_sql(t),
+                Side::Target => db.target_sql(t),
             })
             .collect();
         Engine {
@@ -359,7 +359,7 @@ impl<'a> Engine<'a> {
                 }
             };
         }
-        self.db.begin_immediate()?;
+        self.db.begin_write()?;
         match self.apply_inside(batch, checkpoint) {
             Ok(BatchOutcome::Committed(a)) => {
                 crash_at(Fault::BeforeCommit);
@@ -378,7 +378,7 @@ impl<'a> Engine<'a> {
                 self.db.rollback();
                 Err(e.context(format!(
                     "the batch was rolled back; {} is as it was before it",
-                    self.db.path().display()
+                    self.db.location()
                 )))
             }
         }
@@ -965,7 +965,7 @@ impl<'a> Engine<'a> {
                 "writing key {} of table '{}' in {}",
                 display_key(&c.key),
                 table.name,
-                self.db.path().display()
+                self.db.location()
             )
         };
         // Columns the spec does not carry survive a delete and re-insert.
@@ -987,7 +987,7 @@ impl<'a> Engine<'a> {
                 c,
                 format!(
                     "{} took the write but changed no row (a trigger that ignores it, such as RAISE(IGNORE)?); nothing of this batch was applied. Drop or adjust that trigger for the rollback, then run the replay again",
-                    self.db.path().display()
+                    self.db.location()
                 ),
                 None,
                 None,
@@ -1005,7 +1005,7 @@ impl<'a> Engine<'a> {
             Err(e) => match crate::db::constraint_violation(&e) {
                 Some(msg) => Ok(Err(self.conflict(
                     c,
-                    format!("{} refuses the row: {msg}", self.db.path().display()),
+                    format!("{} refuses the row: {msg}", self.db.location()),
                     None,
                     None,
                     here,

@@ -117,10 +117,11 @@ struct Finding {
 }
 
 fn durability(db: &Db) -> Result<Durability> {
+    let d = db.durability()?;
     Ok(Durability {
-        path: db.path().display().to_string(),
-        journal_mode: db.journal_mode()?,
-        synchronous: db.synchronous()?.to_string(),
+        path: db.location().to_string(),
+        journal_mode: d.journal_mode,
+        synchronous: d.synchronous,
     })
 }
 

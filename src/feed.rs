@@ -769,7 +769,7 @@ pub fn export(spec: &Spec, out: &Path, delivery_size: usize) -> Result<Outcome> 
     let Some(fence) = crate::fence::read(&target)? else {
         bail!(
             "target {} is not fenced; export takes the journal at the fence's boundary. Run `cutover fence on` first",
-            target.path().display()
+            target.location()
         );
     };
     // The feed is named after the journal's identity, which is also the
@@ -778,7 +778,7 @@ pub fn export(spec: &Spec, out: &Path, delivery_size: usize) -> Result<Outcome> 
     let feed = crate::journal::identity(&target)?.with_context(|| {
         format!(
             "target {} has a fence but its journal has no identity; install the journal with this version of cutover",
-            target.path().display()
+            target.location()
         )
     })?;
     let reader = crate::journal::Reader::new(spec, &target)?;

@@ -47,7 +47,7 @@ impl Fingerprint {
             // the spec says: that is a difference, not an error.
             .map(|t| {
                 let d = db
-                    .digest_rows(&target_sql(t))
+                    .digest_rows(&db.target_sql(t))
                     .unwrap_or_else(|e| format!("unreadable: {e:#}"));
                 (t.target_table.clone(), d)
             })
@@ -175,11 +175,6 @@ impl FenceRow {
     }
 }
 
-/// How the fence reads a fenced table: every target column, in key order.
-fn target_sql(t: &crate::spec::Table) -> crate::db::TableSql {
-    crate::db::TableSql::new(&t.target_table, &t.target_names(), t.key_len)
-}
-
 pub fn read(target: &Db) -> Result<Option<FenceRow>> {
     Ok(match target.fence_row()? {
         None => None,
@@ -225,7 +220,7 @@ impl Watch {
         let Some(fence) = fence else {
             bail!(
                 "target {} is not fenced; run `cutover fence on` first so that nothing writes to it while the source is rolled back",
-                target.path().display()
+                target.location()
             );
         };
         let change_token = target.change_token()?;
@@ -366,7 +361,7 @@ pub fn on(spec: &Spec) -> Result<Outcome> {
         schema::open(spec, Access::Read, Access::Read)?;
         bail!(
             "the journal is not installed on target {}; without it there is nothing to replay. Run `cutover journal install` at cutover time",
-            target.path().display()
+            target.location()
         );
     }
     let drift = crate::journal::drift(spec, &target)?;
@@ -379,7 +374,7 @@ pub fn on(spec: &Spec) -> Result<Outcome> {
     let images = journal_tables(&target)?;
     // Waits (busy timeout) for a writer holding the lock, so its commit lands
     // inside the boundary.
-    target.begin_immediate()?;
+    target.begin_write()?;
     if let Some(existing) = read(&target)? {
         target.rollback();
         let breach = existing.breach(&target, spec)?;
@@ -491,7 +486,7 @@ pub fn refuse_if_fenced(target: &Db, why: &str) -> Result<()> {
     if let Some(f) = target.fence_row()? {
         bail!(
             "target {} is fenced (boundary {}); {why}",
-            target.path().display(),
+            target.location(),
             f.boundary
         );
     }

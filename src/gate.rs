@@ -163,7 +163,7 @@ fn rehearse(spec: &Spec, max_diffs: usize) -> Result<Outcome> {
         "the rehearsal writes inside a rolled-back transaction, which the fence forbids. Rehearse before the cutover, or on a copy",
     )?;
     let baseline = reconcile::reconcile(spec, &mut source, &mut target, 0)?;
-    target.begin_immediate()?;
+    target.begin_write()?;
     let result = inject_and_reconcile(spec, &mut source, &mut target, &baseline, max_diffs);
     // Always rolled back, whatever happened: the target stays as it was.
     target.rollback();
@@ -234,7 +234,7 @@ fn inject_and_reconcile(
 ) -> Result<(Vec<Injected>, Reconciliation)> {
     let mut faults = Vec::new();
     for t in &spec.tables {
-        let sql = TableSql::new(&t.target_table, &t.target_names(), t.key_len);
+        let sql = target.target_sql(t);
         let mut rows: Vec<Row> = Vec::new();
         target.scan(&sql, None, |r| {
             rows.push(r);

@@ -14,7 +14,7 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use crate::db::{Access, ColumnInfo, Db, TableSql};
+use crate::db::{Access, ColumnInfo, Db};
 use crate::report::Outcome;
 use crate::value::{Value, key_json};
 
@@ -75,7 +75,7 @@ fn integer_type(decl: &str) -> bool {
 fn sample(db: &Db, table: &str, key: &[&str], column: &str) -> Result<Vec<(Vec<Value>, Value)>> {
     let mut cols: Vec<&str> = key.to_vec();
     cols.push(column);
-    let sql = TableSql::new(table, &cols, key.len());
+    let sql = db.table_sql(table, &cols, key.len(), None);
     let mut out = Vec::new();
     db.scan(&sql, None, |mut row| {
         let v = row.pop().unwrap_or(Value::Null);

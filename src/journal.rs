@@ -134,7 +134,7 @@ fn new_identity(target: &Db) -> String {
         .unwrap_or_default();
     h.update(now.as_nanos().to_le_bytes());
     h.update(std::process::id().to_le_bytes());
-    h.update(target.path().as_os_str().as_encoded_bytes());
+    h.update(target.location().as_bytes());
     hex::encode(&h.finalize()[..8])
 }
 
@@ -154,7 +154,7 @@ pub fn install(spec: &Spec) -> Result<Outcome> {
                 if !other.is_empty() {
                     bail!(
                         "target {} already has a journal for tables {} that this spec does not list (another spec on the same file?). One journal per target file: list every table in one spec, or remove the other journal with its own spec first; nothing was changed",
-                        target.path().display(),
+                        target.location(),
                         other
                             .iter()
                             .map(|t| format!("'{t}'"))
@@ -196,7 +196,7 @@ pub fn install(spec: &Spec) -> Result<Outcome> {
     let changed = r.map_err(|e| {
         e.context(format!(
             "the journal was not installed; {} is unchanged",
-            target.path().display()
+            target.location()
         ))
     })?;
     let mut headline = String::new();

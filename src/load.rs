@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::apply::{BatchOutcome, Checkpoint, Engine};
 use crate::canonical::{self, Note};
-use crate::db::{Access, TableSql};
+use crate::db::Access;
 use crate::progress::{self, Progress};
 use crate::reconcile;
 use crate::report::{self, Outcome};
@@ -49,7 +49,7 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
             bail!(
                 "table '{}' in target {} is journaled; a load now would journal every row. Run `cutover journal remove` first if this really is a fresh load. Nothing was written",
                 t.name,
-                target.path().display()
+                target.location()
             );
         }
     }
@@ -93,8 +93,8 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
     // without its parent should the load stop part-way.
     for ti in spec.parents_first(&target)? {
         let t = &spec.tables[ti];
-        let s_sql = TableSql::new(&t.source_table, &t.source_names(), t.key_len);
-        let t_sql = TableSql::new(&t.target_table, &t.target_names(), t.key_len);
+        let s_sql = source.source_sql(t);
+        let t_sql = target.target_sql(t);
         let checkpoint = target.load_checkpoint(&t.name)?;
         let mut resume: Option<Vec<crate::value::Value>> = None;
         let mut rows_before = 0;
@@ -125,7 +125,7 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
                     bail!(
                         "target table '{}' in {} already holds {n} rows{}; pass --replace to delete them and load again. Nothing was written",
                         t.target_table,
-                        target.path().display(),
+                        target.location(),
                         if matches!(checkpoint, Some((_, _, true))) {
                             ", not the count its completed load recorded (the target changed since)"
                         } else {
@@ -186,7 +186,7 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
                 BatchOutcome::Raced => bail!(
                     "another load of table '{}' committed into {} while this one ran; let it finish, then run `cutover gate`",
                     t.name,
-                    target.path().display()
+                    target.location()
                 ),
                 other => bail!("unexpected outcome of a load batch: {other:?}"),
             }

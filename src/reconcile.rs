@@ -390,7 +390,7 @@ pub fn scan_source(
     source: &Db,
     mut note: impl FnMut(Row, &Note) -> Result<bool>,
 ) -> Result<SourceScan> {
-    let sql = TableSql::new(&table.source_table, &table.source_names(), table.key_len);
+    let sql = source.source_sql(table);
     let k = table.key_len;
     let mut scan = SourceScan::default();
     let mut prev_last: Option<Row> = None;
@@ -440,8 +440,8 @@ fn reconcile_table(
 ) -> Result<(TableReport, Option<String>)> {
     use sha2::Digest;
     let hasher = std::sync::Mutex::new(sha2::Sha256::new());
-    let s_sql = TableSql::new(&table.source_table, &table.source_names(), table.key_len);
-    let t_sql = TableSql::new(&table.target_table, &table.target_names(), table.key_len);
+    let s_sql = source.source_sql(table);
+    let t_sql = target.target_sql(table);
     let money = table.money_columns();
     let mut report = TableReport {
         name: table.name.clone(),

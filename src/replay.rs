@@ -122,7 +122,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
     let journal = crate::journal::identity(&target)?.with_context(|| {
         format!(
             "target {} has a fence but its journal has no identity; install the journal with this version of cutover",
-            target.path().display()
+            target.location()
         )
     })?;
     // This journal's entries are those past its start (a restored target
@@ -135,7 +135,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
     if consistent != applied_rows || last_applied > boundary.max(start) {
         bail!(
             "source {} records {applied_rows} applied entries up to seq {last_applied}, but the journal holds {consistent} entries up to that seq (boundary {boundary}); this source was replayed from another journal. Stop and investigate",
-            source.path().display()
+            source.location()
         );
     }
     let gaps = (boundary - last_applied) - (entries - applied_rows);
@@ -163,11 +163,11 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
             let (plan, mut text) = planned.context("a dry run has its plan")?;
             text.push_str(&format!(
                 "dry run: {} is read-only for this user, so only the plan was made; the before-images, reverse transforms and the closing reconciliation were not checked. Nothing was written\n",
-                source.path().display()
+                source.location()
             ));
             return Outcome::new(true, &plan, text);
         }
-        source.begin_immediate()?;
+        source.begin_write()?;
         engine = engine.dry();
     }
     // A dry run goes on past a conflict, leaving out every later entry of
@@ -434,17 +434,14 @@ fn cause(c: &Conflict) -> String {
 fn foreign_key_violations(spec: &Spec, source: &Db) -> Result<Vec<String>> {
     let mut out = Vec::new();
     for t in &spec.tables {
-        if !source.has_foreign_keys(&t.source_table)? {
+        if source.foreign_keys(&t.source_table)?.is_empty() {
             continue;
         }
         let key_names = t.source_names()[..t.key_len].to_vec();
-        for (table, rowid, parent) in source.foreign_key_violations(&t.source_table)? {
-            let key = match rowid {
-                Some(r) => source
-                    .key_of_rowid(&table, &key_names, r)?
-                    .map_or(format!("rowid {r}"), |k| crate::value::display_key(&k)),
-                None => "(a row without rowid)".to_string(),
-            };
+        for (table, key, parent) in source.foreign_key_violations(&t.source_table, &key_names)? {
+            let key = key.map_or("(a row without rowid)".to_string(), |k| {
+                crate::value::display_key(&k)
+            });
             out.push(format!(
                 "table '{table}', key {key}: its parent in table '{parent}' is missing"
             ));

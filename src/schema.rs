@@ -280,7 +280,7 @@ fn table_columns(db: &Db, table: &str, side: Side, spec: &Spec) -> Result<Vec<Co
         bail!(
             "spec {}: {side} {} has no table '{table}' (it has: {}); fix the table name in the spec",
             spec.path.display(),
-            db.path().display(),
+            db.location(),
             if have.is_empty() {
                 "no tables".to_string()
             } else {

@@ -6,7 +6,7 @@
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::db::{Access, TableSql};
+use crate::db::Access;
 use crate::report::{self, Outcome};
 use crate::schema;
 use crate::spec::Spec;
@@ -41,13 +41,7 @@ pub fn run(spec: &Spec) -> Result<Outcome> {
     }
     let mut target_rows = 0;
     for t in &spec.tables {
-        target_rows += target
-            .row_count(&TableSql::new(
-                &t.target_table,
-                &t.target_names(),
-                t.key_len,
-            ))
-            .unwrap_or(0);
+        target_rows += target.row_count(&target.target_sql(t)).unwrap_or(0);
     }
     let journal_installed = crate::journal::installed(spec, &target)?;
     let (journal_entries, _) = target.journal_extent()?;

@@ -30,7 +30,7 @@ use sha2::{Digest, Sha256};
 
 use crate::apply::{BatchOutcome, Change, Checkpoint, Conflict, Engine, Rule};
 use crate::canonical::{self, Note};
-use crate::db::{Access, ColumnInfo, Db, TableSql};
+use crate::db::{Access, ColumnInfo, Db};
 use crate::reconcile;
 use crate::report::{self, Outcome};
 use crate::schema;
@@ -127,7 +127,7 @@ impl Quality {
 /// every watermark typed and of one shape, every row carried by the forward
 /// transform. Also used by the gate.
 fn quality(table: &Table, wm: Option<usize>, source: &Db, max: usize) -> Result<Quality> {
-    let sql = TableSql::new(&table.source_table, &table.source_names(), table.key_len);
+    let sql = source.source_sql(table);
     let k = table.key_len;
     let mut q = Quality::default();
     let mut shape0: Option<Shape> = None;
@@ -268,14 +268,14 @@ pub fn run(spec: &Spec, o: &Options<'_>) -> Result<Outcome> {
             bail!(
                 "table '{}' in target {} is journaled; sync is for before the cutover. Nothing was written",
                 t.name,
-                target.path().display()
+                target.location()
             );
         }
         let source_cols = source.table_columns(&t.source_table)?;
         if source_cols.is_empty() {
             bail!(
                 "source {} has no table '{}'; fix the table name in the spec",
-                source.path().display(),
+                source.location(),
                 t.source_table
             );
         }
@@ -457,8 +457,8 @@ fn sync_table(
     // The engine works on the plan (evolved columns included).
     let engine = Engine::new(std::slice::from_ref(p), target, Side::Target);
     let s_sql = match wm {
-        Some(w) => TableSql::ordered_by(&p.source_table, &p.source_names(), k, w),
-        None => TableSql::new(&p.source_table, &p.source_names(), k),
+        Some(w) => source.table_sql(&p.source_table, &p.source_names(), k, Some(w)),
+        None => source.source_sql(p),
     };
     let mut pending: Vec<Change> = Vec::new();
     let mut failure: Option<anyhow::Error> = None;
@@ -602,8 +602,8 @@ fn late_rows(
 ) -> Result<()> {
     let k = p.key_len;
     let width = p.columns.len();
-    let s_sql = TableSql::new(&p.source_table, &p.source_names(), k);
-    let t_sql = TableSql::new(&p.target_table, &p.target_names(), k);
+    let s_sql = source.source_sql(p);
+    let t_sql = target.target_sql(p);
     std::thread::scope(|scope| -> Result<()> {
         let (s_rx, s_h) = reconcile::reader(source, s_sql, |b| b, scope);
         let (t_rx, t_h) = reconcile::reader(target, t_sql, |b| b, scope);

@@ -12,7 +12,8 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 
-use super::sqlite::{Db, quote_ident};
+use super::Db;
+use super::sqlite::{Sqlite, quote_ident};
 use crate::spec::Table;
 use crate::transform::Transform;
 use crate::value::{Row, Value};
@@ -156,7 +157,7 @@ pub fn materialize(path: &Path, table: &Table, target: &Db) -> Result<Db> {
             .join(", ");
         ddl.push_str(&format!("CREATE INDEX snapshot_key ON {t} ({keys});"));
     }
-    let db = Db::temporary(&ddl, path)?;
+    let db = Sqlite::temporary(&ddl, path)?;
     let width = names.len();
     let rows = records.map(|r| -> Result<Row> {
         let r = r.map_err(|e| csv_error(path, e))?;
@@ -173,7 +174,7 @@ pub fn materialize(path: &Path, table: &Table, target: &Db) -> Result<Db> {
             .collect()
     });
     db.fill(&table.source_table, width, rows)?;
-    Ok(db)
+    Ok(Db::new(db))
 }
 
 fn csv_error(path: &Path, e: csv::Error) -> anyhow::Error {

@@ -1,15 +1,131 @@
 //! Database access. Every statement the tool runs is written under this module
 //! (and `sql/`); the rest of the crate speaks in tables, keys and rows.
 //!
-//! SQLite is the one engine today ([`sqlite::Db`]). docs/architecture.md
-//! groups its methods into the interfaces a second engine implements.
+//! The rest of the crate holds a [`Db`]: one open database of any engine,
+//! offering the interfaces of [`interfaces`] (docs/architecture.md draws
+//! them). SQLite is the one engine today ([`sqlite`]); a second is one type
+//! implementing [`Database`] and a branch in [`Db::open`].
 
 pub mod csv;
+pub mod interfaces;
 pub mod sqlite;
+pub mod types;
 
-pub use sqlite::constraint_violation;
+use std::path::Path;
 
-pub use sqlite::{
-    Access, ColumnInfo, Db, FenceRecord, Inserter, JOURNAL_TRIGGERS_PER_TABLE, JournalEntry,
-    TableSql,
+use anyhow::Result;
+use sha2::{Digest, Sha256};
+
+pub use interfaces::{
+    AppliedSet, BatchInsert, Capture, Catalogue, Connection, Database, Fence, Fixtures, JournalLog,
+    Progress, Receipts, Rows,
 };
+pub use sqlite::JOURNAL_TRIGGERS_PER_TABLE;
+pub use types::{
+    Access, ColumnInfo, Durability, FenceRecord, ForeignKey, ForeignKeyViolation, JournalEntry,
+    JournalTable, SyncBatch, TableSql,
+};
+
+use crate::spec::Table;
+use crate::value::{Block, Row, Value};
+
+/// One open database, whatever its engine. It dereferences to
+/// [`Database`], so every interface's methods are called on it directly;
+/// the few helpers that take closures live here, over those interfaces.
+pub struct Db(Box<dyn Database>);
+
+impl std::ops::Deref for Db {
+    type Target = dyn Database;
+
+    fn deref(&self) -> &(dyn Database + 'static) {
+        &*self.0
+    }
+}
+
+impl Db {
+    /// Opens an existing database. A missing one is an error, never a new
+    /// empty database; a writer refuses settings under which a crash could
+    /// leave half a batch behind.
+    pub fn open(location: &Path, access: Access, role: &str) -> Result<Db> {
+        Ok(Db(Box::new(sqlite::Sqlite::open(location, access, role)?)))
+    }
+
+    /// Creates a new database from a script (drill and test fixtures).
+    pub fn create(location: &Path, script: &str) -> Result<()> {
+        sqlite::Sqlite::create(location, script)
+    }
+
+    pub(crate) fn new(engine: impl Database + 'static) -> Db {
+        Db(Box::new(engine))
+    }
+
+    /// Runs `f` inside one write transaction: committed when it returns
+    /// `Ok`, rolled back when it fails, so the database is either changed
+    /// whole or exactly as before.
+    pub fn write<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        self.begin_write()?;
+        let r = f().and_then(|v| self.commit().map(|()| v));
+        if r.is_err() {
+            self.rollback();
+        }
+        r
+    }
+
+    /// The statements of a spec table as the source holds it.
+    pub fn source_sql(&self, t: &Table) -> TableSql {
+        self.table_sql(&t.source_table, &t.source_names(), t.key_len, None)
+    }
+
+    /// The statements of a spec table as the target holds it.
+    pub fn target_sql(&self, t: &Table) -> TableSql {
+        self.table_sql(&t.target_table, &t.target_names(), t.key_len, None)
+    }
+
+    /// Streams a table in key order in blocks of `block_rows` until `f`
+    /// returns `false` (see [`Rows::scan_into`]).
+    pub fn scan_blocks(
+        &self,
+        sql: &TableSql,
+        after: Option<&[Value]>,
+        block_rows: usize,
+        mut f: impl FnMut(Block) -> Result<bool>,
+    ) -> Result<()> {
+        self.0.scan_into(sql, after, block_rows, &mut f)
+    }
+
+    /// Streams a table in key order as owned rows (paths that are not hot).
+    pub fn scan(
+        &self,
+        sql: &TableSql,
+        after: Option<&[Value]>,
+        mut f: impl FnMut(Row) -> Result<bool>,
+    ) -> Result<()> {
+        self.scan_blocks(sql, after, 256, |b| {
+            for i in 0..b.rows() {
+                if !f(b.values(i, b.width()))? {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        })
+    }
+
+    /// SHA-256 over every row a scan returns, in key order, each cell with
+    /// its kind ([`Block::hash_into`]). Reconcile's target reader computes
+    /// the same digest as it goes.
+    pub fn digest_rows(&self, sql: &TableSql) -> Result<String> {
+        let mut h = Sha256::new();
+        self.scan_blocks(sql, None, 1024, |b| {
+            b.hash_into(&mut h);
+            Ok(true)
+        })?;
+        Ok(hex::encode(h.finalize()))
+    }
+}
+
+/// When `err` is a database refusing a row (a UNIQUE, NOT NULL, CHECK or
+/// foreign key constraint), the database's message; the apply engine
+/// reports it as a conflict on that row rather than as a failure of the tool.
+pub fn constraint_violation(err: &anyhow::Error) -> Option<String> {
+    sqlite::constraint_violation(err)
+}

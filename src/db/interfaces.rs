@@ -1,0 +1,392 @@
+//! The engine interfaces: what cutover asks of a database, cut by concept.
+//! An engine is one type that implements all of them ([`Database`]); each
+//! engine keeps one file per interface (`src/db/sqlite/<concept>.rs`).
+//!
+//! The cut follows what the commands need, not what SQL can do: a command
+//! that reconciles asks for key-ordered [`Rows`], one that fences asks for a
+//! [`Fence`], and none of them sees a statement, a pragma or a driver type.
+//! The control tables are split by the run that owns them ([`AppliedSet`]
+//! for replay, [`Receipts`] for feeds, [`Progress`] for load and sync), in
+//! the spirit of sqlx's `Migrate`: small, each testable on its own.
+
+use anyhow::Result;
+
+use super::types::{
+    ColumnInfo, Durability, FenceRecord, ForeignKey, ForeignKeyViolation, JournalEntry,
+    JournalTable, SyncBatch, TableSql,
+};
+use crate::value::{Block, Row, Value};
+
+/// One open connection: transactions, nested transactions for a dry run,
+/// and the change token.
+pub trait Connection {
+    /// What messages call the database (a file's path, a URL without its
+    /// password).
+    fn location(&self) -> &str;
+    /// Whether this process cannot write the database, whatever was asked.
+    fn is_read_only(&self) -> Result<bool>;
+    /// How the database commits.
+    fn durability(&self) -> Result<Durability>;
+    /// Opens a write transaction holding the write lock now, so what is read
+    /// inside it cannot change before it commits. See [`super::Db::write`].
+    fn begin_write(&self) -> Result<()>;
+    fn commit(&self) -> Result<()>;
+    /// Rolls back if a transaction is open; safe to call at any time.
+    fn rollback(&self);
+    /// Opens a nested transaction inside the open one (a dry run's batch).
+    fn savepoint(&self) -> Result<()>;
+    /// Keeps the nested transaction's work in the open one.
+    fn release(&self) -> Result<()>;
+    /// Undoes the nested transaction's work and closes it.
+    fn rollback_savepoint(&self);
+    /// A token that changes whenever another connection, in any process,
+    /// commits to this database.
+    fn change_token(&self) -> Result<i64>;
+    /// The current UTC time as the control tables write it.
+    fn now(&self) -> Result<String>;
+}
+
+/// What the database says about its tables.
+pub trait Catalogue {
+    /// Columns of a table in declaration order; empty when there is no such table.
+    fn table_columns(&self, table: &str) -> Result<Vec<ColumnInfo>>;
+    /// The generated columns of a table: `(name, "virtual" | "stored")`.
+    fn generated_columns(&self, table: &str) -> Result<Vec<(String, &'static str)>>;
+    /// The user tables, for messages that list what is there.
+    fn user_tables(&self) -> Result<Vec<String>>;
+    /// Whether the table enforces uniqueness of exactly these columns (its
+    /// primary key, or a unique index): then an insert that collides can be
+    /// trusted to fail rather than to add a second row.
+    fn key_is_unique(&self, table: &str, key: &[&str]) -> Result<bool>;
+    /// The foreign keys a table declares, in declaration order.
+    fn foreign_keys(&self, table: &str) -> Result<Vec<ForeignKey>>;
+    /// Rows of `table` that break a foreign key, with their key columns
+    /// `key_names` read when the row can be found.
+    fn foreign_key_violations(
+        &self,
+        table: &str,
+        key_names: &[&str],
+    ) -> Result<Vec<ForeignKeyViolation>>;
+    /// The triggers on a table that are not cutover's.
+    fn app_triggers(&self, table: &str) -> Result<Vec<String>>;
+    /// The definition of the given tables and of the control tables: every
+    /// table, index and trigger, as `(name, definition)` in name order.
+    fn schema_of(&self, tables: &[&str]) -> Result<Vec<(String, String)>>;
+    /// The id generator's high-water mark of a table, if it has one.
+    fn sequence(&self, table: &str) -> Result<Option<i64>>;
+    /// Raises a table's id generator to at least `to`, so it never hands out
+    /// an id the other database already used. Nothing for a table without one.
+    fn raise_sequence(&self, table: &str, to: i64) -> Result<()>;
+}
+
+/// Inserts rows straight from blocks.
+pub trait BatchInsert {
+    /// Inserts one row; `Ok(false)` when a row with the same primary key or
+    /// unique key is already there (the caller decides what that means).
+    fn insert(&mut self, block: &Block, row: usize) -> Result<bool>;
+}
+
+/// Rows: key-ordered scans and keyed writes. Key order is the engine-neutral
+/// order of [`crate::value::CellRef::sql_cmp`], whatever a column's collation.
+pub trait Rows {
+    /// The statements of `table` reading `columns` in this order, the first
+    /// `key_len` the key; scans go in key order, or in the order of column
+    /// `first` then the key (sync's watermark). An empty name is a column the
+    /// table does not have (a target-only constant): it reads as NULL and is
+    /// never written.
+    fn table_sql(
+        &self,
+        table: &str,
+        columns: &[&str],
+        key_len: usize,
+        first: Option<usize>,
+    ) -> TableSql;
+    fn row_count(&self, sql: &TableSql) -> Result<i64>;
+    /// Streams the table in key order (optionally only keys after `after`),
+    /// handing rows out in blocks of `block_rows` until `sink` returns `false`.
+    fn scan_into(
+        &self,
+        sql: &TableSql,
+        after: Option<&[Value]>,
+        block_rows: usize,
+        sink: &mut dyn FnMut(Block) -> Result<bool>,
+    ) -> Result<()>;
+    /// The row stored under `key`, if any; a key held by two rows is an error.
+    fn get_row(&self, sql: &TableSql, key: &[Value]) -> Result<Option<Row>>;
+    /// Inserts a row; returns how many rows the statement inserted (0 when
+    /// a trigger swallowed it).
+    fn insert_row(&self, sql: &TableSql, row: &[Value]) -> Result<usize>;
+    /// A prepared insert for a run of rows from [`Block`]s.
+    fn inserter<'a>(&'a self, sql: &TableSql) -> Result<Box<dyn BatchInsert + 'a>>;
+    /// Rewrites the row stored under `old_key` (which differs from the row's
+    /// own key when the key changed).
+    fn update_row(&self, sql: &TableSql, old_key: &[Value], row: &[Value]) -> Result<usize>;
+    fn delete_row(&self, sql: &TableSql, key: &[Value]) -> Result<usize>;
+    /// Deletes every row of a table (load `--replace`).
+    fn clear_table(&self, table: &str) -> Result<usize>;
+    /// The largest integer in a column.
+    fn max_integer(&self, table: &str, column: &str) -> Result<Option<i64>>;
+    /// Columns `names` of the row under `key` (columns outside the spec).
+    fn get_columns(
+        &self,
+        table: &str,
+        key_names: &[&str],
+        key: &[Value],
+        names: &[&str],
+    ) -> Result<Option<Row>>;
+    /// Sets columns `names` of the row under `key`.
+    fn set_columns(
+        &self,
+        table: &str,
+        key_names: &[&str],
+        key: &[Value],
+        names: &[&str],
+        values: &[Value],
+    ) -> Result<usize>;
+}
+
+/// The source's record of journal entries replayed into it
+/// (`_cutover_applied`, per journal identity), and the columns replay keeps
+/// for rows it deletes (`_cutover_kept`).
+pub trait AppliedSet {
+    /// Creates both tables; an applied set from a cutover that recorded no
+    /// journal identity is refused.
+    fn ensure_applied_table(&self) -> Result<()>;
+    /// `(entries, last seq applied)` of a journal; zeros when absent.
+    fn applied_progress(&self, journal: &str) -> Result<(i64, i64)>;
+    /// The last seq of a journal applied; 0 before the first.
+    fn applied_last(&self, journal: &str) -> Result<i64>;
+    /// Whether journal entry `seq` was applied. Called per change inside a
+    /// batch, after [`AppliedSet::ensure_applied_table`].
+    fn is_applied(&self, journal: &str, seq: i64) -> Result<bool>;
+    /// Records an entry as applied at `at`; `false` if it already was.
+    fn record_applied(&self, journal: &str, seq: i64, delivery: &str, at: &str) -> Result<bool>;
+    /// Records a batch's entries as applied; returns how many were new.
+    fn record_applied_all(&self, journal: &str, seqs: &[i64], delivery: &str) -> Result<usize>;
+    /// Keeps the columns of a row the spec does not carry, as replay deletes
+    /// it (`row` is a JSON object of those columns).
+    fn keep_columns(&self, journal: &str, tbl: &str, key: &str, row: &str, seq: i64) -> Result<()>;
+    /// Takes back the kept columns of a key that replay inserts again.
+    fn take_kept_columns(&self, journal: &str, tbl: &str, key: &str) -> Result<Option<String>>;
+}
+
+/// A feed's receipts (`_cutover_deliveries`) and the revision evidence of
+/// its records (`_cutover_revisions`), in the database the feed applies to.
+pub trait Receipts {
+    fn ensure_apply_tables(&self) -> Result<()>;
+    /// The digest of a committed delivery, if there is one.
+    fn receipt_digest(&self, feed: &str, delivery: &str) -> Result<Option<String>>;
+    /// A feed's checkpoint: the last position committed, 0 before the first.
+    fn feed_checkpoint(&self, feed: &str) -> Result<i64>;
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one receipt row, column by column"
+    )]
+    fn insert_receipt(
+        &self,
+        feed: &str,
+        delivery: &str,
+        digest: &str,
+        first: i64,
+        last: i64,
+        written: u64,
+        duplicate: u64,
+        stale: u64,
+    ) -> Result<()>;
+    /// The evidence row of one revision of a record: `(kind, row JSON)`.
+    fn evidence(
+        &self,
+        tbl: &str,
+        key: &str,
+        revision: i64,
+    ) -> Result<Option<(String, Option<String>)>>;
+    /// The newest tombstone revision of a record, if it was deleted.
+    fn tombstone(&self, tbl: &str, key: &str) -> Result<Option<i64>>;
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one evidence row, column by column"
+    )]
+    fn record_evidence(
+        &self,
+        tbl: &str,
+        key: &str,
+        revision: i64,
+        kind: &str,
+        row: Option<&str>,
+        delivery: &str,
+        position: i64,
+    ) -> Result<()>;
+}
+
+/// How far load and sync got: the load checkpoint, the sync cursor and its
+/// provenance, the source schema sync last saw and the columns it added.
+pub trait Progress {
+    /// Creates the target's control tables (journal identity, fence, load).
+    fn ensure_control_tables(&self) -> Result<()>;
+    fn ensure_sync_tables(&self) -> Result<()>;
+    /// The load checkpoint of a table: `(last key as JSON, rows, done)`.
+    fn load_checkpoint(&self, tbl: &str) -> Result<Option<(Option<String>, i64, bool)>>;
+    fn set_load_checkpoint(
+        &self,
+        tbl: &str,
+        last_key: Option<&str>,
+        rows: i64,
+        done: bool,
+    ) -> Result<()>;
+    /// The sync cursor of a table: `(last watermark, last key JSON)`.
+    fn sync_cursor(&self, tbl: &str) -> Result<Option<(Value, String)>>;
+    /// Records a committed sync batch, which advances the cursor.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one cursor row, column by column"
+    )]
+    fn record_sync_batch(
+        &self,
+        tbl: &str,
+        batch: &str,
+        rows: u64,
+        changed: u64,
+        first_watermark: &Value,
+        last_watermark: &Value,
+        last_key: &str,
+    ) -> Result<()>;
+    /// Whether a batch with this content digest was committed for a table.
+    fn sync_batch_seen(&self, tbl: &str, batch: &str) -> Result<bool>;
+    /// Every committed sync batch of a table (provenance).
+    fn sync_batches(&self, tbl: &str) -> Result<Vec<SyncBatch>>;
+    /// The source column types recorded by the last sync: `(column, type)`.
+    fn recorded_source_schema(&self, tbl: &str) -> Result<Vec<(String, String)>>;
+    fn record_source_schema(&self, tbl: &str, cols: &[ColumnInfo]) -> Result<()>;
+    /// Columns `sync --evolve` added: `(source column, target column)`.
+    fn evolved_columns(&self, tbl: &str) -> Result<Vec<(String, String)>>;
+    /// Adds a column to a target table and records it as evolved.
+    fn evolve_column(&self, tbl: &str, table: &str, column: &str, decl_type: &str) -> Result<()>;
+}
+
+/// Change capture, installing side: the journal's triggers and image
+/// tables, its identity, and the proof that a write is journaled.
+pub trait Capture {
+    /// Whether the journal was installed.
+    fn has_journal(&self) -> Result<bool>;
+    /// The image id of spec table `name` with these target columns: the
+    /// existing one when the columns are the same, else a new one. Every
+    /// table's image must exist before any trigger is written.
+    fn image_for(&self, name: &str, table: &str, columns: &[&str]) -> Result<i64>;
+    /// Installs (or replaces, when they differ) the journal triggers on one
+    /// table; returns how many were created or replaced.
+    fn install_journal(
+        &self,
+        name: &str,
+        table: &str,
+        columns: &[&str],
+        key_len: usize,
+    ) -> Result<usize>;
+    /// Writes through a table's journal triggers in a nested transaction
+    /// that is always rolled back, and checks the entries they write.
+    fn prove_journal(
+        &self,
+        name: &str,
+        table: &str,
+        columns: &[&str],
+        key_len: usize,
+    ) -> Result<()>;
+    /// The names of a table's journal triggers that are missing, differ from
+    /// what the spec needs now, or fire in the wrong order.
+    fn stale_journal_triggers(
+        &self,
+        name: &str,
+        table: &str,
+        columns: &[&str],
+        key_len: usize,
+    ) -> Result<Vec<String>>;
+    fn remove_journal(&self, table: &str) -> Result<()>;
+    /// How many of a table's journal triggers exist.
+    fn journal_triggers(&self, table: &str) -> Result<usize>;
+    /// The journal's own tables, which the fence guards like the journal.
+    fn journal_image_tables(&self) -> Result<Vec<String>>;
+    /// The journal's identity and its tables, once installed.
+    fn journal_id(&self) -> Result<Option<(String, Vec<String>)>>;
+    /// Gives the journal an identity (`journal` is fresh randomness).
+    fn set_journal_id(&self, journal: &str, tables: &[&str]) -> Result<()>;
+    /// Gives the journal a new identity whose entries come after `after_seq`.
+    fn renew_journal_id(&self, journal: &str, after_seq: i64) -> Result<()>;
+    /// Records the spec's tables under the journal's identity.
+    fn set_journal_tables(&self, tables: &[&str]) -> Result<()>;
+}
+
+/// Change capture, reading side: the journal's entries.
+pub trait JournalLog {
+    /// Every journaled table (and earlier column lists of the same table).
+    fn journal_tables(&self) -> Result<Vec<JournalTable>>;
+    /// `(tbl, op, entries)`, in table then op order.
+    fn journal_counts(&self) -> Result<Vec<(String, String, i64)>>;
+    /// `(entries, max seq)`.
+    fn journal_extent(&self) -> Result<(i64, i64)>;
+    /// Entries with `after < seq <= upto`.
+    fn journal_count_between(&self, after: i64, upto: i64) -> Result<i64>;
+    /// Entries with `after < seq <= upto`, at most `limit`, in seq order.
+    fn journal_page(&self, after: i64, upto: i64, limit: usize) -> Result<Vec<JournalEntry>>;
+    /// Entries with `after < seq <= upto` counted per op.
+    fn journal_pending_counts(&self, after: i64, upto: i64) -> Result<Vec<(String, i64)>>;
+    /// A digest of every entry and image, exact to each value's kind.
+    fn journal_digest(&self) -> Result<String>;
+    /// The seq the current identity's entries come after.
+    fn journal_start(&self) -> Result<i64>;
+    /// The last seq journaled for spec table `name`, under any column list.
+    fn last_journaled(&self, name: &str) -> Result<Option<i64>>;
+}
+
+/// The write fence: triggers that refuse every write, the guarded fence
+/// row, and probes that prove it from another connection.
+pub trait Fence {
+    /// Installs the fence triggers on one table; whatever goes by their names
+    /// is replaced, so a planted trigger cannot pass for the fence.
+    fn install_fence_triggers(&self, table: &str, message: &str) -> Result<()>;
+    /// Guards the fence row: once written it cannot be changed or deleted.
+    fn install_fence_guard(&self, message: &str) -> Result<()>;
+    fn remove_fence_triggers(&self, table: &str) -> Result<()>;
+    /// How many of a table's fence triggers exist.
+    fn fence_triggers(&self, table: &str) -> Result<usize>;
+    /// The fence row, if the database is fenced.
+    fn fence_row(&self) -> Result<Option<FenceRecord>>;
+    fn set_fence_row(
+        &self,
+        boundary: i64,
+        journal_rows: i64,
+        fingerprint: &str,
+        tables: &str,
+        parts: &str,
+    ) -> Result<()>;
+    fn delete_fence_row(&self) -> Result<()>;
+    /// Tries an insert, an update and a delete on `table`, each in a
+    /// transaction that is always rolled back: `(statement, Ok(rows
+    /// written) | Err(refusal))`.
+    fn probe_writes(&self, table: &str) -> Result<Vec<(&'static str, Result<usize, String>)>>;
+}
+
+/// What drills need of a database they built: run fixture SQL, and compare
+/// the whole database before and after.
+pub trait Fixtures {
+    /// Runs fixture SQL (drill set-up and the application's writes).
+    fn execute_script(&self, sql: &str) -> Result<()>;
+    /// Every table, each as its sorted rows in a literal form, leaving out
+    /// timestamp columns (`at`, `*_at`).
+    fn snapshot(&self) -> Result<Vec<(String, Vec<String>)>>;
+}
+
+/// An engine: every interface, on one connection that can move to a reader
+/// thread.
+pub trait Database:
+    Connection
+    + Catalogue
+    + Rows
+    + AppliedSet
+    + Receipts
+    + Progress
+    + Capture
+    + JournalLog
+    + Fence
+    + Fixtures
+    + Send
+{
+}

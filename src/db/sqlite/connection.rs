@@ -1,0 +1,220 @@
+//! Opening a SQLite file with the durability rules of DESIGN.md, and the
+//! connection's transactions and change token.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use rusqlite::{OpenFlags, config::DbConfig};
+
+use super::*;
+
+impl Connection for Sqlite {
+    fn location(&self) -> &str {
+        &self.location
+    }
+
+    fn durability(&self) -> Result<Durability> {
+        Ok(Durability {
+            journal_mode: self.journal_mode()?,
+            synchronous: self.synchronous()?.to_string(),
+        })
+    }
+
+    /// Whether this process can write the file: SQLite opens a file it
+    /// may not write read-only, whatever was asked.
+    fn is_read_only(&self) -> Result<bool> {
+        Ok(self.conn.is_readonly(rusqlite::MAIN_DB)?)
+    }
+
+    /// Takes the write lock now (waiting for a writer in flight), so that
+    /// what is read inside the transaction cannot change before it commits.
+    fn begin_write(&self) -> Result<()> {
+        self.conn.execute_batch("BEGIN IMMEDIATE").with_context(|| {
+            format!(
+                "taking the write lock on {}; another process may hold it, retry when it is done",
+                self.location
+            )
+        })
+    }
+
+    fn commit(&self) -> Result<()> {
+        self.conn
+            .execute_batch("COMMIT")
+            .with_context(|| format!("committing to {}", self.location))
+    }
+
+    /// Rolls back if a transaction is open; safe to call at any time.
+    fn rollback(&self) {
+        if !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+
+    /// Opens a nested transaction inside the open one (a dry run's batch).
+    fn savepoint(&self) -> Result<()> {
+        Ok(self.conn.execute_batch("SAVEPOINT cutover_batch")?)
+    }
+
+    /// Keeps the nested transaction's work in the open one.
+    fn release(&self) -> Result<()> {
+        Ok(self.conn.execute_batch("RELEASE cutover_batch")?)
+    }
+
+    /// Undoes the nested transaction's work and closes it.
+    fn rollback_savepoint(&self) {
+        let _ = self
+            .conn
+            .execute_batch("ROLLBACK TO cutover_batch; RELEASE cutover_batch");
+    }
+
+    /// The change token: it changes whenever another connection, in any
+    /// process, commits to this database (SQLite's `data_version`).
+    fn change_token(&self) -> Result<i64> {
+        Ok(self
+            .conn
+            .query_row("PRAGMA data_version", [], |r| r.get(0))?)
+    }
+
+    /// The current UTC time as the control tables write it.
+    /// Whether journal entry `seq` was applied. Called per change inside a
+    /// batch, after [`Db::ensure_applied_table`]: no catalogue look-up.
+    fn now(&self) -> Result<String> {
+        Ok(self
+            .conn
+            .query_row("SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')", [], |r| {
+                r.get(0)
+            })?)
+    }
+}
+
+impl Sqlite {
+    /// Opens an existing database file. A missing file is an error, never a
+    /// new empty database. A connection opened to write refuses a rollback
+    /// journal that a crash could leave half-applied (`OFF`, `MEMORY`) and runs
+    /// with `synchronous=FULL`.
+    pub(crate) fn open(path: &Path, access: Access, role: &str) -> Result<Sqlite> {
+        if !path.exists() {
+            bail!(
+                "{role} database {} does not exist; check the url in the spec (paths are relative to the spec file)",
+                path.display()
+            );
+        }
+        if path.is_dir() {
+            bail!(
+                "{role} database {} is a directory, not a SQLite file",
+                path.display()
+            );
+        }
+        // Even a reader opens read-write (and then sets query_only): after a
+        // crash mid-commit the next connection must roll the hot journal
+        // back, which a read-only connection cannot do. SQLite falls back to
+        // read-only by itself when the file is write-protected.
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI;
+        let conn = rusqlite::Connection::open_with_flags(path, flags)
+            .with_context(|| format!("opening {role} database {}", path.display()))?;
+        let db = Sqlite {
+            conn,
+            location: path.display().to_string(),
+            _temp: None,
+        };
+        db.configure(access, role)?;
+        Ok(db)
+    }
+
+    pub(super) fn configure(&self, access: Access, role: &str) -> Result<()> {
+        let c = &self.conn;
+        c.busy_timeout(busy_timeout())?;
+        // A misspelled column in double quotes must be an error, not a string.
+        c.set_db_config(DbConfig::SQLITE_DBCONFIG_DQS_DML, false)?;
+        c.set_db_config(DbConfig::SQLITE_DBCONFIG_DQS_DDL, false)?;
+        // cutover's own writes never fire a foreign-key action (a cascade, a
+        // SET NULL) the databases' applications did not ask for: replay
+        // changes exactly the rows the journal names, and checks foreign-key
+        // integrity itself.
+        c.pragma_update(None, "foreign_keys", false)?;
+        c.pragma_update(None, "recursive_triggers", false)?;
+        // Reading the catalogue proves the file is a database; a full
+        // integrity check would cost a scan of every table.
+        let probe: rusqlite::Result<i64> =
+            c.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0));
+        if let Err(e) = probe {
+            let locked = matches!(&e, rusqlite::Error::SqliteFailure(f, _)
+                if f.code == rusqlite::ErrorCode::DatabaseBusy || f.code == rusqlite::ErrorCode::DatabaseLocked);
+            let why = if locked {
+                format!(
+                    "{role} database {} is locked by another process (waited {} ms); retry when it is done, or raise CUTOVER_BUSY_TIMEOUT_MS",
+                    self.location,
+                    busy_timeout().as_millis()
+                )
+            } else {
+                format!(
+                    "{role} database {} could not be read; is it a SQLite database?",
+                    self.location
+                )
+            };
+            return Err(anyhow::Error::new(e).context(why));
+        }
+        if access == Access::Read {
+            c.pragma_update(None, "query_only", true)?;
+        }
+        if access == Access::Write {
+            let mode = self.journal_mode()?;
+            if mode.eq_ignore_ascii_case("off") || mode.eq_ignore_ascii_case("memory") {
+                bail!(
+                    "{role} database {} uses journal_mode={mode}: a crash there would leave half a batch behind; set PRAGMA journal_mode=WAL (or DELETE) first",
+                    self.location
+                );
+            }
+            c.pragma_update(None, "synchronous", "FULL")?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn journal_mode(&self) -> Result<String> {
+        Ok(self
+            .conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))?)
+    }
+
+    pub(super) fn synchronous(&self) -> Result<&'static str> {
+        let n: i64 = self
+            .conn
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))?;
+        Ok(match n {
+            0 => "OFF",
+            1 => "NORMAL",
+            2 => "FULL",
+            _ => "EXTRA",
+        })
+    }
+
+    /// Creates a new database file from a script (drill fixtures).
+    pub(crate) fn create(path: &Path, script: &str) -> Result<()> {
+        let conn = rusqlite::Connection::open(path)
+            .with_context(|| format!("creating {}", path.display()))?;
+        conn.execute_batch(script)
+            .with_context(|| format!("creating {}", path.display()))?;
+        Ok(())
+    }
+
+    /// A new database in a temporary folder, removed with the returned
+    /// handle; `shown` is the path messages name (the CSV file it holds).
+    pub(crate) fn temporary(script: &str, shown: &Path) -> Result<Sqlite> {
+        let dir = tempfile::tempdir().context("creating a temporary folder")?;
+        let path = dir.path().join("snapshot.db");
+        Sqlite::create(&path, script)?;
+        let conn = rusqlite::Connection::open(&path)?;
+        conn.pragma_update(None, "journal_mode", "OFF")?;
+        conn.pragma_update(None, "synchronous", "OFF")?;
+        let db = Sqlite {
+            conn,
+            location: shown.display().to_string(),
+            _temp: Some(dir),
+        };
+        db.conn
+            .set_db_config(DbConfig::SQLITE_DBCONFIG_DQS_DML, false)?;
+        Ok(db)
+    }
+}

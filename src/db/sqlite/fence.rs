@@ -1,0 +1,150 @@
+//! The write fence on SQLite: BEFORE triggers that refuse every write, the
+//! guarded fence row, and probes from another connection.
+
+use anyhow::{Context, Result};
+use rusqlite::{OptionalExtension, params};
+
+use super::*;
+
+impl Fence for Sqlite {
+    /// Installs the fence triggers on one table. Whatever already goes by
+    /// their names is dropped first: a trigger planted under a fence
+    /// trigger's name must not pass for the fence.
+    fn install_fence_triggers(&self, table: &str, message: &str) -> Result<()> {
+        self.fence_from(FENCE_TRIGGERS, table, message)
+    }
+
+    /// Guards the fence row (`_cutover_fence`): once written it cannot be
+    /// changed, deleted or replaced.
+    fn install_fence_guard(&self, message: &str) -> Result<()> {
+        self.fence_from(FENCE_GUARD, "_cutover_fence", message)
+    }
+
+    fn remove_fence_triggers(&self, table: &str) -> Result<()> {
+        for n in Self::trigger_names("fence", table) {
+            self.conn
+                .execute_batch(&format!("DROP TRIGGER IF EXISTS {}", quote_ident(&n)))?;
+        }
+        Ok(())
+    }
+
+    /// How many of the three fence triggers of a table exist.
+    fn fence_triggers(&self, table: &str) -> Result<usize> {
+        self.count_triggers(&Self::trigger_names("fence", table))
+    }
+
+    /// The fence row, if the target is fenced.
+    fn fence_row(&self) -> Result<Option<FenceRecord>> {
+        if !self.has_table("_cutover_fence")? {
+            return Ok(None);
+        }
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT boundary, journal_rows, fingerprint, tables, parts, fenced_at FROM _cutover_fence WHERE id = 1",
+                [],
+                |r| {
+                    Ok(FenceRecord {
+                        boundary: r.get(0)?,
+                        journal_rows: r.get(1)?,
+                        fingerprint: r.get(2)?,
+                        tables: r.get(3)?,
+                        parts: r.get(4)?,
+                        fenced_at: r.get(5)?,
+                    })
+                },
+            )
+            .optional()?)
+    }
+
+    fn set_fence_row(
+        &self,
+        boundary: i64,
+        journal_rows: i64,
+        fingerprint: &str,
+        tables: &str,
+        parts: &str,
+    ) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO _cutover_fence (id, boundary, journal_rows, fingerprint, tables, parts) VALUES (1, ?1, ?2, ?3, ?4, ?5)",
+            params![boundary, journal_rows, fingerprint, tables, parts],
+        )?;
+        Ok(())
+    }
+
+    fn delete_fence_row(&self) -> Result<()> {
+        self.conn.execute("DELETE FROM _cutover_fence", [])?;
+        Ok(())
+    }
+
+    /// Tries one insert into `table` through this connection, inside a
+    /// transaction that is always rolled back. `Ok(None)` means the write went
+    /// through (the fence does not hold); `Ok(Some(msg))` is the refusal.
+    /// Tries an insert, an update and a delete on `table` through this
+    /// connection, each inside a transaction that is always rolled back:
+    /// `(statement, Ok(rows written) | Err(refusal))`. An update or delete on
+    /// an empty table writes nothing and proves nothing (`Ok(0)`).
+    fn probe_writes(&self, table: &str) -> Result<Vec<(&'static str, Result<usize, String>)>> {
+        let t = quote_ident(table);
+        let first = self
+            .table_columns(table)?
+            .into_iter()
+            .next()
+            .map(|c| quote_ident(&c.name))
+            .unwrap_or_else(|| "rowid".into());
+        let probes = [
+            ("insert", format!("INSERT INTO {t} DEFAULT VALUES")),
+            (
+                "update",
+                format!(
+                    "UPDATE {t} SET {first} = {first} WHERE {first} IS (SELECT {first} FROM {t} LIMIT 1)"
+                ),
+            ),
+            (
+                "delete",
+                format!("DELETE FROM {t} WHERE {first} IS (SELECT {first} FROM {t} LIMIT 1)"),
+            ),
+        ];
+        let mut out = Vec::new();
+        for (what, sql) in probes {
+            self.conn.execute_batch("BEGIN")?;
+            let r = self.conn.execute(&sql, []);
+            self.rollback();
+            out.push((what, r.map_err(|e| e.to_string())));
+        }
+        Ok(out)
+    }
+}
+
+impl Sqlite {
+    pub(super) fn trigger_names(kind: &str, table: &str) -> [String; 3] {
+        ["insert", "update", "delete"].map(|op| format!("_cutover_{kind}_{op}_{table}"))
+    }
+
+    pub(super) fn count_triggers(&self, names: &[String]) -> Result<usize> {
+        let mut n: i64 = 0;
+        for name in names {
+            n += self.conn.query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND name = ?1",
+                [name],
+                |r| r.get::<_, i64>(0),
+            )?;
+        }
+        Ok(n as usize)
+    }
+
+    /// The fence's three triggers on `table` from `template`.
+    pub(super) fn fence_from(&self, template: &str, table: &str, message: &str) -> Result<()> {
+        self.remove_fence_triggers(table)?;
+        let [ins, upd, del] = Self::trigger_names("fence", table).map(|n| quote_ident(&n));
+        let sql = template
+            .replace("{{ins}}", &ins)
+            .replace("{{upd}}", &upd)
+            .replace("{{del}}", &del)
+            .replace("{{table}}", &quote_ident(table))
+            .replace("{{message}}", &quote_literal(message));
+        self.conn
+            .execute_batch(&sql)
+            .with_context(|| format!("installing fence triggers on '{table}'"))
+    }
+}

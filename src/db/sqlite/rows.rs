@@ -1,0 +1,376 @@
+//! Key-ordered scans and keyed writes: the statements of a table, written
+//! once per run, and values bound exactly as they are.
+
+use anyhow::{Context, Result, bail};
+
+use super::*;
+
+impl Rows for Sqlite {
+    fn table_sql(
+        &self,
+        table: &str,
+        columns: &[&str],
+        key_len: usize,
+        first: Option<usize>,
+    ) -> TableSql {
+        match first {
+            None => table_sql(table, columns, key_len),
+            Some(first) => ordered_by(table, columns, key_len, first),
+        }
+    }
+
+    fn row_count(&self, sql: &TableSql) -> Result<i64> {
+        Ok(self
+            .conn
+            .prepare_cached(&sql.count)?
+            .query_row([], |r| r.get(0))?)
+    }
+
+    /// Values are copied once, into the block: no allocation per row.
+    fn scan_into(
+        &self,
+        sql: &TableSql,
+        after: Option<&[Value]>,
+        block_rows: usize,
+        f: &mut dyn FnMut(Block) -> Result<bool>,
+    ) -> Result<()> {
+        let (text, binds): (&str, Vec<Bind<'_>>) = match after {
+            None => (&sql.scan, Vec::new()),
+            Some(k) => (&sql.scan_after, k.iter().map(Bind).collect()),
+        };
+        let mut st = self
+            .conn
+            .prepare(text)
+            .with_context(|| format!("reading table '{}' in {}", sql.table, self.location))?;
+        let mut rows = st.query(rusqlite::params_from_iter(binds.iter()))?;
+        let mut block = Block::new(sql.width, block_rows);
+        let mut n = 0;
+        while let Some(r) = rows.next()? {
+            for i in 0..sql.width {
+                block.push(cell(r.get_ref(i)?));
+            }
+            n += 1;
+            if n == block_rows {
+                n = 0;
+                let full = std::mem::replace(&mut block, Block::new(sql.width, block_rows));
+                if !f(full)? {
+                    return Ok(());
+                }
+            }
+        }
+        if !block.is_empty() {
+            f(block)?;
+        }
+        Ok(())
+    }
+
+    /// The row stored under `key`, if any.
+    fn get_row(&self, sql: &TableSql, key: &[Value]) -> Result<Option<Row>> {
+        let mut st = self.conn.prepare_cached(&sql.select_by_key)?;
+        let mut rows = st.query(rusqlite::params_from_iter(key.iter().map(Bind)))?;
+        let first = match rows.next()? {
+            Some(r) => read_row(r, sql.width)?,
+            None => return Ok(None),
+        };
+        if rows.next()?.is_some() {
+            bail!(
+                "table '{}' in {} holds more than one row with key {}; the spec's key must be unique",
+                sql.table,
+                self.location,
+                crate::value::display_key(key)
+            );
+        }
+        Ok(Some(first))
+    }
+
+    /// Inserts a row; returns how many rows the statement inserted (0 when
+    /// a trigger swallowed it).
+    fn insert_row(&self, sql: &TableSql, row: &[Value]) -> Result<usize> {
+        Ok(self
+            .conn
+            .prepare_cached(&sql.insert)?
+            .execute(rusqlite::params_from_iter(sql.written(row, 0).map(Bind)))?)
+    }
+
+    /// A prepared insert for a run of rows from [`Block`]s.
+    fn inserter<'a>(&'a self, sql: &TableSql) -> Result<Box<dyn BatchInsert + 'a>> {
+        Ok(Box::new(Inserter {
+            st: self.conn.prepare_cached(&sql.insert)?,
+            cols: sql.written_columns(),
+        }))
+    }
+
+    /// Rewrites the row stored under `old_key` (which may differ from the
+    /// row's own key when the key changed).
+    fn update_row(&self, sql: &TableSql, old_key: &[Value], row: &[Value]) -> Result<usize> {
+        let k = sql.key_len;
+        // The common update leaves the key alone and sets the other columns
+        // only; a table of nothing but its key takes the full statement.
+        if row[..k] == *old_key
+            && let Some(update) = &sql.update_values
+        {
+            let binds = sql.written(row, k).chain(old_key).map(Bind);
+            return Ok(self
+                .conn
+                .prepare_cached(update)?
+                .execute(rusqlite::params_from_iter(binds))?);
+        }
+        let binds = sql.written(row, 0).chain(old_key).map(Bind);
+        Ok(self
+            .conn
+            .prepare_cached(&sql.update)?
+            .execute(rusqlite::params_from_iter(binds))?)
+    }
+
+    fn delete_row(&self, sql: &TableSql, key: &[Value]) -> Result<usize> {
+        Ok(self
+            .conn
+            .prepare_cached(&sql.delete)?
+            .execute(rusqlite::params_from_iter(key.iter().map(Bind)))?)
+    }
+
+    /// Deletes every row of a table (load `--replace`).
+    fn clear_table(&self, table: &str) -> Result<usize> {
+        Ok(self
+            .conn
+            .execute(&format!("DELETE FROM {}", quote_ident(table)), [])?)
+    }
+
+    /// The largest integer in a column (index-assisted when there is one).
+    fn max_integer(&self, table: &str, column: &str) -> Result<Option<i64>> {
+        let c = quote_ident(column);
+        let sql = format!(
+            "SELECT max({c}) FROM {} WHERE typeof({c}) = 'integer'",
+            quote_ident(table)
+        );
+        Ok(self.conn.query_row(&sql, [], |r| r.get(0))?)
+    }
+
+    /// Source columns of the row under `key` (`names` in order), as stored.
+    fn get_columns(
+        &self,
+        table: &str,
+        key_names: &[&str],
+        key: &[Value],
+        names: &[&str],
+    ) -> Result<Option<Row>> {
+        let sql = format!(
+            "SELECT {} FROM {} WHERE {}",
+            names
+                .iter()
+                .map(|c| quote_ident(c))
+                .collect::<Vec<_>>()
+                .join(", "),
+            quote_ident(table),
+            assign(
+                &key_names.iter().map(|c| quote_ident(c)).collect::<Vec<_>>(),
+                1,
+                " AND "
+            )
+        );
+        let mut st = self.conn.prepare_cached(&sql)?;
+        let mut rows = st.query(rusqlite::params_from_iter(key.iter().map(Bind)))?;
+        Ok(match rows.next()? {
+            Some(r) => Some(read_row(r, names.len())?),
+            None => None,
+        })
+    }
+
+    /// Sets source columns of the row under `key`.
+    fn set_columns(
+        &self,
+        table: &str,
+        key_names: &[&str],
+        key: &[Value],
+        names: &[&str],
+        values: &[Value],
+    ) -> Result<usize> {
+        let sql = format!(
+            "UPDATE {} SET {} WHERE {}",
+            quote_ident(table),
+            assign(
+                &names.iter().map(|c| quote_ident(c)).collect::<Vec<_>>(),
+                1,
+                ", "
+            ),
+            assign(
+                &key_names.iter().map(|c| quote_ident(c)).collect::<Vec<_>>(),
+                names.len() + 1,
+                " AND "
+            )
+        );
+        Ok(self
+            .conn
+            .prepare_cached(&sql)?
+            .execute(rusqlite::params_from_iter(
+                values.iter().chain(key).map(Bind),
+            ))?)
+    }
+}
+
+impl Sqlite {
+    /// Inserts rows into a table of a temporary database (a snapshot being
+    /// read in), all in one transaction.
+    pub(crate) fn fill(
+        &self,
+        table: &str,
+        width: usize,
+        rows: impl Iterator<Item = Result<Row>>,
+    ) -> Result<u64> {
+        let cols = (1..=width)
+            .map(|i| format!("?{i}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.conn.execute_batch("BEGIN")?;
+        let mut n = 0;
+        {
+            let mut st = self.conn.prepare(&format!(
+                "INSERT INTO {} VALUES ({cols})",
+                quote_ident(table)
+            ))?;
+            for row in rows {
+                let row = row?;
+                st.execute(rusqlite::params_from_iter(row.iter().map(Bind)))?;
+                n += 1;
+            }
+        }
+        self.conn.execute_batch("COMMIT")?;
+        Ok(n)
+    }
+}
+
+/// The statements of a table whose scans go in the order of column
+/// `first` (sync's watermark), then the key.
+fn ordered_by(table: &str, columns: &[&str], key_len: usize, first: usize) -> TableSql {
+    let mut sql = table_sql(table, columns, key_len);
+    let cols: Vec<String> = columns.iter().map(|c| column_expr(c)).collect();
+    let order = std::iter::once(cols[first].clone())
+        .chain(cols[..key_len].iter().map(|c| binary(c)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    sql.scan = format!(
+        "SELECT {} FROM {} ORDER BY {order}",
+        cols.join(", "),
+        quote_ident(table)
+    );
+    sql
+}
+
+/// The statements of `table` reading `columns` in this order, the first
+/// `key_len` the key ([`Rows::table_sql`]).
+fn table_sql(table: &str, columns: &[&str], key_len: usize) -> TableSql {
+    let t = quote_ident(table);
+    let real: Vec<usize> = (0..columns.len())
+        .filter(|&i| !columns[i].is_empty())
+        .collect();
+    let cols: Vec<String> = columns.iter().map(|c| column_expr(c)).collect();
+    let keys = &cols[..key_len];
+    let written: Vec<String> = real.iter().map(|&i| cols[i].clone()).collect();
+    let rest: Vec<String> = real
+        .iter()
+        .filter(|&&i| i >= key_len)
+        .map(|&i| cols[i].clone())
+        .collect();
+    let list = cols.join(", ");
+    // Key order is always BINARY (the order the merge relies on), whatever
+    // collation a key column declares: a NOCASE key is sorted, a BINARY
+    // one still walks its index.
+    let order = keys
+        .iter()
+        .map(|k| binary(k))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let n = cols.len();
+    let w = written.len();
+    TableSql {
+        table: table.to_string(),
+        key_len,
+        width: n,
+        real: (real.len() < n).then_some(real),
+        scan: format!("SELECT {list} FROM {t} ORDER BY {order}"),
+        scan_after: format!(
+            "SELECT {list} FROM {t} WHERE ({order}) > ({}) ORDER BY {order}",
+            params(key_len, 1)
+        ),
+        select_by_key: format!("SELECT {list} FROM {t} WHERE {}", assign(keys, 1, " AND ")),
+        insert: format!(
+            "INSERT INTO {t} ({}) VALUES ({})",
+            written.join(", "),
+            params(w, 1)
+        ),
+        update: format!(
+            "UPDATE {t} SET {} WHERE {}",
+            assign(&written, 1, ", "),
+            assign(keys, w + 1, " AND ")
+        ),
+        // The common update leaves the key alone: set only the other
+        // columns, so SQLite need not touch the key's index.
+        update_values: (!rest.is_empty()).then(|| {
+            format!(
+                "UPDATE {t} SET {} WHERE {}",
+                assign(&rest, 1, ", "),
+                assign(keys, rest.len() + 1, " AND ")
+            )
+        }),
+        delete: format!("DELETE FROM {t} WHERE {}", assign(keys, 1, " AND ")),
+        count: format!("SELECT count(*) FROM {t}"),
+    }
+}
+
+/// A column as a statement reads it: quoted, or NULL for a column the table
+/// does not have (an empty name, see [`Rows::table_sql`]).
+fn column_expr(name: &str) -> String {
+    if name.is_empty() {
+        "NULL".to_string()
+    } else {
+        quote_ident(name)
+    }
+}
+
+/// A quoted column in BINARY order.
+fn binary(quoted: &str) -> String {
+    format!("{quoted} COLLATE BINARY")
+}
+
+/// `?first, ?first+1, …`: `n` numbered parameters.
+fn params(n: usize, first: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("?{i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `"a" = ?first <sep> "b" = ?first+1 …`.
+fn assign(cols: &[String], first: usize, sep: &str) -> String {
+    cols.iter()
+        .enumerate()
+        .map(|(i, c)| format!("{c} = ?{}", first + i))
+        .collect::<Vec<_>>()
+        .join(sep)
+}
+
+/// Inserts rows straight from blocks, binding each cell as it is.
+struct Inserter<'a> {
+    st: rusqlite::CachedStatement<'a>,
+    /// The block columns bound, in order.
+    cols: Vec<usize>,
+}
+
+impl BatchInsert for Inserter<'_> {
+    fn insert(&mut self, block: &Block, row: usize) -> Result<bool> {
+        for (p, &c) in self.cols.iter().enumerate() {
+            self.st
+                .raw_bind_parameter(p + 1, BindCell(block.get(row, c)))?;
+        }
+        match self.st.raw_execute() {
+            Ok(_) => Ok(true),
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
+                    || e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! The values the engine interfaces trade in: what a catalogue describes,
+//! the statements of a table, control-table rows and journal entries. None of
+//! them belongs to one engine.
+
+use crate::value::{Row, Value};
+
+/// Whether a connection will write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+/// A column as the catalogue describes it.
+#[derive(Clone, Debug)]
+pub struct ColumnInfo {
+    pub name: String,
+    /// The type as the engine declares it (`INTEGER`, `numeric(12,2)`, …).
+    pub decl_type: String,
+    /// Position in the primary key (1-based), 0 when not part of it.
+    pub pk: i64,
+}
+
+/// A foreign key: `(parent table, [(column, parent column)])`.
+pub type ForeignKey = (String, Vec<(String, Option<String>)>);
+
+/// A row that breaks a foreign key: `(child table, the row's key columns
+/// when they could be read, parent table)`.
+pub type ForeignKeyViolation = (String, Option<Row>, String);
+
+/// A committed sync batch: `(batch_no, rows, changed, first watermark,
+/// last watermark, committed_at)`.
+pub type SyncBatch = (i64, i64, i64, Value, Value, String);
+
+/// How a database commits: reported by `check`, refused by writers when a
+/// crash could leave half a batch behind.
+#[derive(Clone, Debug)]
+pub struct Durability {
+    /// Where committed changes go first (SQLite's `journal_mode`, `wal` on a
+    /// server).
+    pub journal_mode: String,
+    /// When a commit is on disk (`synchronous`, `synchronous_commit`).
+    pub synchronous: String,
+}
+
+/// The row of `_cutover_fence`.
+#[derive(Clone, Debug)]
+pub struct FenceRecord {
+    pub boundary: i64,
+    pub journal_rows: i64,
+    pub fingerprint: String,
+    /// JSON list of the fenced tables.
+    pub tables: String,
+    /// JSON of the fingerprint's parts.
+    pub parts: String,
+    pub fenced_at: String,
+}
+
+/// One journal entry with its images, in the column order of its table's
+/// image (see [`JournalTable::columns`]).
+#[derive(Clone, Debug)]
+pub struct JournalEntry {
+    pub seq: i64,
+    pub img: i64,
+    pub op: String,
+    pub old: Option<Row>,
+    pub new: Option<Row>,
+}
+
+/// A journaled table as the journal recorded it.
+#[derive(Clone, Debug)]
+pub struct JournalTable {
+    pub img: i64,
+    /// The spec's name of the table.
+    pub tbl: String,
+    pub target_table: String,
+    /// The target columns the images hold, in order.
+    pub columns: Vec<String>,
+}
+
+/// The statements for one table and one column order, written once per run
+/// by the engine that runs them ([`crate::db::Rows::table_sql`]). Callers
+/// read `table` and `key_len`; the texts are the engine's own.
+#[derive(Clone, Debug)]
+pub struct TableSql {
+    pub table: String,
+    pub key_len: usize,
+    pub(crate) width: usize,
+    pub(crate) scan: String,
+    pub(crate) scan_after: String,
+    pub(crate) select_by_key: String,
+    pub(crate) insert: String,
+    pub(crate) update: String,
+    /// The update of a row whose key stays: the other columns only.
+    pub(crate) update_values: Option<String>,
+    /// The columns the table has, when some of the columns asked for are
+    /// not its own (target-only constants): only these are written.
+    pub(crate) real: Option<Vec<usize>>,
+    pub(crate) delete: String,
+    pub(crate) count: String,
+}
+
+impl TableSql {
+    /// How many columns each row read has.
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// The values of `row` from column `from` on that the table has (all of
+    /// them, unless some are target-only constants).
+    pub(crate) fn written<'r>(
+        &'r self,
+        row: &'r [Value],
+        from: usize,
+    ) -> impl Iterator<Item = &'r Value> {
+        row.iter()
+            .enumerate()
+            .skip(from)
+            .filter(|(i, _)| self.real.as_ref().is_none_or(|r| r.contains(i)))
+            .map(|(_, v)| v)
+    }
+
+    /// The block columns an insert binds, in order.
+    pub(crate) fn written_columns(&self) -> Vec<usize> {
+        self.real
+            .clone()
+            .unwrap_or_else(|| (0..self.width).collect())
+    }
+}
