@@ -51,7 +51,7 @@ fn open(url: &str, role: &str) -> Result<Db> {
     let path = url.strip_prefix("sqlite://").with_context(|| {
         format!("--{role} {url}: write sqlite://PATH (relative to the current folder)")
     })?;
-    Db::open(Path::new(path), Access::Read, role)
+    Db::open_file(Path::new(path), Access::Read, role)
 }
 
 /// The scale a declared type gives (`NUMERIC(10,2)` → 2).

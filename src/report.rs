@@ -204,7 +204,7 @@ pub fn write_report(
         );
         let loaded = crate::spec::load(spec_path)?;
         for (role, db) in [("source", &loaded.source), ("target", &loaded.target)] {
-            let (size, digest) = file_digest(db)
+            let (size, digest) = file_digest(db.path())
                 .with_context(|| format!("reading {role} {} for the report", db.display()))?;
             databases.push(serde_json::json!({"role": role, "path": db.display().to_string(), "size": size, "sha256": digest}));
         }

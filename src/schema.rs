@@ -9,7 +9,7 @@ use std::path::Path;
 use anyhow::{Result, bail};
 
 use crate::db::{ColumnInfo, Db};
-use crate::spec::{Side, SourceKind, Spec, Table};
+use crate::spec::{Location, Side, Spec, Table};
 
 /// Opens both databases of a spec and checks the spec against their
 /// catalogues, before anything reads a row.
@@ -32,8 +32,8 @@ pub fn open_with_snapshot(
     let t = Db::open(&spec.target, target, "target")?;
     // Two spellings of one file (`./one.db`, `sub/../one.db`, a symlink,
     // a hard link) are still one database: the same device and inode.
-    if spec.source_kind == SourceKind::Sqlite
-        && let (Ok(a), Ok(b)) = (spec.source.canonicalize(), spec.target.canonicalize())
+    if let (Location::Sqlite(source), Location::Sqlite(target)) = (&spec.source, &spec.target)
+        && let (Ok(a), Ok(b)) = (source.canonicalize(), target.canonicalize())
         && (a == b || same_inode(&a, &b))
     {
         bail!(
@@ -64,13 +64,13 @@ fn same_inode(_: &Path, _: &Path) -> bool {
 /// `snapshot` instead) read into a temporary database, typed by the target's
 /// columns, that every command then reads like any other source.
 pub fn open_source(spec: &Spec, snapshot: Option<&Path>, access: crate::db::Access) -> Result<Db> {
-    match (spec.source_kind, snapshot) {
-        (SourceKind::Sqlite, None) => Db::open(&spec.source, access, "source"),
-        (SourceKind::Sqlite, Some(_)) => bail!(
+    match (&spec.source, snapshot) {
+        (Location::Sqlite(_), None) => Db::open(&spec.source, access, "source"),
+        (Location::Sqlite(_), Some(_)) => bail!(
             "--snapshot is for a csv:// source; the spec's source {} is a database",
             spec.source.display()
         ),
-        (SourceKind::Csv, s) => {
+        (Location::Csv(csv), s) => {
             if access == crate::db::Access::Write {
                 bail!(
                     "the source {} is a CSV snapshot, which cutover never writes; replay and apply --into source need a database source",
@@ -78,9 +78,22 @@ pub fn open_source(spec: &Spec, snapshot: Option<&Path>, access: crate::db::Acce
                 );
             }
             let target = Db::open(&spec.target, crate::db::Access::Read, "target")?;
-            crate::db::csv::materialize(s.unwrap_or(&spec.source), &spec.tables[0], &target)
+            crate::db::csv::materialize(s.unwrap_or(csv), &spec.tables[0], &target)
         }
     }
+}
+
+/// Refuses a command that would write to a fenced target: `why` says what
+/// the command would do there and what to do instead.
+pub fn refuse_if_fenced(target: &Db, why: &str) -> Result<()> {
+    if let Some(f) = target.fence_row()? {
+        bail!(
+            "target {} is fenced (boundary {}); {why}",
+            target.location(),
+            f.boundary
+        );
+    }
+    Ok(())
 }
 
 /// What the schema check found that is allowed but worth saying.

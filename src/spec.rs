@@ -73,19 +73,34 @@ struct RawColumn {
 #[derive(Debug)]
 pub struct Spec {
     pub path: PathBuf,
-    pub source: PathBuf,
-    /// `sqlite://` (a database) or `csv://` (a snapshot file, read-only).
-    pub source_kind: SourceKind,
-    pub target: PathBuf,
+    pub source: Location,
+    pub target: Location,
     pub tables: Vec<Table>,
 }
 
-/// What the source url names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SourceKind {
-    Sqlite,
-    /// A CSV snapshot (UTF-8, header row) of the spec's one table.
-    Csv,
+/// Where a database is: what a spec's `url` names, paths resolved against
+/// the spec file's folder. Which engine opens it is `db::Db::open`'s choice.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Location {
+    /// `sqlite://PATH`: a SQLite file.
+    Sqlite(PathBuf),
+    /// `csv://PATH`: a CSV snapshot (UTF-8, header row) of the spec's one
+    /// table; a source only, never written.
+    Csv(PathBuf),
+}
+
+impl Location {
+    /// The file a location names.
+    pub fn path(&self) -> &Path {
+        match self {
+            Location::Sqlite(p) | Location::Csv(p) => p,
+        }
+    }
+
+    /// How messages name it.
+    pub fn display(&self) -> std::path::Display<'_> {
+        self.path().display()
+    }
 }
 
 /// One migrated table. `columns` holds the key columns first (carried as
@@ -253,15 +268,15 @@ pub fn load(path: &Path) -> Result<Spec> {
     })?;
     let base = path.parent().unwrap_or(Path::new("."));
     let ctx = |what: &str| format!("spec {}: {what}", path.display());
-    let (source, source_kind) = match raw.source.url.strip_prefix("csv://") {
-        Some(p) if !p.is_empty() => (base.join(p), SourceKind::Csv),
-        _ => (
+    let source = match raw.source.url.strip_prefix("csv://") {
+        Some(p) if !p.is_empty() => Location::Csv(base.join(p)),
+        _ => Location::Sqlite(
             sqlite_path(base, &raw.source.url).with_context(|| ctx("[source] url"))?,
-            SourceKind::Sqlite,
         ),
     };
-    let target = sqlite_path(base, &raw.target.url).with_context(|| ctx("[target] url"))?;
-    if source == target {
+    let target =
+        Location::Sqlite(sqlite_path(base, &raw.target.url).with_context(|| ctx("[target] url"))?);
+    if source.path() == target.path() {
         bail!(
             "spec {}: source and target are the same file {}; they must be two databases",
             path.display(),
@@ -287,7 +302,7 @@ pub fn load(path: &Path) -> Result<Spec> {
         let name = t.name.clone();
         tables.push(resolve_table(t).with_context(|| ctx(&format!("table '{name}'")))?);
     }
-    if source_kind == SourceKind::Csv && tables.len() != 1 {
+    if matches!(source, Location::Csv(_)) && tables.len() != 1 {
         bail!(
             "spec {}: a csv:// source is a snapshot of one table; describe exactly one [[tables]]",
             path.display()
@@ -296,7 +311,6 @@ pub fn load(path: &Path) -> Result<Spec> {
     Ok(Spec {
         path: path.to_path_buf(),
         source,
-        source_kind,
         target,
         tables,
     })
@@ -532,7 +546,7 @@ mod tests {
             &format!("{HEAD}[[tables]]\nname = \"orders\"\nkey = [\"id\"]\n"),
         );
         let spec = load(&p)?;
-        assert_eq!(spec.source, dir.path().join("s.db"));
+        assert_eq!(spec.source, Location::Sqlite(dir.path().join("s.db")));
         assert_eq!(spec.tables[0].source_table, "orders");
         assert_eq!(spec.tables[0].columns.len(), 1);
         Ok(())

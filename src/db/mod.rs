@@ -13,7 +13,7 @@ pub mod types;
 
 use std::path::Path;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use sha2::{Digest, Sha256};
 
 pub use interfaces::{
@@ -26,7 +26,7 @@ pub use types::{
     JournalTable, SyncBatch, TableSql,
 };
 
-use crate::spec::Table;
+use crate::spec::{Location, Table};
 use crate::value::{Block, Row, Value};
 
 /// One open database, whatever its engine. It dereferences to
@@ -46,8 +46,19 @@ impl Db {
     /// Opens an existing database. A missing one is an error, never a new
     /// empty database; a writer refuses settings under which a crash could
     /// leave half a batch behind.
-    pub fn open(location: &Path, access: Access, role: &str) -> Result<Db> {
-        Ok(Db(Box::new(sqlite::Sqlite::open(location, access, role)?)))
+    pub fn open(location: &Location, access: Access, role: &str) -> Result<Db> {
+        match location {
+            Location::Sqlite(path) => Ok(Db(Box::new(sqlite::Sqlite::open(path, access, role)?))),
+            Location::Csv(path) => bail!(
+                "{role} {} is a CSV snapshot, not a database; only a source can be one",
+                path.display()
+            ),
+        }
+    }
+
+    /// Opens a SQLite file (drill fixtures).
+    pub fn open_file(path: &Path, access: Access, role: &str) -> Result<Db> {
+        Db::open(&Location::Sqlite(path.to_path_buf()), access, role)
     }
 
     /// Creates a new database from a script (drill and test fixtures).

@@ -25,7 +25,7 @@ fn snapshot(dir: &Path) -> Result<Snapshot> {
     for db in ["source.db", "target.db"] {
         out.push((
             db.to_string(),
-            Db::open(&dir.join(db), Access::Read, db)?.snapshot()?,
+            Db::open_file(&dir.join(db), Access::Read, db)?.snapshot()?,
         ));
     }
     Ok(out)

@@ -124,7 +124,7 @@ pub(super) fn run(
     let mut all_ok = true;
     let mut steps = Vec::new();
     for s in &STEPS {
-        let before = Db::open(&dir.join("target.db"), Access::Read, "target")?.snapshot()?;
+        let before = Db::open_file(&dir.join("target.db"), Access::Read, "target")?.snapshot()?;
         let snapshot = dir.join(s.snapshot);
         let cmd = Command::Sync {
             spec: SpecArg {
@@ -164,7 +164,7 @@ pub(super) fn run(
         let n = |f: &str| t[f].as_u64().unwrap_or(0);
         let (changed, unchanged, late) = (n("changed"), n("unchanged"), n("late"));
         let unchanged_db =
-            Db::open(&dir.join("target.db"), Access::Read, "target")?.snapshot()? == before;
+            Db::open_file(&dir.join("target.db"), Access::Read, "target")?.snapshot()? == before;
         let mut said = format!(
             "{}: exit {}, changed {changed}, unchanged {unchanged}, late {late}",
             s.name,
@@ -227,7 +227,7 @@ pub(super) fn run(
         rec.say("sync", Some(&shown), ok, json!({}), said);
         steps.push(json!({ "step": s.name, "snapshot": s.snapshot, "holds": holds, "changed": changed, "unchanged": unchanged, "late": late, "drift": drift, "evolved": evolved, "quality_failures": failures, "target_unchanged": unchanged_db }));
     }
-    let rows = Db::open(&dir.join("target.db"), Access::Read, "target")?.snapshot()?;
+    let rows = Db::open_file(&dir.join("target.db"), Access::Read, "target")?.snapshot()?;
     let customers = rows
         .iter()
         .find(|(t, _)| t == "customers")

@@ -217,8 +217,8 @@ pub(super) fn run(dir: &Path, rec: &mut Recorder) -> Result<(bool, Json, String)
 /// Target totals per currency and the feed's checkpoint, read back from the
 /// database after a stage.
 fn state(spec: &spec::Spec, dir: &Path) -> Result<(BTreeMap<String, i64>, i64)> {
-    let mut source = Db::open(&dir.join("source.db"), Access::Read, "source")?;
-    let mut target = Db::open(&dir.join("target.db"), Access::Read, "target")?;
+    let mut source = Db::open_file(&dir.join("source.db"), Access::Read, "source")?;
+    let mut target = Db::open_file(&dir.join("target.db"), Access::Read, "target")?;
     let rec = reconcile::reconcile(spec, &mut source, &mut target, 0)?;
     let mut totals = BTreeMap::new();
     for t in rec.tables.iter().flat_map(|t| &t.totals) {

@@ -279,7 +279,7 @@ fn steps(d: &mut Drill, inject: bool, last: Step) -> Result<bool> {
         return Ok(o.holds);
     }
 
-    Db::open(&d.dir.join("target.db"), Access::Write, "target")?.execute_script(APP_WRITES)?;
+    Db::open_file(&d.dir.join("target.db"), Access::Write, "target")?.execute_script(APP_WRITES)?;
     let Some(o) = d.run(
         "application",
         "",
@@ -326,7 +326,7 @@ fn steps(d: &mut Drill, inject: bool, last: Step) -> Result<bool> {
     if !o.holds || boundary != 3 {
         return Ok(false);
     }
-    let refused = Db::open(&d.dir.join("target.db"), Access::Write, "target")?
+    let refused = Db::open_file(&d.dir.join("target.db"), Access::Write, "target")?
         .execute_script("UPDATE orders SET cents = cents + 1 WHERE id = 102")
         .err()
         .map(|e| format!("{:#}", e))
