@@ -480,19 +480,6 @@ fn journal_tables(target: &Db) -> Result<Vec<String>> {
     Ok(out)
 }
 
-/// Refuses a command that would write to a fenced target: `why` says what
-/// the command would do there and what to do instead.
-pub fn refuse_if_fenced(target: &Db, why: &str) -> Result<()> {
-    if let Some(f) = target.fence_row()? {
-        bail!(
-            "target {} is fenced (boundary {}); {why}",
-            target.location(),
-            f.boundary
-        );
-    }
-    Ok(())
-}
-
 pub fn off(spec: &Spec, force: bool) -> Result<Outcome> {
     let (source, target, _) = schema::open(spec, Access::Read, Access::Write)?;
     let Some(existing) = read(&target)? else {

@@ -158,7 +158,7 @@ struct RehearsalReport<'a> {
 
 fn rehearse(spec: &Spec, max_diffs: usize) -> Result<Outcome> {
     let (mut source, mut target, _) = schema::open(spec, Access::Read, Access::Write)?;
-    crate::fence::refuse_if_fenced(
+    crate::schema::refuse_if_fenced(
         &target,
         "the rehearsal writes inside a rolled-back transaction, which the fence forbids. Rehearse before the cutover, or on a copy",
     )?;

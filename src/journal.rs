@@ -233,7 +233,7 @@ fn prove(target: &Db, t: &crate::spec::Table) -> Result<()> {
 
 pub fn remove(spec: &Spec) -> Result<Outcome> {
     let (_, target, _) = schema::open(spec, Access::Read, Access::Write)?;
-    crate::fence::refuse_if_fenced(
+    crate::schema::refuse_if_fenced(
         &target,
         "the journal is what the rollback replays. Finish the replay and run `cutover fence off` first",
     )?;

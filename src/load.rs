@@ -40,7 +40,7 @@ struct LoadReport {
 
 pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
     let (source, target, _) = schema::open(spec, Access::Read, Access::Write)?;
-    crate::fence::refuse_if_fenced(
+    crate::schema::refuse_if_fenced(
         &target,
         "load would write into a database under rollback. Nothing was written",
     )?;

@@ -247,7 +247,7 @@ fn cursor_json(c: &Option<(Value, String)>) -> Option<Json> {
 
 pub fn run(spec: &Spec, o: &Options<'_>) -> Result<Outcome> {
     let mut target = Db::open(&spec.target, Access::Write, "target")?;
-    crate::fence::refuse_if_fenced(
+    crate::schema::refuse_if_fenced(
         &target,
         "sync is for before the cutover. Nothing was written",
     )?;

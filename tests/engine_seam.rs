@@ -86,14 +86,24 @@ fn interfaces() -> Vec<(String, usize)> {
 fn every_engine_interface_is_small() {
     let found = interfaces();
     // The scan can fail: these are the interfaces docs/architecture.md draws.
-    for name in ["Connection", "Catalogue", "Rows", "Capture", "Fence", "Database"] {
+    for name in [
+        "Connection",
+        "Catalogue",
+        "Rows",
+        "Capture",
+        "Fence",
+        "Database",
+    ] {
         assert!(
             found.iter().any(|(n, _)| n == name),
             "no trait {name} in src/db/interfaces.rs: {found:?}"
         );
     }
     let big: Vec<_> = found.iter().filter(|(_, n)| *n > 15).collect();
-    assert!(big.is_empty(), "interfaces of more than 15 methods: {big:?}");
+    assert!(
+        big.is_empty(),
+        "interfaces of more than 15 methods: {big:?}"
+    );
 }
 
 #[test]
@@ -110,4 +120,67 @@ fn every_engine_file_says_which_concept_it_holds() {
             f.display()
         );
     }
+}
+
+/// The crate's top-level modules and the ones each names (`crate::x`).
+fn module_graph() -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut graph: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        Default::default();
+    for f in files {
+        let rel = f.strip_prefix(&src).expect("under src");
+        let first = rel.components().next().expect("a component");
+        let unit = Path::new(first.as_os_str())
+            .file_stem()
+            .expect("a name")
+            .to_string_lossy()
+            .to_string();
+        if unit == "lib" || unit == "main" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).expect("reading a source file");
+        let deps = graph.entry(unit.clone()).or_default();
+        for line in text.lines() {
+            let code = line.split("//").next().unwrap_or("");
+            for part in code.split("crate::").skip(1) {
+                let name: String = part
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if !name.is_empty() && name != unit {
+                    deps.insert(name);
+                }
+            }
+        }
+    }
+    graph
+}
+
+#[test]
+fn modules_import_each_other_without_cycles() {
+    let graph = module_graph();
+    // The scan can fail: the layers of docs/architecture.md are there.
+    assert!(graph["gate"].contains("reconcile") && graph["reconcile"].contains("db"));
+    let mut cycles = Vec::new();
+    for (from, deps) in &graph {
+        for to in deps {
+            // Is `from` reachable back from `to`?
+            let mut seen = std::collections::BTreeSet::new();
+            let mut stack = vec![to.clone()];
+            while let Some(m) = stack.pop() {
+                if !seen.insert(m.clone()) {
+                    continue;
+                }
+                if let Some(next) = graph.get(&m) {
+                    stack.extend(next.iter().cloned());
+                }
+            }
+            if seen.contains(from) {
+                cycles.push(format!("{from} -> {to} -> … -> {from}"));
+            }
+        }
+    }
+    assert!(cycles.is_empty(), "import cycles:\n{}", cycles.join("\n"));
 }

@@ -6,7 +6,7 @@
 -- each change's before-image (o) and after-image (n) as native values; a
 -- table wider than one part holds continues in _cutover_journal_<img>_2, ...
 -- The view _cutover_journal (seq, img, op) lists every entry. Both are made
--- by `journal install` (src/db/sqlite/journal.rs).
+-- by `journal install` (src/db/sqlite/capture.rs).
 
 -- The journal's identity: a second cutover attempt on a fresh or restored
 -- target gets another, so the source's applied set of one attempt can never

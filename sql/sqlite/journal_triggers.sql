@@ -1,4 +1,4 @@
--- Journal triggers for one table. Filled in by src/db/sqlite/journal.rs with
+-- Journal triggers for one table. Filled in by src/db/sqlite/capture.rs with
 -- quoted identifiers only: {{ins}} {{upd}} {{del}} {{pre_ins}} {{pre_upd}}
 -- (trigger names), {{table}}, {{pending}} (the table's pending rows),
 -- {{cols}} (c1, c2, ...), {{cols_of_table}}, {{insert}} {{update}}
