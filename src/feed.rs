@@ -18,7 +18,8 @@ use serde_json::{Map, Value as Json, json};
 use sha2::{Digest, Sha256};
 
 use crate::apply::{
-    Applied, BatchOutcome, Change, Checkpoint, Engine, FailedChange, Rule, row_from_json, row_json,
+    Applied, BatchOutcome, Change, DeliveryCheckpoint, Engine, FailedChange, Rule, row_from_json,
+    row_json,
 };
 use crate::db::{Access, Db};
 use crate::report::{self, Outcome};
@@ -583,7 +584,7 @@ pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<Outcome> {
         }
         let changes: Vec<Change> = lines.iter().map(|l| l.change.clone()).collect();
         let seqs: Vec<i64> = lines.iter().map(|l| l.seq.unwrap_or(0)).collect();
-        let cp = Checkpoint::Delivery {
+        let cp = DeliveryCheckpoint {
             feed: &info.feed,
             delivery: &info.delivery,
             digest: &info.digest,
@@ -602,7 +603,7 @@ pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<Outcome> {
             stale: 0,
             reason: None,
         };
-        let outcome = engine.apply_batch(&changes, cp).map_err(|e| {
+        let outcome = engine.apply_batch(&changes, &cp).map_err(|e| {
             let at = e
                 .downcast_ref::<FailedChange>()
                 .and_then(|f| lines.get(f.index))

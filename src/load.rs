@@ -9,7 +9,7 @@
 use anyhow::{Result, bail};
 use serde::Serialize;
 
-use crate::apply::{BatchOutcome, Checkpoint, Engine};
+use crate::apply::{BatchOutcome, Engine, LoadCheckpoint};
 use crate::canonical::{self, Note};
 use crate::db::Access;
 use crate::progress::{self, Progress};
@@ -156,7 +156,7 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
                 .rev()
                 .find(|b| b.rows() > 0)
                 .map(|b| key_json(&b.values(b.rows() - 1, t.key_len)).to_string());
-            let checkpoint = Checkpoint::Load {
+            let checkpoint = LoadCheckpoint {
                 table: &t.name,
                 target_table: &t.target_table,
                 last_key,
@@ -166,7 +166,7 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
                 clear: std::mem::take(&mut clear),
                 sequence,
             };
-            match engine.load_rows(ti, pending, total + 1, checkpoint)? {
+            match engine.load_rows(ti, pending, total + 1, &checkpoint)? {
                 BatchOutcome::Committed(a) => {
                     total += n as i64;
                     tl.loaded += a.written;

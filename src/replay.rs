@@ -11,7 +11,9 @@
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use crate::apply::{BatchOutcome, Change, Checkpoint, Conflict, Engine, Rule, row_from_json};
+use crate::apply::{
+    BatchOutcome, Change, Conflict, Engine, JournalCheckpoint, Rule, row_from_json,
+};
 use crate::db::{Access, Db};
 use crate::fence::Watch;
 use crate::progress::Progress;
@@ -217,7 +219,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         );
         match engine.apply_batch(
             &changes,
-            Checkpoint::Journal {
+            &JournalCheckpoint {
                 journal: &journal,
                 floor: start,
                 after,

@@ -28,7 +28,7 @@ use serde::Serialize;
 use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
 
-use crate::apply::{BatchOutcome, Change, Checkpoint, Conflict, Engine, Rule};
+use crate::apply::{BatchOutcome, Change, Conflict, Engine, Rule, SyncCheckpoint};
 use crate::canonical::{self, Note};
 use crate::db::{Access, ColumnInfo, Db};
 use crate::reconcile;
@@ -503,7 +503,7 @@ fn sync_table(
                 last_key = ck.clone();
             }
         }
-        let cp = Checkpoint::Sync {
+        let cp = SyncCheckpoint {
             table: &p.name,
             batch: &batch,
             first: &first,
@@ -517,7 +517,7 @@ fn sync_table(
             last_watermark: last.to_json(),
             ..Default::default()
         };
-        let go_on = match engine.apply_batch(pending, cp)? {
+        let go_on = match engine.apply_batch(pending, &cp)? {
             BatchOutcome::Committed(a) => {
                 ts.changed += a.written;
                 ts.unchanged += a.duplicate;

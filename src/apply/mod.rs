@@ -26,6 +26,11 @@
 
 use std::sync::OnceLock;
 
+mod checkpoint;
+pub use checkpoint::{
+    Checkpoint, DeliveryCheckpoint, JournalCheckpoint, LoadCheckpoint, SyncCheckpoint,
+};
+
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use serde_json::Value as Json;
@@ -109,55 +114,6 @@ impl Applied {
         self.duplicate += o.duplicate;
         self.stale += o.stale;
     }
-}
-
-/// The bookkeeping that commits with a batch.
-pub enum Checkpoint<'a> {
-    /// Load: the table's last committed key; `clear` empties the target table
-    /// first (load `--replace`). `expect_rows` is the cursor's row count this
-    /// load saw, so a concurrent load is noticed.
-    Load {
-        table: &'a str,
-        target_table: &'a str,
-        last_key: Option<String>,
-        expect_rows: i64,
-        rows: i64,
-        done: bool,
-        clear: bool,
-        /// The source table's AUTOINCREMENT high-water mark, carried to the
-        /// target with the last batch.
-        sequence: Option<i64>,
-    },
-    /// Replay: these journal `seq`s are applied, and the last applied must
-    /// still be `after` (else another replay got there first).
-    Journal {
-        journal: &'a str,
-        /// Where the journal's entries start: "none applied yet" reads as it.
-        floor: i64,
-        after: i64,
-        seqs: &'a [i64],
-        delivery: &'a str,
-    },
-    /// A sync batch: its content digest and watermark range advance the
-    /// table's cursor; `schema` is the source's columns as this sync saw them.
-    Sync {
-        table: &'a str,
-        batch: &'a str,
-        first: &'a Value,
-        last: &'a Value,
-        last_key: &'a str,
-        schema: &'a [crate::db::ColumnInfo],
-    },
-    /// A change-feed delivery and its receipt; `seqs` are journal sequence
-    /// numbers the lines carry (a feed exported from the journal).
-    Delivery {
-        feed: &'a str,
-        delivery: &'a str,
-        digest: &'a str,
-        first: i64,
-        last: i64,
-        seqs: &'a [i64],
-    },
 }
 
 /// How a batch ended.
@@ -312,9 +268,9 @@ impl<'a> Engine<'a> {
     pub fn apply_batch(
         &self,
         changes: &[Change],
-        checkpoint: Checkpoint<'_>,
+        checkpoint: &dyn Checkpoint,
     ) -> Result<BatchOutcome> {
-        self.run(Batch::Changes(changes), &checkpoint)
+        self.run(Batch::Changes(changes), checkpoint)
     }
 
     /// Loads canonical rows of one table under the plain rule (absent:
@@ -327,7 +283,7 @@ impl<'a> Engine<'a> {
         table: usize,
         blocks: &[Block],
         first_tag: i64,
-        checkpoint: Checkpoint<'_>,
+        checkpoint: &dyn Checkpoint,
     ) -> Result<BatchOutcome> {
         self.run(
             Batch::Rows {
@@ -335,11 +291,11 @@ impl<'a> Engine<'a> {
                 blocks,
                 first_tag,
             },
-            &checkpoint,
+            checkpoint,
         )
     }
 
-    fn run(&self, batch: Batch<'_>, checkpoint: &Checkpoint<'_>) -> Result<BatchOutcome> {
+    fn run(&self, batch: Batch<'_>, checkpoint: &dyn Checkpoint) -> Result<BatchOutcome> {
         if self.dry {
             // A dry run: each batch inside the caller's transaction, which
             // is rolled back at the end; nothing is ever committed.
@@ -384,113 +340,20 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn apply_inside(&self, batch: Batch<'_>, checkpoint: &Checkpoint<'_>) -> Result<BatchOutcome> {
+    fn apply_inside(&self, batch: Batch<'_>, checkpoint: &dyn Checkpoint) -> Result<BatchOutcome> {
         // The control tables are created inside the batch, so a batch that
         // never commits leaves no trace at all.
         match self.side {
             Side::Source => self.db.ensure_applied_table()?,
             Side::Target => self.db.ensure_control_tables()?,
         }
-        if let Checkpoint::Delivery { .. } = checkpoint {
-            self.db.ensure_apply_tables()?;
+        checkpoint.ensure_tables(self.db)?;
+        if let Some(outcome) = checkpoint.precondition(self.db)? {
+            return Ok(outcome);
         }
-        if let Checkpoint::Sync { .. } = checkpoint {
-            self.db.ensure_sync_tables()?;
-        }
-        // Preconditions are read inside the write lock, so no other process
-        // can change them before this batch commits.
-        let mut skip_seqs: &[i64] = &[];
-        match checkpoint {
-            Checkpoint::Journal {
-                journal,
-                floor,
-                after,
-                ..
-            } => {
-                if self.db.applied_last(journal)?.max(*floor) != *after {
-                    return Ok(BatchOutcome::Raced);
-                }
-            }
-            Checkpoint::Sync { table, batch, .. } => {
-                // The batch id is a digest of its content: seen, it changes
-                // nothing (a rerun over the same snapshot).
-                if self.db.sync_batch_seen(table, batch)? {
-                    return Ok(BatchOutcome::Replayed);
-                }
-            }
-            Checkpoint::Load {
-                table,
-                expect_rows,
-                clear,
-                ..
-            } => {
-                let rows = self.db.load_checkpoint(table)?.map_or(0, |c| c.1);
-                if rows != *expect_rows && !clear {
-                    return Ok(BatchOutcome::Raced);
-                }
-            }
-            Checkpoint::Delivery {
-                feed,
-                delivery,
-                digest,
-                first,
-                last,
-                seqs,
-            } => {
-                if let Some(seen) = self.db.receipt_digest(feed, delivery)? {
-                    return Ok(if seen == *digest {
-                        BatchOutcome::Replayed
-                    } else {
-                        BatchOutcome::Refused(format!(
-                            "delivery '{delivery}' of feed '{feed}' was committed before with different content (digest {} then, {} now); a delivery id must never be reused for other changes",
-                            short(&seen),
-                            short(digest)
-                        ))
-                    });
-                }
-                let at = self.db.feed_checkpoint(feed)?;
-                if at.checked_add(1) != Some(*first) {
-                    return Ok(BatchOutcome::Refused(if *first <= at {
-                        format!(
-                            "delivery '{delivery}' (positions {first}..{last}) is stale: feed '{feed}' is already at position {at} and no delivery with this id was committed"
-                        )
-                    } else {
-                        format!(
-                            "delivery '{delivery}' (positions {first}..{last}) is from the future: feed '{feed}' is at position {at}, so positions {}..{} are missing; apply them first",
-                            at.saturating_add(1),
-                            first - 1
-                        )
-                    }));
-                }
-                // Journal sequence numbers mean something only in the source,
-                // where `_cutover_applied` lives.
-                if self.side == Side::Source {
-                    skip_seqs = seqs;
-                }
-            }
-        }
-        if let Checkpoint::Load {
-            target_table,
-            clear: true,
-            ..
-        } = checkpoint
-        {
-            self.db.clear_table(target_table)?;
-        }
-        let delivery = match checkpoint {
-            Checkpoint::Delivery { delivery, .. } | Checkpoint::Journal { delivery, .. } => {
-                delivery
-            }
-            Checkpoint::Load { .. } => "load",
-            Checkpoint::Sync { batch, .. } => batch,
-        };
-        // The applied set of journal entries is kept per journal: a feed
-        // exported from a journal is named after it.
-        let journal = match checkpoint {
-            Checkpoint::Journal { journal, .. } => journal,
-            Checkpoint::Delivery { feed, .. } => feed,
-            _ => "",
-        };
+        checkpoint.before_writes(self.db)?;
+        let delivery = checkpoint.delivery();
+        let (journal, skip_seqs) = checkpoint.applied_entries(self.side);
         let mut done = Applied::default();
         let mut count = |effect: Effect, i: usize| {
             match effect {
@@ -569,87 +432,7 @@ impl<'a> Engine<'a> {
                 }
             }
         }
-        match checkpoint {
-            Checkpoint::Load {
-                table,
-                target_table,
-                last_key,
-                rows,
-                done: finished,
-                sequence,
-                ..
-            } => {
-                if let (true, Some(n)) = (*finished, sequence) {
-                    self.db.raise_sequence(target_table, *n)?;
-                }
-                let last = match last_key {
-                    Some(k) => Some(k.clone()),
-                    None => self.db.load_checkpoint(table)?.and_then(|c| c.0),
-                };
-                self.db
-                    .set_load_checkpoint(table, last.as_deref(), *rows, *finished)?;
-            }
-            Checkpoint::Sync {
-                table,
-                batch,
-                first,
-                last,
-                last_key,
-                schema,
-            } => {
-                self.db.record_source_schema(table, schema)?;
-                self.db.record_sync_batch(
-                    table,
-                    batch,
-                    done.written + done.duplicate + done.stale,
-                    done.written,
-                    first,
-                    last,
-                    last_key,
-                )?;
-            }
-            Checkpoint::Journal {
-                journal,
-                seqs,
-                delivery,
-                ..
-            } => {
-                let recorded = self.db.record_applied_all(journal, seqs, delivery)?;
-                if recorded != seqs.len() {
-                    bail!(
-                        "{} of the journal entries {}..{} are already recorded as applied; another replay is running against this source",
-                        seqs.len() - recorded,
-                        seqs.first().copied().unwrap_or(0),
-                        seqs.last().copied().unwrap_or(0)
-                    );
-                }
-            }
-            Checkpoint::Delivery {
-                feed,
-                delivery,
-                digest,
-                first,
-                last,
-                seqs,
-            } => {
-                self.db.insert_receipt(
-                    feed,
-                    delivery,
-                    digest,
-                    *first,
-                    *last,
-                    done.written,
-                    done.duplicate,
-                    done.stale,
-                )?;
-                let at = self.db.now()?;
-                if self.side == Side::Source {
-                    for &seq in seqs.iter().filter(|&&s| s > 0) {
-                        self.db.record_applied(journal, seq, delivery, &at)?;
-                    }
-                }
-            }
-        }
+        checkpoint.record(self.db, self.side, &done)?;
         Ok(BatchOutcome::Committed(done))
     }
 

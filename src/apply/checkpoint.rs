@@ -1,0 +1,246 @@
+//! What a batch commits with its rows: the record that makes the batch happen
+//! once. Each run that writes through the engine brings its own — load its
+//! checkpoint, replay the applied set, sync its cursor, a feed its receipt —
+//! and the engine asks each the same questions at the same points of the
+//! batch's transaction.
+
+use anyhow::{Result, bail};
+
+use super::{Applied, BatchOutcome, short};
+use crate::db::{ColumnInfo, Db};
+use crate::spec::Side;
+use crate::value::Value;
+
+/// A batch's record, asked in this order inside the write transaction:
+/// `ensure_tables`, `precondition`, `before_writes`, the changes, `record`.
+pub trait Checkpoint {
+    /// Creates the control tables this checkpoint writes, inside the batch:
+    /// a batch that never commits leaves no trace.
+    fn ensure_tables(&self, _db: &Db) -> Result<()> {
+        Ok(())
+    }
+
+    /// Read inside the write lock, so no other process can change it before
+    /// the batch commits: `Some(outcome)` ends the batch with nothing written.
+    fn precondition(&self, db: &Db) -> Result<Option<BatchOutcome>>;
+
+    /// Runs after the precondition, before the first change.
+    fn before_writes(&self, _db: &Db) -> Result<()> {
+        Ok(())
+    }
+
+    /// What the evidence and the applied set name as the batch's delivery.
+    fn delivery(&self) -> &str;
+
+    /// The journal whose applied set the batch's entries are checked
+    /// against, with their seqs, change by change: `("", [])` when none.
+    fn applied_entries(&self, _side: Side) -> (&str, &[i64]) {
+        ("", &[])
+    }
+
+    /// Records the batch, after its changes and before the commit.
+    fn record(&self, db: &Db, side: Side, done: &Applied) -> Result<()>;
+}
+
+/// Load: the table's last committed key; `clear` empties the target table
+/// first (load `--replace`). `expect_rows` is the checkpoint's row count this
+/// load saw, so a concurrent load is noticed.
+pub struct LoadCheckpoint<'a> {
+    pub table: &'a str,
+    pub target_table: &'a str,
+    pub last_key: Option<String>,
+    pub expect_rows: i64,
+    pub rows: i64,
+    pub done: bool,
+    pub clear: bool,
+    /// The source table's id sequence, carried to the target with the last
+    /// batch.
+    pub sequence: Option<i64>,
+}
+
+impl Checkpoint for LoadCheckpoint<'_> {
+    fn precondition(&self, db: &Db) -> Result<Option<BatchOutcome>> {
+        let rows = db.load_checkpoint(self.table)?.map_or(0, |c| c.1);
+        Ok((rows != self.expect_rows && !self.clear).then_some(BatchOutcome::Raced))
+    }
+
+    fn before_writes(&self, db: &Db) -> Result<()> {
+        if self.clear {
+            db.clear_table(self.target_table)?;
+        }
+        Ok(())
+    }
+
+    fn delivery(&self) -> &str {
+        "load"
+    }
+
+    fn record(&self, db: &Db, _side: Side, _done: &Applied) -> Result<()> {
+        if let (true, Some(n)) = (self.done, self.sequence) {
+            db.raise_sequence(self.target_table, n)?;
+        }
+        let last = match &self.last_key {
+            Some(k) => Some(k.clone()),
+            None => db.load_checkpoint(self.table)?.and_then(|c| c.0),
+        };
+        db.set_load_checkpoint(self.table, last.as_deref(), self.rows, self.done)
+    }
+}
+
+/// Replay: these journal `seqs` are applied, and the last applied must
+/// still be `after` (else another replay got there first).
+pub struct JournalCheckpoint<'a> {
+    pub journal: &'a str,
+    /// Where the journal's entries start: "none applied yet" reads as it.
+    pub floor: i64,
+    pub after: i64,
+    pub seqs: &'a [i64],
+    pub delivery: &'a str,
+}
+
+impl Checkpoint for JournalCheckpoint<'_> {
+    fn precondition(&self, db: &Db) -> Result<Option<BatchOutcome>> {
+        let last = db.applied_last(self.journal)?.max(self.floor);
+        Ok((last != self.after).then_some(BatchOutcome::Raced))
+    }
+
+    fn delivery(&self) -> &str {
+        self.delivery
+    }
+
+    fn record(&self, db: &Db, _side: Side, _done: &Applied) -> Result<()> {
+        let recorded = db.record_applied_all(self.journal, self.seqs, self.delivery)?;
+        if recorded != self.seqs.len() {
+            bail!(
+                "{} of the journal entries {}..{} are already recorded as applied; another replay is running against this source",
+                self.seqs.len() - recorded,
+                self.seqs.first().copied().unwrap_or(0),
+                self.seqs.last().copied().unwrap_or(0)
+            );
+        }
+        Ok(())
+    }
+}
+
+/// A sync batch: its content digest and watermark range advance the table's
+/// cursor; `schema` is the source's columns as this sync saw them.
+pub struct SyncCheckpoint<'a> {
+    pub table: &'a str,
+    pub batch: &'a str,
+    pub first: &'a Value,
+    pub last: &'a Value,
+    pub last_key: &'a str,
+    pub schema: &'a [ColumnInfo],
+}
+
+impl Checkpoint for SyncCheckpoint<'_> {
+    fn ensure_tables(&self, db: &Db) -> Result<()> {
+        db.ensure_sync_tables()
+    }
+
+    fn precondition(&self, db: &Db) -> Result<Option<BatchOutcome>> {
+        // The batch id is a digest of its content: seen, it changes nothing
+        // (a rerun over the same snapshot).
+        Ok(db
+            .sync_batch_seen(self.table, self.batch)?
+            .then_some(BatchOutcome::Replayed))
+    }
+
+    fn delivery(&self) -> &str {
+        self.batch
+    }
+
+    fn record(&self, db: &Db, _side: Side, done: &Applied) -> Result<()> {
+        db.record_source_schema(self.table, self.schema)?;
+        db.record_sync_batch(
+            self.table,
+            self.batch,
+            done.written + done.duplicate + done.stale,
+            done.written,
+            self.first,
+            self.last,
+            self.last_key,
+        )
+    }
+}
+
+/// A change-feed delivery and its receipt; `seqs` are journal sequence
+/// numbers the lines carry (a feed exported from the journal).
+pub struct DeliveryCheckpoint<'a> {
+    pub feed: &'a str,
+    pub delivery: &'a str,
+    pub digest: &'a str,
+    pub first: i64,
+    pub last: i64,
+    pub seqs: &'a [i64],
+}
+
+impl Checkpoint for DeliveryCheckpoint<'_> {
+    fn ensure_tables(&self, db: &Db) -> Result<()> {
+        db.ensure_apply_tables()
+    }
+
+    fn precondition(&self, db: &Db) -> Result<Option<BatchOutcome>> {
+        let (feed, delivery, first, last) = (self.feed, self.delivery, self.first, self.last);
+        if let Some(seen) = db.receipt_digest(feed, delivery)? {
+            return Ok(Some(if seen == self.digest {
+                BatchOutcome::Replayed
+            } else {
+                BatchOutcome::Refused(format!(
+                    "delivery '{delivery}' of feed '{feed}' was committed before with different content (digest {} then, {} now); a delivery id must never be reused for other changes",
+                    short(&seen),
+                    short(self.digest)
+                ))
+            }));
+        }
+        let at = db.feed_checkpoint(feed)?;
+        if at.checked_add(1) != Some(first) {
+            return Ok(Some(BatchOutcome::Refused(if first <= at {
+                format!(
+                    "delivery '{delivery}' (positions {first}..{last}) is stale: feed '{feed}' is already at position {at} and no delivery with this id was committed"
+                )
+            } else {
+                format!(
+                    "delivery '{delivery}' (positions {first}..{last}) is from the future: feed '{feed}' is at position {at}, so positions {}..{} are missing; apply them first",
+                    at.saturating_add(1),
+                    first - 1
+                )
+            })));
+        }
+        Ok(None)
+    }
+
+    fn delivery(&self) -> &str {
+        self.delivery
+    }
+
+    /// The applied set of journal entries is kept per journal: a feed
+    /// exported from a journal is named after it. Journal sequence numbers
+    /// mean something only in the source, where `_cutover_applied` lives.
+    fn applied_entries(&self, side: Side) -> (&str, &[i64]) {
+        match side {
+            Side::Source => (self.feed, self.seqs),
+            Side::Target => (self.feed, &[]),
+        }
+    }
+
+    fn record(&self, db: &Db, side: Side, done: &Applied) -> Result<()> {
+        db.insert_receipt(
+            self.feed,
+            self.delivery,
+            self.digest,
+            self.first,
+            self.last,
+            done.written,
+            done.duplicate,
+            done.stale,
+        )?;
+        if side == Side::Source {
+            let at = db.now()?;
+            for &seq in self.seqs.iter().filter(|&&s| s > 0) {
+                db.record_applied(self.feed, seq, self.delivery, &at)?;
+            }
+        }
+        Ok(())
+    }
+}
