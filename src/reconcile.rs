@@ -486,100 +486,17 @@ fn reconcile_table(
             scope,
         );
         let mut t: Cursor<Block> = Cursor::new(t_rx, "target");
-        let width = table.columns.len();
-        let mut s_prev_last: Option<Row> = None;
-        // The source is walked block by block (each owned here while its
-        // rows are merged), so the forwarded cells of a row can borrow from
-        // its block with no copy; the target moves under a cursor.
-        while let Ok(sb) = s_rx.recv() {
-            let mut fwd = vec![CellRef::Null; width];
-            for sr in 0..sb.rows() {
-                check_order(
-                    &sb,
-                    sr,
-                    s_prev_last.as_deref(),
-                    k,
-                    "source",
-                    &table.source_table,
-                )?;
-                // Target rows before this source key are extra.
-                let mut extras = Extras {
-                    table,
-                    money: &money,
-                    report: &mut report,
-                    totals: &mut totals,
-                    plain: &mut plain,
-                    rec: &mut *rec,
-                };
-                extras.take(&mut t, Some((&sb, sr)))?;
-                report.source_rows += 1;
-                let (invalid, note) = match forward_row(table, &sb, sr, &mut fwd) {
-                    Forwarded::Ok => (false, None),
-                    Forwarded::NonCanonical(n) => (false, Some(n)),
-                    Forwarded::Invalid(n) => (true, Some(n)),
-                };
-                if let Some(note) = note {
-                    match note {
-                        Note::Invalid(..) => report.invalid += 1,
-                        Note::NonCanonical(..) => report.non_canonical += 1,
-                    }
-                    rec.keep(|| Diff::from_note(table, &sb.values(sr, k), &note));
-                }
-                if !invalid {
-                    let cur = table.currency.map(|c| currency_text(fwd[c]));
-                    for (i, &m) in money.iter().enumerate() {
-                        if let CellRef::Integer(v) = fwd[m] {
-                            match &cur {
-                                Some(c) => {
-                                    totals.entry((m, Some(c.clone()))).or_default().0 +=
-                                        i128::from(v)
-                                }
-                                None => plain[i].0 += i128::from(v),
-                            }
-                        }
-                    }
-                }
-                let matched = match t.current() {
-                    Some((tb, tr)) => tb.cmp_prefix(tr, &sb, sr, k) == Ordering::Equal,
-                    None => false,
-                };
-                if matched {
-                    let Some((tb, tr)) = t.current() else { break };
+        merge_join(table, &s_rx, &mut t, |met| {
+            match met {
+                Met::TargetOnly(tb, tr) => {
                     report.target_rows += 1;
                     add_target_totals(table, &money, tb, tr, &mut totals, &mut plain);
-                    if !invalid {
-                        let mut same = true;
-                        for (c, &e) in fwd.iter().enumerate().skip(k) {
-                            let a = tb.get(tr, c);
-                            if !cells_equal(e, a) {
-                                same = false;
-                                rec.keep(|| {
-                                    Diff::new(
-                                        table,
-                                        DiffKind::Changed,
-                                        &sb.values(sr, k),
-                                        Some(&table.columns[c].target),
-                                        Some(e.to_value()),
-                                        Some(a.to_value()),
-                                        None,
-                                    )
-                                });
-                            }
-                        }
-                        if same {
-                            report.matched += 1;
-                        } else {
-                            report.changed += 1;
-                        }
-                    }
-                    t.advance(k, &table.target_table)?;
-                } else if !invalid {
-                    report.missing += 1;
+                    report.extra += 1;
                     rec.keep(|| {
                         Diff::new(
                             table,
-                            DiffKind::Missing,
-                            &sb.values(sr, k),
+                            DiffKind::Extra,
+                            &tb.values(tr, k),
                             None,
                             None,
                             None,
@@ -587,21 +504,90 @@ fn reconcile_table(
                         )
                     });
                 }
+                Met::Source {
+                    block: sb,
+                    row: sr,
+                    fwd,
+                    forwarded,
+                    target,
+                } => {
+                    report.source_rows += 1;
+                    let (invalid, note) = match forwarded {
+                        Forwarded::Ok => (false, None),
+                        Forwarded::NonCanonical(n) => (false, Some(n)),
+                        Forwarded::Invalid(n) => (true, Some(n)),
+                    };
+                    if let Some(note) = note {
+                        match note {
+                            Note::Invalid(..) => report.invalid += 1,
+                            Note::NonCanonical(..) => report.non_canonical += 1,
+                        }
+                        rec.keep(|| Diff::from_note(table, &sb.values(sr, k), &note));
+                    }
+                    if !invalid {
+                        let cur = table.currency.map(|c| currency_text(fwd[c]));
+                        for (i, &m) in money.iter().enumerate() {
+                            if let CellRef::Integer(v) = fwd[m] {
+                                match &cur {
+                                    Some(c) => {
+                                        totals.entry((m, Some(c.clone()))).or_default().0 +=
+                                            i128::from(v)
+                                    }
+                                    None => plain[i].0 += i128::from(v),
+                                }
+                            }
+                        }
+                    }
+                    match target {
+                        Some((tb, tr)) => {
+                            report.target_rows += 1;
+                            add_target_totals(table, &money, tb, tr, &mut totals, &mut plain);
+                            if !invalid {
+                                let mut same = true;
+                                for (c, &e) in fwd.iter().enumerate().skip(k) {
+                                    let a = tb.get(tr, c);
+                                    if !cells_equal(e, a) {
+                                        same = false;
+                                        rec.keep(|| {
+                                            Diff::new(
+                                                table,
+                                                DiffKind::Changed,
+                                                &sb.values(sr, k),
+                                                Some(&table.columns[c].target),
+                                                Some(e.to_value()),
+                                                Some(a.to_value()),
+                                                None,
+                                            )
+                                        });
+                                    }
+                                }
+                                if same {
+                                    report.matched += 1;
+                                } else {
+                                    report.changed += 1;
+                                }
+                            }
+                        }
+                        None if !invalid => {
+                            report.missing += 1;
+                            rec.keep(|| {
+                                Diff::new(
+                                    table,
+                                    DiffKind::Missing,
+                                    &sb.values(sr, k),
+                                    None,
+                                    None,
+                                    None,
+                                    None,
+                                )
+                            });
+                        }
+                        None => {}
+                    }
+                }
             }
-            if sb.rows() > 0 {
-                s_prev_last = Some(sb.values(sb.rows() - 1, k));
-            }
-        }
-        // Whatever the target holds past the last source key is extra.
-        Extras {
-            table,
-            money: &money,
-            report: &mut report,
-            totals: &mut totals,
-            plain: &mut plain,
-            rec: &mut *rec,
-        }
-        .take(&mut t, None)?;
+            Ok(())
+        })?;
         drop(t);
         s_h.join()
             .map_err(|_| anyhow!("source reader panicked"))??;
@@ -637,45 +623,87 @@ fn reconcile_table(
     Ok((report, d))
 }
 
-/// Counts target rows that have no source row.
-struct Extras<'a> {
-    table: &'a Table,
-    money: &'a [usize],
-    report: &'a mut TableReport,
-    totals: &'a mut BTreeMap<(usize, Option<String>), (i128, i128)>,
-    plain: &'a mut [(i128, i128)],
-    rec: &'a mut Reconciliation,
+/// A row the merge met, in key order.
+pub(crate) enum Met<'b, 'f> {
+    /// A target row whose key the source does not hold.
+    TargetOnly(&'b Block, usize),
+    /// A source row, forwarded to the target's form (`fwd`, complete unless
+    /// `forwarded` says it is invalid), with the target row of the same key
+    /// when there is one.
+    Source {
+        block: &'b Block,
+        row: usize,
+        fwd: &'f [CellRef<'b>],
+        forwarded: Forwarded,
+        target: Option<(&'b Block, usize)>,
+    },
 }
 
-impl Extras<'_> {
-    /// Takes every target row before the source row `until` (all of them
-    /// when the source is done).
-    fn take(&mut self, t: &mut Cursor<Block>, until: Option<(&Block, usize)>) -> Result<()> {
-        let k = self.table.key_len;
-        while let Some((tb, tr)) = t.current() {
-            if let Some((sb, sr)) = until
-                && tb.cmp_prefix(tr, sb, sr, k) != Ordering::Less
-            {
-                break;
+/// The one key-ordered merge of a spec table's source against its target:
+/// source blocks arrive on `s_rx`, the target moves under `t`. Both sides'
+/// key order is checked; every row of both is handed to `visit` once, in
+/// key order (a target row the source lacks before the source row after
+/// it). The gate (and so replay's closing reconcile) and sync's late-row
+/// check both walk their tables through it.
+pub(crate) fn merge_join(
+    table: &Table,
+    s_rx: &Receiver<Block>,
+    t: &mut Cursor<Block>,
+    mut visit: impl FnMut(Met<'_, '_>) -> Result<()>,
+) -> Result<()> {
+    let k = table.key_len;
+    let width = table.columns.len();
+    let mut s_prev_last: Option<Row> = None;
+    // The source is walked block by block (each owned here while its rows
+    // are merged), so the forwarded cells of a row borrow from its block
+    // with no copy; the target moves under a cursor.
+    while let Ok(sb) = s_rx.recv() {
+        let mut fwd = vec![CellRef::Null; width];
+        for sr in 0..sb.rows() {
+            check_order(
+                &sb,
+                sr,
+                s_prev_last.as_deref(),
+                k,
+                "source",
+                &table.source_table,
+            )?;
+            while let Some((tb, tr)) = t.current() {
+                if tb.cmp_prefix(tr, &sb, sr, k) != Ordering::Less {
+                    break;
+                }
+                visit(Met::TargetOnly(tb, tr))?;
+                t.advance(k, &table.target_table)?;
             }
-            self.report.target_rows += 1;
-            add_target_totals(self.table, self.money, tb, tr, self.totals, self.plain);
-            self.report.extra += 1;
-            self.rec.keep(|| {
-                Diff::new(
-                    self.table,
-                    DiffKind::Extra,
-                    &tb.values(tr, k),
-                    None,
-                    None,
-                    None,
-                    None,
-                )
-            });
-            t.advance(k, &self.table.target_table)?;
+            let forwarded = forward_row(table, &sb, sr, &mut fwd);
+            let target = match t.current() {
+                Some((tb, tr)) if tb.cmp_prefix(tr, &sb, sr, k) == Ordering::Equal => {
+                    Some((tb, tr))
+                }
+                _ => None,
+            };
+            let matched = target.is_some();
+            visit(Met::Source {
+                block: &sb,
+                row: sr,
+                fwd: &fwd,
+                forwarded,
+                target,
+            })?;
+            if matched {
+                t.advance(k, &table.target_table)?;
+            }
         }
-        Ok(())
+        if sb.rows() > 0 {
+            s_prev_last = Some(sb.values(sb.rows() - 1, k));
+        }
     }
+    // Whatever the target holds past the last source key.
+    while let Some((tb, tr)) = t.current() {
+        visit(Met::TargetOnly(tb, tr))?;
+        t.advance(k, &table.target_table)?;
+    }
+    Ok(())
 }
 
 /// Equality with storage class: the text `'1250'` is not the integer `1250`.

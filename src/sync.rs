@@ -608,44 +608,40 @@ fn late_rows(
         let (s_rx, s_h) = reconcile::reader(source, s_sql, |b| b, scope);
         let (t_rx, t_h) = reconcile::reader(target, t_sql, |b| b, scope);
         let mut t: reconcile::Cursor<Block> = reconcile::Cursor::new(t_rx, "target");
-        while let Ok(sb) = s_rx.recv() {
-            let mut fwd = vec![CellRef::Null; width];
-            for sr in 0..sb.rows() {
-                while let Some((tb, tr)) = t.current() {
-                    if tb.cmp_prefix(tr, &sb, sr, k) != Ordering::Less {
-                        break;
-                    }
-                    t.advance(k, &p.target_table)?;
+        reconcile::merge_join(p, &s_rx, &mut t, |met| {
+            let reconcile::Met::Source {
+                block: sb,
+                row: sr,
+                fwd,
+                forwarded,
+                target,
+            } = met
+            else {
+                return Ok(());
+            };
+            if wanted(sb.get(sr, wm), &|| sb.values(sr, k)) {
+                return Ok(());
+            }
+            if let canonical::Forwarded::Invalid(_) = forwarded {
+                return Ok(()); // the quality checks report it
+            }
+            let held = target
+                .map(|(tb, tr)| (0..width).all(|c| reconcile::cells_equal(fwd[c], tb.get(tr, c))));
+            if held != Some(true) {
+                match held {
+                    None => ts.late_missing += 1,
+                    Some(_) => ts.late_changed += 1,
                 }
-                if wanted(sb.get(sr, wm), &|| sb.values(sr, k)) {
-                    continue;
+                ts.late += 1;
+                if let Some(all) = all.as_deref_mut() {
+                    all.insert(key_json(&sb.values(sr, k)).to_string());
                 }
-                if let canonical::Forwarded::Invalid(_) =
-                    canonical::forward_row(p, &sb, sr, &mut fwd)
-                {
-                    continue; // the quality checks report it
-                }
-                let held = match t.current() {
-                    Some((tb, tr)) if tb.cmp_prefix(tr, &sb, sr, k) == Ordering::Equal => {
-                        Some((0..width).all(|c| reconcile::cells_equal(fwd[c], tb.get(tr, c))))
-                    }
-                    _ => None,
-                };
-                if held != Some(true) {
-                    match held {
-                        None => ts.late_missing += 1,
-                        Some(_) => ts.late_changed += 1,
-                    }
-                    ts.late += 1;
-                    if let Some(all) = all.as_deref_mut() {
-                        all.insert(key_json(&sb.values(sr, k)).to_string());
-                    }
-                    if ts.late_keys.len() < max {
-                        ts.late_keys.push(key_json(&sb.values(sr, k)));
-                    }
+                if ts.late_keys.len() < max {
+                    ts.late_keys.push(key_json(&sb.values(sr, k)));
                 }
             }
-        }
+            Ok(())
+        })?;
         drop(t);
         s_h.join()
             .map_err(|_| anyhow::anyhow!("source reader panicked"))??;
