@@ -105,13 +105,19 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
             strict,
             max_diffs,
             filter,
-        } => check::run(&only(load(spec)?, filter)?, *strict, *max_diffs),
+        } => {
+            let rep = check::run(&only(load(spec)?, filter)?, *strict, *max_diffs)?;
+            Outcome::of(&rep, check::render(&rep))
+        }
         Command::Load {
             spec,
             batch,
             replace,
             filter,
-        } => load::run(&only(load(spec)?, filter)?, *batch, *replace),
+        } => {
+            let rep = load::run(&only(load(spec)?, filter)?, *batch, *replace)?;
+            Outcome::of(&rep, load::render(&rep))
+        }
         Command::Sync {
             spec,
             snapshot,
@@ -137,12 +143,16 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
             snapshot,
             filter,
             report: _,
-        } => gate::run(
-            &only(load(spec)?, filter)?,
-            *max_diffs,
-            *inject_mismatch,
-            snapshot.as_deref(),
-        ),
+        } => {
+            let spec = only(load(spec)?, filter)?;
+            if *inject_mismatch {
+                let rep = gate::rehearse(&spec, *max_diffs)?;
+                Outcome::of(&rep, gate::render_rehearsal(&rep))
+            } else {
+                let rep = gate::run(&spec, *max_diffs, snapshot.as_deref())?;
+                Outcome::of(&rep, gate::render(&rep))
+            }
+        }
         Command::Journal { action } => match action {
             JournalAction::Install(s) => journal::install(&load(s)?),
             JournalAction::Remove(s) => journal::remove(&load(s)?),

@@ -771,7 +771,18 @@ pub struct Provenance {
     pub table: String,
     pub quality_failures: u64,
     pub examples: Vec<String>,
-    pub batches: Vec<Json>,
+    pub batches: Vec<CommittedBatch>,
+}
+
+/// A sync batch as the target recorded it.
+#[derive(Debug, Serialize)]
+pub struct CommittedBatch {
+    pub batch: i64,
+    pub rows: i64,
+    pub changed: i64,
+    pub first_watermark: Json,
+    pub last_watermark: Json,
+    pub committed_at: String,
 }
 
 pub fn provenance(spec: &Spec, source: &Db, target: &Db, max: usize) -> Result<Vec<Provenance>> {
@@ -782,9 +793,16 @@ pub fn provenance(spec: &Spec, source: &Db, target: &Db, max: usize) -> Result<V
         let batches = target
             .sync_batches(&t.name)?
             .into_iter()
-            .map(|(n, rows, changed, first, last, at)| {
-                serde_json::json!({ "batch": n, "rows": rows, "changed": changed, "first_watermark": first.to_json(), "last_watermark": last.to_json(), "committed_at": at })
-            })
+            .map(
+                |(batch, rows, changed, first, last, committed_at)| CommittedBatch {
+                    batch,
+                    rows,
+                    changed,
+                    first_watermark: first.to_json(),
+                    last_watermark: last.to_json(),
+                    committed_at,
+                },
+            )
             .collect();
         out.push(Provenance {
             table: t.name.clone(),
