@@ -126,16 +126,19 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
             batch,
             max_diffs,
             filter,
-        } => sync::run(
-            &only(load(spec)?, filter)?,
-            &sync::Options {
-                snapshot: snapshot.as_deref(),
-                lookback: lookback.as_deref(),
-                evolve: *evolve,
-                batch: *batch,
-                max_keys: *max_diffs,
-            },
-        ),
+        } => {
+            let rep = sync::run(
+                &only(load(spec)?, filter)?,
+                &sync::Options {
+                    snapshot: snapshot.as_deref(),
+                    lookback: lookback.as_deref(),
+                    evolve: *evolve,
+                    batch: *batch,
+                    max_keys: *max_diffs,
+                },
+            )?;
+            Outcome::of(&rep, sync::render(&rep))
+        }
         Command::Gate {
             spec,
             inject_mismatch,
@@ -153,21 +156,30 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
                 Outcome::of(&rep, gate::render(&rep))
             }
         }
-        Command::Journal { action } => match action {
-            JournalAction::Install(s) => journal::install(&load(s)?),
-            JournalAction::Remove(s) => journal::remove(&load(s)?),
-            JournalAction::Status(s) => journal::status(&load(s)?),
-            JournalAction::Export {
-                spec,
-                out,
-                delivery_size,
-            } => feed::export(&load(spec)?, out, *delivery_size),
-        },
-        Command::Fence { action } => match action {
-            FenceAction::On(s) => fence::on(&load(s)?),
-            FenceAction::Off { spec, force } => fence::off(&load(spec)?, *force),
-            FenceAction::Status(s) => fence::status(&load(s)?),
-        },
+        Command::Journal { action } => {
+            let rep = match action {
+                JournalAction::Install(s) => journal::install(&load(s)?)?,
+                JournalAction::Remove(s) => journal::remove(&load(s)?)?,
+                JournalAction::Status(s) => journal::status(&load(s)?)?,
+                JournalAction::Export {
+                    spec,
+                    out,
+                    delivery_size,
+                } => {
+                    let rep = feed::export(&load(spec)?, out, *delivery_size)?;
+                    return Outcome::of(&rep, feed::render_export(&rep));
+                }
+            };
+            Outcome::of(&rep, journal::render(&rep))
+        }
+        Command::Fence { action } => {
+            let rep = match action {
+                FenceAction::On(s) => fence::on(&load(s)?)?,
+                FenceAction::Off { spec, force } => fence::off(&load(spec)?, *force)?,
+                FenceAction::Status(s) => fence::status(&load(s)?)?,
+            };
+            Outcome::of(&rep, fence::render(&rep))
+        }
         Command::Replay {
             spec,
             batch,
@@ -184,14 +196,18 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
                 cli::IntoSide::Source => spec::Side::Source,
                 cli::IntoSide::Target => spec::Side::Target,
             };
-            feed::apply(&load(spec)?, file, side)
+            let rep = feed::apply(&load(spec)?, file, side)?;
+            Outcome::of(&rep, feed::render(&rep))
         }
         Command::Status { spec } => status::run(&load(spec)?),
         Command::Init {
             source,
             target,
             out,
-        } => init::run(source, target, out.as_deref()),
+        } => {
+            let rep = init::run(source, target, out.as_deref())?;
+            Outcome::of(&rep, init::render(&rep))
+        }
         Command::Drill {
             scenario,
             inject_mismatch,

@@ -27,6 +27,20 @@ impl Verdict {
     }
 }
 
+/// What became of a batch of changes (a sync batch, a feed's delivery).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BatchStatus {
+    /// Committed, with its checkpoint.
+    Applied,
+    /// Committed before: its checkpoint was already there; nothing written.
+    Replayed,
+    /// Refused, rolled back whole.
+    Rejected,
+    /// Not tried: an earlier batch was rejected.
+    NotAttempted,
+}
+
 /// A command's result as a typed value. Its JSON is its `Serialize` form;
 /// its text comes from the command's `render` function; both are made at
 /// the edge ([`Outcome::of`]).
