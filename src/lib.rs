@@ -186,7 +186,11 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
             dry_run,
             max_diffs,
             report: _,
-        } => replay::run(&load(spec)?, *batch, *dry_run, *max_diffs),
+        } => {
+            let spec = load(spec)?;
+            let rep = replay::run(&spec, *batch, *dry_run, *max_diffs)?;
+            Outcome::of(&rep, replay::render(&spec, &rep))
+        }
         Command::Apply {
             spec,
             feed: file,
