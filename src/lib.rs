@@ -203,7 +203,10 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
             let rep = feed::apply(&load(spec)?, file, side)?;
             Outcome::of(&rep, feed::render(&rep))
         }
-        Command::Status { spec } => status::run(&load(spec)?),
+        Command::Status { spec } => {
+            let rep = status::run(&load(spec)?)?;
+            Outcome::of(&rep, status::render(&rep))
+        }
         Command::Init {
             source,
             target,
