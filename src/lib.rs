@@ -96,7 +96,7 @@ fn only(mut spec: spec::Spec, filter: &cli::TableFilter) -> Result<spec::Spec> {
     Ok(spec)
 }
 
-/// Runs one command; the drill calls this for each runbook step.
+/// Runs one command: its typed report, rendered as JSON and text.
 pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
     let load = |a: &cli::SpecArg| spec::load(&a.spec);
     match command {
@@ -223,14 +223,17 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
             keep,
             stop_after,
             report: _,
-        } => drill::run(drill::Options {
-            scenario: *scenario,
-            inject: *inject_mismatch,
-            crash_matrix: *crash_matrix,
-            verify: verify.as_deref(),
-            keep: keep.as_deref(),
-            stop_after: *stop_after,
-            format,
-        }),
+        } => {
+            let rep = drill::run(drill::Options {
+                scenario: *scenario,
+                inject: *inject_mismatch,
+                crash_matrix: *crash_matrix,
+                verify: verify.as_deref(),
+                keep: keep.as_deref(),
+                stop_after: *stop_after,
+                format,
+            })?;
+            Outcome::of(&rep, drill::render(&rep))
+        }
     }
 }
