@@ -244,7 +244,7 @@ pub fn write_report(
     provenance.insert("finished_at".into(), Json::String(timestamp(finished)));
     provenance.insert(
         "verdict".into(),
-        Json::String(if out.holds { "pass" } else { "fail" }.into()),
+        serde_json::to_value(Verdict::of(out.holds))?,
     );
     let mut databases = Vec::new();
     if let Some(spec_path) = spec {
