@@ -7,56 +7,63 @@ use serde::Serialize;
 
 use crate::db::{Access, Db};
 use crate::reconcile::{self, Diff};
-use crate::report::{self, Outcome};
+use crate::report::{self, Report, Verdict};
 use crate::schema;
 use crate::spec::Spec;
 
 #[derive(Debug, Serialize)]
-struct Durability {
-    path: String,
-    journal_mode: String,
-    synchronous: String,
+pub struct Durability {
+    pub path: String,
+    pub journal_mode: String,
+    pub synchronous: String,
 }
 
 #[derive(Debug, Serialize)]
-struct TableCheck {
-    name: String,
-    rows: u64,
-    reversible: u64,
-    invalid: u64,
-    non_canonical: u64,
-    ignored_columns: Vec<String>,
+pub struct TableCheck {
+    pub name: String,
+    pub rows: u64,
+    pub reversible: u64,
+    pub invalid: u64,
+    pub non_canonical: u64,
+    pub ignored_columns: Vec<String>,
 }
 
+/// What `cutover check` found.
 #[derive(Debug, Serialize)]
-struct CheckReport {
-    verdict: &'static str,
-    strict: bool,
-    source: Durability,
-    target: Durability,
-    tables: Vec<TableCheck>,
-    diffs: Vec<Diff>,
-    diffs_found: u64,
+pub struct CheckReport {
+    pub verdict: Verdict,
+    pub strict: bool,
+    pub source: Durability,
+    pub target: Durability,
+    pub tables: Vec<TableCheck>,
+    pub diffs: Vec<Diff>,
+    pub diffs_found: u64,
     /// Every finding, counted per table, column and kind, with the first
     /// five keys and one reason: what to fix, in one run.
-    summary: Vec<Finding>,
+    pub summary: Vec<Finding>,
     /// The foreign keys of the spec's tables on both sides, and what load
     /// and replay do about each.
-    foreign_keys: Vec<ForeignKey>,
+    pub foreign_keys: Vec<ForeignKey>,
     /// The source's own triggers on the spec's tables, which replay writes
     /// through.
-    source_triggers: Vec<(String, String)>,
+    pub source_triggers: Vec<(String, String)>,
+}
+
+impl Report for CheckReport {
+    fn holds(&self) -> bool {
+        self.verdict.holds()
+    }
 }
 
 #[derive(Debug, Serialize)]
-struct ForeignKey {
-    side: &'static str,
-    table: String,
-    columns: Vec<String>,
-    parent: String,
+pub struct ForeignKey {
+    pub side: &'static str,
+    pub table: String,
+    pub columns: Vec<String>,
+    pub parent: String,
     /// Whether the parent is a table of the spec.
-    in_spec: bool,
-    handling: &'static str,
+    pub in_spec: bool,
+    pub handling: &'static str,
 }
 
 /// The foreign keys of every spec table on one side.
@@ -107,13 +114,24 @@ fn foreign_keys(spec: &Spec, db: &Db, side: &'static str) -> Result<Vec<ForeignK
 }
 
 #[derive(Debug, Serialize)]
-struct Finding {
-    table: String,
-    column: String,
-    kind: &'static str,
-    rows: u64,
-    first_keys: Vec<serde_json::Value>,
-    reason: String,
+pub struct Finding {
+    pub table: String,
+    pub column: String,
+    pub kind: FindingKind,
+    pub rows: u64,
+    pub first_keys: Vec<serde_json::Value>,
+    pub reason: String,
+}
+
+/// What is wrong with a source value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum FindingKind {
+    /// The forward transform refuses it, or a check fails.
+    #[serde(rename = "invalid")]
+    Invalid,
+    /// Value-equal, but not the text reverse would write back.
+    #[serde(rename = "non-canonical")]
+    NonCanonical,
 }
 
 fn durability(db: &Db) -> Result<Durability> {
@@ -125,7 +143,7 @@ fn durability(db: &Db) -> Result<Durability> {
     })
 }
 
-pub fn run(spec: &Spec, strict: bool, max_diffs: usize) -> Result<Outcome> {
+pub fn run(spec: &Spec, strict: bool, max_diffs: usize) -> Result<CheckReport> {
     let (source, target, notes) = schema::open(spec, Access::Read, Access::Read)?;
     let mut tables = Vec::new();
     let mut diffs = Vec::new();
@@ -136,11 +154,11 @@ pub fn run(spec: &Spec, strict: bool, max_diffs: usize) -> Result<Outcome> {
             found += 1;
             let (column, kind, reason) = match note {
                 crate::canonical::Note::Invalid(col, _, why) => {
-                    (col.clone(), "invalid", why.clone())
+                    (col.clone(), FindingKind::Invalid, why.clone())
                 }
                 crate::canonical::Note::NonCanonical(i, _, canonical) => (
                     t.columns[*i].source.clone(),
-                    "non-canonical",
+                    FindingKind::NonCanonical,
                     format!("value-equal but not canonical (replay writes {canonical})"),
                 ),
             };
@@ -186,7 +204,7 @@ pub fn run(spec: &Spec, strict: bool, max_diffs: usize) -> Result<Outcome> {
     let non_canonical: u64 = tables.iter().map(|t| t.non_canonical).sum();
     let holds = invalid == 0 && (!strict || non_canonical == 0);
     let rep = CheckReport {
-        verdict: if holds { "pass" } else { "fail" },
+        verdict: Verdict::of(holds),
         strict,
         source: durability(&source)?,
         target: durability(&target)?,
@@ -209,6 +227,14 @@ pub fn run(spec: &Spec, strict: bool, max_diffs: usize) -> Result<Outcome> {
             trg
         },
     };
+    Ok(rep)
+}
+
+/// The report as text: the tables, the durability of both databases,
+/// foreign keys, triggers and ignored columns, then the findings.
+pub fn render(rep: &CheckReport) -> String {
+    let invalid: u64 = rep.tables.iter().map(|t| t.invalid).sum();
+    let non_canonical: u64 = rep.tables.iter().map(|t| t.non_canonical).sum();
     let mut text = report::table(
         &[
             "table",
@@ -262,7 +288,11 @@ pub fn run(spec: &Spec, strict: bool, max_diffs: usize) -> Result<Outcome> {
             "source trigger: '{name}' on '{t}': replay writes through it; if it ignores a replayed write (RAISE(IGNORE)) the replay stops with a conflict, and whatever else it writes is not checked by cutover\n"
         ));
     }
-    for (t, c) in &notes.irreversible {
+    for (t, c) in rep
+        .tables
+        .iter()
+        .flat_map(|t| t.ignored_columns.iter().map(move |c| (&t.name, c)))
+    {
         text.push_str(&format!(
             "note: table '{t}': source column '{c}' is ignored; the migration is irreversible for it (rollback keeps it on rows that exist before and after, and leaves it NULL or at its default on rows new to the source)\n"
         ));
@@ -282,7 +312,7 @@ pub fn run(spec: &Spec, strict: bool, max_diffs: usize) -> Result<Outcome> {
                 vec![
                     f.table.clone(),
                     f.column.clone(),
-                    f.kind.to_string(),
+                    report::name(&f.kind),
                     f.rows.to_string(),
                     f.first_keys
                         .iter()
@@ -304,7 +334,7 @@ pub fn run(spec: &Spec, strict: bool, max_diffs: usize) -> Result<Outcome> {
         text.push_str(&report::diffs(&rep.diffs));
         text.push('\n');
     }
-    text.push_str(&if holds {
+    text.push_str(&if rep.holds() {
         if non_canonical > 0 {
             format!("check: pass ({non_canonical} non-canonical texts would be rewritten by replay; --strict makes that a failure)\n")
         } else {
@@ -315,5 +345,5 @@ pub fn run(spec: &Spec, strict: bool, max_diffs: usize) -> Result<Outcome> {
     } else {
         format!("check: FAIL under --strict ({non_canonical} non-canonical texts)\n")
     });
-    Outcome::new(holds, &rep, text)
+    text
 }

@@ -13,7 +13,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json, json};
 use sha2::{Digest, Sha256};
 
@@ -22,7 +22,7 @@ use crate::apply::{
     row_json,
 };
 use crate::db::{Access, Db};
-use crate::report::{self, Outcome};
+use crate::report::{self, BatchStatus, Report, Verdict};
 use crate::schema;
 use crate::spec::{Side, Spec, Table};
 use crate::transform::Transform;
@@ -46,7 +46,7 @@ pub struct Line {
 }
 
 /// A rejection, naming where and what.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Rejection {
     pub line: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -510,33 +510,41 @@ pub fn validate(
     Ok(Ok(deliveries))
 }
 
-#[derive(Debug, Serialize)]
-struct DeliveryReport {
-    feed: String,
-    delivery: String,
-    positions: [i64; 2],
-    lines: [u64; 2],
-    status: &'static str,
-    applied: u64,
-    duplicate: u64,
-    stale: u64,
+#[derive(Debug, Serialize, Deserialize)]
+pub struct DeliveryReport {
+    pub feed: String,
+    pub delivery: String,
+    pub positions: [i64; 2],
+    pub lines: [u64; 2],
+    pub status: BatchStatus,
+    pub applied: u64,
+    pub duplicate: u64,
+    pub stale: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<String>,
+    pub reason: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
-struct ApplyReport {
-    verdict: &'static str,
-    into: String,
-    feed_file: String,
-    deliveries: Vec<DeliveryReport>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    rejected_lines: Vec<Rejection>,
-    checkpoints: BTreeMap<String, i64>,
+/// What `cutover apply` did, delivery by delivery. It reads back from its
+/// JSON too: the drill runs apply in a child process.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ApplyReport {
+    pub verdict: Verdict,
+    pub into: String,
+    pub feed_file: String,
+    pub deliveries: Vec<DeliveryReport>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rejected_lines: Vec<Rejection>,
+    pub checkpoints: BTreeMap<String, i64>,
+}
+
+impl Report for ApplyReport {
+    fn holds(&self) -> bool {
+        self.verdict.holds()
+    }
 }
 
 /// `cutover apply --feed FILE --into source|target`.
-pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<Outcome> {
+pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<ApplyReport> {
     if !path.is_file() {
         bail!("feed {} is not a readable file", path.display());
     }
@@ -549,7 +557,7 @@ pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<Outcome> {
         Side::Target => &target,
     };
     let mut rep = ApplyReport {
-        verdict: "fail",
+        verdict: Verdict::Fail,
         into: into.to_string(),
         feed_file: path.display().to_string(),
         deliveries: Vec::new(),
@@ -560,7 +568,7 @@ pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<Outcome> {
         Ok(d) => d,
         Err(rejections) => {
             rep.rejected_lines = rejections;
-            return render(rep, db);
+            return with_checkpoints(rep, db);
         }
     };
     let engine = Engine::new(&spec.tables, db, into);
@@ -597,7 +605,7 @@ pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<Outcome> {
             delivery: info.delivery.clone(),
             positions: [info.first_position, info.last_position],
             lines: [info.first_line, info.last_line],
-            status: "applied",
+            status: BatchStatus::Applied,
             applied: 0,
             duplicate: 0,
             stale: 0,
@@ -631,11 +639,11 @@ pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<Outcome> {
                 true
             }
             BatchOutcome::Replayed => {
-                dr.status = "replayed";
+                dr.status = BatchStatus::Replayed;
                 true
             }
             BatchOutcome::Refused(why) => {
-                dr.status = "rejected";
+                dr.status = BatchStatus::Rejected;
                 dr.reason = Some(why);
                 false
             }
@@ -644,7 +652,7 @@ pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<Outcome> {
                     .iter()
                     .find(|l| l.position == c.tag)
                     .map_or(0, |l| l.line);
-                dr.status = "rejected";
+                dr.status = BatchStatus::Rejected;
                 dr.reason = Some(format!(
                     "line {line}, position {}, table '{}', key {}{}: {}; found {}, wanted {}. The whole delivery was rolled back",
                     c.tag,
@@ -691,7 +699,7 @@ pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<Outcome> {
             delivery: info.delivery.clone(),
             positions: [info.first_position, info.last_position],
             lines: [info.first_line, info.last_line],
-            status: "not_attempted",
+            status: BatchStatus::NotAttempted,
             applied: 0,
             duplicate: 0,
             stale: 0,
@@ -699,18 +707,24 @@ pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<Outcome> {
         });
     }
     if !stopped {
-        rep.verdict = "pass";
+        rep.verdict = Verdict::Pass;
     }
-    render(rep, db)
+    with_checkpoints(rep, db)
 }
 
-fn render(mut rep: ApplyReport, db: &Db) -> Result<Outcome> {
+/// The report with each feed's checkpoint as the database holds it now.
+fn with_checkpoints(mut rep: ApplyReport, db: &Db) -> Result<ApplyReport> {
     let feeds: Vec<String> = rep.deliveries.iter().map(|d| d.feed.clone()).collect();
     for f in feeds {
         let at = db.feed_checkpoint(&f)?;
         rep.checkpoints.insert(f, at);
     }
-    let holds = rep.verdict == "pass";
+    Ok(rep)
+}
+
+/// The report as text: each delivery and what became of it, the
+/// checkpoints; or every rejected line of an invalid feed.
+pub fn render(rep: &ApplyReport) -> String {
     let mut text = String::new();
     if !rep.rejected_lines.is_empty() {
         text.push_str(&format!(
@@ -721,7 +735,7 @@ fn render(mut rep: ApplyReport, db: &Db) -> Result<Outcome> {
             text.push_str(&format!("  {r}\n"));
         }
         text.push_str("fix the feed (format: docs/feed.md) and apply it again\n");
-        return Outcome::new(false, &rep, text);
+        return text;
     }
     text.push_str(&report::table(
         &[
@@ -738,7 +752,7 @@ fn render(mut rep: ApplyReport, db: &Db) -> Result<Outcome> {
                 d.feed.clone(),
                 d.delivery.clone(),
                 format!("{}..{}", d.positions[0], d.positions[1]),
-                d.status.to_string(),
+                report::name(&d.status),
                 d.applied.to_string(),
                 d.duplicate.to_string(),
                 d.stale.to_string(),
@@ -746,7 +760,11 @@ fn render(mut rep: ApplyReport, db: &Db) -> Result<Outcome> {
         }),
     ));
     text.push('\n');
-    for d in rep.deliveries.iter().filter(|d| d.status == "rejected") {
+    for d in rep
+        .deliveries
+        .iter()
+        .filter(|d| d.status == BatchStatus::Rejected)
+    {
         text.push_str(&format!(
             "delivery '{}' REJECTED: {}\n",
             d.delivery,
@@ -756,16 +774,33 @@ fn render(mut rep: ApplyReport, db: &Db) -> Result<Outcome> {
     for (f, at) in &rep.checkpoints {
         text.push_str(&format!("checkpoint {f}: position {at}\n"));
     }
-    text.push_str(if holds {
+    text.push_str(if rep.holds() {
         "apply: done\n"
     } else {
         "apply: FAIL; later deliveries were not attempted\n"
     });
-    Outcome::new(holds, &rep, text)
+    text
+}
+
+/// What `journal export` wrote.
+#[derive(Debug, Serialize)]
+pub struct ExportReport {
+    pub feed: String,
+    pub out: String,
+    pub boundary: i64,
+    pub changes: i64,
+    pub deliveries: u64,
+    pub delivery_size: usize,
+}
+
+impl Report for ExportReport {
+    fn holds(&self) -> bool {
+        true
+    }
 }
 
 /// `cutover journal export --out FILE`: the fenced journal as a feed.
-pub fn export(spec: &Spec, out: &Path, delivery_size: usize) -> Result<Outcome> {
+pub fn export(spec: &Spec, out: &Path, delivery_size: usize) -> Result<ExportReport> {
     let (_, target, _) = schema::open(spec, Access::Read, Access::Read)?;
     let Some(fence) = crate::fence::read(&target)? else {
         bail!(
@@ -854,16 +889,23 @@ pub fn export(spec: &Spec, out: &Path, delivery_size: usize) -> Result<Outcome> 
     if let Ok(d) = std::fs::File::open(dir) {
         let _ = d.sync_all();
     }
-    let rep = json!({
-        "feed": feed, "out": out.display().to_string(), "boundary": fence.boundary,
-        "changes": position, "deliveries": deliveries, "delivery_size": delivery_size,
-    });
-    let text = report::pairs(&[
-        ("feed", feed.clone()),
-        ("file", out.display().to_string()),
-        ("journal_boundary", fence.boundary.to_string()),
-        ("changes", position.to_string()),
-        ("deliveries", deliveries.to_string()),
-    ]);
-    Outcome::new(true, &rep, text)
+    Ok(ExportReport {
+        feed,
+        out: out.display().to_string(),
+        boundary: fence.boundary,
+        changes: position,
+        deliveries,
+        delivery_size,
+    })
+}
+
+/// The export as text: the feed, its file and its figures.
+pub fn render_export(rep: &ExportReport) -> String {
+    report::pairs(&[
+        ("feed", rep.feed.clone()),
+        ("file", rep.out.clone()),
+        ("journal_boundary", rep.boundary.to_string()),
+        ("changes", rep.changes.to_string()),
+        ("deliveries", rep.deliveries.to_string()),
+    ])
 }

@@ -19,7 +19,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::db::{Access, Db};
-use crate::report::{self, Outcome};
+use crate::report::{self, Report};
 use crate::schema;
 use crate::spec::Spec;
 
@@ -301,20 +301,44 @@ impl Watch {
     }
 }
 
+/// Which fence command made a report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    On,
+    Off,
+    Status,
+}
+
+/// The fence as `fence on`, `off` or `status` found or left it.
 #[derive(Debug, Serialize)]
-struct FenceReport {
-    action: &'static str,
-    fenced: bool,
-    intact: Option<bool>,
+pub struct FenceReport {
+    pub action: Action,
+    pub fenced: bool,
+    pub intact: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    breach: Option<String>,
+    pub breach: Option<String>,
     /// How the target's schema and journal triggers differ from the spec.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    drift: Vec<String>,
+    pub drift: Vec<String>,
     #[serde(flatten)]
-    fence: Option<FenceRow>,
+    pub fence: Option<FenceRow>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    verification: Option<String>,
+    pub verification: Option<String>,
+    /// Whether this command put the fence on or took it off (rather than
+    /// finding it so).
+    #[serde(skip)]
+    pub changed: bool,
+    /// `fence off --force`: journal entries left unreplayed.
+    #[serde(skip)]
+    pub not_replayed: i64,
+}
+
+/// Holds unless the fence is found breached.
+impl Report for FenceReport {
+    fn holds(&self) -> bool {
+        self.intact != Some(false)
+    }
 }
 
 fn fence_message(table: &str) -> String {
@@ -323,7 +347,35 @@ fn fence_message(table: &str) -> String {
     )
 }
 
-fn render(rep: &FenceReport, headline: &str) -> String {
+/// The report as text: what the command did, then the fence's figures.
+pub fn render(rep: &FenceReport) -> String {
+    let headline = match (rep.action, &rep.fence) {
+        (Action::On, Some(f)) if rep.changed => format!(
+            "fence: on; the target is read-only for every writer; journal_boundary={}",
+            f.boundary
+        ),
+        (Action::On, Some(f)) => {
+            format!("fence: already on since {}; nothing changed", f.fenced_at)
+        }
+        (Action::Off, Some(_)) if rep.not_replayed > 0 => format!(
+            "fence: off (forced, with {} entries not replayed); writers can change the target again",
+            rep.not_replayed
+        ),
+        (Action::Off, Some(_)) => "fence: off; writers can change the target again".to_string(),
+        (Action::Off, None) => "fence: not on; nothing to do".to_string(),
+        (Action::Status, Some(_)) => "fence: on".to_string(),
+        (Action::Status | Action::On, None) => "fence: off".to_string(),
+    };
+    let mut text = with_figures(rep, &headline);
+    if rep.action == Action::On && rep.changed {
+        for d in &rep.drift {
+            text.push_str(&format!("drift: {d}\n"));
+        }
+    }
+    text
+}
+
+fn with_figures(rep: &FenceReport, headline: &str) -> String {
     let mut text = format!("{headline}\n");
     if let Some(f) = &rep.fence {
         text.push_str(&report::pairs(&[
@@ -351,7 +403,7 @@ fn render(rep: &FenceReport, headline: &str) -> String {
     text
 }
 
-pub fn on(spec: &Spec) -> Result<Outcome> {
+pub fn on(spec: &Spec) -> Result<FenceReport> {
     // The emergency brake: no schema check against the spec. A target whose
     // schema drifted after the switch (a column added, a table rebuilt) is
     // fenced as it is, and the drift reported.
@@ -379,21 +431,17 @@ pub fn on(spec: &Spec) -> Result<Outcome> {
         target.rollback();
         let breach = existing.breach(&target, spec)?;
         let intact = breach.is_none();
-        let rep = FenceReport {
-            action: "on",
+        return Ok(FenceReport {
+            action: Action::On,
             fenced: true,
             intact: Some(intact),
             breach: breach.map(|what| format!("fence breached: {what}; the fence stays as it was. Find what changed, then re-plan: `cutover fence off --force` and `cutover fence on` set a new boundary")),
-            drift: drift.clone(),
-            fence: Some(existing.clone()),
+            drift,
+            fence: Some(existing),
             verification: None,
-        };
-        let head = format!(
-            "fence: already on since {}; nothing changed",
-            existing.fenced_at
-        );
-        let text = render(&rep, &head);
-        return Outcome::new(intact, &rep, text);
+            changed: false,
+            not_replayed: 0,
+        });
     }
     let r = (|| -> Result<FenceRow> {
         for t in tables.iter().chain(&images) {
@@ -443,30 +491,21 @@ pub fn on(spec: &Spec) -> Result<Outcome> {
             }
         }
     }
-    let rep = FenceReport {
-        action: "on",
+    Ok(FenceReport {
+        action: Action::On,
         fenced: true,
         intact: Some(true),
         breach: None,
-        drift: drift.clone(),
-        fence: Some(row.clone()),
+        drift,
+        fence: Some(row),
         verification: Some(format!(
             "a write from another connection to each of the {} fenced tables and to the journal was refused: {}",
             tables.len(),
             refused.first().cloned().unwrap_or_default()
         )),
-    };
-    let mut text = render(
-        &rep,
-        &format!(
-            "fence: on; the target is read-only for every writer; journal_boundary={}",
-            row.boundary
-        ),
-    );
-    for d in &drift {
-        text.push_str(&format!("drift: {d}\n"));
-    }
-    Outcome::new(true, &rep, text)
+        changed: true,
+        not_replayed: 0,
+    })
 }
 
 /// The journal's own tables, which the fence guards like the data: its
@@ -480,19 +519,20 @@ fn journal_tables(target: &Db) -> Result<Vec<String>> {
     Ok(out)
 }
 
-pub fn off(spec: &Spec, force: bool) -> Result<Outcome> {
+pub fn off(spec: &Spec, force: bool) -> Result<FenceReport> {
     let (source, target, _) = schema::open(spec, Access::Read, Access::Write)?;
     let Some(existing) = read(&target)? else {
-        let rep = FenceReport {
-            action: "off",
+        return Ok(FenceReport {
+            action: Action::Off,
             fenced: false,
             intact: None,
             breach: None,
             drift: Vec::new(),
             fence: None,
             verification: None,
-        };
-        return Outcome::new(true, &rep, "fence: not on; nothing to do\n".into());
+            changed: false,
+            not_replayed: 0,
+        });
     };
     let journal = crate::journal::identity(&target)?.unwrap_or_default();
     let (applied, _) = source.applied_progress(&journal)?;
@@ -518,39 +558,33 @@ pub fn off(spec: &Spec, force: bool) -> Result<Outcome> {
             target.delete_fence_row()
         })
         .map_err(|e| e.context("the fence is still on"))?;
-    let rep = FenceReport {
-        action: "off",
+    Ok(FenceReport {
+        action: Action::Off,
         fenced: false,
         intact: None,
         breach: None,
         drift: Vec::new(),
         fence: Some(existing),
         verification: None,
-    };
-    let head = if pending > 0 {
-        format!(
-            "fence: off (forced, with {pending} entries not replayed); writers can change the target again"
-        )
-    } else {
-        "fence: off; writers can change the target again".to_string()
-    };
-    let text = render(&rep, &head);
-    Outcome::new(true, &rep, text)
+        changed: true,
+        not_replayed: pending.max(0),
+    })
 }
 
-pub fn status(spec: &Spec) -> Result<Outcome> {
+pub fn status(spec: &Spec) -> Result<FenceReport> {
     let (_, target, _) = schema::open(spec, Access::Read, Access::Read)?;
     let Some(existing) = read(&target)? else {
-        let rep = FenceReport {
-            action: "status",
+        return Ok(FenceReport {
+            action: Action::Status,
             fenced: false,
             intact: None,
             breach: None,
             drift: Vec::new(),
             fence: None,
             verification: None,
-        };
-        return Outcome::new(true, &rep, "fence: off\n".into());
+            changed: false,
+            not_replayed: 0,
+        });
     };
     let mut missing = Vec::new();
     for t in existing
@@ -573,16 +607,15 @@ pub fn status(spec: &Spec) -> Result<Outcome> {
             )
         }
     });
-    let intact = breach.is_none();
-    let rep = FenceReport {
-        action: "status",
+    Ok(FenceReport {
+        action: Action::Status,
         fenced: true,
-        intact: Some(intact),
+        intact: Some(breach.is_none()),
         breach,
         drift: Vec::new(),
         fence: Some(existing),
         verification: None,
-    };
-    let text = render(&rep, "fence: on");
-    Outcome::new(intact, &rep, text)
+        changed: false,
+        not_replayed: 0,
+    })
 }

@@ -11,19 +11,26 @@ use serde::Serialize;
 
 use crate::db::{Access, Db, TableSql};
 use crate::reconcile::{self, DiffKind, Reconciliation};
-use crate::report::{self, Outcome};
+use crate::report::{self, Report, Verdict};
 use crate::schema;
 use crate::spec::{Spec, Table};
 use crate::value::{Row, Value, display_key, key_json};
 
+/// The gate's verdict on source against target.
 #[derive(Debug, Serialize)]
-struct GateReport<'a> {
-    verdict: &'static str,
-    summary: String,
+pub struct GateReport {
+    pub verdict: Verdict,
+    pub summary: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    provenance: Vec<crate::sync::Provenance>,
+    pub provenance: Vec<crate::sync::Provenance>,
     #[serde(flatten)]
-    rec: &'a Reconciliation,
+    pub rec: Reconciliation,
+}
+
+impl Report for GateReport {
+    fn holds(&self) -> bool {
+        self.verdict.holds()
+    }
 }
 
 /// The one-line summary the runbook and drill quote: `rows=3, total_cents=4000`.
@@ -64,15 +71,13 @@ impl Reconciliation {
     }
 }
 
+/// Reconciles source against target (the source read from `snapshot` if
+/// given), with the sync provenance of the tables that have a watermark.
 pub fn run(
     spec: &Spec,
     max_diffs: usize,
-    inject: bool,
     snapshot: Option<&std::path::Path>,
-) -> Result<Outcome> {
-    if inject {
-        return rehearse(spec, max_diffs);
-    }
+) -> Result<GateReport> {
     let (mut source, mut target, _) =
         schema::open_with_snapshot(spec, snapshot, Access::Read, Access::Read)?;
     let rec = reconcile::reconcile(spec, &mut source, &mut target, max_diffs)?;
@@ -80,8 +85,19 @@ pub fn run(
     // synced row came from.
     let provenance = crate::sync::provenance(spec, &source, &target, max_diffs)?;
     let holds = rec.clean() && provenance.iter().all(|p| p.quality_failures == 0);
-    let mut text = report::reconciliation(&rec);
-    for p in &provenance {
+    Ok(GateReport {
+        verdict: Verdict::of(holds),
+        summary: summary(spec, &rec),
+        provenance,
+        rec,
+    })
+}
+
+/// The gate's report as text: the reconciliation, the provenance of synced
+/// tables, the summary line and the verdict.
+pub fn render(rep: &GateReport) -> String {
+    let mut text = report::reconciliation(&rep.rec);
+    for p in &rep.provenance {
         text.push_str(&format!(
             "\nsync provenance of '{}': {} batches\n",
             p.table,
@@ -96,16 +112,13 @@ pub fn run(
                 "last watermark",
             ],
             p.batches.iter().map(|b| {
-                [
-                    "batch",
-                    "rows",
-                    "changed",
-                    "first_watermark",
-                    "last_watermark",
+                vec![
+                    b.batch.to_string(),
+                    b.rows.to_string(),
+                    b.changed.to_string(),
+                    b.first_watermark.to_string(),
+                    b.last_watermark.to_string(),
                 ]
-                .iter()
-                .map(|f| b[*f].to_string())
-                .collect::<Vec<_>>()
             }),
         ));
         text.push('\n');
@@ -119,44 +132,50 @@ pub fn run(
             }
         }
     }
-    text.push_str(&format!("\n{}\n", summary(spec, &rec)));
-    text.push_str(if holds {
+    text.push_str(&format!("\n{}\n", rep.summary));
+    text.push_str(if rep.holds() {
         "verdict: PASS; source and target hold exactly the same data\n"
     } else {
         "verdict: FAIL; cutover is blocked until source and target reconcile\n"
     });
-    let rep = GateReport {
-        verdict: if holds { "pass" } else { "fail" },
-        summary: summary(spec, &rec),
-        provenance,
-        rec: &rec,
-    };
-    Outcome::new(holds, &rep, text)
+    text
 }
 
 /// One injected fault and whether the gate saw it.
 #[derive(Debug, Serialize)]
-struct Injected {
-    kind: DiffKind,
-    table: String,
-    key: serde_json::Value,
+pub struct Injected {
+    pub kind: DiffKind,
+    pub table: String,
+    pub key: serde_json::Value,
     #[serde(skip_serializing_if = "Option::is_none")]
-    column: Option<String>,
-    detail: String,
-    caught: bool,
+    pub column: Option<String>,
+    pub detail: String,
+    pub caught: bool,
 }
 
+/// The rehearsal's report: the faults injected, which the gate caught, and
+/// what it reported on the injected view. Its verdict is always `fail`: the
+/// gate blocks that view (a rehearsal that misses a fault is an error, not
+/// a report).
 #[derive(Debug, Serialize)]
-struct RehearsalReport<'a> {
-    verdict: &'static str,
-    injected: usize,
-    caught: usize,
-    faults: Vec<Injected>,
+pub struct RehearsalReport {
+    pub verdict: Verdict,
+    pub injected: usize,
+    pub caught: usize,
+    pub faults: Vec<Injected>,
     #[serde(flatten)]
-    rec: &'a Reconciliation,
+    pub rec: Reconciliation,
 }
 
-fn rehearse(spec: &Spec, max_diffs: usize) -> Result<Outcome> {
+impl Report for RehearsalReport {
+    fn holds(&self) -> bool {
+        self.verdict.holds()
+    }
+}
+
+/// `--inject-mismatch`: three faults injected into the target inside a
+/// transaction that is rolled back, and the gate run over that view.
+pub fn rehearse(spec: &Spec, max_diffs: usize) -> Result<RehearsalReport> {
     let (mut source, mut target, _) = schema::open(spec, Access::Read, Access::Write)?;
     crate::schema::refuse_if_fenced(
         &target,
@@ -172,15 +191,35 @@ fn rehearse(spec: &Spec, max_diffs: usize) -> Result<Outcome> {
         bail!("the rehearsal found no target rows to change; load the target first");
     }
     let caught = faults.iter().filter(|f| f.caught).count();
-    let all = caught == faults.len();
+    let rep = RehearsalReport {
+        verdict: Verdict::Fail,
+        injected: faults.len(),
+        caught,
+        faults,
+        rec,
+    };
+    if rep.caught < rep.injected {
+        // A gate that misses a fault is a broken tool, not a data finding.
+        eprint!("{}", render_rehearsal(&rep));
+        bail!(
+            "the rehearsal missed {} of {} injected faults",
+            rep.injected - rep.caught,
+            rep.injected
+        );
+    }
+    // All caught: the gate blocks, which is exit 1.
+    Ok(rep)
+}
+
+/// The rehearsal as text: each fault and whether it was caught, then what
+/// the gate reported on the injected view.
+pub fn render_rehearsal(rep: &RehearsalReport) -> String {
+    let all = rep.caught == rep.injected;
     let mut text = report::table(
         &["injected", "table", "key", "column", "detail", "caught"],
-        faults.iter().map(|f| {
+        rep.faults.iter().map(|f| {
             vec![
-                serde_json::to_value(f.kind)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default(),
+                report::name(&f.kind),
                 f.table.clone(),
                 f.key.to_string(),
                 f.column.clone().unwrap_or_default(),
@@ -190,39 +229,17 @@ fn rehearse(spec: &Spec, max_diffs: usize) -> Result<Outcome> {
         }),
     );
     text.push_str("\nwhat the gate reported on the injected view:\n");
-    text.push_str(&report::reconciliation(&rec));
+    text.push_str(&report::reconciliation(&rep.rec));
     text.push_str(&format!(
-        "\nrehearsal: caught {caught} of {} injected faults\n",
-        faults.len()
+        "\nrehearsal: caught {} of {} injected faults\n",
+        rep.caught, rep.injected
     ));
     text.push_str(if all {
         "verdict: FAIL (as it should be): cutover is blocked; the gate is alive. The target was rolled back and is unchanged\n"
     } else {
         "rehearsal: the gate MISSED an injected fault; do not trust a passing gate until this is fixed\n"
     });
-    let rep = RehearsalReport {
-        verdict: if all { "fail" } else { "missed" },
-        injected: faults.len(),
-        caught,
-        faults,
-        rec: &rec,
-    };
-    let json = serde_json::to_value(&rep)?;
-    if !all {
-        // A gate that misses a fault is a broken tool, not a data finding.
-        eprint!("{text}");
-        bail!(
-            "the rehearsal missed {} of {} injected faults",
-            rep.injected - rep.caught,
-            rep.injected
-        );
-    }
-    // All caught: the gate blocks, which is exit 1.
-    Ok(Outcome {
-        holds: false,
-        json,
-        text,
-    })
+    text
 }
 
 fn inject_and_reconcile(

@@ -15,7 +15,7 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
 use crate::db::{Access, ColumnInfo, Db};
-use crate::report::Outcome;
+use crate::report::Report;
 use crate::value::{Value, key_json};
 
 /// At most this many distinct text values make a column a `map` candidate.
@@ -23,13 +23,23 @@ const MAP_MAX_VALUES: usize = 12;
 /// Rows read per column to find a scale or a map (a draft, not a proof).
 const SAMPLE_ROWS: usize = 100_000;
 
+/// The spec `init` drafted: where, what it matched, what is left to decide.
 #[derive(Debug, Serialize)]
-struct InitReport {
-    out: Option<String>,
-    tables: Vec<String>,
-    unmatched_source_tables: Vec<String>,
-    unmatched_target_tables: Vec<String>,
-    to_decide: usize,
+pub struct InitReport {
+    pub out: Option<String>,
+    pub tables: Vec<String>,
+    pub unmatched_source_tables: Vec<String>,
+    pub unmatched_target_tables: Vec<String>,
+    pub to_decide: usize,
+    /// The draft itself (printed when there is no `--out`).
+    #[serde(skip)]
+    pub toml: String,
+}
+
+impl Report for InitReport {
+    fn holds(&self) -> bool {
+        true
+    }
 }
 
 /// A name as matching sees it: lower case, no underscores, no plural `s`.
@@ -99,7 +109,7 @@ fn data_scale(values: &[(Vec<Value>, Value)]) -> u32 {
         .unwrap_or(0)
 }
 
-pub fn run(source_url: &str, target_url: &str, out: Option<&Path>) -> Result<Outcome> {
+pub fn run(source_url: &str, target_url: &str, out: Option<&Path>) -> Result<InitReport> {
     if let Some(p) = out
         && p.exists()
     {
@@ -306,24 +316,26 @@ pub fn run(source_url: &str, target_url: &str, out: Option<&Path>) -> Result<Out
         tmp.persist_noclobber(p)
             .with_context(|| format!("writing {}", p.display()))?;
     }
-    let rep = InitReport {
+    Ok(InitReport {
         out: out.map(|p| p.display().to_string()),
         tables: matched,
         unmatched_source_tables: unmatched_s,
         unmatched_target_tables: unmatched_t,
         to_decide,
-    };
-    let text = match out {
+        toml,
+    })
+}
+
+/// The report as text: the draft itself, or where it was written.
+pub fn render(rep: &InitReport) -> String {
+    match &rep.out {
         Some(p) => format!(
-            "init: drafted {} ({} tables matched, {} things to decide: see the DECIDE comments); next: cutover check --spec {}\n",
-            p.display(),
+            "init: drafted {p} ({} tables matched, {} things to decide: see the DECIDE comments); next: cutover check --spec {p}\n",
             rep.tables.len(),
-            to_decide,
-            p.display()
+            rep.to_decide,
         ),
-        None => toml,
-    };
-    Outcome::new(true, &rep, text)
+        None => rep.toml.clone(),
+    }
 }
 
 /// What a text column's values suggest.

@@ -8,30 +8,55 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
 use crate::db::{Access, Db, JOURNAL_TRIGGERS_PER_TABLE};
-use crate::report::{self, Outcome};
+use crate::report::{self, Report};
 use crate::schema;
 use crate::spec::Spec;
 
 #[derive(Debug, Serialize)]
-struct TableStatus {
-    name: String,
-    triggers: usize,
+pub struct TableStatus {
+    pub name: String,
+    pub triggers: usize,
     /// Journal triggers missing or out of date.
-    stale: Vec<String>,
-    insert: i64,
-    update: i64,
-    delete: i64,
+    pub stale: Vec<String>,
+    pub insert: i64,
+    pub update: i64,
+    pub delete: i64,
 }
 
+/// Which journal command made a report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Install,
+    Remove,
+    Status,
+}
+
+/// The journal as `journal install`, `remove` or `status` leaves it.
 #[derive(Debug, Serialize)]
-struct JournalReport {
-    action: &'static str,
-    installed: bool,
-    journal: Option<String>,
-    entries: i64,
-    last_seq: i64,
-    fenced_at_boundary: Option<i64>,
-    tables: Vec<TableStatus>,
+pub struct JournalReport {
+    pub action: Action,
+    pub installed: bool,
+    pub journal: Option<String>,
+    pub entries: i64,
+    pub last_seq: i64,
+    pub fenced_at_boundary: Option<i64>,
+    pub tables: Vec<TableStatus>,
+    /// Install: triggers created or replaced (none: already up to date).
+    #[serde(skip)]
+    pub triggers_changed: usize,
+    /// Install: the journal already replayed into the source, as
+    /// (old identity, new identity, the last seq before the new attempt).
+    #[serde(skip)]
+    pub renewed: Option<(String, String, i64)>,
+}
+
+/// A journal command that returns a report did what it was asked; what
+/// fails is an error.
+impl Report for JournalReport {
+    fn holds(&self) -> bool {
+        true
+    }
 }
 
 /// Whether every table of the spec has its journal triggers, as the spec
@@ -138,7 +163,7 @@ fn new_identity(target: &Db) -> String {
     hex::encode(&h.finalize()[..8])
 }
 
-pub fn install(spec: &Spec) -> Result<Outcome> {
+pub fn install(spec: &Spec) -> Result<JournalReport> {
     let (source, target, _) = schema::open(spec, Access::Read, Access::Write)?;
     let names: Vec<&str> = spec.tables.iter().map(|t| t.name.as_str()).collect();
     let mut renewed = None;
@@ -199,21 +224,10 @@ pub fn install(spec: &Spec) -> Result<Outcome> {
             target.location()
         ))
     })?;
-    let mut headline = String::new();
-    if let Some((old, new, after)) = &renewed {
-        headline.push_str(&format!(
-            "journal: {old} was already replayed into the source; this is a new attempt, journaled as {new} from seq {}\n",
-            after + 1
-        ));
-    }
-    headline += &if changed == 0 {
-        "journal: already installed and up to date; nothing changed\n".to_string()
-    } else {
-        format!(
-            "journal: installed ({changed} triggers created or replaced); every insert, update and delete on the target is now recorded\n"
-        )
-    };
-    status_report(spec, &target, "install", &headline)
+    let mut rep = status_report(spec, &target, Action::Install)?;
+    rep.triggers_changed = changed;
+    rep.renewed = renewed;
+    Ok(rep)
 }
 
 /// Proves a table's triggers with writes that are rolled back: a row taken
@@ -231,7 +245,7 @@ fn prove(target: &Db, t: &crate::spec::Table) -> Result<()> {
         })
 }
 
-pub fn remove(spec: &Spec) -> Result<Outcome> {
+pub fn remove(spec: &Spec) -> Result<JournalReport> {
     let (_, target, _) = schema::open(spec, Access::Read, Access::Write)?;
     crate::schema::refuse_if_fenced(
         &target,
@@ -243,25 +257,15 @@ pub fn remove(spec: &Spec) -> Result<Outcome> {
         }
         Ok(())
     })?;
-    status_report(
-        spec,
-        &target,
-        "remove",
-        "journal: triggers removed; writes are no longer recorded. The entries already in _cutover_journal are kept\n",
-    )
+    status_report(spec, &target, Action::Remove)
 }
 
-pub fn status(spec: &Spec) -> Result<Outcome> {
+pub fn status(spec: &Spec) -> Result<JournalReport> {
     let (_, target, _) = schema::open(spec, Access::Read, Access::Read)?;
-    status_report(spec, &target, "status", "")
+    status_report(spec, &target, Action::Status)
 }
 
-fn status_report(
-    spec: &Spec,
-    target: &Db,
-    action: &'static str,
-    headline: &str,
-) -> Result<Outcome> {
+fn status_report(spec: &Spec, target: &Db, action: Action) -> Result<JournalReport> {
     let counts = target.journal_counts()?;
     let (entries, last_seq) = target.journal_extent()?;
     let mut tables = Vec::new();
@@ -282,7 +286,7 @@ fn status_report(
         });
     }
     let installed = tables.iter().all(|t| t.stale.is_empty()) && target.has_journal()?;
-    let rep = JournalReport {
+    Ok(JournalReport {
         action,
         installed,
         journal: identity(target)?,
@@ -290,8 +294,37 @@ fn status_report(
         last_seq,
         fenced_at_boundary: target.fence_row()?.map(|f| f.boundary),
         tables,
-    };
-    let mut text = String::from(headline);
+        triggers_changed: 0,
+        renewed: None,
+    })
+}
+
+/// The report as text: what the command did, then triggers and entries
+/// per table, and the journal's extent.
+pub fn render(rep: &JournalReport) -> String {
+    let mut text = String::new();
+    match rep.action {
+        Action::Install => {
+            if let Some((old, new, after)) = &rep.renewed {
+                text.push_str(&format!(
+                    "journal: {old} was already replayed into the source; this is a new attempt, journaled as {new} from seq {}\n",
+                    after + 1
+                ));
+            }
+            text += &if rep.triggers_changed == 0 {
+                "journal: already installed and up to date; nothing changed\n".to_string()
+            } else {
+                format!(
+                    "journal: installed ({} triggers created or replaced); every insert, update and delete on the target is now recorded\n",
+                    rep.triggers_changed
+                )
+            };
+        }
+        Action::Remove => text.push_str(
+            "journal: triggers removed; writes are no longer recorded. The entries already in _cutover_journal are kept\n",
+        ),
+        Action::Status => {}
+    }
     text.push_str(&report::table(
         &["table", "triggers", "insert", "update", "delete"],
         rep.tables.iter().map(|t| {
@@ -314,15 +347,15 @@ fn status_report(
     ));
     text.push('\n');
     text.push_str(&report::pairs(&[
-        ("journal_entries", entries.to_string()),
-        ("last_seq", last_seq.to_string()),
+        ("journal_entries", rep.entries.to_string()),
+        ("last_seq", rep.last_seq.to_string()),
         (
             "fence",
             rep.fenced_at_boundary
                 .map_or("off".into(), |b| format!("on, journal_boundary={b}")),
         ),
     ]));
-    Outcome::new(true, &rep, text)
+    text
 }
 
 /// Reads journal entries as changes of the spec's tables: each image put in

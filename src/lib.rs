@@ -96,7 +96,7 @@ fn only(mut spec: spec::Spec, filter: &cli::TableFilter) -> Result<spec::Spec> {
     Ok(spec)
 }
 
-/// Runs one command; the drill calls this for each runbook step.
+/// Runs one command: its typed report, rendered as JSON and text.
 pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
     let load = |a: &cli::SpecArg| spec::load(&a.spec);
     match command {
@@ -105,13 +105,19 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
             strict,
             max_diffs,
             filter,
-        } => check::run(&only(load(spec)?, filter)?, *strict, *max_diffs),
+        } => {
+            let rep = check::run(&only(load(spec)?, filter)?, *strict, *max_diffs)?;
+            Outcome::of(&rep, check::render(&rep))
+        }
         Command::Load {
             spec,
             batch,
             replace,
             filter,
-        } => load::run(&only(load(spec)?, filter)?, *batch, *replace),
+        } => {
+            let rep = load::run(&only(load(spec)?, filter)?, *batch, *replace)?;
+            Outcome::of(&rep, load::render(&rep))
+        }
         Command::Sync {
             spec,
             snapshot,
@@ -120,16 +126,19 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
             batch,
             max_diffs,
             filter,
-        } => sync::run(
-            &only(load(spec)?, filter)?,
-            &sync::Options {
-                snapshot: snapshot.as_deref(),
-                lookback: lookback.as_deref(),
-                evolve: *evolve,
-                batch: *batch,
-                max_keys: *max_diffs,
-            },
-        ),
+        } => {
+            let rep = sync::run(
+                &only(load(spec)?, filter)?,
+                &sync::Options {
+                    snapshot: snapshot.as_deref(),
+                    lookback: lookback.as_deref(),
+                    evolve: *evolve,
+                    batch: *batch,
+                    max_keys: *max_diffs,
+                },
+            )?;
+            Outcome::of(&rep, sync::render(&rep))
+        }
         Command::Gate {
             spec,
             inject_mismatch,
@@ -137,34 +146,51 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
             snapshot,
             filter,
             report: _,
-        } => gate::run(
-            &only(load(spec)?, filter)?,
-            *max_diffs,
-            *inject_mismatch,
-            snapshot.as_deref(),
-        ),
-        Command::Journal { action } => match action {
-            JournalAction::Install(s) => journal::install(&load(s)?),
-            JournalAction::Remove(s) => journal::remove(&load(s)?),
-            JournalAction::Status(s) => journal::status(&load(s)?),
-            JournalAction::Export {
-                spec,
-                out,
-                delivery_size,
-            } => feed::export(&load(spec)?, out, *delivery_size),
-        },
-        Command::Fence { action } => match action {
-            FenceAction::On(s) => fence::on(&load(s)?),
-            FenceAction::Off { spec, force } => fence::off(&load(spec)?, *force),
-            FenceAction::Status(s) => fence::status(&load(s)?),
-        },
+        } => {
+            let spec = only(load(spec)?, filter)?;
+            if *inject_mismatch {
+                let rep = gate::rehearse(&spec, *max_diffs)?;
+                Outcome::of(&rep, gate::render_rehearsal(&rep))
+            } else {
+                let rep = gate::run(&spec, *max_diffs, snapshot.as_deref())?;
+                Outcome::of(&rep, gate::render(&rep))
+            }
+        }
+        Command::Journal { action } => {
+            let rep = match action {
+                JournalAction::Install(s) => journal::install(&load(s)?)?,
+                JournalAction::Remove(s) => journal::remove(&load(s)?)?,
+                JournalAction::Status(s) => journal::status(&load(s)?)?,
+                JournalAction::Export {
+                    spec,
+                    out,
+                    delivery_size,
+                } => {
+                    let rep = feed::export(&load(spec)?, out, *delivery_size)?;
+                    return Outcome::of(&rep, feed::render_export(&rep));
+                }
+            };
+            Outcome::of(&rep, journal::render(&rep))
+        }
+        Command::Fence { action } => {
+            let rep = match action {
+                FenceAction::On(s) => fence::on(&load(s)?)?,
+                FenceAction::Off { spec, force } => fence::off(&load(spec)?, *force)?,
+                FenceAction::Status(s) => fence::status(&load(s)?)?,
+            };
+            Outcome::of(&rep, fence::render(&rep))
+        }
         Command::Replay {
             spec,
             batch,
             dry_run,
             max_diffs,
             report: _,
-        } => replay::run(&load(spec)?, *batch, *dry_run, *max_diffs),
+        } => {
+            let spec = load(spec)?;
+            let rep = replay::run(&spec, *batch, *dry_run, *max_diffs)?;
+            Outcome::of(&rep, replay::render(&spec, &rep))
+        }
         Command::Apply {
             spec,
             feed: file,
@@ -174,14 +200,21 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
                 cli::IntoSide::Source => spec::Side::Source,
                 cli::IntoSide::Target => spec::Side::Target,
             };
-            feed::apply(&load(spec)?, file, side)
+            let rep = feed::apply(&load(spec)?, file, side)?;
+            Outcome::of(&rep, feed::render(&rep))
         }
-        Command::Status { spec } => status::run(&load(spec)?),
+        Command::Status { spec } => {
+            let rep = status::run(&load(spec)?)?;
+            Outcome::of(&rep, status::render(&rep))
+        }
         Command::Init {
             source,
             target,
             out,
-        } => init::run(source, target, out.as_deref()),
+        } => {
+            let rep = init::run(source, target, out.as_deref())?;
+            Outcome::of(&rep, init::render(&rep))
+        }
         Command::Drill {
             scenario,
             inject_mismatch,
@@ -190,14 +223,17 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
             keep,
             stop_after,
             report: _,
-        } => drill::run(drill::Options {
-            scenario: *scenario,
-            inject: *inject_mismatch,
-            crash_matrix: *crash_matrix,
-            verify: verify.as_deref(),
-            keep: keep.as_deref(),
-            stop_after: *stop_after,
-            format,
-        }),
+        } => {
+            let rep = drill::run(drill::Options {
+                scenario: *scenario,
+                inject: *inject_mismatch,
+                crash_matrix: *crash_matrix,
+                verify: verify.as_deref(),
+                keep: keep.as_deref(),
+                stop_after: *stop_after,
+                format,
+            })?;
+            Outcome::of(&rep, drill::render(&rep))
+        }
     }
 }

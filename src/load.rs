@@ -7,38 +7,66 @@
 //! kill) resumes after its last committed key instead of starting over.
 
 use anyhow::{Result, bail};
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
 use crate::apply::{BatchOutcome, Engine, LoadCheckpoint};
 use crate::canonical::{self, Note};
 use crate::db::Access;
 use crate::progress::{self, Progress};
 use crate::reconcile;
-use crate::report::{self, Outcome};
+use crate::report::{self, Report, Verdict};
 use crate::schema;
 use crate::spec::{Side, Spec};
-use crate::value::{Block, display_key, key_from_json, key_json};
+use crate::value::{Block, Row, Value, display_key, key_from_json, key_json};
 
 #[derive(Debug, Serialize)]
-struct TableLoad {
-    name: String,
-    loaded: u64,
-    already_present: u64,
-    resumed_after: Option<serde_json::Value>,
-    batches: u64,
+pub struct TableLoad {
+    pub name: String,
+    pub loaded: u64,
+    pub already_present: u64,
+    pub resumed_after: Option<serde_json::Value>,
+    pub batches: u64,
     /// A completed load of this table was found; nothing was done.
-    complete_before: bool,
+    pub complete_before: bool,
 }
 
+/// What `cutover load` did: the tables loaded, or the invalid row that
+/// stopped it before any write.
 #[derive(Debug, Serialize)]
-struct LoadReport {
-    verdict: &'static str,
-    tables: Vec<TableLoad>,
+pub struct LoadReport {
+    pub verdict: Verdict,
+    pub tables: Vec<TableLoad>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    invalid: Option<serde_json::Value>,
+    pub invalid: Option<InvalidRow>,
 }
 
-pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
+impl Report for LoadReport {
+    fn holds(&self) -> bool {
+        self.verdict.holds()
+    }
+}
+
+/// A source row the forward transform refuses.
+#[derive(Debug, Serialize)]
+pub struct InvalidRow {
+    pub table: String,
+    #[serde(serialize_with = "key_as_json")]
+    pub key: Row,
+    pub column: String,
+    #[serde(serialize_with = "value_as_json")]
+    pub value: Value,
+    pub reason: String,
+}
+
+fn key_as_json<S: Serializer>(key: &Row, s: S) -> std::result::Result<S::Ok, S::Error> {
+    key_json(key).serialize(s)
+}
+
+fn value_as_json<S: Serializer>(value: &Value, s: S) -> std::result::Result<S::Ok, S::Error> {
+    value.to_json().serialize(s)
+}
+
+pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<LoadReport> {
     let (source, target, _) = schema::open(spec, Access::Read, Access::Write)?;
     crate::schema::refuse_if_fenced(
         &target,
@@ -66,23 +94,17 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
             Ok(true)
         })?;
         if let Some((key, column, value, reason)) = bad {
-            let rep = LoadReport {
-                verdict: "fail",
+            return Ok(LoadReport {
+                verdict: Verdict::Fail,
                 tables: Vec::new(),
-                invalid: Some(serde_json::json!({
-                    "table": t.name, "key": key_json(&key), "column": column,
-                    "value": value.to_json(), "reason": reason,
-                })),
-            };
-            let text = format!(
-                "load: FAIL, nothing was written\ntable '{}', key {}, column '{}': {} ({})\nfix the source row (run `cutover check` to list every invalid row) and load again\n",
-                t.name,
-                display_key(&key),
-                column,
-                value,
-                reason
-            );
-            return Outcome::new(false, &rep, text);
+                invalid: Some(InvalidRow {
+                    table: t.name.clone(),
+                    key,
+                    column,
+                    value,
+                    reason,
+                }),
+            });
         }
     }
 
@@ -227,11 +249,25 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
         flush(&mut pending, true)?;
         tables.push(tl);
     }
-    let rep = LoadReport {
-        verdict: "pass",
+    Ok(LoadReport {
+        verdict: Verdict::Pass,
         tables,
         invalid: None,
-    };
+    })
+}
+
+/// The report as text: rows loaded per table, or the invalid row.
+pub fn render(rep: &LoadReport) -> String {
+    if let Some(bad) = &rep.invalid {
+        return format!(
+            "load: FAIL, nothing was written\ntable '{}', key {}, column '{}': {} ({})\nfix the source row (run `cutover check` to list every invalid row) and load again\n",
+            bad.table,
+            display_key(&bad.key),
+            bad.column,
+            bad.value,
+            bad.reason
+        );
+    }
     let mut text = report::table(
         &[
             "table",
@@ -260,5 +296,5 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<Outcome> {
     text.push_str(
         "\nload: done; next run `cutover gate` to prove the target holds exactly the source\n",
     );
-    Outcome::new(true, &rep, text)
+    text
 }

@@ -18,55 +18,92 @@ use crate::db::{Access, Db};
 use crate::fence::Watch;
 use crate::progress::Progress;
 use crate::reconcile;
-use crate::report::{self, Outcome};
+use crate::report::{self, Report, Verdict};
 use crate::schema;
 use crate::spec::Spec;
 
+/// A key of the source that the pending entries change.
 #[derive(Debug, Serialize)]
-struct StaleKey {
-    table: String,
-    key: serde_json::Value,
-    ops: String,
-    effect: &'static str,
+pub struct StaleKey {
+    pub table: String,
+    pub key: serde_json::Value,
+    /// The journal's ops on the key, in order, comma-separated.
+    pub ops: String,
+    pub effect: Effect,
 }
 
-#[derive(Debug, Serialize)]
-struct Plan {
-    boundary: i64,
-    already_applied: i64,
-    pending: i64,
-    gaps: i64,
-    insert: i64,
-    update: i64,
-    delete: i64,
-    stale_keys: u64,
-    keys: Vec<StaleKey>,
+/// What the pending entries do to a key, first op to last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Effect {
+    #[serde(rename = "new")]
+    New,
+    #[serde(rename = "updated")]
+    Updated,
+    #[serde(rename = "deleted")]
+    Deleted,
+    #[serde(rename = "inserted and deleted")]
+    InsertedAndDeleted,
 }
 
+/// What the replay would apply.
 #[derive(Debug, Serialize)]
-struct ReplayReport {
-    verdict: &'static str,
-    boundary: i64,
-    entries: i64,
-    previously_applied: i64,
-    applied: u64,
-    already_in_place: u64,
-    batches: u64,
-    gaps: i64,
+pub struct Plan {
+    pub boundary: i64,
+    pub already_applied: i64,
+    pub pending: i64,
+    pub gaps: i64,
+    pub insert: i64,
+    pub update: i64,
+    pub delete: i64,
+    pub stale_keys: u64,
+    pub keys: Vec<StaleKey>,
+}
+
+/// What the replay did.
+#[derive(Debug, Serialize)]
+pub struct ReplayReport {
+    pub verdict: Verdict,
+    pub boundary: i64,
+    pub entries: i64,
+    pub previously_applied: i64,
+    pub applied: u64,
+    pub already_in_place: u64,
+    pub batches: u64,
+    pub gaps: i64,
     /// Another replay ran at the same time; this one skipped what it applied.
-    raced: bool,
+    pub raced: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    conflict: Option<Conflict>,
+    pub conflict: Option<Conflict>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    breach: Option<String>,
+    pub breach: Option<String>,
     /// Rows of the source that break a foreign key after the replay and did
     /// not before it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    foreign_keys: Vec<String>,
+    pub foreign_keys: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    reconciliation: Option<reconcile::Reconciliation>,
+    pub reconciliation: Option<reconcile::Reconciliation>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    summary: Option<String>,
+    pub summary: Option<String>,
+}
+
+/// What `cutover replay` reports.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum Replay {
+    /// The replay's report; a dry run gives it too when the fence is found
+    /// breached before anything is planned.
+    Ran(ReplayReport),
+    /// `--dry-run`: the plan, and what the rolled-back replay met.
+    DryRun(DryRunReport),
+}
+
+impl Report for Replay {
+    fn holds(&self) -> bool {
+        match self {
+            Replay::Ran(r) => r.verdict.holds(),
+            Replay::DryRun(d) => d.tried.as_ref().is_none_or(|t| t.verdict.holds()),
+        }
+    }
 }
 
 /// Turns one journal entry into a change in canonical form, addressed by
@@ -91,7 +128,7 @@ fn to_change(spec: &Spec, e: crate::journal::Entry) -> Change {
     }
 }
 
-pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result<Outcome> {
+pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result<Replay> {
     // A dry run writes too, inside one transaction it always rolls back:
     // every check the replay makes, on the state the replay would leave.
     let mut source = schema::open_source(spec, None, Access::Write)?;
@@ -106,7 +143,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
             let entries = target
                 .journal_count_between(target.journal_start()?, boundary)
                 .unwrap_or(0);
-            return breached(spec, breach, boundary, entries);
+            return breached(breach, boundary, entries);
         }
         return Err(e);
     }
@@ -117,7 +154,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
             let entries = target
                 .journal_count_between(target.journal_start()?, boundary)
                 .unwrap_or(0);
-            return breached(spec, breach, boundary, entries);
+            return breached(breach, boundary, entries);
         }
     };
     let boundary = watch.fence().boundary;
@@ -162,12 +199,11 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         if source.is_read_only()? {
             // A source this process may not write cannot host the rolled-back
             // replay: the plan alone, and say so.
-            let (plan, mut text) = planned.context("a dry run has its plan")?;
-            text.push_str(&format!(
-                "dry run: {} is read-only for this user, so only the plan was made; the before-images, reverse transforms and the closing reconciliation were not checked. Nothing was written\n",
-                source.location()
-            ));
-            return Outcome::new(true, &plan, text);
+            return Ok(Replay::DryRun(DryRunReport {
+                plan: planned.context("a dry run has its plan")?,
+                tried: None,
+                source: source.location().to_string(),
+            }));
         }
         source.begin_write()?;
         engine = engine.dry();
@@ -177,7 +213,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
     let mut poisoned: std::collections::HashSet<(usize, String)> = Default::default();
     let mut conflicts: Vec<Conflict> = Vec::new();
     let mut rep = ReplayReport {
-        verdict: "fail",
+        verdict: Verdict::Fail,
         boundary,
         entries,
         previously_applied: applied_rows,
@@ -273,16 +309,27 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         rep.breach = watch.verify(&target, spec, std::mem::take(&mut rec.target_digests))?;
         rep.summary = Some(crate::gate::summary(spec, &rec));
         if rec.clean() && rep.breach.is_none() && rep.foreign_keys.is_empty() {
-            rep.verdict = "pass";
+            rep.verdict = Verdict::Pass;
         }
         rep.reconciliation = Some(rec);
     }
     match planned {
-        Some((plan, text)) => {
+        Some(plan) => {
             source.rollback();
-            dry_render(spec, plan, text, rep, conflicts)
+            let would_pass = conflicts.is_empty() && rep.verdict == Verdict::Pass;
+            Ok(Replay::DryRun(DryRunReport {
+                plan,
+                tried: Some(DryRunTried {
+                    verdict: Verdict::of(would_pass),
+                    conflicts,
+                    breach: rep.breach,
+                    foreign_keys: rep.foreign_keys,
+                    reconciliation: rep.reconciliation,
+                }),
+                source: source.location().to_string(),
+            }))
         }
-        None => render(spec, rep),
+        None => Ok(Replay::Ran(rep)),
     }
 }
 
@@ -299,32 +346,55 @@ fn record_keys(spec: &Spec, c: &Change) -> Vec<(usize, String)> {
     out
 }
 
-#[derive(Debug, Serialize)]
-struct DryRun {
-    #[serde(flatten)]
-    plan: Plan,
-    /// `pass` when the replay would apply every entry and reconcile.
-    verdict: &'static str,
-    conflicts: Vec<Conflict>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    breach: Option<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    foreign_keys: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reconciliation: Option<reconcile::Reconciliation>,
-}
-
 /// The dry run's report: the plan, every conflict the replay would stop
 /// at, and the reconciliation it would end with.
-fn dry_render(
-    spec: &Spec,
-    plan: Plan,
-    mut text: String,
-    rep: ReplayReport,
-    conflicts: Vec<Conflict>,
-) -> Result<Outcome> {
-    let would_pass = conflicts.is_empty() && rep.verdict == "pass";
-    for c in &conflicts {
+#[derive(Debug, Serialize)]
+pub struct DryRunReport {
+    #[serde(flatten)]
+    pub plan: Plan,
+    /// What the rolled-back replay met; `None` when the source is read-only
+    /// for this user, so that only the plan was made.
+    #[serde(flatten)]
+    pub tried: Option<DryRunTried>,
+    /// The source's path, for the text.
+    #[serde(skip)]
+    pub source: String,
+}
+
+/// What the rolled-back replay of a dry run met.
+#[derive(Debug, Serialize)]
+pub struct DryRunTried {
+    /// `pass` when the replay would apply every entry and reconcile.
+    pub verdict: Verdict,
+    pub conflicts: Vec<Conflict>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub breach: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub foreign_keys: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reconciliation: Option<reconcile::Reconciliation>,
+}
+
+/// The report as text, the rows of a conflict in both forms (`spec` gives
+/// the source form).
+pub fn render(spec: &Spec, rep: &Replay) -> String {
+    match rep {
+        Replay::Ran(r) => render_replay(spec, r),
+        Replay::DryRun(d) => render_dry_run(spec, d),
+    }
+}
+
+fn render_dry_run(spec: &Spec, dry: &DryRunReport) -> String {
+    let mut text = render_plan(&dry.plan);
+    let Some(rep) = &dry.tried else {
+        text.push_str(&format!(
+            "dry run: {} is read-only for this user, so only the plan was made; the before-images, reverse transforms and the closing reconciliation were not checked. Nothing was written\n",
+            dry.source
+        ));
+        return text;
+    };
+    let (conflicts, would_pass) = (&rep.conflicts, rep.verdict.holds());
+    for c in conflicts {
         text.push_str(&conflict_text(spec, c));
         text.push_str(&format!("\n{}\n", cause(c)));
     }
@@ -350,15 +420,7 @@ fn dry_render(
             if conflicts.len() == 1 { "" } else { "s" }
         )
     });
-    let out = DryRun {
-        plan,
-        verdict: if would_pass { "pass" } else { "fail" },
-        conflicts,
-        breach: rep.breach,
-        foreign_keys: rep.foreign_keys,
-        reconciliation: rep.reconciliation,
-    };
-    Outcome::new(would_pass, &out, text)
+    text
 }
 
 /// Raises each source table's AUTOINCREMENT high-water mark to the
@@ -452,9 +514,9 @@ fn foreign_key_violations(spec: &Spec, source: &Db) -> Result<Vec<String>> {
     Ok(out)
 }
 
-fn breached(spec: &Spec, breach: String, boundary: i64, entries: i64) -> Result<Outcome> {
-    let rep = ReplayReport {
-        verdict: "fail",
+fn breached(breach: String, boundary: i64, entries: i64) -> Result<Replay> {
+    Ok(Replay::Ran(ReplayReport {
+        verdict: Verdict::Fail,
         boundary,
         entries,
         previously_applied: 0,
@@ -468,8 +530,7 @@ fn breached(spec: &Spec, breach: String, boundary: i64, entries: i64) -> Result<
         foreign_keys: Vec::new(),
         reconciliation: None,
         summary: None,
-    };
-    render(spec, rep)
+    }))
 }
 
 /// A row of a report, given in target form, as the source would hold it:
@@ -526,8 +587,8 @@ fn conflict_text(spec: &Spec, c: &Conflict) -> String {
     text
 }
 
-fn render(spec: &Spec, rep: ReplayReport) -> Result<Outcome> {
-    let holds = rep.verdict == "pass";
+fn render_replay(spec: &Spec, rep: &ReplayReport) -> String {
+    let holds = rep.verdict.holds();
     let mut text = report::pairs(&[
         ("journal_boundary", rep.boundary.to_string()),
         ("entries", rep.entries.to_string()),
@@ -571,7 +632,7 @@ fn render(spec: &Spec, rep: ReplayReport) -> Result<Outcome> {
             "replay: FAIL; the source does not reconcile with the target after the replay (a write that bypassed the journal?); do not switch back yet\n"
         });
     }
-    Outcome::new(holds, &rep, text)
+    text
 }
 
 /// What the replay would apply: entries per op and the stale keys.
@@ -583,7 +644,7 @@ fn plan(
     last_applied: i64,
     gaps: i64,
     max_keys: usize,
-) -> Result<(Plan, String)> {
+) -> Result<Plan> {
     let counts = target.journal_pending_counts(last_applied, boundary)?;
     let get = |op: &str| counts.iter().find(|(o, _)| o == op).map_or(0, |c| c.1);
     let mut keys = Vec::new();
@@ -626,10 +687,10 @@ fn plan(
             let first = list.split(',').next().unwrap_or("");
             let last = list.rsplit(',').next().unwrap_or("");
             let effect = match (first, last) {
-                ("insert", "delete") => "inserted and deleted",
-                ("insert", _) => "new",
-                (_, "delete") => "deleted",
-                _ => "updated",
+                ("insert", "delete") => Effect::InsertedAndDeleted,
+                ("insert", _) => Effect::New,
+                (_, "delete") => Effect::Deleted,
+                _ => Effect::Updated,
             };
             keys.push(StaleKey {
                 table: tbl,
@@ -639,7 +700,7 @@ fn plan(
             });
         }
     }
-    let p = Plan {
+    Ok(Plan {
         boundary,
         already_applied: applied,
         pending: get("insert") + get("update") + get("delete"),
@@ -649,7 +710,11 @@ fn plan(
         delete: get("delete"),
         stale_keys: stale,
         keys,
-    };
+    })
+}
+
+/// The plan as text: the figures, then the stale keys.
+fn render_plan(p: &Plan) -> String {
     let mut text = report::pairs(&[
         ("journal_boundary", p.boundary.to_string()),
         ("already_applied", p.already_applied.to_string()),
@@ -675,12 +740,12 @@ fn plan(
                 vec![
                     k.table.clone(),
                     k.key.to_string(),
-                    k.effect.to_string(),
+                    report::name(&k.effect),
                     k.ops.clone(),
                 ]
             }),
         ));
         text.push('\n');
     }
-    Ok((p, text))
+    text
 }

@@ -3,10 +3,51 @@
 //! command prints with `--format json`.
 
 use comfy_table::{ContentArrangement, Table, presets};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
 use crate::reconcile::{Diff, Reconciliation};
+
+/// A command's verdict: everything it checked holds (`pass`, exit 0) or not
+/// (`fail`, exit 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Pass,
+    Fail,
+}
+
+impl Verdict {
+    pub fn of(holds: bool) -> Verdict {
+        if holds { Verdict::Pass } else { Verdict::Fail }
+    }
+
+    pub fn holds(self) -> bool {
+        self == Verdict::Pass
+    }
+}
+
+/// What became of a batch of changes (a sync batch, a feed's delivery).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BatchStatus {
+    /// Committed, with its checkpoint.
+    Applied,
+    /// Committed before: its checkpoint was already there; nothing written.
+    Replayed,
+    /// Refused, rolled back whole.
+    Rejected,
+    /// Not tried: an earlier batch was rejected.
+    NotAttempted,
+}
+
+/// A command's result as a typed value. Its JSON is its `Serialize` form;
+/// its text comes from the command's `render` function; both are made at
+/// the edge ([`Outcome::of`]).
+pub trait Report: Serialize {
+    /// Whether everything the command checked holds: exit 0, else 1.
+    fn holds(&self) -> bool;
+}
 
 /// What a command found: whether everything it checked holds (exit 0) or
 /// not (exit 1), and the report in both forms.
@@ -25,6 +66,20 @@ impl Outcome {
             text,
         })
     }
+
+    /// A typed report and its text, as printed.
+    pub fn of(report: &impl Report, text: String) -> anyhow::Result<Outcome> {
+        Outcome::new(report.holds(), report, text)
+    }
+}
+
+/// The name a unit variant has in the JSON (`changed`, `not_attempted`),
+/// for the text.
+pub fn name(variant: &impl Serialize) -> String {
+    serde_json::to_value(variant)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
 }
 
 /// A plain table with a header row.
@@ -122,10 +177,7 @@ pub fn diffs(diffs: &[Diff]) -> String {
             vec![
                 d.table.clone(),
                 d.key.to_string(),
-                serde_json::to_value(d.kind)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default(),
+                name(&d.kind),
                 d.column.clone().unwrap_or_default(),
                 d.shown.0.clone(),
                 d.shown.1.clone(),
@@ -192,7 +244,7 @@ pub fn write_report(
     provenance.insert("finished_at".into(), Json::String(timestamp(finished)));
     provenance.insert(
         "verdict".into(),
-        Json::String(if out.holds { "pass" } else { "fail" }.into()),
+        serde_json::to_value(Verdict::of(out.holds))?,
     );
     let mut databases = Vec::new();
     if let Some(spec_path) = spec {

@@ -7,30 +7,79 @@ use anyhow::Result;
 use serde::Serialize;
 
 use crate::db::Access;
-use crate::report::{self, Outcome};
+use crate::report::{self, Report};
 use crate::schema;
 use crate::spec::Spec;
+use crate::sync::Cursor;
 
+/// Where the migration stands, and the next command the runbook calls for.
 #[derive(Debug, Serialize)]
-struct StatusReport {
-    phase: String,
-    next: String,
-    target_rows: i64,
-    journal_installed: bool,
-    journal_entries: i64,
-    fenced: bool,
-    boundary: Option<i64>,
-    replayed: i64,
-    to_replay: i64,
+pub struct StatusReport {
+    pub phase: String,
+    pub next: String,
+    /// The phase, as a value (`phase` says it in words).
+    #[serde(skip)]
+    pub stage: Stage,
+    pub target_rows: i64,
+    pub journal_installed: bool,
+    pub journal_entries: i64,
+    pub fenced: bool,
+    pub boundary: Option<i64>,
+    pub replayed: i64,
+    pub to_replay: i64,
     /// How the target differs from the spec and journal (an alarm).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    drift: Vec<String>,
+    pub drift: Vec<String>,
     /// Per synced table: its sync batches so far and where the cursor is.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    sync: Vec<serde_json::Value>,
+    pub sync: Vec<SyncState>,
 }
 
-pub fn run(spec: &Spec) -> Result<Outcome> {
+/// The stages of a migration, in runbook order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    NotLoaded,
+    LoadIncomplete,
+    Loaded,
+    Journaling,
+    /// Fenced, the replay not finished.
+    Fenced,
+    /// Fenced, and what the fence protects changed.
+    Breached,
+    /// Fenced, every entry replayed.
+    RolledBack,
+    /// Rolled back; the fence lifted, the journal still installed.
+    FenceLifted,
+    /// Rolled back; fence and journal removed.
+    Finished,
+}
+
+impl StatusReport {
+    /// Whether the rollback is done and nothing raises an alarm.
+    pub fn rolled_back(&self) -> bool {
+        matches!(
+            self.stage,
+            Stage::RolledBack | Stage::FenceLifted | Stage::Finished
+        ) && self.drift.is_empty()
+    }
+}
+
+/// Drift is an alarm: exit 1.
+impl Report for StatusReport {
+    fn holds(&self) -> bool {
+        self.drift.is_empty()
+    }
+}
+
+/// A synced table: its batches so far and its cursor.
+#[derive(Debug, Serialize)]
+pub struct SyncState {
+    pub table: String,
+    pub batches: usize,
+    pub cursor: Option<Cursor>,
+}
+
+pub fn run(spec: &Spec) -> Result<StatusReport> {
     // No schema check: a target whose schema drifted after the switch is
     // exactly what status must report, not refuse.
     let source = schema::open_source(spec, None, Access::Read)?;
@@ -65,11 +114,12 @@ pub fn run(spec: &Spec) -> Result<Outcome> {
             load_incomplete.push(t.name.clone());
         }
     }
-    let (phase, next, to_replay) = match &fence {
+    let (stage, phase, next, to_replay) = match &fence {
         Some(f) => {
             let n = target.journal_count_between(target.journal_start()?, f.boundary)?;
             if let Some(what) = f.breach(&target, spec)? {
                 (
+                    Stage::Breached,
                     format!(
                         "fence BREACHED: {what} (fenced at boundary {}, replayed {replayed} of {n})",
                         f.boundary
@@ -81,12 +131,14 @@ pub fn run(spec: &Spec) -> Result<Outcome> {
                 )
             } else if replayed >= n {
                 (
+                    Stage::RolledBack,
                     format!("rolled back (fenced at boundary {}, replayed {replayed} of {n})", f.boundary),
                     "switch the application back to the source; keep the fence on. Confirm with `cutover gate`".to_string(),
                     n,
                 )
             } else {
                 (
+                    Stage::Fenced,
                     format!(
                         "fenced at boundary {}, replayed {replayed} of {n}",
                         f.boundary
@@ -98,6 +150,7 @@ pub fn run(spec: &Spec) -> Result<Outcome> {
         }
         // A rollback that finished, and whose fence was lifted afterwards.
         None if replayed > 0 && journal_installed => (
+            Stage::FenceLifted,
             format!(
                 "rolled back, fence lifted (replayed {replayed} entries); the journal is still installed"
             ),
@@ -105,6 +158,7 @@ pub fn run(spec: &Spec) -> Result<Outcome> {
             replayed,
         ),
         None if replayed > 0 => (
+            Stage::Finished,
             format!(
                 "rolled back and finished (replayed {replayed} entries; fence and journal removed)"
             ),
@@ -112,6 +166,7 @@ pub fn run(spec: &Spec) -> Result<Outcome> {
             replayed,
         ),
         None if journal_installed => (
+            Stage::Journaling,
             format!("journaling ({journal_entries} entries)"),
             format!(
                 "if the cutover fails: cutover fence on {spec_arg}, then cutover replay {spec_arg}"
@@ -119,16 +174,19 @@ pub fn run(spec: &Spec) -> Result<Outcome> {
             0,
         ),
         None if !load_incomplete.is_empty() => (
+            Stage::LoadIncomplete,
             format!("load incomplete (tables {})", load_incomplete.join(", ")),
             format!("cutover load {spec_arg} (it resumes after the last committed batch)"),
             0,
         ),
         None if target_rows > 0 => (
+            Stage::Loaded,
             "loaded".to_string(),
             format!("cutover gate {spec_arg}; at the switch: cutover journal install {spec_arg}"),
             0,
         ),
         None => (
+            Stage::NotLoaded,
             "not loaded".to_string(),
             format!("cutover check {spec_arg}, then cutover load {spec_arg}"),
             0,
@@ -148,6 +206,7 @@ pub fn run(spec: &Spec) -> Result<Outcome> {
         drift,
         phase,
         next,
+        stage,
         target_rows,
         journal_installed,
         journal_entries,
@@ -159,28 +218,17 @@ pub fn run(spec: &Spec) -> Result<Outcome> {
     };
 
     for t in spec.tables.iter().filter(|t| t.watermark.is_some()) {
-        let batches = target.sync_batches(&t.name)?.len();
-        let cursor = target.sync_cursor(&t.name)?;
-        rep.sync.push(serde_json::json!({
-            "table": t.name,
-            "batches": batches,
-            "cursor": cursor.map(|(w, k)| serde_json::json!({ "watermark": w.to_json(), "key": serde_json::from_str::<serde_json::Value>(&k).unwrap_or_default() })),
-        }));
+        rep.sync.push(SyncState {
+            table: t.name.clone(),
+            batches: target.sync_batches(&t.name)?.len(),
+            cursor: Cursor::of(target.sync_cursor(&t.name)?),
+        });
     }
-    let sync_lines: Vec<(String, String)> = rep
-        .sync
-        .iter()
-        .map(|s| {
-            let at = match &s["cursor"] {
-                serde_json::Value::Null => "no sync yet".to_string(),
-                c => format!("cursor ({}, {})", c["watermark"], c["key"]),
-            };
-            (
-                format!("sync {}", s["table"].as_str().unwrap_or("")),
-                format!("{} batches, {at}", s["batches"]),
-            )
-        })
-        .collect();
+    Ok(rep)
+}
+
+/// The report as text: `key  value` lines, then one per synced table.
+pub fn render(rep: &StatusReport) -> String {
     let mut text = report::pairs(&[
         ("phase", rep.phase.clone()),
         ("target_rows", rep.target_rows.to_string()),
@@ -200,8 +248,12 @@ pub fn run(spec: &Spec) -> Result<Outcome> {
         ("replayed", format!("{} of {}", rep.replayed, rep.to_replay)),
         ("next", rep.next.clone()),
     ]);
-    for (k, v) in &sync_lines {
-        text.push_str(&format!("{k}  {v}\n"));
+    for s in &rep.sync {
+        let at = match &s.cursor {
+            None => "no sync yet".to_string(),
+            Some(c) => format!("cursor ({}, {})", c.watermark, c.key),
+        };
+        text.push_str(&format!("sync {}  {} batches, {at}\n", s.table, s.batches));
     }
-    Outcome::new(rep.drift.is_empty(), &rep, text)
+    text
 }

@@ -32,7 +32,7 @@ use crate::apply::{BatchOutcome, Change, Conflict, Engine, Rule, SyncCheckpoint}
 use crate::canonical::{self, Note};
 use crate::db::{Access, ColumnInfo, Db};
 use crate::reconcile;
-use crate::report::{self, Outcome};
+use crate::report::{self, BatchStatus, Report, Verdict};
 use crate::schema;
 use crate::spec::{Column, Side, Spec, Table};
 use crate::transform::Transform;
@@ -50,19 +50,20 @@ pub struct Options<'a> {
 
 // --- drift and quality ---------------------------------------------------------
 
+/// How a source table differs from what the spec and the last sync knew.
 #[derive(Debug, Default, Serialize)]
-struct Drift {
-    new: Vec<String>,
-    missing: Vec<String>,
-    retyped: Vec<String>,
+pub struct Drift {
+    pub new: Vec<String>,
+    pub missing: Vec<String>,
+    pub retyped: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    spec_lines: Vec<String>,
+    pub spec_lines: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    evolved: Vec<String>,
+    pub evolved: Vec<String>,
 }
 
 impl Drift {
-    fn any(&self) -> bool {
+    pub fn any(&self) -> bool {
         !self.new.is_empty() || !self.missing.is_empty() || !self.retyped.is_empty()
     }
 }
@@ -101,18 +102,20 @@ fn drift(table: &Table, source_cols: &[ColumnInfo], target: &Db) -> Result<Drift
     Ok(d)
 }
 
+/// The quality checks of a source table: what failed, with examples.
 #[derive(Debug, Default, Serialize)]
-struct Quality {
-    rows: u64,
-    null_keys: u64,
-    duplicate_keys: u64,
-    bad_watermarks: u64,
-    invalid: u64,
-    examples: Vec<String>,
+pub struct Quality {
+    pub rows: u64,
+    pub null_keys: u64,
+    pub duplicate_keys: u64,
+    pub bad_watermarks: u64,
+    pub invalid: u64,
+    pub examples: Vec<String>,
 }
 
 impl Quality {
-    fn failures(&self) -> u64 {
+    /// Every finding, of any kind.
+    pub fn failures(&self) -> u64 {
         self.null_keys + self.duplicate_keys + self.bad_watermarks + self.invalid
     }
 
@@ -187,43 +190,79 @@ fn quality(table: &Table, wm: Option<usize>, source: &Db, max: usize) -> Result<
 
 // --- the command ---------------------------------------------------------------
 
-#[derive(Debug, Default, Serialize)]
-struct BatchReport {
-    rows: u64,
-    changed: u64,
-    first_watermark: Json,
-    last_watermark: Json,
-    status: &'static str,
+#[derive(Debug, Serialize)]
+pub struct BatchReport {
+    pub rows: u64,
+    pub changed: u64,
+    pub first_watermark: Json,
+    pub last_watermark: Json,
+    pub status: BatchStatus,
 }
 
 #[derive(Debug, Default, Serialize)]
-struct TableSync {
-    name: String,
-    rows_read: u64,
-    candidates: u64,
-    changed: u64,
-    unchanged: u64,
-    stale: u64,
+pub struct TableSync {
+    pub name: String,
+    pub rows_read: u64,
+    pub candidates: u64,
+    pub changed: u64,
+    pub unchanged: u64,
+    pub stale: u64,
     /// Rows at or below the cursor the target does not hold as the source
     /// has them now: `late_missing` not in the target at all,
     /// `late_changed` there but different.
-    late: u64,
-    late_missing: u64,
-    late_changed: u64,
-    late_keys: Vec<Json>,
-    cursor_before: Option<Json>,
-    cursor_after: Option<Json>,
-    batches: Vec<BatchReport>,
-    quality: Quality,
-    drift: Drift,
+    pub late: u64,
+    pub late_missing: u64,
+    pub late_changed: u64,
+    pub late_keys: Vec<Json>,
+    pub cursor_before: Option<Cursor>,
+    pub cursor_after: Option<Cursor>,
+    pub batches: Vec<BatchReport>,
+    pub quality: Quality,
+    pub drift: Drift,
     #[serde(skip_serializing_if = "Option::is_none")]
-    conflict: Option<Conflict>,
+    pub conflict: Option<Conflict>,
 }
 
+/// What `cutover sync` did, table by table.
 #[derive(Debug, Serialize)]
-struct SyncReport {
-    verdict: &'static str,
-    tables: Vec<TableSync>,
+pub struct SyncReport {
+    pub verdict: Verdict,
+    pub tables: Vec<TableSync>,
+    /// Whether the sync got past its checks (drift, quality) to the
+    /// tables; when not, nothing was written.
+    #[serde(skip)]
+    pub ran: bool,
+}
+
+impl Report for SyncReport {
+    fn holds(&self) -> bool {
+        self.verdict.holds()
+    }
+}
+
+/// A table's sync cursor: the watermark and key of the last row carried.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Cursor {
+    // In the order the keys of a JSON object sort, as the text shows it.
+    pub key: Json,
+    pub watermark: Json,
+}
+
+impl Cursor {
+    /// The cursor as the target records it: a typed watermark and the
+    /// key's JSON text.
+    pub fn of(recorded: Option<(Value, String)>) -> Option<Cursor> {
+        recorded.map(|(w, k)| Cursor {
+            key: serde_json::from_str::<Json>(&k).unwrap_or(Json::Null),
+            watermark: w.to_json(),
+        })
+    }
+}
+
+impl std::fmt::Display for Cursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&serde_json::to_string(self).map_err(|_| std::fmt::Error)?)
+    }
 }
 
 /// The table as sync carries it: the spec's columns and those `--evolve`
@@ -241,11 +280,7 @@ fn plan(table: &Table, evolved: &[(String, String)]) -> Table {
     t
 }
 
-fn cursor_json(c: &Option<(Value, String)>) -> Option<Json> {
-    c.as_ref().map(|(w, k)| serde_json::json!({ "watermark": w.to_json(), "key": serde_json::from_str::<Json>(k).unwrap_or(Json::Null) }))
-}
-
-pub fn run(spec: &Spec, o: &Options<'_>) -> Result<Outcome> {
+pub fn run(spec: &Spec, o: &Options<'_>) -> Result<SyncReport> {
     let mut target = Db::open(&spec.target, Access::Write, "target")?;
     crate::schema::refuse_if_fenced(
         &target,
@@ -255,8 +290,9 @@ pub fn run(spec: &Spec, o: &Options<'_>) -> Result<Outcome> {
     // was written and the cursor is unchanged.
     let mut source = schema::open_source(spec, o.snapshot, Access::Read)?;
     let mut rep = SyncReport {
-        verdict: "pass",
+        verdict: Verdict::Pass,
         tables: Vec::new(),
+        ran: false,
     };
     // Every table is checked before any is written.
     let mut plans = Vec::new();
@@ -289,7 +325,7 @@ pub fn run(spec: &Spec, o: &Options<'_>) -> Result<Outcome> {
             && ts.drift.missing.is_empty()
             && ts.drift.retyped.is_empty();
         if ts.drift.any() && !evolving {
-            rep.verdict = "fail";
+            rep.verdict = Verdict::Fail;
         }
         let mut evolved = target.evolved_columns(&t.name)?;
         // The table as the target holds it before this run.
@@ -298,18 +334,19 @@ pub fn run(spec: &Spec, o: &Options<'_>) -> Result<Outcome> {
             evolved.extend(ts.drift.new.iter().map(|c| (c.clone(), c.clone())));
         }
         let p = plan(t, &evolved);
-        if rep.verdict == "pass" {
+        if rep.verdict == Verdict::Pass {
             ts.quality = quality(&p, wm, &source, o.max_keys)?;
             if ts.quality.failures() > 0 {
-                rep.verdict = "fail";
+                rep.verdict = Verdict::Fail;
             }
         }
         plans.push((t, p, before, wm, source_cols, evolving));
         rep.tables.push(ts);
     }
-    if rep.verdict == "fail" {
-        return render(rep, false);
+    if rep.verdict == Verdict::Fail {
+        return Ok(rep);
     }
+    rep.ran = true;
     spec.check_target_columns(&target, &plans.iter().map(|(t, ..)| *t).collect::<Vec<_>>())?;
 
     // The lookback of each table: --lookback where it fits the table's
@@ -385,10 +422,10 @@ pub fn run(spec: &Spec, o: &Options<'_>) -> Result<Outcome> {
             ts,
         )?;
         if ts.conflict.is_some() || ts.late > 0 {
-            rep.verdict = "fail";
+            rep.verdict = Verdict::Fail;
         }
     }
-    render(rep, true)
+    Ok(rep)
 }
 
 #[allow(clippy::too_many_arguments, reason = "the one place a table is synced")]
@@ -406,7 +443,7 @@ fn sync_table(
 ) -> Result<()> {
     let k = p.key_len;
     let cursor = target.sync_cursor(&p.name)?;
-    ts.cursor_before = cursor_json(&cursor);
+    ts.cursor_before = Cursor::of(cursor.clone());
     let cursor_key = match &cursor {
         Some((_, key)) => Some(key_from_json(&serde_json::from_str(key)?)?),
         None => None,
@@ -513,9 +550,10 @@ fn sync_table(
         };
         let mut br = BatchReport {
             rows: pending.len() as u64,
+            changed: 0,
             first_watermark: first.to_json(),
             last_watermark: last.to_json(),
-            ..Default::default()
+            status: BatchStatus::Applied,
         };
         let go_on = match engine.apply_batch(pending, &cp)? {
             BatchOutcome::Committed(a) => {
@@ -523,17 +561,16 @@ fn sync_table(
                 ts.unchanged += a.duplicate;
                 ts.stale += a.stale;
                 br.changed = a.written;
-                br.status = "applied";
                 true
             }
             BatchOutcome::Replayed => {
                 ts.unchanged += pending.len() as u64;
-                br.status = "replayed";
+                br.status = BatchStatus::Replayed;
                 true
             }
             BatchOutcome::Conflict(c) => {
                 ts.conflict = Some(*c);
-                br.status = "rejected";
+                br.status = BatchStatus::Rejected;
                 false
             }
             other => bail!("unexpected outcome of a sync batch: {other:?}"),
@@ -579,7 +616,7 @@ fn sync_table(
     if ts.conflict.is_none() {
         flush(&mut pending, ts)?;
     }
-    ts.cursor_after = cursor_json(&target.sync_cursor(&p.name)?);
+    ts.cursor_after = Cursor::of(target.sync_cursor(&p.name)?);
     Ok(())
 }
 
@@ -651,10 +688,11 @@ fn late_rows(
     })
 }
 
-fn render(rep: SyncReport, ran: bool) -> Result<Outcome> {
-    let holds = rep.verdict == "pass";
+/// The report as text: counts per table, then drift, quality, late rows,
+/// conflicts, batches and cursors.
+pub fn render(rep: &SyncReport) -> String {
     let mut text = String::new();
-    if ran {
+    if rep.ran {
         text.push_str(&report::table(
             &[
                 "table",
@@ -745,19 +783,21 @@ fn render(rep: SyncReport, ran: bool) -> Result<Outcome> {
                 b.changed,
                 b.first_watermark,
                 b.last_watermark,
-                b.status
+                report::name(&b.status)
             ));
         }
-        if ran && let Some(c) = &t.cursor_after {
+        if rep.ran
+            && let Some(c) = &t.cursor_after
+        {
             text.push_str(&format!("table '{}': cursor {}\n", t.name, c));
         }
     }
-    text.push_str(if holds {
+    text.push_str(if rep.holds() {
         "sync: done\n"
     } else {
         "sync: FAIL\n"
     });
-    Outcome::new(holds, &rep, text)
+    text
 }
 
 /// The gate's view of a synced table: its quality now and every sync batch
@@ -767,7 +807,18 @@ pub struct Provenance {
     pub table: String,
     pub quality_failures: u64,
     pub examples: Vec<String>,
-    pub batches: Vec<Json>,
+    pub batches: Vec<CommittedBatch>,
+}
+
+/// A sync batch as the target recorded it.
+#[derive(Debug, Serialize)]
+pub struct CommittedBatch {
+    pub batch: i64,
+    pub rows: i64,
+    pub changed: i64,
+    pub first_watermark: Json,
+    pub last_watermark: Json,
+    pub committed_at: String,
 }
 
 pub fn provenance(spec: &Spec, source: &Db, target: &Db, max: usize) -> Result<Vec<Provenance>> {
@@ -778,9 +829,16 @@ pub fn provenance(spec: &Spec, source: &Db, target: &Db, max: usize) -> Result<V
         let batches = target
             .sync_batches(&t.name)?
             .into_iter()
-            .map(|(n, rows, changed, first, last, at)| {
-                serde_json::json!({ "batch": n, "rows": rows, "changed": changed, "first_watermark": first.to_json(), "last_watermark": last.to_json(), "committed_at": at })
-            })
+            .map(
+                |(batch, rows, changed, first, last, committed_at)| CommittedBatch {
+                    batch,
+                    rows,
+                    changed,
+                    first_watermark: first.to_json(),
+                    last_watermark: last.to_json(),
+                    committed_at,
+                },
+            )
             .collect();
         out.push(Provenance {
             table: t.name.clone(),

@@ -8,9 +8,10 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use serde_json::{Value as Json, json};
+use serde::Serialize;
+use serde_json::json;
 
-use super::{Recorder, child, orders};
+use super::{DrillVerdict, Recorder, Transcript, child, orders};
 use crate::cli::Step;
 use crate::db::{Access, Db};
 use crate::report;
@@ -19,6 +20,21 @@ const POINTS: [&str; 3] = ["mid-batch", "before-commit", "after-commit"];
 const OPERATIONS: [&str; 3] = ["load", "replay", "apply"];
 
 type Snapshot = Vec<(String, Vec<(String, Vec<String>)>)>;
+
+/// One operation killed at one crash point, then rerun.
+#[derive(Debug, Serialize)]
+pub struct Cell {
+    pub operation: &'static str,
+    pub point: &'static str,
+    pub exit: i32,
+    pub rerun_exit: i32,
+    /// `expected` (as before the step, or as after a clean run for a crash
+    /// after commit) or `different`.
+    pub state_after_crash: &'static str,
+    /// `clean` (as after a clean run) or `different`.
+    pub after_rerun: &'static str,
+    pub pass: bool,
+}
 
 fn snapshot(dir: &Path) -> Result<Snapshot> {
     let mut out = Vec::new();
@@ -101,7 +117,7 @@ fn differ(a: &Snapshot, b: &Snapshot) -> Vec<String> {
     out
 }
 
-pub(super) fn run(dir: &Path, rec: &mut Recorder) -> Result<(bool, Json, String)> {
+pub(super) fn run(dir: &Path, rec: &mut Recorder) -> Result<(DrillVerdict, Transcript)> {
     if rec.print {
         println!(
             "cutover drill --crash-matrix: each write step killed at each crash point, then resumed\n"
@@ -160,33 +176,41 @@ pub(super) fn run(dir: &Path, rec: &mut Recorder) -> Result<(bool, Json, String)
                 }
             );
             rec.say(if ok { "pass" } else { "FAIL" }, None, ok, json!({}), said);
-            cells.push(json!({
-                "operation": op, "point": point, "exit": crash_code, "rerun_exit": rerun_code,
-                "state_after_crash": if crash_diff.is_empty() { "expected" } else { "different" },
-                "after_rerun": if final_diff.is_empty() { "clean" } else { "different" },
-                "pass": ok,
-            }));
+            cells.push(Cell {
+                operation: op,
+                point,
+                exit: crash_code,
+                rerun_exit: rerun_code,
+                state_after_crash: if crash_diff.is_empty() {
+                    "expected"
+                } else {
+                    "different"
+                },
+                after_rerun: if final_diff.is_empty() {
+                    "clean"
+                } else {
+                    "different"
+                },
+                pass: ok,
+            });
         }
     }
-    let mut text = String::from("\n");
-    text.push_str(&report::table(
+    Ok((DrillVerdict::of(all_ok), Transcript::CrashMatrix { cells }))
+}
+
+/// The matrix as a table: an operation per row, a crash point per column.
+pub(super) fn table(cells: &[Cell]) -> String {
+    report::table(
         &["operation", "mid-batch", "before-commit", "after-commit"],
         OPERATIONS.iter().map(|op| {
             let mut row = vec![op.to_string()];
             for p in POINTS {
                 let pass = cells
                     .iter()
-                    .any(|c| c["operation"] == *op && c["point"] == p && c["pass"] == true);
+                    .any(|c| c.operation == *op && c.point == p && c.pass);
                 row.push(if pass { "pass".into() } else { "FAIL".into() });
             }
             row
         }),
-    ));
-    text.push_str(if all_ok {
-        "\ncrash matrix: PASS\n"
-    } else {
-        "\ncrash matrix: FAIL\n"
-    });
-    let transcript = json!({ "scenario": "crash-matrix", "verdict": if all_ok { "pass" } else { "fail" }, "cells": cells });
-    Ok((all_ok, transcript, text))
+    )
 }

@@ -8,11 +8,13 @@
 use std::path::Path;
 
 use anyhow::Result;
+use serde::Serialize;
 use serde_json::{Value as Json, json};
 
-use super::Recorder;
-use crate::cli::{Command, Format, SpecArg};
+use super::{DrillVerdict, Recorder, Transcript};
 use crate::db::{Access, Db};
+use crate::report::Report;
+use crate::sync;
 
 const SPEC: &str = include_str!("../../fixtures/customers/spec.toml");
 const TARGET: &str = include_str!("../../fixtures/customers/target.sql");
@@ -92,11 +94,26 @@ const STEPS: [Step; 6] = [
     },
 ];
 
+/// One sync of the drill, as the transcript records it.
+#[derive(Debug, Serialize)]
+pub struct SyncStep {
+    pub step: &'static str,
+    pub snapshot: &'static str,
+    pub holds: bool,
+    pub changed: u64,
+    pub unchanged: u64,
+    pub late: u64,
+    pub drift: Vec<String>,
+    pub evolved: Vec<String>,
+    pub quality_failures: u64,
+    pub target_unchanged: bool,
+}
+
 pub(super) fn run(
     dir: &Path,
     rec: &mut Recorder,
     setup_only: bool,
-) -> Result<(bool, Json, String)> {
+) -> Result<(DrillVerdict, Transcript)> {
     std::fs::write(dir.join("spec.toml"), SPEC)?;
     Db::create(&dir.join("target.db"), TARGET)?;
     for (name, text) in SNAPSHOTS {
@@ -111,9 +128,11 @@ pub(super) fn run(
             "spec.toml, an empty target.db and three snapshots".into(),
         );
         return Ok((
-            true,
-            json!({ "scenario": "customers", "verdict": "pass", "steps": [] }),
-            "\ndrill: stopped after step 'setup' as asked\n".into(),
+            DrillVerdict::Pass,
+            Transcript::Customers {
+                customers: None,
+                steps: Vec::new(),
+            },
         ));
     }
     if rec.print {
@@ -126,28 +145,26 @@ pub(super) fn run(
     for s in &STEPS {
         let before = Db::open_file(&dir.join("target.db"), Access::Read, "target")?.snapshot()?;
         let snapshot = dir.join(s.snapshot);
-        let cmd = Command::Sync {
-            spec: SpecArg {
-                spec: dir.join("spec.toml"),
-            },
-            snapshot: Some(snapshot),
+        let options = sync::Options {
+            snapshot: Some(&snapshot),
             lookback: s
                 .extra
                 .iter()
                 .position(|a| *a == "--lookback")
-                .map(|i| s.extra[i + 1].to_string()),
+                .map(|i| s.extra[i + 1]),
             evolve: s.extra.contains(&"--evolve"),
             batch: 10_000,
-            max_diffs: 20,
-            filter: Default::default(),
+            max_keys: 20,
         };
         let shown = format!(
             "cutover sync --spec spec.toml --snapshot {}{}",
             s.snapshot,
             s.extra.iter().map(|a| format!(" {a}")).collect::<String>()
         );
-        let (holds, j) = match crate::execute(&cmd, Format::Json) {
-            Ok(o) => (o.holds, o.json),
+        let ran =
+            crate::spec::load(&dir.join("spec.toml")).and_then(|spec| sync::run(&spec, &options));
+        let rep = match ran {
+            Ok(rep) => rep,
             Err(e) => {
                 rec.say(
                     "sync",
@@ -160,9 +177,11 @@ pub(super) fn run(
                 continue;
             }
         };
-        let t = &j["tables"][0];
-        let n = |f: &str| t[f].as_u64().unwrap_or(0);
-        let (changed, unchanged, late) = (n("changed"), n("unchanged"), n("late"));
+        let holds = rep.holds();
+        let Some(t) = rep.tables.iter().find(|t| t.name == "customers") else {
+            anyhow::bail!("sync reported no table 'customers'");
+        };
+        let (changed, unchanged, late) = (t.changed, t.unchanged, t.late);
         let unchanged_db =
             Db::open_file(&dir.join("target.db"), Access::Read, "target")?.snapshot()? == before;
         let mut said = format!(
@@ -170,49 +189,30 @@ pub(super) fn run(
             s.name,
             if holds { 0 } else { 1 }
         );
-        let drift: Vec<String> = t["drift"]["new"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|c| c.as_str().map(str::to_string))
-            .collect();
+        let drift = t.drift.new.clone();
         if !drift.is_empty() {
             said.push_str(&format!(
                 "; drift: new column {} (nothing written: {unchanged_db})",
                 drift.join(", ")
             ));
         }
-        let evolved: Vec<String> = t["drift"]["evolved"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|c| c.as_str().map(str::to_string))
-            .collect();
+        let evolved = t.drift.evolved.clone();
         if !evolved.is_empty() {
             said.push_str(&format!("; evolved: added column {}", evolved.join(", ")));
         }
         if late > 0 {
-            let keys: Vec<String> = t["late_keys"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(Json::to_string)
-                .collect();
+            let keys: Vec<String> = t.late_keys.iter().map(Json::to_string).collect();
             said.push_str(&format!("; late keys {}", keys.join(", ")));
         }
-        let q = &t["quality"];
-        let failures = ["null_keys", "duplicate_keys", "bad_watermarks", "invalid"]
-            .iter()
-            .map(|f| q[f].as_u64().unwrap_or(0))
-            .sum::<u64>();
+        let failures = t.quality.failures();
         if failures > 0 {
             said.push_str(&format!(
                 "; quality: duplicate keys {}, bad watermarks {} (target and cursor unchanged: {unchanged_db})",
-                q["duplicate_keys"], q["bad_watermarks"]
+                t.quality.duplicate_keys, t.quality.bad_watermarks
             ));
         }
-        if let Some(c) = t["cursor_after"].as_object() {
-            said.push_str(&format!("; cursor ({}, {})", c["watermark"], c["key"]));
+        if let Some(c) = &t.cursor_after {
+            said.push_str(&format!("; cursor ({}, {})", c.watermark, c.key));
         }
         // A refusal must leave the target as it was; a no-op too.
         let nothing_written_when_refused = holds || s.changed > 0 || unchanged_db;
@@ -225,25 +225,29 @@ pub(super) fn run(
             said.push_str("  <-- NOT AS THE RUNBOOK SAYS");
         }
         rec.say("sync", Some(&shown), ok, json!({}), said);
-        steps.push(json!({ "step": s.name, "snapshot": s.snapshot, "holds": holds, "changed": changed, "unchanged": unchanged, "late": late, "drift": drift, "evolved": evolved, "quality_failures": failures, "target_unchanged": unchanged_db }));
+        steps.push(SyncStep {
+            step: s.name,
+            snapshot: s.snapshot,
+            holds,
+            changed,
+            unchanged,
+            late,
+            drift,
+            evolved,
+            quality_failures: failures,
+            target_unchanged: unchanged_db,
+        });
     }
     let rows = Db::open_file(&dir.join("target.db"), Access::Read, "target")?.snapshot()?;
     let customers = rows
         .iter()
         .find(|(t, _)| t == "customers")
         .map_or(0, |(_, r)| r.len());
-    let text = if all_ok {
-        format!(
-            "\ncustomers in the target: {customers}\ndrill: PASS; every sync did what the runbook says\n"
-        )
-    } else {
-        format!(
-            "\ncustomers in the target: {customers}\ndrill: FAIL; a sync did not do what the runbook says (see above)\n"
-        )
-    };
     Ok((
-        all_ok,
-        json!({ "scenario": "customers", "verdict": if all_ok { "pass" } else { "fail" }, "customers": customers, "steps": steps }),
-        text,
+        DrillVerdict::of(all_ok),
+        Transcript::Customers {
+            customers: Some(customers),
+            steps,
+        },
     ))
 }

@@ -9,12 +9,15 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::Result;
-use serde_json::{Value as Json, json};
+use anyhow::{Context, Result};
+use serde::Serialize;
+use serde_json::json;
 
-use super::{Recorder, child};
+use super::{DrillVerdict, Recorder, Transcript, child};
 use crate::db::{Access, Db};
+use crate::feed::ApplyReport;
 use crate::reconcile;
+use crate::report::{self, BatchStatus};
 use crate::spec;
 
 const SPEC: &str = include_str!("../../fixtures/invoices/spec.toml");
@@ -30,13 +33,36 @@ const FEEDS: [(&str, &str); 7] = [
     ("d7.jsonl", include_str!("../../fixtures/invoices/d7.jsonl")),
 ];
 
-/// One stage: what is sent, with which crash point, and what must happen.
+/// One stage: what is sent, with which crash point, and what must happen
+/// (the status of the first delivery; none when the process is killed).
 struct Stage {
     name: &'static str,
     feed: &'static str,
     fault: Option<&'static str>,
     exit: i32,
-    status: &'static str,
+    status: Option<BatchStatus>,
+}
+
+/// One stage, as the transcript records it.
+#[derive(Debug, Serialize)]
+pub struct StageRecord {
+    pub stage: &'static str,
+    pub feed: &'static str,
+    pub fault: Option<&'static str>,
+    pub exit: i32,
+    pub deliveries: Vec<Delivery>,
+    pub totals: BTreeMap<String, i64>,
+    pub checkpoint: i64,
+}
+
+/// A delivery of a stage and what became of it.
+#[derive(Debug, Serialize)]
+pub struct Delivery {
+    pub delivery: String,
+    pub status: BatchStatus,
+    pub applied: u64,
+    pub duplicate: u64,
+    pub stale: u64,
 }
 
 const STAGES: [Stage; 11] = [
@@ -45,81 +71,81 @@ const STAGES: [Stage; 11] = [
         feed: "d1.jsonl",
         fault: None,
         exit: 0,
-        status: "applied",
+        status: Some(BatchStatus::Applied),
     },
     Stage {
         name: "delivery retried",
         feed: "d1.jsonl",
         fault: None,
         exit: 0,
-        status: "replayed",
+        status: Some(BatchStatus::Replayed),
     },
     Stage {
         name: "duplicate record",
         feed: "d2.jsonl",
         fault: None,
         exit: 0,
-        status: "applied",
+        status: Some(BatchStatus::Applied),
     },
     Stage {
         name: "newer update, then tombstone",
         feed: "d3.jsonl",
         fault: None,
         exit: 0,
-        status: "applied",
+        status: Some(BatchStatus::Applied),
     },
     Stage {
         name: "late, older, stale resurrection",
         feed: "d4.jsonl",
         fault: None,
         exit: 0,
-        status: "applied",
+        status: Some(BatchStatus::Applied),
     },
     Stage {
         name: "conflict after a valid row",
         feed: "d5.jsonl",
         fault: None,
         exit: 1,
-        status: "rejected",
+        status: Some(BatchStatus::Rejected),
     },
     Stage {
         name: "crash mid-delivery",
         feed: "d6.jsonl",
         fault: Some("mid-batch"),
         exit: 73,
-        status: "-",
+        status: None,
     },
     Stage {
         name: "crash after the checkpoint row",
         feed: "d6.jsonl",
         fault: Some("before-commit"),
         exit: 73,
-        status: "-",
+        status: None,
     },
     Stage {
         name: "crash after commit",
         feed: "d6.jsonl",
         fault: Some("after-commit"),
         exit: 73,
-        status: "-",
+        status: None,
     },
     Stage {
         name: "retry after the crash",
         feed: "d6.jsonl",
         fault: None,
         exit: 0,
-        status: "replayed",
+        status: Some(BatchStatus::Replayed),
     },
     Stage {
         name: "second currency, other scope",
         feed: "d7.jsonl",
         fault: None,
         exit: 0,
-        status: "applied",
+        status: Some(BatchStatus::Applied),
     },
 ];
 
-pub(super) fn run(dir: &Path, rec: &mut Recorder) -> Result<(bool, Json, String)> {
+pub(super) fn run(dir: &Path, rec: &mut Recorder) -> Result<(DrillVerdict, Transcript)> {
     std::fs::write(dir.join("spec.toml"), SPEC)?;
     Db::create(&dir.join("source.db"), SOURCE)?;
     Db::create(&dir.join("target.db"), TARGET)?;
@@ -139,7 +165,7 @@ pub(super) fn run(dir: &Path, rec: &mut Recorder) -> Result<(bool, Json, String)
             "cutover apply --spec spec.toml --feed {} --into target",
             s.feed
         );
-        let (code, report) = child(
+        let (code, out) = child(
             dir,
             &[
                 "apply",
@@ -152,24 +178,32 @@ pub(super) fn run(dir: &Path, rec: &mut Recorder) -> Result<(bool, Json, String)
             ],
             s.fault,
         )?;
-        let deliveries: Vec<Json> = report["deliveries"]
-            .as_array()
+        // Exit 0 or 1: apply printed its report. Otherwise it was killed
+        // (or stopped on an error) and reported nothing to read.
+        let report: Option<ApplyReport> = match code {
+            0 | 1 => Some(serde_json::from_slice(&out).with_context(|| {
+                format!(
+                    "stage '{}': the report of `{command}` does not read as an apply report",
+                    s.name
+                )
+            })?),
+            _ => None,
+        };
+        let deliveries: Vec<Delivery> = report
             .into_iter()
-            .flatten()
-            .map(|d| {
-                json!({
-                    "delivery": d["delivery"], "status": d["status"], "applied": d["applied"],
-                    "duplicate": d["duplicate"], "stale": d["stale"],
-                })
+            .flat_map(|r| r.deliveries)
+            .map(|d| Delivery {
+                delivery: d.delivery,
+                status: d.status,
+                applied: d.applied,
+                duplicate: d.duplicate,
+                stale: d.stale,
             })
             .collect();
-        let status = deliveries
-            .first()
-            .and_then(|d| d["status"].as_str())
-            .unwrap_or("-")
-            .to_string();
+        let status = deliveries.first().map(|d| d.status);
         let (totals, checkpoint) = state(&spec, dir)?;
         let ok = code == s.exit && status == s.status;
+        let status = status.map_or("-".to_string(), |st| report::name(&st));
         all_ok &= ok;
         let totals_text = totals
             .iter()
@@ -181,7 +215,7 @@ pub(super) fn run(dir: &Path, rec: &mut Recorder) -> Result<(bool, Json, String)
             .map(|d| {
                 format!(
                     " (applied {}, duplicate {}, stale {})",
-                    d["applied"], d["duplicate"], d["stale"]
+                    d.applied, d.duplicate, d.stale
                 )
             })
             .unwrap_or_default();
@@ -199,19 +233,17 @@ pub(super) fn run(dir: &Path, rec: &mut Recorder) -> Result<(bool, Json, String)
             }
         );
         rec.say("apply", Some(&command), ok, json!({}), said);
-        stages.push(json!({
-            "stage": s.name, "feed": s.feed, "fault": s.fault, "exit": code,
-            "deliveries": deliveries, "totals": totals, "checkpoint": checkpoint,
-        }));
+        stages.push(StageRecord {
+            stage: s.name,
+            feed: s.feed,
+            fault: s.fault,
+            exit: code,
+            deliveries,
+            totals,
+            checkpoint,
+        });
     }
-    let text = if all_ok {
-        "\ndrill: PASS; every delivery did what the apply contract says\n".to_string()
-    } else {
-        "\ndrill: FAIL; a delivery did not do what the apply contract says (see above)\n"
-            .to_string()
-    };
-    let transcript = json!({ "scenario": "invoices", "verdict": if all_ok { "pass" } else { "fail" }, "stages": stages });
-    Ok((all_ok, transcript, text))
+    Ok((DrillVerdict::of(all_ok), Transcript::Invoices { stages }))
 }
 
 /// Target totals per currency and the feed's checkpoint, read back from the

@@ -22,10 +22,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
-use serde_json::{Value as Json, json};
+use serde_json::Value as Json;
 
 use crate::cli::{Format, Scenario, Step};
-use crate::report::Outcome;
+use crate::report::Report;
 
 /// What the drill was asked to do.
 pub struct Options<'a> {
@@ -39,13 +39,91 @@ pub struct Options<'a> {
 }
 
 #[derive(Debug, Serialize)]
-struct StepRecord {
-    step: u32,
-    name: &'static str,
-    command: Option<String>,
-    ok: bool,
-    figures: Json,
-    said: String,
+pub struct StepRecord {
+    pub step: u32,
+    pub name: &'static str,
+    pub command: Option<String>,
+    pub ok: bool,
+    /// The step's figures, as the transcript records them.
+    pub figures: Json,
+    pub said: String,
+}
+
+/// What a drill found: its transcript, scenario by scenario, and verdict.
+#[derive(Debug, Serialize)]
+pub struct DrillReport {
+    #[serde(flatten)]
+    pub transcript: Transcript,
+    pub verdict: DrillVerdict,
+    /// `--verify FILE`: how the transcript differs from the stored one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verify: Option<Verification>,
+    /// `--stop-after`: the step the drill stopped after.
+    #[serde(skip)]
+    pub stopped_after: Option<Step>,
+    /// `--keep DIR`: where the spec and databases were left.
+    #[serde(skip)]
+    pub kept: Option<PathBuf>,
+}
+
+/// The drill passes only as the runbook says, and as the stored
+/// transcript says under `--verify`.
+impl Report for DrillReport {
+    fn holds(&self) -> bool {
+        self.verdict == DrillVerdict::Pass
+            && self
+                .verify
+                .as_ref()
+                .is_none_or(|v| v.differences.is_empty())
+    }
+}
+
+/// Whether every step did what the runbook says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DrillVerdict {
+    Pass,
+    /// `--inject-mismatch`: the gate blocked the cutover, as intended.
+    Blocked,
+    Fail,
+}
+
+impl DrillVerdict {
+    fn of(ok: bool) -> DrillVerdict {
+        if ok {
+            DrillVerdict::Pass
+        } else {
+            DrillVerdict::Fail
+        }
+    }
+}
+
+/// Each scenario's record of what happened.
+#[derive(Debug, Serialize)]
+#[serde(tag = "scenario", rename_all = "kebab-case")]
+pub enum Transcript {
+    Orders {
+        steps: Vec<StepRecord>,
+    },
+    Customers {
+        /// Rows in the target at the end (not after `--stop-after setup`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        customers: Option<usize>,
+        steps: Vec<customers::SyncStep>,
+    },
+    Invoices {
+        stages: Vec<invoices::StageRecord>,
+    },
+    CrashMatrix {
+        cells: Vec<crash::Cell>,
+    },
+}
+
+/// The differences `--verify` found.
+#[derive(Debug, Serialize)]
+pub struct Verification {
+    pub file: Option<String>,
+    pub differences: Vec<String>,
 }
 
 /// Records and prints the steps of a drill.
@@ -135,7 +213,7 @@ fn folder(keep: Option<&Path>) -> Result<Folder> {
     }
 }
 
-pub fn run(o: Options<'_>) -> Result<Outcome> {
+pub fn run(o: Options<'_>) -> Result<DrillReport> {
     let customers_setup = o.scenario == Scenario::Customers && o.stop_after == Some(Step::Setup);
     if o.stop_after.is_some()
         && (o.crash_matrix || (o.scenario != Scenario::Orders && !customers_setup))
@@ -166,7 +244,7 @@ pub fn run(o: Options<'_>) -> Result<Outcome> {
         print: o.format == Format::Table,
         steps: Vec::new(),
     };
-    let (ok, mut transcript, mut text) = if o.crash_matrix {
+    let (verdict, transcript) = if o.crash_matrix {
         crash::run(&dir.path, &mut rec)?
     } else {
         match o.scenario {
@@ -175,36 +253,96 @@ pub fn run(o: Options<'_>) -> Result<Outcome> {
             Scenario::Customers => customers::run(&dir.path, &mut rec, customers_setup)?,
         }
     };
-    let mut holds = ok;
+    let mut rep = DrillReport {
+        transcript,
+        verdict,
+        verify: None,
+        stopped_after: o.stop_after,
+        kept: o.keep.map(|_| dir.path.clone()),
+    };
     if let Some(exp) = expected {
-        let mut diffs = Vec::new();
-        compare("", &exp, &transcript, &mut diffs);
-        transcript["verify"] =
-            json!({ "file": o.verify.map(|p| p.display().to_string()), "differences": diffs });
-        if diffs.is_empty() {
+        let mut differences = Vec::new();
+        compare("", &exp, &serde_json::to_value(&rep)?, &mut differences);
+        rep.verify = Some(Verification {
+            file: o.verify.map(|p| p.display().to_string()),
+            differences,
+        });
+    }
+    Ok(rep)
+}
+
+/// The drill's closing lines (its steps are printed as they run).
+pub fn render(rep: &DrillReport) -> String {
+    let mut text = String::from("\n");
+    let stopped = rep.stopped_after.map(|s| {
+        let name = clap::ValueEnum::to_possible_value(&s)
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_default();
+        format!("drill: stopped after step '{name}' as asked\n")
+    });
+    match &rep.transcript {
+        Transcript::Orders { .. } => {
+            text.push_str(match rep.verdict {
+                DrillVerdict::Pass if rep.stopped_after.is_some() => {
+                    "drill: PASS; every step run so far held\n"
+                }
+                DrillVerdict::Pass => "drill: PASS; every step of the runbook held\n",
+                DrillVerdict::Blocked => {
+                    "drill: cutover BLOCKED by the gate, as the rehearsal intends (exit 1)\n"
+                }
+                DrillVerdict::Fail => {
+                    "drill: FAIL; a step did not do what the runbook says (see above)\n"
+                }
+            });
+            text.push_str(stopped.as_deref().unwrap_or_default());
+        }
+        Transcript::Customers {
+            customers: None, ..
+        } => text.push_str(stopped.as_deref().unwrap_or_default()),
+        Transcript::Customers {
+            customers: Some(n), ..
+        } => {
+            text.push_str(&format!("customers in the target: {n}\n"));
+            text.push_str(if rep.verdict == DrillVerdict::Pass {
+                "drill: PASS; every sync did what the runbook says\n"
+            } else {
+                "drill: FAIL; a sync did not do what the runbook says (see above)\n"
+            });
+        }
+        Transcript::Invoices { .. } => text.push_str(if rep.verdict == DrillVerdict::Pass {
+            "drill: PASS; every delivery did what the apply contract says\n"
+        } else {
+            "drill: FAIL; a delivery did not do what the apply contract says (see above)\n"
+        }),
+        Transcript::CrashMatrix { cells } => {
+            text.push_str(&crash::table(cells));
+            text.push_str(if rep.verdict == DrillVerdict::Pass {
+                "\ncrash matrix: PASS\n"
+            } else {
+                "\ncrash matrix: FAIL\n"
+            });
+        }
+    }
+    if let Some(v) = &rep.verify {
+        if v.differences.is_empty() {
             text.push_str("verify: the transcript matches the expected contract\n");
         } else {
-            holds = false;
             text.push_str(&format!(
                 "verify: {} differences from the expected contract:\n",
-                diffs.len()
+                v.differences.len()
             ));
-            for d in &diffs {
+            for d in &v.differences {
                 text.push_str(&format!("  {d}\n"));
             }
         }
     }
-    if o.keep.is_some() {
+    if let Some(dir) = &rep.kept {
         text.push_str(&format!(
             "drill: spec and databases kept in {}\n",
-            dir.path.display()
+            dir.display()
         ));
     }
-    Ok(Outcome {
-        holds,
-        json: transcript,
-        text,
-    })
+    text
 }
 
 /// Lists every place where `actual` differs from `expected`.
@@ -243,8 +381,9 @@ fn compare(path: &str, expected: &Json, actual: &Json, out: &mut Vec<String>) {
 }
 
 /// Runs the tool itself as a child process (crash points need a process to
-/// kill), in `dir`, returning its exit code and its JSON report if any.
-fn child(dir: &Path, args: &[&str], fault: Option<&str>) -> Result<(i32, Json)> {
+/// kill), in `dir`, returning its exit code and what it printed (its JSON
+/// report, if it got that far).
+fn child(dir: &Path, args: &[&str], fault: Option<&str>) -> Result<(i32, Vec<u8>)> {
     let exe = std::env::current_exe().context("finding the cutover executable")?;
     let mut cmd = std::process::Command::new(exe);
     cmd.current_dir(dir)
@@ -259,13 +398,13 @@ fn child(dir: &Path, args: &[&str], fault: Option<&str>) -> Result<(i32, Json)> 
         .output()
         .context("running a drill step in a child process")?;
     let code = out.status.code().unwrap_or(-1);
-    let json = serde_json::from_slice(&out.stdout).unwrap_or(Json::Null);
-    Ok((code, json))
+    Ok((code, out.stdout))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn compare_names_every_changed_number() {

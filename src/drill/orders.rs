@@ -5,11 +5,13 @@ use std::path::Path;
 use anyhow::Result;
 use serde_json::{Value as Json, json};
 
-use super::{Recorder, key_text};
+use super::{DrillVerdict, Recorder, StepRecord, Transcript, key_text};
 use crate::cli::Step;
-use crate::cli::{Command, FenceAction, Format, JournalAction, SpecArg};
 use crate::db::{Access, Db};
-use crate::report::Outcome;
+use crate::replay::Replay;
+use crate::report::{self, Report};
+use crate::spec::Spec;
+use crate::{check, fence, gate, journal, load, replay, status};
 
 const SPEC: &str = include_str!("../../fixtures/orders/spec.toml");
 const SOURCE: &str = include_str!("../../fixtures/orders/source.sql");
@@ -22,12 +24,6 @@ struct Drill<'a> {
 }
 
 impl Drill<'_> {
-    fn arg(&self) -> SpecArg {
-        SpecArg {
-            spec: self.dir.join("spec.toml"),
-        }
-    }
-
     fn say(
         &mut self,
         name: &'static str,
@@ -39,10 +35,16 @@ impl Drill<'_> {
         self.rec.say(name, command, ok, figures, said);
     }
 
-    /// Runs a command; an error is a failed step, reported with its message.
-    fn run(&mut self, name: &'static str, shown: &str, cmd: Command) -> Result<Option<Outcome>> {
-        match crate::execute(&cmd, Format::Json) {
-            Ok(o) => Ok(Some(o)),
+    /// Runs a command on the drill's spec, returning its typed report; an
+    /// error is a failed step, reported with its message.
+    fn run<R>(
+        &mut self,
+        name: &'static str,
+        shown: &str,
+        command: impl FnOnce(&Spec) -> Result<R>,
+    ) -> Result<Option<R>> {
+        match crate::spec::load(&self.dir.join("spec.toml")).and_then(|s| command(&s)) {
+            Ok(r) => Ok(Some(r)),
             Err(e) => {
                 self.say(
                     name,
@@ -65,14 +67,13 @@ pub(super) fn set_up(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Runs the drill in `dir`; returns whether it held, its transcript, and
-/// its closing lines.
+/// Runs the drill in `dir`; returns its verdict and transcript.
 pub(super) fn run(
     dir: &Path,
     rec: &mut Recorder,
     inject: bool,
     stop_after: Option<Step>,
-) -> Result<(bool, Json, String)> {
+) -> Result<(DrillVerdict, Transcript)> {
     if rec.print {
         println!(
             "cutover drill: the running example (orders: dollars and status codes → cents and words)\n"
@@ -81,29 +82,12 @@ pub(super) fn run(
     let mut d = Drill { dir, rec };
     let ok = steps(&mut d, inject, stop_after.unwrap_or(Step::Replay))?;
     let verdict = match (ok, inject) {
-        (true, false) => "pass",
-        (true, true) => "blocked",
-        (false, _) => "fail",
+        (true, false) => DrillVerdict::Pass,
+        (true, true) => DrillVerdict::Blocked,
+        (false, _) => DrillVerdict::Fail,
     };
-    let mut text = String::from("\n");
-    text.push_str(match verdict {
-        "pass" if stop_after.is_some() => "drill: PASS; every step run so far held\n",
-        "pass" => "drill: PASS; every step of the runbook held\n",
-        "blocked" => "drill: cutover BLOCKED by the gate, as the rehearsal intends (exit 1)\n",
-        _ => "drill: FAIL; a step did not do what the runbook says (see above)\n",
-    });
-    if let Some(s) = stop_after {
-        let name = clap::ValueEnum::to_possible_value(&s)
-            .map(|v| v.get_name().to_string())
-            .unwrap_or_default();
-        text.push_str(&format!("drill: stopped after step '{name}' as asked\n"));
-    }
-    let transcript = json!({ "scenario": "orders", "verdict": verdict, "steps": rec_steps(d.rec) });
-    Ok((ok && !inject, transcript, text))
-}
-
-fn rec_steps(rec: &Recorder) -> Json {
-    serde_json::to_value(&rec.steps).unwrap_or(Json::Null)
+    let steps: Vec<StepRecord> = std::mem::take(&mut d.rec.steps);
+    Ok((verdict, Transcript::Orders { steps }))
 }
 
 /// The runbook, step by step. Returns whether every step held.
@@ -126,118 +110,71 @@ fn steps(d: &mut Drill, inject: bool, last: Step) -> Result<bool> {
     }
 
     let c = sh("check");
-    let Some(o) = d.run(
-        "check",
-        &c,
-        Command::Check {
-            spec: d.arg(),
-            strict: false,
-            max_diffs: 20,
-            filter: Default::default(),
-        },
-    )?
-    else {
+    let Some(o) = d.run("check", &c, |s| check::run(s, false, 20))? else {
         return Ok(false);
     };
-    let rows = o.json["tables"][0]["rows"].as_u64().unwrap_or(0);
+    let rows: u64 = o.tables.iter().map(|t| t.rows).sum();
     d.say(
         "check",
         Some(&c),
-        o.holds,
+        o.holds(),
         json!({"rows": rows}),
         format!("{rows} source rows, every one transforms and round-trips"),
     );
-    if !o.holds || last == Step::Check {
-        return Ok(o.holds);
+    if !o.holds() || last == Step::Check {
+        return Ok(o.holds());
     }
 
     let c = sh("load");
-    let Some(o) = d.run(
-        "load",
-        &c,
-        Command::Load {
-            spec: d.arg(),
-            batch: 1000,
-            replace: false,
-            filter: Default::default(),
-        },
-    )?
-    else {
+    let Some(o) = d.run("load", &c, |s| load::run(s, 1000, false))? else {
         return Ok(false);
     };
-    let loaded = o.json["tables"][0]["loaded"].as_u64().unwrap_or(0);
+    let loaded: u64 = o.tables.iter().map(|t| t.loaded).sum();
     d.say(
         "load",
         Some(&c),
-        o.holds,
+        o.holds(),
         json!({"loaded": loaded}),
         format!("{loaded} rows loaded into the target"),
     );
-    if !o.holds || last == Step::Load {
-        return Ok(o.holds);
+    if !o.holds() || last == Step::Load {
+        return Ok(o.holds());
     }
 
     if !inject {
         let c = sh("gate");
-        let Some(o) = d.run(
-            "gate",
-            &c,
-            Command::Gate {
-                spec: d.arg(),
-                inject_mismatch: false,
-                max_diffs: 20,
-                snapshot: None,
-                filter: Default::default(),
-                report: Default::default(),
-            },
-        )?
-        else {
+        let Some(o) = d.run("gate", &c, |s| gate::run(s, 20, None))? else {
             return Ok(false);
         };
-        let summary = o.json["summary"].as_str().unwrap_or("").to_string();
         d.say(
             "gate",
             Some(&c),
-            o.holds,
-            json!({"summary": summary}),
-            format!("initial reconciliation {summary}: PASS"),
+            o.holds(),
+            json!({"summary": o.summary}),
+            format!("initial reconciliation {}: PASS", o.summary),
         );
-        if !o.holds {
+        if !o.holds() {
             return Ok(false);
         }
     }
     let c = format!("{} --inject-mismatch", sh("gate"));
-    let Some(o) = d.run(
-        "rehearsal",
-        &c,
-        Command::Gate {
-            spec: d.arg(),
-            inject_mismatch: true,
-            max_diffs: 20,
-            snapshot: None,
-            filter: Default::default(),
-            report: Default::default(),
-        },
-    )?
-    else {
+    let Some(o) = d.run("rehearsal", &c, |s| gate::rehearse(s, 20))? else {
         return Ok(false);
     };
-    let injected = o.json["injected"].as_u64().unwrap_or(0);
-    let caught = o.json["caught"].as_u64().unwrap_or(0);
-    let details: Vec<String> = o.json["faults"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let (injected, caught) = (o.injected, o.caught);
+    let details: Vec<String> = o
+        .faults
+        .iter()
         .map(|f| {
             format!(
                 "{} {}: {}",
-                f["kind"].as_str().unwrap_or(""),
-                key_text(&f["key"]),
-                f["detail"].as_str().unwrap_or("")
+                report::name(&f.kind),
+                key_text(&f.key),
+                f.detail
             )
         })
         .collect();
-    let alive = !o.holds && injected == 3 && caught == injected;
+    let alive = !o.holds() && injected == 3 && caught == injected;
     d.say(
         "rehearsal",
         Some(&c),
@@ -258,39 +195,25 @@ fn steps(d: &mut Drill, inject: bool, last: Step) -> Result<bool> {
     }
 
     let c = sh("journal install");
-    let Some(o) = d.run(
-        "cut over",
-        &c,
-        Command::Journal {
-            action: JournalAction::Install(d.arg()),
-        },
-    )?
-    else {
+    let Some(o) = d.run("cut over", &c, journal::install)? else {
         return Ok(false);
     };
     d.say(
         "cut over",
         Some(&c),
-        o.holds,
-        json!({"installed": o.json["installed"]}),
+        o.holds(),
+        json!({"installed": o.installed}),
         "the application switches to the target; every write to it is journaled".into(),
     );
-    if !o.holds || last == Step::Journal {
-        return Ok(o.holds);
+    if !o.holds() || last == Step::Journal {
+        return Ok(o.holds());
     }
 
     Db::open_file(&d.dir.join("target.db"), Access::Write, "target")?.execute_script(APP_WRITES)?;
-    let Some(o) = d.run(
-        "application",
-        "",
-        Command::Journal {
-            action: JournalAction::Status(d.arg()),
-        },
-    )?
-    else {
+    let Some(o) = d.run("application", "", journal::status)? else {
         return Ok(false);
     };
-    let entries = o.json["entries"].as_i64().unwrap_or(0);
+    let entries = o.entries;
     d.say(
         "application",
         None,
@@ -303,27 +226,29 @@ fn steps(d: &mut Drill, inject: bool, last: Step) -> Result<bool> {
     }
 
     let c = sh("fence on");
-    let Some(o) = d.run(
-        "fence",
-        &c,
-        Command::Fence {
-            action: FenceAction::On(d.arg()),
-        },
-    )?
-    else {
+    let Some(o) = d.run("fence", &c, fence::on)? else {
         return Ok(false);
     };
-    let boundary = o.json["boundary"].as_i64().unwrap_or(-1);
+    let Some(boundary) = o.fence.as_ref().map(|f| f.boundary) else {
+        d.say(
+            "fence",
+            Some(&c),
+            false,
+            Json::Null,
+            "fence on reported no fence".into(),
+        );
+        return Ok(false);
+    };
     d.say(
         "fence",
         Some(&c),
-        o.holds && boundary == 3,
+        o.holds() && boundary == 3,
         json!({"journal_boundary": boundary}),
         format!(
             "the cutover is declared failed; the target is fenced, journal_boundary={boundary}"
         ),
     );
-    if !o.holds || boundary != 3 {
+    if !o.holds() || boundary != 3 {
         return Ok(false);
     }
     let refused = Db::open_file(&d.dir.join("target.db"), Access::Write, "target")?
@@ -346,110 +271,94 @@ fn steps(d: &mut Drill, inject: bool, last: Step) -> Result<bool> {
     }
 
     let c = format!("{} --dry-run", sh("replay"));
-    let Some(o) = d.run(
-        "plan",
-        &c,
-        Command::Replay {
-            spec: d.arg(),
-            batch: 1000,
-            dry_run: true,
-            max_diffs: 20,
-            report: Default::default(),
-        },
-    )?
-    else {
+    let Some(o) = d.run("plan", &c, |s| replay::run(s, 1000, true, 20))? else {
         return Ok(false);
     };
-    let stale = o.json["stale_keys"].as_u64().unwrap_or(0);
-    let keys: Vec<String> = o.json["keys"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|k| {
-            format!(
-                "{} {}",
-                k["effect"].as_str().unwrap_or(""),
-                key_text(&k["key"])
-            )
-        })
+    let holds = o.holds();
+    let plan = match o {
+        Replay::DryRun(dry) => dry.plan,
+        Replay::Ran(r) => {
+            d.say(
+                "plan",
+                Some(&c),
+                false,
+                Json::Null,
+                format!("no plan: {}", r.breach.unwrap_or_default()),
+            );
+            return Ok(false);
+        }
+    };
+    let stale = plan.stale_keys;
+    let keys: Vec<String> = plan
+        .keys
+        .iter()
+        .map(|k| format!("{} {}", report::name(&k.effect), key_text(&k.key)))
         .collect();
     d.say(
         "plan",
         Some(&c),
-        o.holds && stale == 3,
+        holds && stale == 3,
         json!({"stale_keys": stale}),
         format!("the source is stale at {stale} keys: {}", keys.join(", ")),
     );
-    if !o.holds || stale != 3 {
+    if !holds || stale != 3 {
         return Ok(false);
     }
 
     let c = sh("replay");
-    let Some(o) = d.run(
-        "replay",
-        &c,
-        Command::Replay {
-            spec: d.arg(),
-            batch: 1000,
-            dry_run: false,
-            max_diffs: 20,
-            report: Default::default(),
-        },
-    )?
-    else {
+    let Some(o) = d.run("replay", &c, replay_now)? else {
         return Ok(false);
     };
-    let applied = o.json["applied"].as_u64().unwrap_or(0);
-    let summary = o.json["summary"].as_str().unwrap_or("").to_string();
+    let applied = o.applied;
+    let summary = o.summary.clone().unwrap_or_default();
+    let holds = o.verdict.holds();
     d.say(
         "replay",
         Some(&c),
-        o.holds && applied == 3,
+        holds && applied == 3,
         json!({"applied": applied, "summary": summary}),
         format!("applied {applied} entries; rollback reconciliation {summary}"),
     );
-    if !o.holds || applied != 3 {
+    if !holds || applied != 3 {
         return Ok(false);
     }
 
-    let Some(o) = d.run(
-        "replay again",
-        &c,
-        Command::Replay {
-            spec: d.arg(),
-            batch: 1000,
-            dry_run: false,
-            max_diffs: 20,
-            report: Default::default(),
-        },
-    )?
-    else {
+    let Some(o) = d.run("replay again", &c, replay_now)? else {
         return Ok(false);
     };
-    let again = o.json["applied"].as_u64().unwrap_or(u64::MAX);
+    let again = o.applied;
+    let holds = o.verdict.holds();
     d.say(
         "replay again",
         Some(&c),
-        o.holds && again == 0,
+        holds && again == 0,
         json!({"applied": again}),
         format!("applied {again} entries; the source is unchanged"),
     );
-    if !o.holds || again != 0 {
+    if !holds || again != 0 {
         return Ok(false);
     }
 
     let c = sh("status");
-    let Some(o) = d.run("status", &c, Command::Status { spec: d.arg() })? else {
+    let Some(o) = d.run("status", &c, status::run)? else {
         return Ok(false);
     };
-    let phase = o.json["phase"].as_str().unwrap_or("").to_string();
-    let done = phase.starts_with("rolled back");
+    let done = o.rolled_back();
     d.say(
         "status",
         Some(&c),
         done,
-        json!({"phase": phase}),
-        format!("{phase}; switch the application back to the source"),
+        json!({"phase": o.phase}),
+        format!("{}; switch the application back to the source", o.phase),
     );
     Ok(done)
+}
+
+/// `cutover replay`, which reports as the replay it is (a dry run is the
+/// other kind).
+fn replay_now(spec: &Spec) -> Result<crate::replay::ReplayReport> {
+    match replay::run(spec, 1000, false, 20)? {
+        Replay::Ran(r) => Ok(r),
+        Replay::DryRun(_) => anyhow::bail!("a replay reported as a dry run"),
+    }
 }
