@@ -12,9 +12,11 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use anyhow::Result;
-use cutover::db::Access;
-use cutover::db::postgres::{Db, TableSql};
+use cutover::db::postgres::Postgres;
+use cutover::db::{Access, Catalogue, Connection, Fixtures, Rows, TableSql};
 use cutover::value::{Block, CellRef, Value, key_cmp};
+
+type Db = Postgres;
 
 /// A database of its own for one test, dropped when the test ends.
 struct TestDb {
@@ -80,11 +82,11 @@ impl TestDb {
     }
 
     fn open(&self, access: Access) -> Db {
-        Db::open(&self.url, access, "target").expect("opening the test database")
+        Postgres::open(&self.url, access, "target").expect("opening the test database")
     }
 
     fn open_schema(&self, schema: &str) -> Result<Db> {
-        Db::open(
+        Postgres::open(
             &format!("{}?schema={schema}", self.url),
             Access::Write,
             "target",
@@ -107,7 +109,7 @@ impl Drop for TestDb {
 fn read_all(db: &Db, sql: &TableSql, block_rows: usize) -> Result<(Vec<Vec<Value>>, usize)> {
     let mut rows = Vec::new();
     let mut blocks = 0;
-    db.scan_blocks(sql, None, block_rows, |b| {
+    db.scan_into(sql, None, block_rows, &mut |b| {
         blocks += 1;
         for r in 0..b.rows() {
             rows.push(b.values(r, b.width()));
@@ -115,6 +117,18 @@ fn read_all(db: &Db, sql: &TableSql, block_rows: usize) -> Result<(Vec<Vec<Value
         Ok(true)
     })?;
     Ok((rows, blocks))
+}
+
+/// Every row after `after`, in order.
+fn read_after(db: &Db, sql: &TableSql, after: &[Value]) -> Result<Vec<Vec<Value>>> {
+    let mut rows = Vec::new();
+    db.scan_into(sql, Some(after), 7, &mut |b| {
+        for r in 0..b.rows() {
+            rows.push(b.values(r, b.width()));
+        }
+        Ok(true)
+    })?;
+    Ok(rows)
 }
 
 fn text(s: &str) -> Value {
@@ -161,7 +175,7 @@ fn numeric_is_read_and_written_exactly() -> Result<()> {
            (7, 1, 'Infinity'), (8, 100, '-Infinity'), (9, 0, 1e30), (10, 0, 10000.00010);
          CREATE VIEW money_text AS SELECT id, amount::text AS a, free::text AS f FROM money;",
     )?;
-    let sql = db.table_sql("money", &["id", "amount", "free"], 1)?;
+    let sql = db.table_sql("money", &["id", "amount", "free"], 1, None);
     let (rows, _) = read_all(&db, &sql, 4)?;
     assert_eq!(rows.len(), 10);
     assert_eq!(
@@ -182,7 +196,7 @@ fn numeric_is_read_and_written_exactly() -> Result<()> {
     assert_eq!(rows[8][2], text("1000000000000000000000000000000"));
     assert_eq!(rows[9][2], text("10000.00010"));
     // The binary decoding gives exactly the server's own text.
-    let text_sql = db.table_sql("money_text", &["id", "a", "f"], 1)?;
+    let text_sql = db.table_sql("money_text", &["id", "a", "f"], 1, None);
     let (texts, _) = read_all(&db, &text_sql, 100)?;
     assert_eq!(rows, texts);
 
@@ -190,7 +204,7 @@ fn numeric_is_read_and_written_exactly() -> Result<()> {
     db.execute_script(
         "CREATE TABLE copy (id int PRIMARY KEY, amount numeric(16,2), free numeric)",
     )?;
-    let copy = db.table_sql("copy", &["id", "amount", "free"], 1)?;
+    let copy = db.table_sql("copy", &["id", "amount", "free"], 1, None);
     assert_eq!(db.write(|| db.copy_in(&copy, [&block_of(&rows)]))?, 10);
     assert_eq!(read_all(&db, &copy, 100)?.0, rows);
 
@@ -229,7 +243,7 @@ fn integers_of_every_width_and_booleans_keep_their_bounds() -> Result<()> {
            (9223372036854775807, 32767, 2147483647, 9223372036854775807, true);",
     )?;
     let cols = ["id", "s", "i", "b", "f"];
-    let sql = db.table_sql("ints", &cols, 1)?;
+    let sql = db.table_sql("ints", &cols, 1, None);
     let (rows, _) = read_all(&db, &sql, 2)?;
     let row = |v: [i64; 4], f: Value| {
         let mut r: Vec<Value> = v.iter().map(|&i| Value::Integer(i)).collect();
@@ -247,7 +261,7 @@ fn integers_of_every_width_and_booleans_keep_their_bounds() -> Result<()> {
     db.execute_script(
         "CREATE TABLE back (id bigint PRIMARY KEY, s smallint, i integer, b bigint, f boolean)",
     )?;
-    let back = db.table_sql("back", &cols, 1)?;
+    let back = db.table_sql("back", &cols, 1, None);
     db.copy_in(&back, [&block_of(&rows)])?;
     assert_eq!(read_all(&db, &back, 100)?.0, rows);
     // One past each bound, and a boolean that is not 0 or 1, are refused.
@@ -288,7 +302,7 @@ fn text_keys_are_ordered_by_bytes() -> Result<()> {
         "~",
     ];
     db.execute_script("CREATE TABLE words (w text PRIMARY KEY, n int)")?;
-    let sql = db.table_sql("words", &["w", "n"], 1)?;
+    let sql = db.table_sql("words", &["w", "n"], 1, None);
     let rows: Vec<Vec<Value>> = keys
         .iter()
         .enumerate()
@@ -305,11 +319,10 @@ fn text_keys_are_ordered_by_bytes() -> Result<()> {
     assert_key_ordered(&read, 1);
 
     // Resuming after a key gives exactly the keys past it.
-    let mut after = Vec::new();
-    db.scan(&sql, Some(&[text("a")]), |r| {
-        after.push(r[0].clone());
-        Ok(true)
-    })?;
+    let after: Vec<Value> = read_after(&db, &sql, &[text("a")])?
+        .into_iter()
+        .map(|r| r[0].clone())
+        .collect();
     assert_eq!(
         after,
         got[got.iter().position(|k| *k == text("a")).unwrap() + 1..]
@@ -317,11 +330,7 @@ fn text_keys_are_ordered_by_bytes() -> Result<()> {
 
     // A quote in the key is a literal, not SQL.
     db.execute_script("INSERT INTO words VALUES ('it''s', 99)")?;
-    let mut n = 0;
-    db.scan(&sql, Some(&[text("it's")]), |_| {
-        n += 1;
-        Ok(true)
-    })?;
+    let n = read_after(&db, &sql, &[text("it's")])?.len();
     assert_eq!(
         n,
         keys.iter()
@@ -348,17 +357,26 @@ fn composite_and_typed_keys_follow_cutovers_order() -> Result<()> {
          CREATE TABLE by_feel (feel mood UNIQUE, v int);
          INSERT INTO by_feel SELECT feel, v FROM k;",
     )?;
-    let sql = db.table_sql("k", &["region", "code", "amount", "day", "feel", "v"], 2)?;
+    let sql = db.table_sql(
+        "k",
+        &["region", "code", "amount", "day", "feel", "v"],
+        2,
+        None,
+    );
     let (rows, _) = read_all(&db, &sql, 10)?;
     assert_key_ordered(&rows, 2);
     // char(3) keeps its padding.
     assert_eq!(rows[0][..2], [text("a  "), text("X")]);
     assert_eq!(rows[0][3], text("0044-03-15 BC"));
     // Numeric and enum keys go in the order of their text, as they are read.
-    let (rows, _) = read_all(&db, &db.table_sql("by_amount", &["amount", "v"], 1)?, 10)?;
+    let (rows, _) = read_all(
+        &db,
+        &db.table_sql("by_amount", &["amount", "v"], 1, None),
+        10,
+    )?;
     assert_key_ordered(&rows, 1);
     assert_eq!(rows[0][0], text("-1.00"));
-    let (rows, _) = read_all(&db, &db.table_sql("by_feel", &["feel", "v"], 1)?, 10)?;
+    let (rows, _) = read_all(&db, &db.table_sql("by_feel", &["feel", "v"], 1, None), 10)?;
     assert_eq!(rows[0], vec![Value::Null, Value::Integer(4)]);
     assert_key_ordered(&rows, 1);
     assert_eq!(rows[1][0], text("happy"));
@@ -380,7 +398,7 @@ fn bytes_nulls_floats_and_other_types_are_read_as_stored() -> Result<()> {
                               (NULL, NULL, NULL, NULL, NULL, NULL);",
     )?;
     let cols = ["k", "r", "d", "t", "u", "j"];
-    let sql = db.table_sql("b", &cols, 1)?;
+    let sql = db.table_sql("b", &cols, 1, None);
     let (rows, _) = read_all(&db, &sql, 2)?;
     assert_key_ordered(&rows, 1);
     let keys: Vec<Value> = rows.iter().map(|r| r[0].clone()).collect();
@@ -407,11 +425,10 @@ fn bytes_nulls_floats_and_other_types_are_read_as_stored() -> Result<()> {
     assert_eq!(rows[4][3], text("é"));
 
     // A key resumed after a blob, and a keyed read of a blob.
-    let mut after = Vec::new();
-    db.scan(&sql, Some(&[Value::Blob(vec![0])]), |r| {
-        after.push(r[0].clone());
-        Ok(true)
-    })?;
+    let after: Vec<Value> = read_after(&db, &sql, &[Value::Blob(vec![0])])?
+        .into_iter()
+        .map(|r| r[0].clone())
+        .collect();
     assert_eq!(after, keys[3..]);
     assert_eq!(
         db.get_row(&sql, &[Value::Blob(vec![255])])?,
@@ -421,7 +438,7 @@ fn bytes_nulls_floats_and_other_types_are_read_as_stored() -> Result<()> {
 
     // Bytes and floats load back; a uuid column is refused by the binary load.
     db.execute_script("CREATE TABLE b2 (k bytea UNIQUE, r real, d double precision, t text)")?;
-    let b2 = db.table_sql("b2", &cols[..4], 1)?;
+    let b2 = db.table_sql("b2", &cols[..4], 1, None);
     let narrow: Vec<Vec<Value>> = rows.iter().map(|r| r[..4].to_vec()).collect();
     db.copy_in(&b2, [&block_of(&narrow)])?;
     let (back, _) = read_all(&db, &b2, 100)?;
@@ -466,7 +483,7 @@ fn dates_and_timestamps_read_as_the_server_prints_them_in_utc() -> Result<()> {
          CREATE VIEW ts_text AS SELECT id, d::text, t::text, z::text FROM ts;",
     )?;
     let cols = ["id", "d", "t", "z"];
-    let sql = db.table_sql("ts", &cols, 1)?;
+    let sql = db.table_sql("ts", &cols, 1, None);
     let (rows, _) = read_all(&db, &sql, 100)?;
     assert_eq!(
         rows[0],
@@ -478,10 +495,10 @@ fn dates_and_timestamps_read_as_the_server_prints_them_in_utc() -> Result<()> {
         ]
     );
     assert_eq!(rows[1][3], text("1970-01-01 00:00:00.5+00"));
-    let (texts, _) = read_all(&db, &db.table_sql("ts_text", &cols, 1)?, 100)?;
+    let (texts, _) = read_all(&db, &db.table_sql("ts_text", &cols, 1, None), 100)?;
     assert_eq!(rows, texts);
     db.execute_script("CREATE TABLE ts2 (id int PRIMARY KEY, d date, t timestamp, z timestamptz)")?;
-    let ts2 = db.table_sql("ts2", &cols, 1)?;
+    let ts2 = db.table_sql("ts2", &cols, 1, None);
     db.copy_in(&ts2, [&block_of(&rows)])?;
     assert_eq!(read_all(&db, &ts2, 100)?.0, rows);
     // Another spelling of the same instant is refused rather than reread differently.
@@ -505,11 +522,11 @@ fn a_hundred_thousand_rows_stream_in_blocks() -> Result<()> {
         "CREATE TABLE big (id bigint PRIMARY KEY, name text NOT NULL, amount numeric(12,2));
          INSERT INTO big SELECT g, 'name ' || g, g / 100.0 FROM generate_series(1, 100000) g;",
     )?;
-    let sql = db.table_sql("big", &["id", "name", "amount"], 1)?;
+    let sql = db.table_sql("big", &["id", "name", "amount"], 1, None);
     assert_eq!(db.row_count(&sql)?, 100_000);
     let mut blocks = 0;
     let mut next = 1i64;
-    db.scan_blocks(&sql, None, 1000, |b| {
+    db.scan_into(&sql, None, 1000, &mut |b| {
         blocks += 1;
         assert_eq!(b.rows(), 1000);
         for r in 0..b.rows() {
@@ -530,7 +547,7 @@ fn a_hundred_thousand_rows_stream_in_blocks() -> Result<()> {
 
     // A scan stopped early leaves the connection usable.
     let mut seen = 0;
-    db.scan_blocks(&sql, None, 500, |b| {
+    db.scan_into(&sql, None, 500, &mut |b| {
         seen += b.rows();
         Ok(seen < 1500)
     })?;
@@ -541,16 +558,16 @@ fn a_hundred_thousand_rows_stream_in_blocks() -> Result<()> {
     db.execute_script(
         "CREATE TABLE big2 (id bigint PRIMARY KEY, name text NOT NULL, amount numeric(12,2))",
     )?;
-    let big2 = db.table_sql("big2", &["id", "name", "amount"], 1)?;
+    let big2 = db.table_sql("big2", &["id", "name", "amount"], 1, None);
     let mut buffered = Vec::new();
-    db.scan_blocks(&sql, Some(&[Value::Integer(50_000)]), 4096, |b| {
+    db.scan_into(&sql, Some(&[Value::Integer(50_000)]), 4096, &mut |b| {
         buffered.push(b);
         Ok(true)
     })?;
     assert_eq!(db.write(|| db.copy_in(&big2, &buffered))?, 50_000);
     let mut first = None;
-    db.scan(&big2, None, |r| {
-        first = Some(r);
+    db.scan_into(&big2, None, 1, &mut |b| {
+        first = Some(b.values(0, b.width()));
         Ok(false)
     })?;
     assert_eq!(
@@ -571,7 +588,7 @@ fn a_failed_load_in_a_transaction_leaves_nothing() -> Result<()> {
     };
     let db = t.open(Access::Write);
     db.execute_script("CREATE TABLE p (id int PRIMARY KEY, v text NOT NULL)")?;
-    let sql = db.table_sql("p", &["id", "v"], 1)?;
+    let sql = db.table_sql("p", &["id", "v"], 1, None);
     let first = block_of(&[
         vec![Value::Integer(1), text("a")],
         vec![Value::Integer(2), text("b")],
@@ -596,7 +613,7 @@ fn a_failed_load_in_a_transaction_leaves_nothing() -> Result<()> {
     assert_eq!(db.row_count(&sql)?, 2);
     // A reader's transactions cannot write.
     let reader = t.open(Access::Read);
-    let rsql = reader.table_sql("p", &["id", "v"], 1)?;
+    let rsql = reader.table_sql("p", &["id", "v"], 1, None);
     assert!(reader.copy_in(&rsql, [&dup]).is_err());
     Ok(())
 }
@@ -663,16 +680,17 @@ fn the_catalogue_describes_the_schema() -> Result<()> {
         [("audit".to_string(), "D".to_string())]
     );
     // A column the table does not have is named; an empty name reads as NULL.
-    let err = db.table_sql("parent", &["a", "nope"], 1).unwrap_err();
+    let bad = db.table_sql("parent", &["a", "nope"], 1, None);
+    let err = db.row_count(&bad).unwrap_err();
     assert!(err.to_string().contains("no column 'nope'"), "{err:#}");
-    let sql = db.table_sql("parent", &["b", "a", ""], 2)?;
+    let sql = db.table_sql("parent", &["b", "a", ""], 2, None);
     db.execute_script("INSERT INTO parent VALUES (1, 'x', 'n')")?;
     assert_eq!(
         read_all(&db, &sql, 10)?.0,
         [vec![text("x"), Value::Integer(1), Value::Null]]
     );
     db.execute_script("CREATE TABLE parent2 (a int, b text, PRIMARY KEY (b, a))")?;
-    let p2 = db.table_sql("parent2", &["b", "a", ""], 2)?;
+    let p2 = db.table_sql("parent2", &["b", "a", ""], 2, None);
     db.copy_in(
         &p2,
         [&block_of(&[vec![
@@ -706,17 +724,18 @@ fn the_url_schema_chooses_the_tables() -> Result<()> {
     let sales = t.open_schema("Sales%20Q")?;
     assert_eq!(sales.schema(), "Sales Q");
     assert_eq!(sales.user_tables()?, ["Odd \"name", "t"]);
-    let sql = sales.table_sql("t", &["id", "v"], 1)?;
+    let sql = sales.table_sql("t", &["id", "v"], 1, None);
     assert_eq!(sales.row_count(&sql)?, 2);
     assert_eq!(
         sales.get_row(&sql, &[Value::Integer(1)])?,
         Some(vec![Value::Integer(1), text("sales")])
     );
-    let odd = sales.table_sql("Odd \"name", &["id"], 1)?;
+    let odd = sales.table_sql("Odd \"name", &["id"], 1, None);
     assert_eq!(sales.row_count(&odd)?, 0);
-    let public = db.table_sql("t", &["id", "v"], 1)?;
+    let public = db.table_sql("t", &["id", "v"], 1, None);
     assert_eq!(db.row_count(&public)?, 1);
-    assert!(db.table_sql("Odd \"name", &["id"], 1).is_err());
+    let missing = db.table_sql("Odd \"name", &["id"], 1, None);
+    assert!(db.row_count(&missing).is_err());
 
     let err = t
         .open_schema("nowhere")
@@ -726,7 +745,7 @@ fn the_url_schema_chooses_the_tables() -> Result<()> {
         err.to_string().contains("schema 'nowhere' does not exist"),
         "{err:#}"
     );
-    let err = Db::open("postgres://nobody@127.0.0.1:1/x", Access::Read, "source")
+    let err = Postgres::open("postgres://nobody@127.0.0.1:1/x", Access::Read, "source")
         .err()
         .expect("no server on port 1");
     assert!(
@@ -746,7 +765,7 @@ fn keyed_reads_match_exactly() -> Result<()> {
         "CREATE TABLE m (amount numeric(10,2), who text, v int, PRIMARY KEY (amount, who));
          INSERT INTO m VALUES (12.50, 'a', 1), (12.50, 'A', 2);",
     )?;
-    let sql = db.table_sql("m", &["amount", "who", "v"], 2)?;
+    let sql = db.table_sql("m", &["amount", "who", "v"], 2, None);
     assert_eq!(
         db.get_row(&sql, &[text("12.50"), text("A")])?,
         Some(vec![text("12.50"), text("A"), Value::Integer(2)])
@@ -755,5 +774,206 @@ fn keyed_reads_match_exactly() -> Result<()> {
     assert_eq!(db.get_row(&sql, &[Value::Integer(12), text("A")])?, None);
     assert_eq!(db.get_row(&sql, &[text("nonsense"), text("A")])?, None);
     assert!(db.get_row(&sql, &[text("12.50")]).is_err());
+    Ok(())
+}
+
+#[test]
+fn keyed_writes_and_row_by_row_inserts() -> Result<()> {
+    let Some(t) = TestDb::new("keyed_writes_and_row_by_row_inserts") else {
+        return Ok(());
+    };
+    let db = t.open(Access::Write);
+    db.execute_script(
+        "CREATE TABLE acct (id int PRIMARY KEY, amount numeric(10,2), tag uuid, note text, seen_at timestamp);
+         INSERT INTO acct VALUES (1, 1.00, NULL, 'one', '2024-01-01 00:00:00');",
+    )?;
+    let cols = ["id", "amount", "tag", "note"];
+    let sql = db.table_sql("acct", &cols, 1, None);
+    let row = |id: i64, amount: &str, note: &str| {
+        vec![
+            Value::Integer(id),
+            text(amount),
+            text("00000000-0000-0000-0000-00000000000a"),
+            text(note),
+        ]
+    };
+    assert_eq!(db.insert_row(&sql, &row(2, "2.50", "two"))?, 1);
+    assert_eq!(
+        db.get_row(&sql, &[Value::Integer(2)])?,
+        Some(row(2, "2.50", "two"))
+    );
+    // The key stays: only the other columns; the key moves: the whole row.
+    assert_eq!(
+        db.update_row(&sql, &[Value::Integer(2)], &row(2, "3.00", "deux"))?,
+        1
+    );
+    assert_eq!(
+        db.update_row(&sql, &[Value::Integer(2)], &row(5, "3.00", "cinq"))?,
+        1
+    );
+    assert_eq!(db.get_row(&sql, &[Value::Integer(2)])?, None);
+    assert_eq!(
+        db.get_row(&sql, &[Value::Integer(5)])?,
+        Some(row(5, "3.00", "cinq"))
+    );
+    // A rounded amount is refused; a key the column cannot hold changes nothing.
+    assert!(
+        db.update_row(&sql, &[Value::Integer(5)], &row(5, "3.005", "x"))
+            .is_err()
+    );
+    assert_eq!(db.update_row(&sql, &[text("5")], &row(5, "3.00", "x"))?, 0);
+    assert_eq!(db.delete_row(&sql, &[Value::Integer(99_999_999_999)])?, 0);
+
+    // Row by row: a colliding key is skipped and said so.
+    let mut ins = db.inserter(&sql)?;
+    let b = block_of(&[row(6, "6.00", "six"), row(1, "9.99", "clash")]);
+    assert!(ins.insert(&b, 0)?);
+    assert!(!ins.insert(&b, 1)?);
+    drop(ins);
+    assert_eq!(
+        db.get_row(&sql, &[Value::Integer(1)])?
+            .map(|r| r[3].clone()),
+        Some(text("one"))
+    );
+
+    // Columns outside the spec, read and written by key.
+    let got = db.get_columns("acct", &["id"], &[Value::Integer(1)], &["seen_at", "note"])?;
+    assert_eq!(got, Some(vec![text("2024-01-01 00:00:00"), text("one")]));
+    let n = db.set_columns(
+        "acct",
+        &["id"],
+        &[Value::Integer(1)],
+        &["seen_at", "tag"],
+        &[
+            text("2025-06-30 12:00:00"),
+            text("00000000-0000-0000-0000-0000000000ff"),
+        ],
+    )?;
+    assert_eq!(n, 1);
+    assert_eq!(
+        db.get_columns("acct", &["id"], &[Value::Integer(1)], &["seen_at", "tag"])?,
+        Some(vec![
+            text("2025-06-30 12:00:00"),
+            text("00000000-0000-0000-0000-0000000000ff")
+        ])
+    );
+    assert_eq!(db.max_integer("acct", "id")?, Some(6));
+    assert_eq!(db.max_integer("acct", "note")?, None);
+    assert_eq!(db.delete_row(&sql, &[Value::Integer(6)])?, 1);
+    assert_eq!(db.clear_table("acct")?, 2);
+    assert_eq!(db.row_count(&sql)?, 0);
+    Ok(())
+}
+
+#[test]
+fn a_watermark_orders_the_scan_before_the_key() -> Result<()> {
+    let Some(t) = TestDb::new("a_watermark_orders_the_scan_before_the_key") else {
+        return Ok(());
+    };
+    let db = t.open(Access::Write);
+    db.execute_script(
+        "CREATE TABLE ev (id int PRIMARY KEY, updated timestamp);
+         INSERT INTO ev VALUES (1, '2024-01-03 00:00:00'), (2, '2024-01-01 00:00:00'),
+                               (3, NULL), (4, '2024-01-01 00:00:00.5'), (5, '2024-01-01 00:00:00');",
+    )?;
+    let sql = db.table_sql("ev", &["id", "updated"], 1, Some(1));
+    let ids: Vec<Value> = read_all(&db, &sql, 2)?
+        .0
+        .into_iter()
+        .map(|r| r[0].clone())
+        .collect();
+    assert_eq!(ids, [3, 2, 5, 4, 1].map(Value::Integer));
+    Ok(())
+}
+
+#[test]
+fn transactions_savepoints_and_the_change_token() -> Result<()> {
+    let Some(t) = TestDb::new("transactions_savepoints_and_the_change_token") else {
+        return Ok(());
+    };
+    let db = t.open(Access::Write);
+    db.execute_script("CREATE TABLE s (id int PRIMARY KEY)")?;
+    let sql = db.table_sql("s", &["id"], 1, None);
+    db.begin_write()?;
+    db.insert_row(&sql, &[Value::Integer(1)])?;
+    db.savepoint()?;
+    db.insert_row(&sql, &[Value::Integer(2)])?;
+    db.rollback_savepoint();
+    db.savepoint()?;
+    db.insert_row(&sql, &[Value::Integer(3)])?;
+    db.release()?;
+    db.commit()?;
+    let ids: Vec<Value> = read_all(&db, &sql, 10)?
+        .0
+        .into_iter()
+        .map(|r| r[0].clone())
+        .collect();
+    assert_eq!(ids, [Value::Integer(1), Value::Integer(3)]);
+
+    // Another connection's commit moves the token.
+    let before = db.change_token()?;
+    assert_eq!(db.change_token()?, before);
+    let other = t.open(Access::Write);
+    other.execute_script("INSERT INTO s VALUES (9)")?;
+    assert_ne!(db.change_token()?, before);
+
+    let d = db.durability()?;
+    assert!(d.journal_mode.starts_with("wal"), "{d:?}");
+    assert!(!d.synchronous.is_empty());
+    assert!(!db.is_read_only()?);
+    let now = db.now()?;
+    assert_eq!(
+        (now.len(), &now[10..11], &now[23..]),
+        (24, "T", "Z"),
+        "{now}"
+    );
+    assert!(db.location().contains(&t.name));
+    Ok(())
+}
+
+#[test]
+fn violations_schema_text_sequences_and_snapshots() -> Result<()> {
+    let Some(t) = TestDb::new("violations_schema_text_sequences_and_snapshots") else {
+        return Ok(());
+    };
+    let db = t.open(Access::Write);
+    db.execute_script(
+        "CREATE TABLE artist (id int GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY, name text);
+         CREATE TABLE album (code text PRIMARY KEY, artist_id int REFERENCES artist (id));
+         INSERT INTO artist (name) VALUES ('a'), ('b');
+         ALTER TABLE album DISABLE TRIGGER ALL;
+         INSERT INTO album VALUES ('x1', 1), ('x2', 7), ('x3', NULL);
+         ALTER TABLE album ENABLE TRIGGER ALL;",
+    )?;
+    assert_eq!(
+        db.foreign_key_violations("album", &["code"])?,
+        [(
+            "album".to_string(),
+            Some(vec![text("x2")]),
+            "artist".to_string()
+        )]
+    );
+    let schema = db.schema_of(&["album"])?;
+    let names: Vec<&str> = schema.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "constraint album.album_artist_id_fkey",
+            "constraint album.album_pkey",
+            "index album_pkey",
+            "table album"
+        ]
+    );
+    assert_eq!(schema[3].1, "code text NOT NULL, artist_id integer");
+    assert_eq!(db.sequence("artist")?, Some(2));
+    assert_eq!(db.sequence("album")?, None);
+    db.raise_sequence("artist", 100)?;
+    db.raise_sequence("artist", 50)?;
+    assert_eq!(db.sequence("artist")?, Some(100));
+    db.execute_script("INSERT INTO artist (name) VALUES ('c')")?;
+    let snap = db.snapshot()?;
+    assert_eq!(snap[0].0, "album");
+    assert_eq!(snap[0].1, ["'x1','1'", "'x2','7'", "'x3',NULL"]);
+    assert_eq!(snap[1].1, ["'1','a'", "'101','c'", "'2','b'"]);
     Ok(())
 }

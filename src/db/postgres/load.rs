@@ -3,22 +3,24 @@
 //! refused ([`super::types::encode`]).
 //!
 //! One COPY is one statement: it writes every row or none. It runs in the
-//! caller's transaction when one is open ([`Db::write`]), so a batch and its
-//! bookkeeping commit together. A row whose key is already there fails the
-//! whole COPY; a load that must skip such rows checks first.
+//! caller's transaction when one is open, so a batch and its bookkeeping
+//! commit together. A row whose key is already there fails the whole COPY
+//! (and, in PostgreSQL, the transaction around it); rows that may collide
+//! go through [`crate::db::Rows::inserter`] instead, which skips them.
 
 use std::io::Write;
 
 use anyhow::{Context, Result, bail};
 
 use super::types::{self, Kind};
-use super::{Db, TableSql, quote_ident};
+use super::{Postgres, quote_ident};
+use crate::db::TableSql;
 use crate::value::{Block, CellRef};
 
 /// How much encoded data is handed to the connection at a time.
 const CHUNK: usize = 256 * 1024;
 
-impl Db {
+impl Postgres {
     /// Writes every row of `blocks` into the table of `sql` (its columns;
     /// the absent ones are not written) with one binary COPY; returns the
     /// number of rows written. Nothing is written when a value cannot be
@@ -28,19 +30,21 @@ impl Db {
         sql: &TableSql,
         blocks: impl IntoIterator<Item = &'b Block>,
     ) -> Result<u64> {
-        let cols = sql.written();
-        if let Some(&i) = cols.iter().find(|&&i| !sql.kinds[i].writable()) {
+        let plan = self.plan(sql)?;
+        let cols = plan.written();
+        if let Some(&i) = cols.iter().find(|&&i| !plan.kinds[i].writable()) {
             bail!(
-                "table '{}', column '{}': its type cannot be written in binary yet (only integers, boolean, real, numeric, text, char, enums, bytea, date and timestamps can)",
+                "table '{}', column '{}': its type ({}) cannot be written in binary yet (integers, boolean, real, numeric, text, char, enums, bytea, date and timestamps can)",
                 sql.table,
-                sql.names[i]
+                plan.names[i],
+                plan.types[i]
             );
         }
         let statement = format!(
             "COPY {} ({}) FROM STDIN (FORMAT binary)",
-            sql.qualified,
+            plan.qualified,
             cols.iter()
-                .map(|&i| quote_ident(&sql.names[i]))
+                .map(|&i| quote_ident(&plan.names[i]))
                 .collect::<Vec<_>>()
                 .join(", ")
         );
@@ -73,13 +77,13 @@ impl Db {
                     }
                     let at = buf.len();
                     buf.extend_from_slice(&[0; 4]);
-                    let kind: Kind = sql.kinds[c];
+                    let kind: Kind = plan.kinds[c];
                     types::encode(kind, cell, &mut buf).with_context(|| {
                         format!(
                             "table '{}', row {} of the batch, column '{}'",
                             sql.table,
                             row_no + 1,
-                            sql.names[c]
+                            plan.names[c]
                         )
                     })?;
                     let len =

@@ -1,33 +1,41 @@
-//! PostgreSQL: one connection to a database and a schema in it, with the
-//! session settings every other part relies on, and write transactions.
+//! PostgreSQL, the engine of servers: one type, [`Postgres`], one
+//! connection to a database and a schema in it. This file holds the
+//! connection, the session settings every other part relies on, and quoting.
 //!
 //! One concept per file: [`url`] (the spec's URL), [`types`] (column types
-//! to values and back, with [`numeric`] and [`datetime`]), [`catalogue`]
-//! (tables, columns, keys, foreign keys, triggers), [`table_sql`] (a table's
-//! statements), [`scan`] (key-ordered reads through binary COPY, keyed
-//! reads, counts) and [`load`] (batch writes through binary COPY).
+//! to values and back, with [`numeric`] and [`datetime`]), [`connection`]
+//! (transactions, change token, durability), [`catalogue`] (tables,
+//! columns, keys, foreign keys, triggers, schema text, sequences),
+//! [`table_sql`] (a table's statements and their plan), [`scan`]
+//! (key-ordered reads through binary COPY), [`rows`] (keyed reads and
+//! writes, counts, row-by-row inserts) and [`load`] (batch writes through
+//! binary COPY).
 //!
 //! Identifiers from a spec go through [`quote_ident`]; values are bound in
 //! binary, except the key a scan resumes after, which COPY cannot take as a
 //! parameter and which goes through [`quote_literal`].
 
 use std::cell::{RefCell, RefMut};
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
-use postgres::{Client, NoTls};
+use postgres::{Client, NoTls, Statement};
 
 use crate::db::Access;
 
 pub mod catalogue;
+pub mod connection;
 pub mod datetime;
+pub mod fixtures;
 pub mod load;
 pub mod numeric;
+pub mod rows;
 pub mod scan;
 pub mod table_sql;
 pub mod types;
 pub mod url;
 
-pub use table_sql::TableSql;
 pub use url::{PgUrl, is_postgres};
 
 /// Quotes an identifier: `a "b"` becomes `"a ""b"""`.
@@ -62,17 +70,22 @@ fn session_sql(schema: &str, access: Access) -> String {
 }
 
 /// One open PostgreSQL database, limited to one schema.
-pub struct Db {
+pub struct Postgres {
     client: RefCell<Client>,
     schema: String,
     /// The URL as messages show it (no password).
     shown: String,
+    /// The plan of every table's statements written on this connection,
+    /// by their scan text (or why the table could not be described).
+    plans: RefCell<HashMap<String, Result<Arc<table_sql::Plan>, String>>>,
+    /// Statements prepared on this connection, by their text.
+    prepared: RefCell<HashMap<String, Statement>>,
 }
 
-impl Db {
+impl Postgres {
     /// Connects to the database of `url` and checks that its schema exists.
     /// A reader's transactions are read-only (`default_transaction_read_only`).
-    pub fn open(url: &str, access: Access, role: &str) -> Result<Db> {
+    pub fn open(url: &str, access: Access, role: &str) -> Result<Postgres> {
         let u = PgUrl::parse(url).with_context(|| format!("{role} database"))?;
         let mut client = u.config.connect(NoTls).with_context(|| {
             format!(
@@ -103,10 +116,12 @@ impl Db {
                 names.join(", ")
             );
         }
-        Ok(Db {
+        Ok(Postgres {
             client: RefCell::new(client),
             schema: u.schema,
             shown: u.shown,
+            plans: RefCell::default(),
+            prepared: RefCell::default(),
         })
     }
 
@@ -136,64 +151,30 @@ impl Db {
         })
     }
 
-    /// Runs SQL text as it is (fixtures, tests): several statements, no
-    /// parameters.
-    pub fn execute_script(&self, sql: &str) -> Result<()> {
-        self.client()?
-            .batch_execute(sql)
-            .with_context(|| format!("running SQL on {}", self.shown))
+    /// A statement prepared once per connection.
+    fn prepare(&self, client: &mut Client, text: &str) -> Result<Statement> {
+        if let Some(st) = self.prepared.borrow().get(text) {
+            return Ok(st.clone());
+        }
+        let st = client
+            .prepare(text)
+            .with_context(|| format!("preparing a statement on {}", self.shown))?;
+        self.prepared
+            .borrow_mut()
+            .insert(text.to_string(), st.clone());
+        Ok(st)
     }
 
-    // --- transactions -----------------------------------------------------
-
-    /// Runs `f` inside one transaction: committed when it returns `Ok`,
-    /// rolled back when it fails, so the database is either changed whole or
-    /// exactly as before.
+    /// Runs `f` inside one write transaction, as [`crate::db::Db::write`]
+    /// does for any engine.
     pub fn write<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
-        self.begin_immediate()?;
+        use crate::db::Connection;
+        self.begin_write()?;
         let r = f().and_then(|v| self.commit().map(|()| v));
         if r.is_err() {
             self.rollback();
         }
         r
-    }
-
-    /// Opens a transaction. PostgreSQL takes row locks as rows are written;
-    /// unlike SQLite's `BEGIN IMMEDIATE` this takes no lock up front.
-    pub fn begin_immediate(&self) -> Result<()> {
-        self.client()?
-            .batch_execute("BEGIN")
-            .with_context(|| format!("starting a transaction on {}", self.shown))
-    }
-
-    pub fn commit(&self) -> Result<()> {
-        self.client()?
-            .batch_execute("COMMIT")
-            .with_context(|| format!("committing to {}", self.shown))
-    }
-
-    /// Rolls back if a transaction is open; safe to call at any time.
-    pub fn rollback(&self) {
-        if let Ok(mut c) = self.client() {
-            let _ = c.batch_execute("ROLLBACK");
-        }
-    }
-
-    /// Opens a nested transaction inside the open one (a dry run's batch).
-    pub fn savepoint(&self) -> Result<()> {
-        Ok(self.client()?.batch_execute("SAVEPOINT cutover_batch")?)
-    }
-
-    /// Keeps the nested transaction's work in the open one.
-    pub fn release(&self) -> Result<()> {
-        Ok(self.client()?.batch_execute("RELEASE cutover_batch")?)
-    }
-
-    /// Undoes the nested transaction's work and closes it.
-    pub fn rollback_savepoint(&self) {
-        if let Ok(mut c) = self.client() {
-            let _ = c.batch_execute("ROLLBACK TO cutover_batch; RELEASE cutover_batch");
-        }
     }
 }
 

@@ -1,22 +1,23 @@
-//! Reading rows: key-ordered scans streamed through
-//! `COPY (SELECT … ORDER BY …) TO STDOUT (FORMAT binary)` into [`Block`]s
-//! (memory stays at one block whatever the table's size), keyed reads of
-//! one row, and counts.
+//! Key-ordered scans streamed through
+//! `COPY (SELECT … ORDER BY …) TO STDOUT (FORMAT binary)` into [`Block`]s:
+//! memory stays at one block whatever the table's size. Also the binary
+//! forms of a field read ([`Raw`]) and of a parameter bound ([`Bound`]).
 
 use std::io::Read;
 
 use anyhow::{Context, Result, bail};
 use postgres::types::{FromSql, ToSql, Type};
 
-use super::types::{self, Kind};
-use super::{Db, TableSql};
-use crate::value::{Block, CellRef, Row, Value};
+use super::Postgres;
+use super::types;
+use crate::db::TableSql;
+use crate::value::{Block, CellRef, Value};
 
 /// The 11 bytes every binary COPY starts with.
 const SIGNATURE: &[u8; 11] = b"PGCOPY\n\xff\r\n\0";
 
 /// A field as the server sent it, in binary: any type, NULL as `None`.
-struct Raw<'a>(Option<&'a [u8]>);
+pub(super) struct Raw<'a>(pub Option<&'a [u8]>);
 
 impl<'a> FromSql<'a> for Raw<'a> {
     fn from_sql(_: &Type, raw: &'a [u8]) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
@@ -63,26 +64,25 @@ fn read_exact(r: &mut impl Read, buf: &mut [u8], table: &str) -> Result<()> {
         .with_context(|| format!("reading table '{table}': the COPY stream ended early"))
 }
 
-impl Db {
-    pub fn row_count(&self, sql: &TableSql) -> Result<i64> {
-        Ok(self.client()?.query_one(sql.count.as_str(), &[])?.get(0))
-    }
-
+impl Postgres {
     /// Streams a table in key order (optionally only keys after `after`),
     /// handing rows out in blocks of `block_rows` until `f` returns `false`.
-    /// Each value is copied once, into its block.
-    pub fn scan_blocks(
+    /// Each value is copied once, into its block. A scan stopped early
+    /// leaves the rest of the stream to the client, which discards it.
+    pub(super) fn copy_out(
         &self,
         sql: &TableSql,
         after: Option<&[Value]>,
         block_rows: usize,
-        mut f: impl FnMut(Block) -> Result<bool>,
+        f: &mut dyn FnMut(Block) -> Result<bool>,
     ) -> Result<()> {
+        let plan = self.plan(sql)?;
         let block_rows = block_rows.max(1);
-        let copy = format!(
-            "COPY ({}) TO STDOUT (FORMAT binary)",
-            sql.scan_query(after)?
-        );
+        let query = match after {
+            None => sql.scan.clone(),
+            Some(key) => plan.scan_after(key)?,
+        };
+        let copy = format!("COPY ({query}) TO STDOUT (FORMAT binary)");
         let mut client = self.client()?;
         let mut r = client
             .copy_out(copy.as_str())
@@ -116,7 +116,7 @@ impl Db {
                     sql.width
                 );
             }
-            for &kind in &sql.kinds {
+            for &kind in &plan.kinds {
                 let mut len = [0u8; 4];
                 read_exact(&mut r, &mut len, t)?;
                 let len = i32::from_be_bytes(len);
@@ -134,8 +134,6 @@ impl Db {
                 n = 0;
                 let full = std::mem::replace(&mut block, Block::new(sql.width, block_rows));
                 if !f(full)? {
-                    // Dropping the reader mid-stream leaves the rest unread;
-                    // the client discards it before the next statement.
                     return Ok(());
                 }
             }
@@ -153,84 +151,5 @@ impl Db {
             f(block)?;
         }
         Ok(())
-    }
-
-    /// Streams a table in key order as owned rows (paths that are not hot).
-    pub fn scan(
-        &self,
-        sql: &TableSql,
-        after: Option<&[Value]>,
-        mut f: impl FnMut(Row) -> Result<bool>,
-    ) -> Result<()> {
-        self.scan_blocks(sql, after, 256, |b| {
-            for i in 0..b.rows() {
-                if !f(b.values(i, b.width()))? {
-                    return Ok(false);
-                }
-            }
-            Ok(true)
-        })
-    }
-
-    /// The row stored under `key`, if any. Only a row whose key reads back
-    /// as exactly these values matches: `'12.5'` does not find the NUMERIC
-    /// key `12.50`, as the integer `1` does not find the text `'1'`.
-    pub fn get_row(&self, sql: &TableSql, key: &[Value]) -> Result<Option<Row>> {
-        if key.len() != sql.key_len {
-            bail!(
-                "table '{}': a key of {} values for a key of {} columns",
-                sql.table,
-                key.len(),
-                sql.key_len
-            );
-        }
-        let mut params = Vec::with_capacity(key.len());
-        for (i, v) in key.iter().enumerate() {
-            if *v == Value::Null {
-                return Ok(None);
-            }
-            // A key the column's type cannot hold is in no row. The scale
-            // is not checked: `12.505` is simply not a key of numeric(10,2).
-            let kind = match sql.kinds[i] {
-                Kind::Numeric(_) => Kind::Numeric(None),
-                k => k,
-            };
-            let mut raw = Vec::new();
-            if types::encode(kind, v.as_cell(), &mut raw).is_err() {
-                return Ok(None);
-            }
-            params.push(Bound(Some(raw)));
-        }
-        let refs: Vec<&(dyn ToSql + Sync)> =
-            params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-        let rows = self
-            .client()?
-            .query(sql.select_by_key.as_str(), &refs)
-            .with_context(|| format!("reading a row of '{}' in {}", sql.table, self.shown))?;
-        let mut found: Option<Row> = None;
-        let mut scratch = String::new();
-        for r in &rows {
-            let mut row = Vec::with_capacity(sql.width);
-            for (i, &kind) in sql.kinds.iter().enumerate() {
-                let Raw(raw) = r.try_get(i)?;
-                row.push(match raw {
-                    None => Value::Null,
-                    Some(b) => types::decode(kind, b, &mut scratch, |c| c.to_value())?,
-                });
-            }
-            if row[..sql.key_len] != *key {
-                continue;
-            }
-            if found.is_some() {
-                bail!(
-                    "table '{}' in {} holds more than one row with key {}; the spec's key must be unique",
-                    sql.table,
-                    self.shown,
-                    crate::value::display_key(key)
-                );
-            }
-            found = Some(row);
-        }
-        Ok(found)
     }
 }
