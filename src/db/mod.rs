@@ -8,6 +8,7 @@
 
 pub mod csv;
 pub mod interfaces;
+pub mod postgres;
 pub mod sqlite;
 pub mod types;
 

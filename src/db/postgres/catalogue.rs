@@ -1,0 +1,362 @@
+//! The catalogue of the spec's schema: its tables, their columns (declared
+//! type, primary-key position, how values are read), unique keys, foreign
+//! keys and the rows that break them, generated columns, triggers (with
+//! their enabled state), schema text and identity sequences.
+//!
+//! Table names are exact (quoted): `Orders` is not `orders`. A name that
+//! is not a table of the schema gives empty answers, as SQLite's do. A
+//! parent table in another schema is named `schema.table`.
+
+use std::collections::BTreeSet;
+
+use anyhow::{Context, Result};
+
+use super::scan::Raw;
+use super::table_sql::Column;
+use super::types::{self, Kind};
+use super::{Postgres, quote_ident};
+use crate::db::{Catalogue, ColumnInfo, ForeignKey, ForeignKeyViolation};
+use crate::value::{Row, Value};
+
+impl Postgres {
+    /// The table's `regclass` argument: the qualified, quoted name as text.
+    fn regclass(&self, table: &str) -> String {
+        self.qualified(table)
+    }
+}
+
+impl Catalogue for Postgres {
+    /// Columns of a table in declaration order; empty when there is no such
+    /// table. `decl_type` is PostgreSQL's own (`numeric(10,2)`, `text`).
+    fn table_columns(&self, table: &str) -> Result<Vec<ColumnInfo>> {
+        let rows = self.client()?.query(
+            "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod),
+                    coalesce(array_position(i.indkey::int2[], a.attnum), -1) + 1
+             FROM pg_attribute a
+             LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
+             WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
+             ORDER BY a.attnum",
+            &[&self.regclass(table)],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|r| ColumnInfo {
+                name: r.get(0),
+                decl_type: r.get(1),
+                // indkey::int2[] starts at index 0, so the position found
+                // is already 0-based; +1 above made it 1-based (0: not in it).
+                pk: r.get::<_, i32>(2) as i64,
+            })
+            .collect())
+    }
+
+    /// The generated columns of a table: `(name, "stored")` (PostgreSQL 15
+    /// has no virtual ones).
+    fn generated_columns(&self, table: &str) -> Result<Vec<(String, &'static str)>> {
+        let rows = self.client()?.query(
+            "SELECT attname::text FROM pg_attribute
+             WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped AND attgenerated = 's'
+             ORDER BY attnum",
+            &[&self.regclass(table)],
+        )?;
+        Ok(rows.iter().map(|r| (r.get(0), "stored")).collect())
+    }
+
+    /// The user tables of the schema (partitioned tables, not their
+    /// partitions; not cutover's own), in byte order of their names.
+    fn user_tables(&self) -> Result<Vec<String>> {
+        let rows = self.client()?.query(
+            "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+               AND c.relname NOT LIKE '\\_cutover\\_%'
+             ORDER BY c.relname COLLATE \"C\"",
+            &[&self.schema],
+        )?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    /// Whether the table enforces uniqueness of exactly these columns (its
+    /// primary key, or a unique index without a predicate or expression,
+    /// checked at once rather than deferred): then an insert that collides
+    /// can be trusted to fail rather than to add a second row.
+    fn key_is_unique(&self, table: &str, key: &[&str]) -> Result<bool> {
+        let want: BTreeSet<&str> = key.iter().copied().collect();
+        let rows = self.client()?.query(
+            "SELECT array_agg(a.attname::text)
+             FROM pg_index i
+             JOIN pg_attribute a ON a.attrelid = i.indrelid
+                AND a.attnum = ANY ((i.indkey::int2[])[0:i.indnkeyatts - 1])
+             WHERE i.indrelid = to_regclass($1) AND i.indisunique AND i.indimmediate
+               AND i.indpred IS NULL AND i.indexprs IS NULL
+             GROUP BY i.indexrelid",
+            &[&self.regclass(table)],
+        )?;
+        Ok(rows.iter().any(|r| {
+            let cols: Vec<String> = r.get(0);
+            cols.len() == want.len() && cols.iter().all(|c| want.contains(c.as_str()))
+        }))
+    }
+
+    /// The foreign keys a table declares: `(parent table, [(column, parent
+    /// column)])`, in the order they were created.
+    fn foreign_keys(&self, table: &str) -> Result<Vec<ForeignKey>> {
+        let rows = self.client()?.query(
+            "SELECT c.oid, CASE WHEN pn.nspname = $2 THEN pc.relname::text
+                                ELSE pn.nspname || '.' || pc.relname END,
+                    a.attname::text, pa.attname::text
+             FROM pg_constraint c
+             CROSS JOIN LATERAL unnest(c.conkey, c.confkey) WITH ORDINALITY AS k(col, pcol, n)
+             JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.col
+             JOIN pg_attribute pa ON pa.attrelid = c.confrelid AND pa.attnum = k.pcol
+             JOIN pg_class pc ON pc.oid = c.confrelid
+             JOIN pg_namespace pn ON pn.oid = pc.relnamespace
+             WHERE c.conrelid = to_regclass($1) AND c.contype = 'f'
+             ORDER BY c.oid, k.n",
+            &[&self.regclass(table), &self.schema],
+        )?;
+        let mut out: Vec<(u32, ForeignKey)> = Vec::new();
+        for r in &rows {
+            let (id, parent, from, to): (u32, String, String, String) =
+                (r.get(0), r.get(1), r.get(2), r.get(3));
+            match out.last_mut() {
+                Some(last) if last.0 == id => last.1.1.push((from, Some(to))),
+                _ => out.push((id, (parent, vec![(from, Some(to))]))),
+            }
+        }
+        Ok(out.into_iter().map(|(_, fk)| fk).collect())
+    }
+
+    /// The triggers on a table that are not cutover's (nor PostgreSQL's
+    /// own, such as those enforcing foreign keys), by name.
+    fn app_triggers(&self, table: &str) -> Result<Vec<String>> {
+        Ok(self
+            .trigger_states(table)?
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect())
+    }
+
+    fn foreign_key_violations(
+        &self,
+        table: &str,
+        key_names: &[&str],
+    ) -> Result<Vec<ForeignKeyViolation>> {
+        let kinds = self.columns_of(table)?;
+        let key_kinds: Vec<Kind> = key_names
+            .iter()
+            .map(|k| {
+                kinds
+                    .iter()
+                    .find(|c| c.name == *k)
+                    .map_or(Kind::Other, |c| c.kind)
+            })
+            .collect();
+        let keys = key_names
+            .iter()
+            .zip(&key_kinds)
+            .map(|(k, kind)| kind.select(&format!("c.{}", quote_ident(k))))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut out = Vec::new();
+        for (parent, pairs) in self.foreign_keys(table)? {
+            let parent_q = match parent.split_once('.') {
+                Some((s, t)) if !self.has_table(&parent)? => {
+                    format!("{}.{}", quote_ident(s), quote_ident(t))
+                }
+                _ => self.qualified(&parent),
+            };
+            let present = pairs
+                .iter()
+                .map(|(c, _)| format!("c.{} IS NOT NULL", quote_ident(c)))
+                .collect::<Vec<_>>()
+                .join(" AND ");
+            let joined = pairs
+                .iter()
+                .map(|(c, p)| {
+                    format!(
+                        "p.{} = c.{}",
+                        quote_ident(p.as_deref().unwrap_or(c)),
+                        quote_ident(c)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(" AND ");
+            let select = if key_names.is_empty() { "1" } else { &keys };
+            let text = format!(
+                "SELECT {select} FROM {} c WHERE {present} AND NOT EXISTS (SELECT 1 FROM {parent_q} p WHERE {joined})",
+                self.qualified(table)
+            );
+            let rows = self
+                .client()?
+                .query(text.as_str(), &[])
+                .with_context(|| format!("checking the foreign keys of '{table}'"))?;
+            let mut scratch = String::new();
+            for r in &rows {
+                let key = if key_names.is_empty() {
+                    None
+                } else {
+                    let mut row: Row = Vec::with_capacity(key_names.len());
+                    for (i, &kind) in key_kinds.iter().enumerate() {
+                        let Raw(raw) = r.try_get(i)?;
+                        row.push(match raw {
+                            None => Value::Null,
+                            Some(b) => types::decode(kind, b, &mut scratch, |c| c.to_value())?,
+                        });
+                    }
+                    Some(row)
+                };
+                out.push((table.to_string(), key, parent.clone()));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every table, index, constraint and trigger of the given tables and
+    /// of cutover's own, as `(kind name, definition)` in that order. A
+    /// table's definition lists its columns (type, NOT NULL, default,
+    /// identity, generation); a trigger's ends with its enabled state.
+    fn schema_of(&self, tables: &[&str]) -> Result<Vec<(String, String)>> {
+        let names: Vec<String> = tables.iter().map(|t| t.to_string()).collect();
+        let rows = self.client()?.query(
+            "WITH t AS (
+               SELECT c.oid, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+               WHERE n.nspname = $1 AND c.relkind IN ('r', 'p')
+                 AND (c.relname = ANY ($2) OR c.relname LIKE '\\_cutover\\_%')
+             )
+             SELECT name, def FROM (
+             SELECT 'table ' || t.relname::text AS name,
+                    string_agg(quote_ident(a.attname) || ' ' || format_type(a.atttypid, a.atttypmod)
+                      || CASE WHEN a.attnotnull THEN ' NOT NULL' ELSE '' END
+                      || CASE WHEN a.attidentity <> '' THEN ' IDENTITY ' || a.attidentity::text ELSE '' END
+                      || CASE WHEN a.attgenerated <> '' THEN ' GENERATED ' ELSE '' END
+                      || coalesce(' DEFAULT ' || pg_get_expr(d.adbin, d.adrelid), ''),
+                      ', ' ORDER BY a.attnum) AS def
+             FROM t JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum > 0 AND NOT a.attisdropped
+             LEFT JOIN pg_attrdef d ON d.adrelid = t.oid AND d.adnum = a.attnum
+             GROUP BY t.relname
+             UNION ALL
+             SELECT 'index ' || i.relname::text, pg_get_indexdef(x.indexrelid)
+             FROM t JOIN pg_index x ON x.indrelid = t.oid JOIN pg_class i ON i.oid = x.indexrelid
+             UNION ALL
+             SELECT 'constraint ' || t.relname::text || '.' || k.conname::text, pg_get_constraintdef(k.oid)
+             FROM t JOIN pg_constraint k ON k.conrelid = t.oid
+             UNION ALL
+             SELECT 'trigger ' || g.tgname::text, pg_get_triggerdef(g.oid) || ' ENABLED ' || g.tgenabled::text
+             FROM t JOIN pg_trigger g ON g.tgrelid = t.oid AND NOT g.tgisinternal
+             ) parts ORDER BY name COLLATE \"C\"",
+            &[&self.schema, &names],
+        )?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
+    /// The last value handed out by the sequence behind the table's
+    /// identity or serial column (the first such column), if it handed one.
+    fn sequence(&self, table: &str) -> Result<Option<i64>> {
+        let Some(seq) = self.owned_sequence(table)? else {
+            return Ok(None);
+        };
+        let row = self.client()?.query_one(
+            "SELECT last_value FROM pg_sequences WHERE schemaname = $1 AND sequencename = $2",
+            &[&seq.0, &seq.1],
+        )?;
+        Ok(row.get(0))
+    }
+
+    /// Moves the table's identity or serial sequence so that it never hands
+    /// out `to` or less; nothing for a table without one.
+    fn raise_sequence(&self, table: &str, to: i64) -> Result<()> {
+        let Some((schema, name)) = self.owned_sequence(table)? else {
+            return Ok(());
+        };
+        if self.sequence(table)?.is_some_and(|v| v >= to) {
+            return Ok(());
+        }
+        let seq = format!("{}.{}", quote_ident(&schema), quote_ident(&name));
+        self.client()?
+            .execute("SELECT setval(to_regclass($1), $2, true)", &[&seq, &to])
+            .with_context(|| format!("raising the sequence of '{table}' to {to}"))?;
+        Ok(())
+    }
+}
+
+impl Postgres {
+    /// The sequence an identity or serial column of the table owns, as
+    /// `(schema, name)`: the first column's that has one.
+    fn owned_sequence(&self, table: &str) -> Result<Option<(String, String)>> {
+        let row = self.client()?.query_opt(
+            "SELECT n.nspname::text, s.relname::text
+             FROM pg_depend d
+             JOIN pg_class s ON s.oid = d.objid AND s.relkind = 'S'
+             JOIN pg_namespace n ON n.oid = s.relnamespace
+             WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass
+               AND d.refobjid = to_regclass($1) AND d.deptype IN ('a', 'i')
+             ORDER BY d.refobjsubid LIMIT 1",
+            &[&self.regclass(table)],
+        )?;
+        Ok(row.map(|r| (r.get(0), r.get(1))))
+    }
+
+    /// How each column of a table is read, in declaration order; domains
+    /// resolved to their base type.
+    pub fn columns_of(&self, table: &str) -> Result<Vec<Column>> {
+        let rows = self
+            .client()?
+            .query(
+                "WITH RECURSIVE base(num, name, nn, oid, typtype, typmod, declared) AS (
+                   SELECT a.attnum, a.attname::text, a.attnotnull, t.oid, t.typtype::text, a.atttypmod,
+                          format_type(a.atttypid, a.atttypmod)
+                   FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+                   WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
+                   UNION ALL
+                   SELECT b.num, b.name, b.nn OR d.typnotnull, bt.oid, bt.typtype::text,
+                          CASE WHEN b.typmod = -1 THEN d.typtypmod ELSE b.typmod END, b.declared
+                   FROM base b JOIN pg_type d ON d.oid = b.oid JOIN pg_type bt ON bt.oid = d.typbasetype
+                   WHERE b.typtype = 'd'
+                 )
+                 SELECT name, oid, typtype, typmod, nn, declared FROM base WHERE typtype <> 'd' ORDER BY num",
+                &[&self.regclass(table)],
+            )
+            .with_context(|| format!("reading the columns of '{table}' in {}", self.shown))?;
+        Ok(rows
+            .iter()
+            .map(|r| Column {
+                name: r.get(0),
+                kind: Kind::of(r.get(1), r.get(2), r.get(3)),
+                not_null: r.get(4),
+                type_name: r.get(5),
+            })
+            .collect())
+    }
+
+    /// Whether the schema has a table (or view) of this name.
+    pub fn has_table(&self, table: &str) -> Result<bool> {
+        let row = self.client()?.query_one(
+            "SELECT to_regclass($1) IS NOT NULL",
+            &[&self.regclass(table)],
+        )?;
+        Ok(row.get(0))
+    }
+
+    /// Whether a table declares foreign keys.
+    pub fn has_foreign_keys(&self, table: &str) -> Result<bool> {
+        let row = self.client()?.query_one(
+            "SELECT count(*) FROM pg_constraint WHERE conrelid = to_regclass($1) AND contype = 'f'",
+            &[&self.regclass(table)],
+        )?;
+        Ok(row.get::<_, i64>(0) > 0)
+    }
+
+    /// The application's triggers on a table with their `tgenabled` state:
+    /// `O` fires in the origin role (the default), `D` disabled, `R` only in
+    /// the replica role, `A` always.
+    pub fn trigger_states(&self, table: &str) -> Result<Vec<(String, String)>> {
+        let rows = self.client()?.query(
+            "SELECT tgname::text, tgenabled::text FROM pg_trigger
+             WHERE tgrelid = to_regclass($1) AND NOT tgisinternal
+               AND tgname NOT LIKE '\\_cutover\\_%'
+             ORDER BY tgname COLLATE \"C\"",
+            &[&self.regclass(table)],
+        )?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+}

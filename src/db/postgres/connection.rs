@@ -1,0 +1,106 @@
+//! The connection: transactions and savepoints, the change token, how the
+//! server commits, and the clock the control tables use.
+//!
+//! A write transaction is `REPEATABLE READ`: what it reads is one snapshot
+//! until it commits, and a row another transaction changed since is an
+//! error when written, never overwritten. Unlike SQLite's `BEGIN IMMEDIATE`
+//! it takes no lock up front; fencing other writers is the fence's job.
+
+use anyhow::{Context, Result};
+use sha2::{Digest, Sha256};
+
+use super::Postgres;
+use crate::db::{Connection, Durability};
+
+impl Connection for Postgres {
+    fn location(&self) -> &str {
+        &self.shown
+    }
+
+    /// A standby (in recovery) cannot be written.
+    fn is_read_only(&self) -> Result<bool> {
+        Ok(self
+            .client()?
+            .query_one("SELECT pg_is_in_recovery()", &[])?
+            .get(0))
+    }
+
+    /// `journal_mode` is the write-ahead log (`wal`, or `wal, fsync off`
+    /// when the server does not flush it); `synchronous` is
+    /// `synchronous_commit`.
+    fn durability(&self) -> Result<Durability> {
+        let row = self.client()?.query_one(
+            "SELECT current_setting('fsync'), current_setting('synchronous_commit')",
+            &[],
+        )?;
+        let fsync: String = row.get(0);
+        Ok(Durability {
+            journal_mode: if fsync == "on" {
+                "wal".to_string()
+            } else {
+                "wal, fsync off".to_string()
+            },
+            synchronous: row.get(1),
+        })
+    }
+
+    fn begin_write(&self) -> Result<()> {
+        self.client()?
+            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            .with_context(|| format!("starting a write transaction on {}", self.shown))
+    }
+
+    fn commit(&self) -> Result<()> {
+        self.client()?
+            .batch_execute("COMMIT")
+            .with_context(|| format!("committing to {}", self.shown))
+    }
+
+    fn rollback(&self) {
+        // Outside a transaction ROLLBACK is only a warning.
+        if let Ok(mut c) = self.client() {
+            let _ = c.batch_execute("ROLLBACK");
+        }
+    }
+
+    fn savepoint(&self) -> Result<()> {
+        Ok(self.client()?.batch_execute("SAVEPOINT cutover_batch")?)
+    }
+
+    fn release(&self) -> Result<()> {
+        Ok(self.client()?.batch_execute("RELEASE cutover_batch")?)
+    }
+
+    fn rollback_savepoint(&self) {
+        if let Ok(mut c) = self.client() {
+            let _ = c.batch_execute("ROLLBACK TO cutover_batch; RELEASE cutover_batch");
+        }
+    }
+
+    /// The server's current snapshot (next transaction id and those in
+    /// progress), hashed: a transaction that wrote and committed since the
+    /// last token changes it. It is server-wide, so a commit to another
+    /// database changes it too; a caller then checks what it protects.
+    fn change_token(&self) -> Result<i64> {
+        let snapshot: String = self
+            .client()?
+            .query_one("SELECT pg_current_snapshot()::text", &[])?
+            .get(0);
+        let h = Sha256::digest(snapshot.as_bytes());
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&h[..8]);
+        Ok(i64::from_be_bytes(first))
+    }
+
+    /// The statement's time in UTC, to the millisecond, as SQLite's
+    /// control tables write it (`2024-03-15T13:45:00.123Z`).
+    fn now(&self) -> Result<String> {
+        Ok(self
+            .client()?
+            .query_one(
+                "SELECT to_char(statement_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')",
+                &[],
+            )?
+            .get(0))
+    }
+}

@@ -1,0 +1,192 @@
+//! PostgreSQL, the engine of servers: one type, [`Postgres`], one
+//! connection to a database and a schema in it. This file holds the
+//! connection, the session settings every other part relies on, and quoting.
+//!
+//! One concept per file: [`url`] (the spec's URL), [`types`] (column types
+//! to values and back, with [`numeric`] and [`datetime`]), [`connection`]
+//! (transactions, change token, durability), [`catalogue`] (tables,
+//! columns, keys, foreign keys, triggers, schema text, sequences),
+//! [`table_sql`] (a table's statements and their plan), [`scan`]
+//! (key-ordered reads through binary COPY), [`rows`] (keyed reads and
+//! writes, counts, row-by-row inserts) and [`load`] (batch writes through
+//! binary COPY).
+//!
+//! Identifiers from a spec go through [`quote_ident`]; values are bound in
+//! binary, except the key a scan resumes after, which COPY cannot take as a
+//! parameter and which goes through [`quote_literal`].
+
+use std::cell::{RefCell, RefMut};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use postgres::{Client, NoTls, Statement};
+
+use crate::db::Access;
+
+pub mod catalogue;
+pub mod connection;
+pub mod datetime;
+pub mod fixtures;
+pub mod load;
+pub mod numeric;
+pub mod rows;
+pub mod scan;
+pub mod table_sql;
+pub mod types;
+pub mod url;
+
+pub use url::{PgUrl, is_postgres};
+
+/// Quotes an identifier: `a "b"` becomes `"a ""b"""`.
+pub fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// Quotes a string literal; every connection runs with
+/// `standard_conforming_strings = on`, so a backslash is itself. A NUL
+/// cannot be in PostgreSQL text at all.
+pub fn quote_literal(text: &str) -> Result<String> {
+    if text.contains('\0') {
+        bail!("PostgreSQL text cannot hold a NUL character");
+    }
+    Ok(format!("'{}'", text.replace('\'', "''")))
+}
+
+/// The settings every connection runs with: the text of dates is
+/// [`datetime`]'s, string literals are standard, text is UTF-8, and the
+/// session only searches the spec's schema (after `pg_catalog`).
+fn session_sql(schema: &str, access: Access) -> String {
+    let mut sql = format!(
+        "SET DateStyle = 'ISO, YMD'; SET TimeZone = 'UTC'; SET IntervalStyle = 'postgres';
+         SET extra_float_digits = 3; SET standard_conforming_strings = on;
+         SET client_encoding = 'UTF8'; SET search_path = {};",
+        quote_ident(schema)
+    );
+    if access == Access::Read {
+        sql.push_str(" SET default_transaction_read_only = on;");
+    }
+    sql
+}
+
+/// One open PostgreSQL database, limited to one schema.
+pub struct Postgres {
+    client: RefCell<Client>,
+    schema: String,
+    /// The URL as messages show it (no password).
+    shown: String,
+    /// The plan of every table's statements written on this connection,
+    /// by their scan text (or why the table could not be described).
+    plans: RefCell<HashMap<String, Result<Arc<table_sql::Plan>, String>>>,
+    /// Statements prepared on this connection, by their text.
+    prepared: RefCell<HashMap<String, Statement>>,
+}
+
+impl Postgres {
+    /// Connects to the database of `url` and checks that its schema exists.
+    /// A reader's transactions are read-only (`default_transaction_read_only`).
+    pub fn open(url: &str, access: Access, role: &str) -> Result<Postgres> {
+        let u = PgUrl::parse(url).with_context(|| format!("{role} database"))?;
+        let mut client = u.config.connect(NoTls).with_context(|| {
+            format!(
+                "connecting to {role} database {}; is the server running and the URL right? (TLS is not built in: use sslmode=disable or prefer)",
+                u.shown
+            )
+        })?;
+        client
+            .batch_execute(&session_sql(&u.schema, access))
+            .with_context(|| format!("setting up the session on {role} database {}", u.shown))?;
+        let found = client.query_opt(
+            "SELECT 1 FROM pg_namespace WHERE nspname = $1",
+            &[&u.schema],
+        )?;
+        if found.is_none() {
+            let names: Vec<String> = client
+                .query(
+                    "SELECT nspname FROM pg_namespace WHERE nspname !~ '^pg_' AND nspname <> 'information_schema' ORDER BY 1",
+                    &[],
+                )?
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            bail!(
+                "{role} database {}: schema '{}' does not exist (it has: {})",
+                u.shown,
+                u.schema,
+                names.join(", ")
+            );
+        }
+        Ok(Postgres {
+            client: RefCell::new(client),
+            schema: u.schema,
+            shown: u.shown,
+            plans: RefCell::default(),
+            prepared: RefCell::default(),
+        })
+    }
+
+    /// The schema the spec's tables are in.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    /// The URL as messages name it (no password).
+    pub fn shown(&self) -> &str {
+        &self.shown
+    }
+
+    /// A table of the schema, quoted and qualified.
+    pub fn qualified(&self, table: &str) -> String {
+        format!("{}.{}", quote_ident(&self.schema), quote_ident(table))
+    }
+
+    /// The connection. Only one statement runs on it at a time: a scan's
+    /// callback cannot use the same database.
+    fn client(&self) -> Result<RefMut<'_, Client>> {
+        self.client.try_borrow_mut().map_err(|_| {
+            anyhow::anyhow!(
+                "{}: the connection is busy with a scan; another statement cannot run on it until the scan ends",
+                self.shown
+            )
+        })
+    }
+
+    /// A statement prepared once per connection.
+    fn prepare(&self, client: &mut Client, text: &str) -> Result<Statement> {
+        if let Some(st) = self.prepared.borrow().get(text) {
+            return Ok(st.clone());
+        }
+        let st = client
+            .prepare(text)
+            .with_context(|| format!("preparing a statement on {}", self.shown))?;
+        self.prepared
+            .borrow_mut()
+            .insert(text.to_string(), st.clone());
+        Ok(st)
+    }
+
+    /// Runs `f` inside one write transaction, as [`crate::db::Db::write`]
+    /// does for any engine.
+    pub fn write<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        use crate::db::Connection;
+        self.begin_write()?;
+        let r = f().and_then(|v| self.commit().map(|()| v));
+        if r.is_err() {
+            self.rollback();
+        }
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_survives_hostile_names() -> Result<()> {
+        assert_eq!(quote_ident("a\"b"), "\"a\"\"b\"");
+        assert_eq!(quote_literal("it's \\")?, "'it''s \\'");
+        assert!(quote_literal("a\0").is_err());
+        Ok(())
+    }
+}

@@ -1,0 +1,365 @@
+//! Rows: the [`Rows`] interface over a table's statements — key-ordered
+//! scans ([`super::scan`]), keyed reads and writes with every value bound
+//! in binary, counts, and row-by-row inserts that skip a colliding key.
+//!
+//! A value is written exactly or refused ([`types::encode`]). A key the
+//! column's type cannot hold is in no row: a read finds nothing, a write
+//! changes nothing.
+
+use anyhow::{Context, Result, bail};
+use postgres::Statement;
+use postgres::types::ToSql;
+
+use super::scan::{Bound, Raw};
+use super::table_sql::{Plan, key_match};
+use super::types::{self, Kind};
+use super::{Postgres, quote_ident};
+use crate::db::{BatchInsert, Rows, TableSql};
+use crate::value::{Block, CellRef, Row, Value};
+
+/// A value of a column of `kind` in binary, for a `SET` or `VALUES`.
+fn bind(kind: Kind, cell: CellRef<'_>) -> Result<Bound> {
+    if cell == CellRef::Null {
+        return Ok(Bound(None));
+    }
+    let mut raw = Vec::new();
+    types::encode(kind, cell, &mut raw)?;
+    Ok(Bound(Some(raw)))
+}
+
+/// A key in binary for a `WHERE`; `None` when a value cannot be a key of
+/// its column (NULL, or a value the type cannot hold), so no row has it.
+fn bind_key(kinds: &[Kind], key: &[Value]) -> Option<Vec<Bound>> {
+    kinds
+        .iter()
+        .zip(key)
+        .map(|(&kind, v)| {
+            // The scale is not checked: `12.505` is simply not a key of
+            // numeric(10,2).
+            let kind = match kind {
+                Kind::Numeric(_) => Kind::Numeric(None),
+                k => k,
+            };
+            match bind(kind, v.as_cell()) {
+                Ok(Bound(None)) | Err(_) => None,
+                Ok(b) => Some(b),
+            }
+        })
+        .collect()
+}
+
+fn refs(binds: &[Bound]) -> Vec<&(dyn ToSql + Sync)> {
+    binds.iter().map(|b| b as &(dyn ToSql + Sync)).collect()
+}
+
+/// Decodes the first `kinds.len()` fields of a result row.
+fn read_row(r: &postgres::Row, kinds: &[Kind], scratch: &mut String) -> Result<Row> {
+    let mut row = Vec::with_capacity(kinds.len());
+    for (i, &kind) in kinds.iter().enumerate() {
+        let Raw(raw) = r.try_get(i)?;
+        row.push(match raw {
+            None => Value::Null,
+            Some(b) => types::decode(kind, b, scratch, |c| c.to_value())?,
+        });
+    }
+    Ok(row)
+}
+
+impl Postgres {
+    /// Runs a statement of `sql` that writes, with `binds`.
+    fn execute_bound(&self, text: &str, binds: &[Bound], what: &str, table: &str) -> Result<u64> {
+        let mut client = self.client()?;
+        let st = self.prepare(&mut client, text)?;
+        client
+            .execute(&st, &refs(binds))
+            .with_context(|| format!("{what} a row of '{table}' in {}", self.shown))
+    }
+
+    /// The values of `row` that the table has, from column `from` on, bound.
+    fn bind_written(&self, plan: &Plan, row: &[Value], from: usize) -> Result<Vec<Bound>> {
+        plan.written()
+            .into_iter()
+            .filter(|&i| i >= from)
+            .map(|i| {
+                bind(plan.kinds[i], row[i].as_cell())
+                    .with_context(|| format!("table '{}', column '{}'", plan.table, plan.names[i]))
+            })
+            .collect()
+    }
+
+    /// How the named columns of a table are read and matched, or an error
+    /// naming a column it does not have.
+    fn kinds_of(&self, table: &str, names: &[&str]) -> Result<Vec<Kind>> {
+        let known = self.columns_of(table)?;
+        names
+            .iter()
+            .map(|n| match known.iter().find(|c| c.name == *n) {
+                Some(c) => Ok(c.kind),
+                None => bail!("table '{table}' in {} has no column '{n}'", self.shown),
+            })
+            .collect()
+    }
+}
+
+/// `"k" = $first AND …`, exactly, for named key columns of `kinds`.
+fn key_where(key_names: &[&str], kinds: &[Kind], first: usize) -> String {
+    key_names
+        .iter()
+        .zip(kinds)
+        .enumerate()
+        .map(|(i, (k, &kind))| key_match(kind, &quote_ident(k), first + i))
+        .collect::<Vec<_>>()
+        .join(" AND ")
+}
+
+/// Inserts rows one by one from blocks; a row whose primary or unique key
+/// is already there is skipped (`ON CONFLICT DO NOTHING`) and reported.
+struct Inserter<'a> {
+    db: &'a Postgres,
+    plan: std::sync::Arc<Plan>,
+    st: Statement,
+    cols: Vec<usize>,
+}
+
+impl BatchInsert for Inserter<'_> {
+    fn insert(&mut self, block: &Block, row: usize) -> Result<bool> {
+        let binds = self
+            .cols
+            .iter()
+            .map(|&c| {
+                bind(self.plan.kinds[c], block.get(row, c)).with_context(|| {
+                    format!(
+                        "table '{}', column '{}'",
+                        self.plan.table, self.plan.names[c]
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let n = self
+            .db
+            .client()?
+            .execute(&self.st, &refs(&binds))
+            .with_context(|| {
+                format!(
+                    "inserting a row of '{}' in {}",
+                    self.plan.table, self.db.shown
+                )
+            })?;
+        Ok(n == 1)
+    }
+}
+
+impl Rows for Postgres {
+    fn table_sql(
+        &self,
+        table: &str,
+        columns: &[&str],
+        key_len: usize,
+        first: Option<usize>,
+    ) -> TableSql {
+        self.write_table_sql(table, columns, key_len, first)
+    }
+
+    fn row_count(&self, sql: &TableSql) -> Result<i64> {
+        self.plan(sql)?;
+        Ok(self.client()?.query_one(sql.count.as_str(), &[])?.get(0))
+    }
+
+    fn scan_into(
+        &self,
+        sql: &TableSql,
+        after: Option<&[Value]>,
+        block_rows: usize,
+        sink: &mut dyn FnMut(Block) -> Result<bool>,
+    ) -> Result<()> {
+        self.copy_out(sql, after, block_rows, sink)
+    }
+
+    /// Only a row whose key reads back as exactly these values matches.
+    fn get_row(&self, sql: &TableSql, key: &[Value]) -> Result<Option<Row>> {
+        let plan = self.plan(sql)?;
+        if key.len() != sql.key_len {
+            bail!(
+                "table '{}': a key of {} values for a key of {} columns",
+                sql.table,
+                key.len(),
+                sql.key_len
+            );
+        }
+        let Some(binds) = bind_key(&plan.kinds[..sql.key_len], key) else {
+            return Ok(None);
+        };
+        let rows = {
+            let mut client = self.client()?;
+            let st = self.prepare(&mut client, &sql.select_by_key)?;
+            client
+                .query(&st, &refs(&binds))
+                .with_context(|| format!("reading a row of '{}' in {}", sql.table, self.shown))?
+        };
+        let mut scratch = String::new();
+        let mut found: Option<Row> = None;
+        for r in &rows {
+            let row = read_row(r, &plan.kinds, &mut scratch)?;
+            if row[..sql.key_len] != *key {
+                continue;
+            }
+            if found.is_some() {
+                bail!(
+                    "table '{}' in {} holds more than one row with key {}; the spec's key must be unique",
+                    sql.table,
+                    self.shown,
+                    crate::value::display_key(key)
+                );
+            }
+            found = Some(row);
+        }
+        Ok(found)
+    }
+
+    fn insert_row(&self, sql: &TableSql, row: &[Value]) -> Result<usize> {
+        let plan = self.plan(sql)?;
+        let binds = self.bind_written(&plan, row, 0)?;
+        Ok(self.execute_bound(&sql.insert, &binds, "inserting", &sql.table)? as usize)
+    }
+
+    fn inserter<'a>(&'a self, sql: &TableSql) -> Result<Box<dyn BatchInsert + 'a>> {
+        let plan = self.plan(sql)?;
+        let st = {
+            let mut client = self.client()?;
+            self.prepare(
+                &mut client,
+                &format!("{} ON CONFLICT DO NOTHING", sql.insert),
+            )?
+        };
+        Ok(Box::new(Inserter {
+            db: self,
+            cols: plan.written(),
+            plan,
+            st,
+        }))
+    }
+
+    fn update_row(&self, sql: &TableSql, old_key: &[Value], row: &[Value]) -> Result<usize> {
+        let plan = self.plan(sql)?;
+        let k = sql.key_len;
+        let Some(key) = bind_key(&plan.kinds[..k], old_key) else {
+            return Ok(0);
+        };
+        let (text, from) = match &sql.update_values {
+            Some(update) if row[..k] == *old_key => (update, k),
+            _ => (&sql.update, 0),
+        };
+        let mut binds = self.bind_written(&plan, row, from)?;
+        binds.extend(key);
+        Ok(self.execute_bound(text, &binds, "updating", &sql.table)? as usize)
+    }
+
+    fn delete_row(&self, sql: &TableSql, key: &[Value]) -> Result<usize> {
+        let plan = self.plan(sql)?;
+        let Some(binds) = bind_key(&plan.kinds[..sql.key_len], key) else {
+            return Ok(0);
+        };
+        Ok(self.execute_bound(&sql.delete, &binds, "deleting", &sql.table)? as usize)
+    }
+
+    /// Deletes every row (not `TRUNCATE`: row triggers fire, as they would
+    /// for any other write).
+    fn clear_table(&self, table: &str) -> Result<usize> {
+        let text = format!("DELETE FROM {}", self.qualified(table));
+        Ok(self
+            .client()?
+            .execute(text.as_str(), &[])
+            .with_context(|| format!("emptying '{table}' in {}", self.shown))? as usize)
+    }
+
+    /// The largest value of an integer column; `None` for a column of
+    /// another type, which holds no integers.
+    fn max_integer(&self, table: &str, column: &str) -> Result<Option<i64>> {
+        let [kind] = self.kinds_of(table, &[column])?[..] else {
+            bail!("table '{table}': one column asked for");
+        };
+        if !matches!(kind, Kind::Int2 | Kind::Int4 | Kind::Int8) {
+            return Ok(None);
+        }
+        let text = format!(
+            "SELECT max({})::int8 FROM {}",
+            quote_ident(column),
+            self.qualified(table)
+        );
+        Ok(self.client()?.query_one(text.as_str(), &[])?.get(0))
+    }
+
+    fn get_columns(
+        &self,
+        table: &str,
+        key_names: &[&str],
+        key: &[Value],
+        names: &[&str],
+    ) -> Result<Option<Row>> {
+        let key_kinds = self.kinds_of(table, key_names)?;
+        let kinds = self.kinds_of(table, names)?;
+        let Some(binds) = bind_key(&key_kinds, key) else {
+            return Ok(None);
+        };
+        let text = format!(
+            "SELECT {} FROM {} WHERE {}",
+            names
+                .iter()
+                .zip(&kinds)
+                .map(|(n, k)| k.select(&quote_ident(n)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            self.qualified(table),
+            key_where(key_names, &key_kinds, 1)
+        );
+        let rows = {
+            let mut client = self.client()?;
+            let st = self.prepare(&mut client, &text)?;
+            client.query(&st, &refs(&binds))?
+        };
+        let mut scratch = String::new();
+        match rows.first() {
+            Some(r) => Ok(Some(read_row(r, &kinds, &mut scratch)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn set_columns(
+        &self,
+        table: &str,
+        key_names: &[&str],
+        key: &[Value],
+        names: &[&str],
+        values: &[Value],
+    ) -> Result<usize> {
+        let key_kinds = self.kinds_of(table, key_names)?;
+        let known = self.columns_of(table)?;
+        let mut binds = Vec::with_capacity(names.len() + key.len());
+        let mut set = Vec::with_capacity(names.len());
+        for (i, (n, v)) in names.iter().zip(values).enumerate() {
+            let Some(c) = known.iter().find(|c| c.name == *n) else {
+                bail!("table '{table}' in {} has no column '{n}'", self.shown);
+            };
+            let p = match c.kind {
+                Kind::Other => format!("CAST(${}::text AS {})", i + 1, c.type_name),
+                _ => format!("${}", i + 1),
+            };
+            set.push(format!("{} = {p}", quote_ident(n)));
+            binds.push(
+                bind(c.kind, v.as_cell())
+                    .with_context(|| format!("table '{table}', column '{n}'"))?,
+            );
+        }
+        let Some(key_binds) = bind_key(&key_kinds, key) else {
+            return Ok(0);
+        };
+        binds.extend(key_binds);
+        let text = format!(
+            "UPDATE {} SET {} WHERE {}",
+            self.qualified(table),
+            set.join(", "),
+            key_where(key_names, &key_kinds, names.len() + 1)
+        );
+        Ok(self.execute_bound(&text, &binds, "updating", table)? as usize)
+    }
+}

@@ -1,0 +1,334 @@
+//! The statements for one table and one column order ([`TableSql`]),
+//! written once per run from the catalogue, and the engine's own record of
+//! them ([`Plan`]): how each column is read, ordered and written.
+//!
+//! The key order is cutover's (SQLite's BINARY): NULL first, numbers by
+//! value, text by bytes (`COLLATE "C"`), bytes by bytes ([`Kind::order`]).
+//! A key column that can never be NULL is ordered without `NULLS FIRST`,
+//! so that its index can serve the scan. A key is matched exactly: the
+//! NUMERIC key `12.50` is not found by `12.5`, nor `char(3)` `'a  '` by `'a'`.
+
+use std::sync::Arc;
+
+use anyhow::{Result, anyhow, bail};
+
+use super::types::Kind;
+use super::{Postgres, quote_ident, quote_literal};
+use crate::db::TableSql;
+use crate::value::{CellRef, Value};
+
+/// What the engine knows of a [`TableSql`] it wrote.
+#[derive(Debug)]
+pub struct Plan {
+    pub table: String,
+    pub key_len: usize,
+    /// The column names asked for (empty: a column the table does not have).
+    pub names: Vec<String>,
+    pub kinds: Vec<Kind>,
+    /// PostgreSQL's name of each column's type (`format_type`).
+    pub types: Vec<String>,
+    /// The table, qualified by its schema and quoted.
+    pub qualified: String,
+    /// `col, col::text, …`: the select list.
+    list: String,
+    /// The key columns' order expressions.
+    key_exprs: Vec<String>,
+    /// The key order (`ORDER BY` list).
+    key_order: String,
+}
+
+/// A column of the catalogue as [`TableSql`] needs it.
+pub struct Column {
+    pub name: String,
+    pub kind: Kind,
+    pub not_null: bool,
+    pub type_name: String,
+}
+
+/// `col = $n`, exactly: a NUMERIC or `char(n)` key also matches its text.
+pub(super) fn key_match(kind: Kind, col: &str, n: usize) -> String {
+    match kind {
+        Kind::Numeric(_) => format!("{col} = ${n} AND {col}::text = ${n}::text"),
+        Kind::Bpchar => format!("{col} = ${n} AND concat({col}) = concat(${n})"),
+        Kind::Other => format!("{col}::text = ${n}::text"),
+        _ => format!("{col} = ${n}"),
+    }
+}
+
+/// The `n`th parameter as a value of column type `type_name`.
+fn param(kind: Kind, type_name: &str, n: usize) -> String {
+    match kind {
+        // Written as text and cast by the type's own input function.
+        Kind::Other => format!("CAST(${n}::text AS {type_name})"),
+        _ => format!("${n}"),
+    }
+}
+
+impl Plan {
+    /// The plan and the statements of `table` reading `columns`, the first
+    /// `key_len` the key, scans ordered by column `first` then the key when
+    /// given. `known` is the catalogue's columns of the table.
+    pub fn build(
+        schema: &str,
+        table: &str,
+        columns: &[&str],
+        key_len: usize,
+        first: Option<usize>,
+        known: &[Column],
+    ) -> Result<(Plan, TableSql)> {
+        if known.is_empty() {
+            bail!("schema '{schema}' has no table '{table}'");
+        }
+        if key_len == 0 || key_len > columns.len() || first.is_some_and(|f| f >= columns.len()) {
+            bail!(
+                "table '{table}': a key of {key_len} columns out of {}",
+                columns.len()
+            );
+        }
+        let mut kinds = Vec::with_capacity(columns.len());
+        let mut not_null = Vec::with_capacity(columns.len());
+        let mut types = Vec::with_capacity(columns.len());
+        for &c in columns {
+            if c.is_empty() {
+                kinds.push(Kind::Absent);
+                not_null.push(false);
+                types.push("text".to_string());
+                continue;
+            }
+            let Some(k) = known.iter().find(|k| k.name == c) else {
+                bail!(
+                    "table '{table}' has no column '{c}' (it has: {})",
+                    known
+                        .iter()
+                        .map(|k| k.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            };
+            kinds.push(k.kind);
+            not_null.push(k.not_null);
+            types.push(k.type_name.clone());
+        }
+        let quoted: Vec<String> = columns.iter().map(|c| quote_ident(c)).collect();
+        let qualified = format!("{}.{}", quote_ident(schema), quote_ident(table));
+        let list = quoted
+            .iter()
+            .zip(&kinds)
+            .map(|(c, k)| k.select(c))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let ordered = |i: usize| {
+            let e = kinds[i].order(&quoted[i]);
+            if not_null[i] {
+                e
+            } else {
+                format!("{e} NULLS FIRST")
+            }
+        };
+        let key_exprs: Vec<String> = (0..key_len).map(|i| kinds[i].order(&quoted[i])).collect();
+        let key_order = (0..key_len).map(ordered).collect::<Vec<_>>().join(", ");
+        let scan_order = match first {
+            Some(f) => format!("{}, {key_order}", ordered(f)),
+            None => key_order.clone(),
+        };
+        let real: Vec<usize> = (0..columns.len())
+            .filter(|&i| kinds[i] != Kind::Absent)
+            .collect();
+        let rest: Vec<usize> = real.iter().copied().filter(|&i| i >= key_len).collect();
+        let set = |cols: &[usize]| {
+            cols.iter()
+                .enumerate()
+                .map(|(p, &i)| format!("{} = {}", quoted[i], param(kinds[i], &types[i], p + 1)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let keys_from = |first: usize| {
+            (0..key_len)
+                .map(|i| key_match(kinds[i], &quoted[i], first + i))
+                .collect::<Vec<_>>()
+                .join(" AND ")
+        };
+        let sql = TableSql {
+            table: table.to_string(),
+            key_len,
+            width: columns.len(),
+            scan: format!("SELECT {list} FROM {qualified} ORDER BY {scan_order}"),
+            scan_after: format!(
+                "SELECT {list} FROM {qualified} WHERE ({}) > ({}) ORDER BY {key_order}",
+                key_exprs.join(", "),
+                (1..=key_len)
+                    .map(|n| format!("${n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            select_by_key: format!("SELECT {list} FROM {qualified} WHERE {}", keys_from(1)),
+            insert: format!(
+                "INSERT INTO {qualified} ({}) VALUES ({})",
+                real.iter()
+                    .map(|&i| quoted[i].clone())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                real.iter()
+                    .enumerate()
+                    .map(|(p, &i)| param(kinds[i], &types[i], p + 1))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            update: format!(
+                "UPDATE {qualified} SET {} WHERE {}",
+                set(&real),
+                keys_from(real.len() + 1)
+            ),
+            update_values: (!rest.is_empty()).then(|| {
+                format!(
+                    "UPDATE {qualified} SET {} WHERE {}",
+                    set(&rest),
+                    keys_from(rest.len() + 1)
+                )
+            }),
+            real: (real.len() < columns.len()).then_some(real),
+            delete: format!("DELETE FROM {qualified} WHERE {}", keys_from(1)),
+            count: format!("SELECT count(*) FROM {qualified}"),
+        };
+        let plan = Plan {
+            table: table.to_string(),
+            key_len,
+            names: columns.iter().map(|c| c.to_string()).collect(),
+            kinds,
+            types,
+            qualified,
+            list,
+            key_exprs,
+            key_order,
+        };
+        Ok((plan, sql))
+    }
+
+    /// The statements of a table the catalogue could not describe: plain
+    /// columns, so that running them reports what is wrong; the plan itself
+    /// is the error.
+    pub fn unknown(schema: &str, table: &str, columns: &[&str], key_len: usize) -> TableSql {
+        let q = format!("{}.{}", quote_ident(schema), quote_ident(table));
+        let list = columns
+            .iter()
+            .map(|c| quote_ident(c))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let text = format!("SELECT {list} FROM {q} /* not described */");
+        TableSql {
+            table: table.to_string(),
+            key_len,
+            width: columns.len(),
+            scan: text.clone(),
+            scan_after: text.clone(),
+            select_by_key: text.clone(),
+            insert: text.clone(),
+            update: text.clone(),
+            update_values: None,
+            real: None,
+            delete: text,
+            count: format!("SELECT count(*) FROM {q}"),
+        }
+    }
+
+    /// The key-ordered read of the table after `after`, with the key as
+    /// literals (a COPY takes no parameters).
+    pub fn scan_after(&self, after: &[Value]) -> Result<String> {
+        if after.len() != self.key_len {
+            bail!(
+                "table '{}': a key of {} values for a key of {} columns",
+                self.table,
+                after.len(),
+                self.key_len
+            );
+        }
+        let values = (0..self.key_len)
+            .map(|i| literal(self.kinds[i], &after[i]))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(format!(
+            "SELECT {} FROM {} WHERE ({}) > ({}) ORDER BY {}",
+            self.list,
+            self.qualified,
+            self.key_exprs.join(", "),
+            values.join(", "),
+            self.key_order
+        ))
+    }
+
+    /// The block columns a write binds, in order (the table's own).
+    pub fn written(&self) -> Vec<usize> {
+        (0..self.kinds.len())
+            .filter(|&i| self.kinds[i] != Kind::Absent)
+            .collect()
+    }
+}
+
+/// A key value as a literal compared with a key column's order expression.
+fn literal(kind: Kind, v: &Value) -> Result<String> {
+    Ok(match (kind.ordered_as_text(), kind, v.as_cell()) {
+        (_, _, CellRef::Null) => "NULL".to_string(),
+        (false, Kind::Bytea, CellRef::Blob(b)) => format!("'\\x{}'::bytea", hex::encode(b)),
+        (false, Kind::Bytea, _) => bail!("{v} is not a value of a bytea key"),
+        (false, _, CellRef::Integer(i)) => i.to_string(),
+        (false, _, CellRef::Real(r)) => {
+            let text = if r.is_nan() {
+                "NaN".to_string()
+            } else if r.is_infinite() {
+                if r > 0.0 { "Infinity" } else { "-Infinity" }.to_string()
+            } else {
+                format!("{r:?}")
+            };
+            format!("'{text}'::float8")
+        }
+        (true, _, CellRef::Text(_)) => match v {
+            Value::Text(t) => format!("{} COLLATE \"C\"", quote_literal(t)?),
+            _ => bail!("{v} is not UTF-8 text; PostgreSQL text cannot hold it"),
+        },
+        _ => bail!("{v} is not a value of a {} key", super::types::name(kind)),
+    })
+}
+
+impl Postgres {
+    /// Writes the statements of a table and records their plan; when the
+    /// catalogue cannot describe the table, the plan is the reason, which
+    /// every use of the statements reports.
+    pub(super) fn write_table_sql(
+        &self,
+        table: &str,
+        columns: &[&str],
+        key_len: usize,
+        first: Option<usize>,
+    ) -> TableSql {
+        let built = self
+            .columns_of(table)
+            .and_then(|known| Plan::build(&self.schema, table, columns, key_len, first, &known));
+        let (sql, plan) = match built {
+            Ok((plan, sql)) => (sql, Ok(Arc::new(plan))),
+            Err(e) => (
+                Plan::unknown(&self.schema, table, columns, key_len),
+                Err(format!("{e:#}")),
+            ),
+        };
+        if let Ok(mut plans) = self.plans.try_borrow_mut() {
+            plans.insert(sql.scan.clone(), plan);
+        }
+        sql
+    }
+
+    /// The plan of statements this connection wrote.
+    pub(super) fn plan(&self, sql: &TableSql) -> Result<Arc<Plan>> {
+        let plans = self
+            .plans
+            .try_borrow()
+            .map_err(|_| anyhow!("the table plans are being written"))?;
+        match plans.get(&sql.scan) {
+            Some(Ok(p)) => Ok(p.clone()),
+            Some(Err(why)) => Err(anyhow!("{}: {why}", self.shown)),
+            None => bail!(
+                "{}: the statements of table '{}' were written by another connection",
+                self.shown,
+                sql.table
+            ),
+        }
+    }
+}
