@@ -1,52 +1,38 @@
 //! `cutover` proves a database migration exact before the switch, and rolls
 //! it back exactly after.
 //!
-//! Architecture, one module per concept:
+//! Architecture, one module per concept (docs/architecture.md draws it):
 //!
+//! - [`commands`] — one module per command: check, load, sync, gate, journal,
+//!   fence, replay, feed (export and apply), status, init and the drill;
 //! - [`spec`] — the TOML migration spec and its load-time checks, parsed
 //!   without touching a database; [`schema`] — opening its databases and
 //!   checking the spec against their catalogues;
 //! - [`value`] and [`transform`] — typed values and the reversible column
 //!   transforms (exact decimal arithmetic, bijective maps);
 //! - [`canonical`] — a source row in target form (forward transform and
-//!   checks), the one conversion every command uses;
-//! - [`reconcile`] — the streaming merge of canonical views, which [`gate`]
-//!   turns into a verdict and [`check`] into a reversibility proof;
+//!   checks), the one conversion every command uses; [`watermark`] — the
+//!   typed values sync's cursor is made of;
+//! - [`reconcile`] — the streaming merge of canonical views, which the gate
+//!   turns into a verdict and check into a reversibility proof;
 //! - [`apply`] — the one engine that writes rows, batch and checkpoint in one
-//!   transaction, used by [`load`] and [`replay`];
-//! - [`feed`] — change feeds as files: journal export and `apply`;
-//! - [`journal`] and [`fence`] — the target's write journal and the
-//!   read-only fence a rollback needs;
-//! - [`sync`] — incremental copy before the cutover, with drift and quality
-//!   checks; [`watermark`] — the typed values its cursor is made of;
-//! - [`init`] — a spec drafted from the two schemas;
-//! - [`status`] and [`drill`] — where a migration stands, and the runbook
-//!   rehearsed on built-in fixtures;
-//! - [`db`] — every SQL statement (SQLite; `sql/sqlite/` holds DDL and
-//!   trigger templates); [`report`] — tables and JSON.
+//!   transaction, used by load, sync, replay and feed apply;
+//! - [`db`] — every SQL statement, behind the engine interfaces (SQLite,
+//!   PostgreSQL; `sql/` holds DDL and trigger templates); [`report`] — typed
+//!   reports rendered as tables and JSON; [`cli`] and [`progress`] — the edge.
 
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
 pub mod apply;
 pub mod canonical;
-pub mod check;
 pub mod cli;
+pub mod commands;
 pub mod db;
-pub mod drill;
-pub mod feed;
-pub mod fence;
-pub mod gate;
-pub mod init;
-pub mod journal;
-pub mod load;
 pub mod progress;
 pub mod reconcile;
-pub mod replay;
 pub mod report;
 pub mod schema;
 pub mod spec;
-pub mod status;
-pub mod sync;
 pub mod transform;
 pub mod value;
 pub mod watermark;
@@ -54,6 +40,7 @@ pub mod watermark;
 use anyhow::Result;
 
 use cli::{Cli, Command, FenceAction, JournalAction};
+use commands::{check, drill, feed, fence, gate, init, journal, load, replay, status, sync};
 use report::Outcome;
 
 /// Runs the command line.

@@ -14,23 +14,44 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::{DrillVerdict, Recorder, Transcript, child};
+use crate::commands::feed::ApplyReport;
 use crate::db::{Access, Db};
-use crate::feed::ApplyReport;
 use crate::reconcile;
 use crate::report::{self, BatchStatus};
 use crate::spec;
 
-const SPEC: &str = include_str!("../../fixtures/invoices/spec.toml");
-const SOURCE: &str = include_str!("../../fixtures/invoices/source.sql");
-const TARGET: &str = include_str!("../../fixtures/invoices/target.sql");
+const SPEC: &str = include_str!("../../../fixtures/invoices/spec.toml");
+const SOURCE: &str = include_str!("../../../fixtures/invoices/source.sql");
+const TARGET: &str = include_str!("../../../fixtures/invoices/target.sql");
 const FEEDS: [(&str, &str); 7] = [
-    ("d1.jsonl", include_str!("../../fixtures/invoices/d1.jsonl")),
-    ("d2.jsonl", include_str!("../../fixtures/invoices/d2.jsonl")),
-    ("d3.jsonl", include_str!("../../fixtures/invoices/d3.jsonl")),
-    ("d4.jsonl", include_str!("../../fixtures/invoices/d4.jsonl")),
-    ("d5.jsonl", include_str!("../../fixtures/invoices/d5.jsonl")),
-    ("d6.jsonl", include_str!("../../fixtures/invoices/d6.jsonl")),
-    ("d7.jsonl", include_str!("../../fixtures/invoices/d7.jsonl")),
+    (
+        "d1.jsonl",
+        include_str!("../../../fixtures/invoices/d1.jsonl"),
+    ),
+    (
+        "d2.jsonl",
+        include_str!("../../../fixtures/invoices/d2.jsonl"),
+    ),
+    (
+        "d3.jsonl",
+        include_str!("../../../fixtures/invoices/d3.jsonl"),
+    ),
+    (
+        "d4.jsonl",
+        include_str!("../../../fixtures/invoices/d4.jsonl"),
+    ),
+    (
+        "d5.jsonl",
+        include_str!("../../../fixtures/invoices/d5.jsonl"),
+    ),
+    (
+        "d6.jsonl",
+        include_str!("../../../fixtures/invoices/d6.jsonl"),
+    ),
+    (
+        "d7.jsonl",
+        include_str!("../../../fixtures/invoices/d7.jsonl"),
+    ),
 ];
 
 /// One stage: what is sent, with which crash point, and what must happen

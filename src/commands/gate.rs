@@ -22,7 +22,7 @@ pub struct GateReport {
     pub verdict: Verdict,
     pub summary: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub provenance: Vec<crate::sync::Provenance>,
+    pub provenance: Vec<crate::commands::sync::Provenance>,
     #[serde(flatten)]
     pub rec: Reconciliation,
 }
@@ -83,7 +83,7 @@ pub fn run(
     let rec = reconcile::reconcile(spec, &mut source, &mut target, max_diffs)?;
     // Tables kept up by sync: the quality of the source now, and where every
     // synced row came from.
-    let provenance = crate::sync::provenance(spec, &source, &target, max_diffs)?;
+    let provenance = crate::commands::sync::provenance(spec, &source, &target, max_diffs)?;
     let holds = rec.clean() && provenance.iter().all(|p| p.quality_failures == 0);
     Ok(GateReport {
         verdict: Verdict::of(holds),

@@ -14,8 +14,8 @@ use serde::Serialize;
 use crate::apply::{
     BatchOutcome, Change, Conflict, Engine, JournalCheckpoint, Rule, row_from_json,
 };
+use crate::commands::fence::Watch;
 use crate::db::{Access, Db};
-use crate::fence::Watch;
 use crate::progress::Progress;
 use crate::reconcile;
 use crate::report::{self, Report, Verdict};
@@ -108,7 +108,7 @@ impl Report for Replay {
 
 /// Turns one journal entry into a change in canonical form, addressed by
 /// the key the row had before it (a key change moves it from there).
-fn to_change(spec: &Spec, e: crate::journal::Entry) -> Change {
+fn to_change(spec: &Spec, e: crate::commands::journal::Entry) -> Change {
     let k = spec.tables[e.table].key_len;
     let at = e
         .before
@@ -136,10 +136,10 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
     if let Err(e) = spec.check_schema(&source, &target) {
         // A table dropped or altered behind the fence shows as a schema
         // error; it is a breach (exit 1), not a spec to fix.
-        if crate::fence::read(&target)?.is_some()
+        if crate::commands::fence::read(&target)?.is_some()
             && let Ok(Err(breach)) = Watch::start(&target, spec)
         {
-            let boundary = crate::fence::read(&target)?.map_or(0, |f| f.boundary);
+            let boundary = crate::commands::fence::read(&target)?.map_or(0, |f| f.boundary);
             let entries = target
                 .journal_count_between(target.journal_start()?, boundary)
                 .unwrap_or(0);
@@ -150,7 +150,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
     let mut watch = match Watch::start(&target, spec)? {
         Ok(w) => w,
         Err(breach) => {
-            let boundary = crate::fence::read(&target)?.map_or(0, |f| f.boundary);
+            let boundary = crate::commands::fence::read(&target)?.map_or(0, |f| f.boundary);
             let entries = target
                 .journal_count_between(target.journal_start()?, boundary)
                 .unwrap_or(0);
@@ -158,7 +158,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         }
     };
     let boundary = watch.fence().boundary;
-    let journal = crate::journal::identity(&target)?.with_context(|| {
+    let journal = crate::commands::journal::identity(&target)?.with_context(|| {
         format!(
             "target {} has a fence but its journal has no identity; install the journal with this version of cutover",
             target.location()
@@ -192,7 +192,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         None
     };
 
-    let reader = crate::journal::Reader::new(spec, &target)?;
+    let reader = crate::commands::journal::Reader::new(spec, &target)?;
     let fk_before = foreign_key_violations(spec, &source)?;
     let mut engine = Engine::for_journal(&spec.tables, &source, &journal);
     if dry_run {
@@ -231,7 +231,8 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
     let mut after = last_applied;
     let bar = Progress::new("replay", Some((entries - applied_rows).max(0) as u64));
     loop {
-        let run = crate::journal::next_run(spec, &target, &reader, after, boundary, batch)?;
+        let run =
+            crate::commands::journal::next_run(spec, &target, &reader, after, boundary, batch)?;
         if run.is_empty() {
             break;
         }
@@ -307,7 +308,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         // and the fence's final check.
         let mut rec = reconcile::reconcile_digesting(spec, &mut source, &mut target, max_diffs)?;
         rep.breach = watch.verify(&target, spec, std::mem::take(&mut rec.target_digests))?;
-        rep.summary = Some(crate::gate::summary(spec, &rec));
+        rep.summary = Some(crate::commands::gate::summary(spec, &rec));
         if rec.clean() && rep.breach.is_none() && rep.foreign_keys.is_empty() {
             rep.verdict = Verdict::Pass;
         }
@@ -652,7 +653,7 @@ fn plan(
     // Every key the pending entries touch, with its ops in order, first
     // touched first. Held in memory: it grows with the keys the application
     // wrote after the cutover, not with the table.
-    let reader = crate::journal::Reader::new(spec, target)?;
+    let reader = crate::commands::journal::Reader::new(spec, target)?;
     let mut order: Vec<(String, serde_json::Value)> = Vec::new();
     let mut ops: std::collections::HashMap<(String, String), Vec<String>> = Default::default();
     let mut after = last_applied;

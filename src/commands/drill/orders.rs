@@ -7,16 +7,16 @@ use serde_json::{Value as Json, json};
 
 use super::{DrillVerdict, Recorder, StepRecord, Transcript, key_text};
 use crate::cli::Step;
+use crate::commands::replay::Replay;
+use crate::commands::{check, fence, gate, journal, load, replay, status};
 use crate::db::{Access, Db};
-use crate::replay::Replay;
 use crate::report::{self, Report};
 use crate::spec::Spec;
-use crate::{check, fence, gate, journal, load, replay, status};
 
-const SPEC: &str = include_str!("../../fixtures/orders/spec.toml");
-const SOURCE: &str = include_str!("../../fixtures/orders/source.sql");
-const TARGET: &str = include_str!("../../fixtures/orders/target.sql");
-const APP_WRITES: &str = include_str!("../../fixtures/orders/app_writes.sql");
+const SPEC: &str = include_str!("../../../fixtures/orders/spec.toml");
+const SOURCE: &str = include_str!("../../../fixtures/orders/source.sql");
+const TARGET: &str = include_str!("../../../fixtures/orders/target.sql");
+const APP_WRITES: &str = include_str!("../../../fixtures/orders/app_writes.sql");
 
 struct Drill<'a> {
     dir: &'a Path,
@@ -356,7 +356,7 @@ fn steps(d: &mut Drill, inject: bool, last: Step) -> Result<bool> {
 
 /// `cutover replay`, which reports as the replay it is (a dry run is the
 /// other kind).
-fn replay_now(spec: &Spec) -> Result<crate::replay::ReplayReport> {
+fn replay_now(spec: &Spec) -> Result<crate::commands::replay::ReplayReport> {
     match replay::run(spec, 1000, false, 20)? {
         Replay::Ran(r) => Ok(r),
         Replay::DryRun(_) => anyhow::bail!("a replay reported as a dry run"),

@@ -416,7 +416,7 @@ pub fn on(spec: &Spec) -> Result<FenceReport> {
             target.location()
         );
     }
-    let drift = crate::journal::drift(spec, &target)?;
+    let drift = crate::commands::journal::drift(spec, &target)?;
     let tables: Vec<String> = spec
         .tables
         .iter()
@@ -534,7 +534,7 @@ pub fn off(spec: &Spec, force: bool) -> Result<FenceReport> {
             not_replayed: 0,
         });
     };
-    let journal = crate::journal::identity(&target)?.unwrap_or_default();
+    let journal = crate::commands::journal::identity(&target)?.unwrap_or_default();
     let (applied, _) = source.applied_progress(&journal)?;
     let start = target.journal_start()?;
     let pending = target.journal_count_between(start, existing.boundary)? - applied;

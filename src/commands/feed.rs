@@ -802,7 +802,7 @@ impl Report for ExportReport {
 /// `cutover journal export --out FILE`: the fenced journal as a feed.
 pub fn export(spec: &Spec, out: &Path, delivery_size: usize) -> Result<ExportReport> {
     let (_, target, _) = schema::open(spec, Access::Read, Access::Read)?;
-    let Some(fence) = crate::fence::read(&target)? else {
+    let Some(fence) = crate::commands::fence::read(&target)? else {
         bail!(
             "target {} is not fenced; export takes the journal at the fence's boundary. Run `cutover fence on` first",
             target.location()
@@ -811,13 +811,13 @@ pub fn export(spec: &Spec, out: &Path, delivery_size: usize) -> Result<ExportRep
     // The feed is named after the journal's identity, which is also the
     // name of the source's applied set: a replay and this feed's apply never
     // apply one entry twice.
-    let feed = crate::journal::identity(&target)?.with_context(|| {
+    let feed = crate::commands::journal::identity(&target)?.with_context(|| {
         format!(
             "target {} has a fence but its journal has no identity; install the journal with this version of cutover",
             target.location()
         )
     })?;
-    let reader = crate::journal::Reader::new(spec, &target)?;
+    let reader = crate::commands::journal::Reader::new(spec, &target)?;
     let dir = out
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -827,8 +827,14 @@ pub fn export(spec: &Spec, out: &Path, delivery_size: usize) -> Result<ExportRep
     let mut w = std::io::BufWriter::new(tmp.as_file_mut());
     let (mut after, mut position, mut deliveries) = (target.journal_start()?, 0i64, 0u64);
     loop {
-        let page =
-            crate::journal::next_run(spec, &target, &reader, after, fence.boundary, delivery_size)?;
+        let page = crate::commands::journal::next_run(
+            spec,
+            &target,
+            &reader,
+            after,
+            fence.boundary,
+            delivery_size,
+        )?;
         let Some(last) = page.iter().map(|e| e.seq).max() else {
             break;
         };

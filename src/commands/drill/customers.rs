@@ -12,24 +12,24 @@ use serde::Serialize;
 use serde_json::{Value as Json, json};
 
 use super::{DrillVerdict, Recorder, Transcript};
+use crate::commands::sync;
 use crate::db::{Access, Db};
 use crate::report::Report;
-use crate::sync;
 
-const SPEC: &str = include_str!("../../fixtures/customers/spec.toml");
-const TARGET: &str = include_str!("../../fixtures/customers/target.sql");
+const SPEC: &str = include_str!("../../../fixtures/customers/spec.toml");
+const TARGET: &str = include_str!("../../../fixtures/customers/target.sql");
 const SNAPSHOTS: [(&str, &str); 3] = [
     (
         "snapshot-1.csv",
-        include_str!("../../fixtures/customers/snapshot-1.csv"),
+        include_str!("../../../fixtures/customers/snapshot-1.csv"),
     ),
     (
         "snapshot-2.csv",
-        include_str!("../../fixtures/customers/snapshot-2.csv"),
+        include_str!("../../../fixtures/customers/snapshot-2.csv"),
     ),
     (
         "snapshot-3-bad.csv",
-        include_str!("../../fixtures/customers/snapshot-3-bad.csv"),
+        include_str!("../../../fixtures/customers/snapshot-3-bad.csv"),
     ),
 ];
 

@@ -6,11 +6,11 @@
 use anyhow::Result;
 use serde::Serialize;
 
+use crate::commands::sync::Cursor;
 use crate::db::Access;
 use crate::report::{self, Report};
 use crate::schema;
 use crate::spec::Spec;
-use crate::sync::Cursor;
 
 /// Where the migration stands, and the next command the runbook calls for.
 #[derive(Debug, Serialize)]
@@ -92,10 +92,10 @@ pub fn run(spec: &Spec) -> Result<StatusReport> {
     for t in &spec.tables {
         target_rows += target.row_count(&target.target_sql(t)).unwrap_or(0);
     }
-    let journal_installed = crate::journal::installed(spec, &target)?;
+    let journal_installed = crate::commands::journal::installed(spec, &target)?;
     let (journal_entries, _) = target.journal_extent()?;
-    let fence = crate::fence::read(&target)?;
-    let journal = crate::journal::identity(&target)?;
+    let fence = crate::commands::fence::read(&target)?;
+    let journal = crate::commands::journal::identity(&target)?;
     let (replayed, _) = match &journal {
         Some(j) => source.applied_progress(j)?,
         None => (0, 0),
@@ -103,7 +103,7 @@ pub fn run(spec: &Spec) -> Result<StatusReport> {
     // Once a journal exists, the target must stay as the spec describes it:
     // drift or a missing trigger means writes may be unjournaled.
     let drift = if journal.is_some() {
-        crate::journal::drift(spec, &target)?
+        crate::commands::journal::drift(spec, &target)?
     } else {
         Vec::new()
     };
