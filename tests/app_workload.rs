@@ -216,7 +216,7 @@ fn keep(d: &Dir, seed: u64) -> PathBuf {
     let to = std::env::temp_dir().join(format!("cutover-workload-failed-{seed:x}"));
     let _ = std::fs::remove_dir_all(&to);
     std::fs::create_dir_all(&to).expect("creating the folder for a failed round");
-    for (name, bytes) in d.snapshot().0 {
+    for (name, bytes) in d.snapshot().files {
         std::fs::write(to.join(name), bytes).expect("keeping a file of a failed round");
     }
     to

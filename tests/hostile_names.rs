@@ -768,7 +768,7 @@ fn an_exported_feed_carries_hostile_names_back_like_replay_does() {
     std::fs::copy(d.join("source.db"), d.join("source2.db")).expect("copying the source");
     d.write(
         "spec2.toml",
-        &SMUGGLING_SPEC.replace("sqlite://source.db", "sqlite://source2.db"),
+        SMUGGLING_SPEC.replace("sqlite://source.db", "sqlite://source2.db"),
     );
     d.run(&["journal", "export", "--out", "feed.jsonl"], 0);
     d.run(&["replay"], 0);

@@ -692,7 +692,7 @@ fn with_feed(name: &str, lines: &[Json]) -> Dir {
         json!({"id": 200, "cents": 100, "status": "active"}),
     )];
     all.extend_from_slice(lines);
-    d.write("feed.jsonl", &feed_text(&all));
+    d.write("feed.jsonl", feed_text(&all));
     d
 }
 
@@ -881,7 +881,7 @@ fn empty_text_null_and_a_missing_field_are_three_different_things_in_a_feed() {
         let db = format!("{into}.db");
         d.write(
             "feed.jsonl",
-            &feed_text(&[
+            feed_text(&[
                 memo_line(1, 1, json!({"id": 1, "note": ""})),
                 memo_line(2, 2, json!({"id": 2, "note": null})),
             ]),
@@ -899,7 +899,7 @@ fn empty_text_null_and_a_missing_field_are_three_different_things_in_a_feed() {
         // The same content again is a duplicate; '' for NULL is not.
         d.write(
             "feed.jsonl",
-            &feed_text(&[
+            feed_text(&[
                 memo_line(1, 1, json!({"id": 1, "note": ""})),
                 memo_line(2, 2, json!({"id": 2, "note": null})),
                 memo_line(3, 2, json!({"id": 2, "note": ""})),
@@ -917,7 +917,7 @@ fn empty_text_null_and_a_missing_field_are_three_different_things_in_a_feed() {
         let before_rows = d.dump(&db, "memos");
         d.write(
             "feed.jsonl",
-            &feed_text(&[
+            feed_text(&[
                 memo_line(1, 1, json!({"id": 1, "note": ""})),
                 memo_line(2, 2, json!({"id": 2, "note": null})),
                 memo_line(3, 3, json!({"id": 3})),
@@ -967,7 +967,7 @@ fn a_feed_position_at_the_i64_limit_alone_is_refused_as_from_the_future() {
     let d = Dir::orders_loaded("position-max-alone");
     d.write(
         "feed.jsonl",
-        &feed_text(&[order_line(
+        feed_text(&[order_line(
             "d1",
             i64::MAX,
             200,
@@ -989,7 +989,7 @@ fn a_feed_position_past_the_i64_limit_within_a_delivery_is_rejected_without_pani
     let d = Dir::orders_loaded("position-overflow");
     d.write(
         "feed.jsonl",
-        &feed_text(&[
+        feed_text(&[
             order_line(
                 "d1",
                 i64::MAX,

@@ -593,7 +593,7 @@ fn two_specs_sharing_a_target_file_each_keep_their_rollback_or_the_second_is_ref
     let d = Dir::new("two-specs");
     d.write(
         "a.toml",
-        &ORDERS_SPEC.replace("sqlite://source.db", "sqlite://a.db"),
+        ORDERS_SPEC.replace("sqlite://source.db", "sqlite://a.db"),
     );
     d.write("b.toml", ITEMS_SPEC);
     d.create_db("a.db", ORDERS_SOURCE);

@@ -465,7 +465,7 @@ c.commit()
     assert_eq!(draft.matches("# DECIDE").count(), 1, "{draft}");
     d.write(
         "draft.toml",
-        &draft.replace(
+        draft.replace(
             "# [[tables.columns]]\n# target = \"currency\"\n# value = \"…\"",
             "[[tables.columns]]\ntarget = \"currency\"\nvalue = \"USD\"",
         ),
@@ -586,7 +586,7 @@ fn init_drafts_a_spec_that_passes_check_after_the_edits_its_comments_ask_for() {
     // The one edit the draft asks for: the currency constant.
     d.write(
         "spec.toml",
-        &draft.replace(
+        draft.replace(
             "# [[tables.columns]]\n# target = \"currency\"\n# value = \"…\"",
             "[[tables.columns]]\ntarget = \"currency\"\nvalue = \"USD\"",
         ),
