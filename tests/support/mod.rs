@@ -5,6 +5,7 @@
 //!
 //! - `engine.rs`: the seam to the database engine ([`Engine`]; SQLite today),
 //!   which every fixture goes through;
+//! - `spec.rs`: the spec builder ([`Spec`], [`Table`], [`Column`]);
 //! - `run.rs`: running the binary ([`Cmd`], [`Output`]) and other processes;
 //! - `workload.rs`: the seeded workloads of the adversarial suites.
 
@@ -16,6 +17,7 @@
 
 pub mod engine;
 pub mod run;
+pub mod spec;
 pub mod workload;
 
 use std::collections::BTreeMap;
@@ -28,6 +30,7 @@ use rusqlite::types::Value;
 
 pub use engine::{Engine, Image, Rows, Sqlite};
 pub use run::{Cmd, FAULT_EXIT, Output, PY_WRITE, assert_no_panic, cutover, python, sh};
+pub use spec::{Column, Lit, Spec, Table};
 pub use workload::{JournalJson, applied_seqs, fenced_orders_workload, journal_json, journal_seqs};
 
 /// The running example's fixtures, compiled in so tests run from any folder.
@@ -119,7 +122,8 @@ impl Dir {
         p
     }
 
-    /// Writes `spec.toml`.
+    /// Writes `spec.toml`: TOML text as it is, a [`Spec`] rendered with this
+    /// folder's engine.
     pub fn spec(&self, spec: &(impl AsSpec + ?Sized)) {
         self.spec_file(SPEC, spec);
     }
@@ -321,7 +325,8 @@ impl Dir {
     }
 }
 
-/// What a spec file holds: TOML text as it is.
+/// What a spec file holds: TOML text as it is, or a [`Spec`] rendered with
+/// the folder's engine.
 pub trait AsSpec {
     fn spec_text(&self, engine: &dyn Engine) -> String;
 }
@@ -335,6 +340,12 @@ impl AsSpec for str {
 impl AsSpec for String {
     fn spec_text(&self, _: &dyn Engine) -> String {
         self.clone()
+    }
+}
+
+impl AsSpec for Spec {
+    fn spec_text(&self, engine: &dyn Engine) -> String {
+        self.render_with(&|db| engine.url(db))
     }
 }
 
