@@ -5,6 +5,7 @@
 
 mod support;
 
+use support::feed::{INVOICES_SPEC, invoices_table};
 use support::{Column, Dir, ORDERS_SPEC, Spec, Table, int, text};
 
 fn parsed(toml: &str) -> toml::Table {
@@ -15,6 +16,12 @@ fn parsed(toml: &str) -> toml::Table {
 #[test]
 fn the_spec_builder_writes_the_running_example_as_the_fixture_has_it() {
     assert_eq!(parsed(&Spec::orders().render()), parsed(ORDERS_SPEC));
+}
+
+#[test]
+fn the_spec_builder_writes_the_invoices_fixture_as_it_is() {
+    let spec = Spec::new().table(invoices_table("invoices"));
+    assert_eq!(parsed(&spec.render()), parsed(INVOICES_SPEC));
 }
 
 #[test]

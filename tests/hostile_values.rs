@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::types::Value;
 use serde_json::{Value as Json, json};
+use support::feed::feed_text;
 use support::{Dir, ORDERS_SPEC, ORDERS_TARGET, assert_no_panic, int, text};
 
 /// Runs `args`, expecting `code`, and proves every file in the folder is
@@ -674,10 +675,6 @@ fn order_line(delivery: &str, position: i64, id: i64, row: Json) -> Json {
         "feed": "f", "delivery": delivery, "position": position, "table": "orders",
         "op": "upsert", "key": {"id": id}, "row": row,
     })
-}
-
-fn feed_text(lines: &[Json]) -> String {
-    lines.iter().map(|l| format!("{l}\n")).collect()
 }
 
 /// The running example loaded, with `lines` written to `feed.jsonl` after a

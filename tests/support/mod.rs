@@ -7,6 +7,7 @@
 //!   which every fixture goes through;
 //! - `spec.rs`: the spec builder ([`Spec`], [`Table`], [`Column`]);
 //! - `run.rs`: running the binary ([`Cmd`], [`Output`]) and other processes;
+//! - `feed.rs`: the change-feed fixtures (invoices, items) and feed lines;
 //! - `workload.rs`: the seeded workloads of the adversarial suites.
 
 #![allow(
@@ -16,6 +17,7 @@
 )]
 
 pub mod engine;
+pub mod feed;
 pub mod run;
 pub mod spec;
 pub mod workload;

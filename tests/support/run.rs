@@ -156,7 +156,7 @@ impl Output {
 
 impl fmt::Display for Output {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "command: {}", self.command)?;
+        writeln!(f, "\ncommand: {}", self.command)?;
         writeln!(f, "cwd:     {}", self.cwd.display())?;
         writeln!(
             f,
