@@ -8,6 +8,7 @@
 //! - `spec.rs`: the spec builder ([`Spec`], [`Table`], [`Column`]);
 //! - `run.rs`: running the binary ([`Cmd`], [`Output`]) and other processes;
 //! - `feed.rs`: the change-feed fixtures (invoices, items) and feed lines;
+//! - `golden.rs`: golden files;
 //! - `workload.rs`: the seeded workloads of the adversarial suites.
 
 #![allow(
@@ -18,6 +19,7 @@
 
 pub mod engine;
 pub mod feed;
+pub mod golden;
 pub mod run;
 pub mod spec;
 pub mod workload;
@@ -31,6 +33,7 @@ use rusqlite::Connection;
 use rusqlite::types::Value;
 
 pub use engine::{Engine, Image, Rows, Sqlite};
+pub use golden::{assert_golden, first_difference, repo_path};
 pub use run::{Cmd, FAULT_EXIT, Output, PY_WRITE, assert_no_panic, cutover, python, sh};
 pub use spec::{Column, Lit, Spec, Table};
 pub use workload::{JournalJson, applied_seqs, fenced_orders_workload, journal_json, journal_seqs};
