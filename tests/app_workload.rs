@@ -38,50 +38,30 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use rusqlite::params;
-use support::{Dir, Rng, dollars};
+use support::{Dir, Rng, Spec, Table, dollars};
 
 const APP: &str = include_str!("workload/app.py");
 const ORACLE: &str = include_str!("workload/oracle.py");
 
-const SPEC: &str = r#"
-[source]
-url = "sqlite://source.db"
-
-[target]
-url = "sqlite://target.db"
-
-[[tables]]
-name = "parent"
-key = ["id"]
-
-[[tables.columns]]
-source = "code"
-
-[[tables.columns]]
-source = "score"
-
-[[tables.columns]]
-source = "amount"
-target = "cents"
-transform = "decimal_to_minor"
-scale = 2
-
-[[tables.columns]]
-source = "updated_at"
-
-[[tables]]
-name = "child"
-key = ["id"]
-
-[[tables.columns]]
-source = "parent_id"
-
-[[tables.columns]]
-source = "qty"
-
-[[tables.columns]]
-source = "note"
-"#;
+/// `parent` (amount ↔ cents) and `child`, every other column copied.
+fn spec() -> Spec {
+    Spec::new()
+        .table(
+            Table::new("parent")
+                .key(["id"])
+                .copy("code")
+                .copy("score")
+                .decimal("amount", "cents", 2)
+                .copy("updated_at"),
+        )
+        .table(
+            Table::new("child")
+                .key(["id"])
+                .copy("parent_id")
+                .copy("qty")
+                .copy("note"),
+        )
+}
 
 const SOURCE_DDL: &str = "
 CREATE TABLE parent (
@@ -226,7 +206,7 @@ fn keep(d: &Dir, seed: u64) -> PathBuf {
 /// kills, check. `Err` says what went wrong, with the tool's output.
 fn one_round(d: &Dir, seed: u64, tally: &mut Tally) -> Result<(), String> {
     let mut rng = Rng::new(seed);
-    d.spec(SPEC);
+    d.spec(&spec());
     d.create_db("source.db", SOURCE_DDL);
     d.create_db("target.db", TARGET_DDL);
     populate(d, &mut rng);
