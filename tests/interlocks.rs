@@ -20,7 +20,9 @@ mod support;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{Dir, ORDERS_APP_WRITES, ORDERS_SOURCE, ORDERS_SPEC, ORDERS_TARGET, Output, python};
+use support::{
+    Dir, ORDERS_APP_WRITES, ORDERS_SOURCE, ORDERS_SPEC, ORDERS_TARGET, Output, Spec, Table, python,
+};
 
 // --- helpers -------------------------------------------------------------------------
 
@@ -445,14 +447,11 @@ fn a_renamed_column_is_alarmed_and_journal_install_repairs_it() {
 }
 
 /// The spec after the operator follows a renamed column.
-fn spec_after(change: &str) -> String {
+fn spec_after(change: &str) -> Spec {
     if change == "rename-column" {
-        ORDERS_SPEC.replace(
-            "source = \"status\"\ntarget = \"status\"",
-            "source = \"status\"\ntarget = \"state\"",
-        )
+        Spec::orders().edit_table("orders", |t| t.edit_column("status", |c| c.target("state")))
     } else {
-        ORDERS_SPEC.to_string()
+        Spec::orders()
     }
 }
 
@@ -574,28 +573,18 @@ fn a_journaled_column_cannot_be_dropped_past_the_journal() {
 
 // --- 4. two specs, one target file --------------------------------------------------
 
-const ITEMS_SPEC: &str = r#"[source]
-url = "sqlite://b.db"
-
-[target]
-url = "sqlite://target.db"
-
-[[tables]]
-name = "items"
-key = ["id"]
-
-[[tables.columns]]
-source = "name"
-"#;
+/// `items` from `b.db` into the target the running example also uses.
+fn items_spec() -> Spec {
+    Spec::new()
+        .source("b.db")
+        .table(Table::new("items").key(["id"]).copy("name"))
+}
 
 #[test]
 fn two_specs_sharing_a_target_file_each_keep_their_rollback_or_the_second_is_refused() {
     let d = Dir::new("two-specs");
-    d.write(
-        "a.toml",
-        ORDERS_SPEC.replace("sqlite://source.db", "sqlite://a.db"),
-    );
-    d.write("b.toml", ITEMS_SPEC);
+    d.spec_file("a.toml", &Spec::orders().source("a.db"));
+    d.spec_file("b.toml", &items_spec());
     d.create_db("a.db", ORDERS_SOURCE);
     d.create_db(
         "b.db",
@@ -957,10 +946,9 @@ fn autoincrement_ids_are_never_handed_out_twice() {
 #[test]
 fn a_target_that_is_a_hard_link_to_the_source_is_refused() {
     let d = Dir::new("hard-link");
-    d.spec(&ORDERS_SPEC.replace(
-        "name = \"orders\"",
-        "name = \"orders\"\nsource_table = \"orders_src\"\ntarget_table = \"orders_tgt\"",
-    ));
+    d.spec(&Spec::orders().edit_table("orders", |t| {
+        t.source_table("orders_src").target_table("orders_tgt")
+    }));
     d.create_db(
         "source.db",
         "CREATE TABLE orders_src (id INTEGER PRIMARY KEY, dollars TEXT NOT NULL, status TEXT NOT NULL);
