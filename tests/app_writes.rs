@@ -299,7 +299,7 @@ fn rollback(c: &Case) -> Rollback {
     run_py(&d, "source.db", &c.source, "creating the source");
     run_py(&d, "target.db", &c.target, "creating the target");
     for copy in ["original.db", "oracle.db"] {
-        std::fs::copy(d.join("source.db"), d.join(copy)).expect("copying the source");
+        d.copy_db("source.db", copy);
     }
     d.run(&["load"], 0);
     if !c.before_install.is_empty() {

@@ -754,7 +754,7 @@ const SOURCE2_SPEC_FROM: &str = "sqlite://source.db";
 /// A second spec in the same folder whose source is `source2.db`, a copy of
 /// the source as it is now: replay goes there, the feed to `source.db`.
 fn second_source(s: &Dir) {
-    std::fs::copy(s.join("source.db"), s.join("source2.db")).expect("copying the source");
+    s.copy_db("source.db", "source2.db");
     let spec = std::fs::read_to_string(s.join("spec.toml")).expect("reading the spec");
     assert!(spec.contains(SOURCE2_SPEC_FROM));
     s.write(

@@ -765,7 +765,7 @@ fn an_exported_feed_carries_hostile_names_back_like_replay_does() {
         ),
     );
     d.run(&["fence", "on"], 0);
-    std::fs::copy(d.join("source.db"), d.join("source2.db")).expect("copying the source");
+    d.copy_db("source.db", "source2.db");
     d.write(
         "spec2.toml",
         SMUGGLING_SPEC.replace("sqlite://source.db", "sqlite://source2.db"),

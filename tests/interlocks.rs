@@ -59,7 +59,7 @@ fn py_refused(d: &Dir, db: &str, sql: &str, what: &str) {
     assert_eq!(code, 3, "{what}: the write went through: {out}\n{sql}");
 }
 
-/// Copies a file in the folder (the oracle, a backup).
+/// Copies a file in the folder byte for byte (a backup of the target).
 fn copy_file(d: &Dir, from: &str, to: &str) {
     std::fs::copy(d.join(from), d.join(to))
         .unwrap_or_else(|e| panic!("copying {from} to {to}: {e}"));
@@ -94,7 +94,7 @@ fn journal_rows(d: &Dir) -> i64 {
 /// loaded and journaled, nothing written yet.
 fn journaled(name: &str) -> Dir {
     let d = Dir::orders(name);
-    copy_file(&d, "source.db", "oracle.db");
+    d.copy_db("source.db", "oracle.db");
     d.run(&["load"], 0);
     d.run(&["gate"], 0);
     d.run(&["journal", "install"], 0);
@@ -597,8 +597,8 @@ fn two_specs_sharing_a_target_file_each_keep_their_rollback_or_the_second_is_ref
             "{ORDERS_TARGET}\nCREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL);"
         ),
     );
-    copy_file(&d, "a.db", "oracle-a.db");
-    copy_file(&d, "b.db", "oracle-b.db");
+    d.copy_db("a.db", "oracle-a.db");
+    d.copy_db("b.db", "oracle-b.db");
     expect_code(&run_spec(&d, "a.toml", &["load"]), 0, "load a");
     expect_code(&run_spec(&d, "b.toml", &["load"]), 0, "load b");
     expect_code(
@@ -754,7 +754,7 @@ fn two_hundred_orders(d: &Dir) {
     }
     d.create_db("source.db", &src);
     d.create_db("target.db", &tgt);
-    copy_file(d, "source.db", "oracle.db");
+    d.copy_db("source.db", "oracle.db");
     d.run(&["gate"], 0);
     d.run(&["journal", "install"], 0);
 }
@@ -913,7 +913,7 @@ fn autoincrement_ids_are_never_handed_out_twice() {
     );
     let seq = "SELECT seq FROM sqlite_sequence WHERE name = 'orders'";
     assert_eq!(d.int("source.db", seq), 105);
-    copy_file(&d, "source.db", "oracle.db");
+    d.copy_db("source.db", "oracle.db");
     d.run(&["load"], 0);
     d.run(&["journal", "install"], 0);
     py_ok(

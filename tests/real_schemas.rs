@@ -381,7 +381,7 @@ c.commit()
              unit_price_cents INTEGER NOT NULL, quantity INTEGER NOT NULL);
          CREATE TABLE genres (name TEXT COLLATE NOCASE PRIMARY KEY, genre_id INTEGER);",
     );
-    std::fs::copy(d.join("source.db"), d.join("oracle.db")).expect("oracle");
+    d.copy_db("source.db", "oracle.db");
     let source_bytes = d.bytes("source.db");
 
     // `cutover init` drafts this pair's spec; after the one edit its

@@ -35,6 +35,10 @@ pub trait Engine: Send + Sync {
     /// Creates database `db` from a script; it must not exist yet.
     fn create(&self, db: &str, sql: &str);
 
+    /// Creates database `to` as a copy of `db` (an oracle, a second source);
+    /// `to` must not exist yet.
+    fn copy_db(&self, db: &str, to: &str);
+
     /// Runs a script on `db`; the engine's error message if it fails.
     fn exec(&self, db: &str, sql: &str) -> Result<(), String>;
 
@@ -211,6 +215,13 @@ impl Engine for Sqlite {
         let conn = Connection::open(&p).unwrap_or_else(|e| panic!("creating {db}: {e}"));
         conn.execute_batch(sql)
             .unwrap_or_else(|e| panic!("running SQL on new {db}: {e}\n{sql}"));
+    }
+
+    fn copy_db(&self, db: &str, to: &str) {
+        let (from, to) = (self.dir.join(db), self.dir.join(to));
+        assert!(!to.exists(), "{} already exists", to.display());
+        std::fs::copy(&from, &to)
+            .unwrap_or_else(|e| panic!("copying {} to {}: {e}", from.display(), to.display()));
     }
 
     fn exec(&self, db: &str, sql: &str) -> Result<(), String> {

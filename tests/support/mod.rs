@@ -143,6 +143,12 @@ impl Dir {
         self.engine.create(name, sql);
     }
 
+    /// Creates database `to` as a copy of `name` (an oracle, a second
+    /// source); `to` must not exist yet.
+    pub fn copy_db(&self, name: &str, to: &str) {
+        self.engine.copy_db(name, to);
+    }
+
     /// A SQLite connection of the test's own, as any other writer would
     /// have: for the tests that need SQLite itself (a transaction held open,
     /// triggers switched off, a `PRAGMA`).
