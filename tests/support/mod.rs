@@ -54,13 +54,20 @@ pub struct Dir {
 }
 
 impl Dir {
-    /// An empty folder; `name` only makes it recognisable in `/tmp`.
+    /// An empty folder whose databases are SQLite files in it; `name` only
+    /// makes it recognisable in `/tmp`.
     pub fn new(name: &str) -> Dir {
+        Dir::with_engine(name, |path| Box::new(Sqlite::new(path)))
+    }
+
+    /// An empty folder whose databases `engine` (given the folder) keeps:
+    /// where a test parameterised over engines starts.
+    pub fn with_engine(name: &str, engine: impl FnOnce(&Path) -> Box<dyn Engine>) -> Dir {
         let tmp = tempfile::Builder::new()
             .prefix(&format!("cutover-test-{name}-"))
             .tempdir()
             .expect("creating a temporary folder");
-        let engine = Box::new(Sqlite::new(tmp.path()));
+        let engine = engine(tmp.path());
         Dir { tmp, engine }
     }
 
