@@ -38,50 +38,30 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use rusqlite::params;
-use support::{Dir, Rng, dollars};
+use support::{Dir, Rng, Spec, Table, dollars};
 
 const APP: &str = include_str!("workload/app.py");
 const ORACLE: &str = include_str!("workload/oracle.py");
 
-const SPEC: &str = r#"
-[source]
-url = "sqlite://source.db"
-
-[target]
-url = "sqlite://target.db"
-
-[[tables]]
-name = "parent"
-key = ["id"]
-
-[[tables.columns]]
-source = "code"
-
-[[tables.columns]]
-source = "score"
-
-[[tables.columns]]
-source = "amount"
-target = "cents"
-transform = "decimal_to_minor"
-scale = 2
-
-[[tables.columns]]
-source = "updated_at"
-
-[[tables]]
-name = "child"
-key = ["id"]
-
-[[tables.columns]]
-source = "parent_id"
-
-[[tables.columns]]
-source = "qty"
-
-[[tables.columns]]
-source = "note"
-"#;
+/// `parent` (amount ↔ cents) and `child`, every other column copied.
+fn spec() -> Spec {
+    Spec::new()
+        .table(
+            Table::new("parent")
+                .key(["id"])
+                .copy("code")
+                .copy("score")
+                .decimal("amount", "cents", 2)
+                .copy("updated_at"),
+        )
+        .table(
+            Table::new("child")
+                .key(["id"])
+                .copy("parent_id")
+                .copy("qty")
+                .copy("note"),
+        )
+}
 
 const SOURCE_DDL: &str = "
 CREATE TABLE parent (
@@ -216,7 +196,7 @@ fn keep(d: &Dir, seed: u64) -> PathBuf {
     let to = std::env::temp_dir().join(format!("cutover-workload-failed-{seed:x}"));
     let _ = std::fs::remove_dir_all(&to);
     std::fs::create_dir_all(&to).expect("creating the folder for a failed round");
-    for (name, bytes) in d.snapshot().0 {
+    for (name, bytes) in d.snapshot().files {
         std::fs::write(to.join(name), bytes).expect("keeping a file of a failed round");
     }
     to
@@ -226,7 +206,7 @@ fn keep(d: &Dir, seed: u64) -> PathBuf {
 /// kills, check. `Err` says what went wrong, with the tool's output.
 fn one_round(d: &Dir, seed: u64, tally: &mut Tally) -> Result<(), String> {
     let mut rng = Rng::new(seed);
-    d.spec(SPEC);
+    d.spec(&spec());
     d.create_db("source.db", SOURCE_DDL);
     d.create_db("target.db", TARGET_DDL);
     populate(d, &mut rng);
@@ -385,11 +365,8 @@ fn explain(d: &Dir, report: &str) -> String {
 /// Applied entries so far, read from a copy so that the folder stays as the
 /// kill left it (a hot rollback journal included) for the next run.
 fn applied(d: &Dir) -> i64 {
-    let c = d.copy("workload-peek");
-    if !c.has_table("source.db", "_cutover_applied") {
-        return 0;
-    }
-    c.int("source.db", "SELECT count(*) FROM _cutover_applied")
+    d.copy("workload-peek")
+        .count("source.db", "_cutover_applied")
 }
 
 /// `replay --batch 7`, SIGKILLed after seeded random delays inside a clean

@@ -23,7 +23,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use rusqlite::types::ValueRef;
-use support::{Dir, ORDERS_APP_WRITES, ORDERS_SOURCE, ORDERS_TARGET, Output, SPEC, python};
+use support::{
+    Dir, ORDERS_APP_WRITES, ORDERS_SOURCE, ORDERS_TARGET, Output, SPEC, Spec, Table, python,
+};
 
 // --- exact cells and whole-database comparison ----------------------------------
 
@@ -225,7 +227,7 @@ fn on_off(on: bool) -> &'static str {
 #[derive(Default)]
 struct Case {
     name: &'static str,
-    spec: String,
+    spec: Spec,
     /// Creates and fills the source.
     source: Writes,
     /// Creates the (empty) target.
@@ -297,7 +299,7 @@ fn rollback(c: &Case) -> Rollback {
     run_py(&d, "source.db", &c.source, "creating the source");
     run_py(&d, "target.db", &c.target, "creating the target");
     for copy in ["original.db", "oracle.db"] {
-        std::fs::copy(d.join("source.db"), d.join(copy)).expect("copying the source");
+        d.copy_db("source.db", copy);
     }
     d.run(&["load"], 0);
     if !c.before_install.is_empty() {
@@ -319,58 +321,11 @@ fn rollback(c: &Case) -> Rollback {
 
 // --- specs -------------------------------------------------------------------------
 
-const HEADER: &str = r#"[source]
-url = "sqlite://source.db"
-
-[target]
-url = "sqlite://target.db"
-"#;
-
-/// The running example's `orders` (dollars ↔ cents, codes ↔ words), with
-/// more keys for the table (`ignore = [...]`) and more copy columns.
-fn orders_spec(table_keys: &str, copies: &[&str]) -> String {
-    let mut s = format!(
-        r#"{HEADER}
-[[tables]]
-name = "orders"
-key = ["id"]
-{table_keys}
-
-[[tables.columns]]
-source = "dollars"
-target = "cents"
-transform = "decimal_to_minor"
-scale = 2
-
-[[tables.columns]]
-source = "status"
-target = "status"
-transform = "map"
-map = {{ A = "active", C = "closed" }}
-"#
-    );
-    for c in copies {
-        s.push_str(&format!("\n[[tables.columns]]\nsource = \"{c}\"\n"));
-    }
-    s
-}
-
-/// Tables keyed by `id` whose other columns are all copied as they are.
-fn copy_spec(tables: &[(&str, Vec<String>)]) -> String {
-    let mut s = HEADER.to_string();
-    for (name, cols) in tables {
-        s.push_str(&format!(
-            "\n[[tables]]\nname = \"{name}\"\nkey = [\"id\"]\n"
-        ));
-        for c in cols {
-            s.push_str(&format!("\n[[tables.columns]]\nsource = \"{c}\"\n"));
-        }
-    }
-    s
-}
-
-fn cols(names: &[&str]) -> Vec<String> {
-    names.iter().map(|s| s.to_string()).collect()
+/// A table keyed by `id` whose other columns are all copied as they are.
+fn copies(name: &str, columns: impl IntoIterator<Item = impl AsRef<str>>) -> Table {
+    columns
+        .into_iter()
+        .fold(Table::new(name).key(["id"]), |t, c| t.copy(c.as_ref()))
 }
 
 /// The running example's source and target, with `app` on the target and
@@ -378,7 +333,7 @@ fn cols(names: &[&str]) -> Vec<String> {
 fn orders_case(name: &'static str, app: Writes, oracle: Writes) -> Case {
     Case {
         name,
-        spec: orders_spec("", &[]),
+        spec: Spec::orders(),
         source: sql(ORDERS_SOURCE),
         target: sql(ORDERS_TARGET),
         app,
@@ -437,7 +392,7 @@ fn replace_over_another_rows_unique_value(recursive: bool) {
         UPDATE OR REPLACE users SET email = 'd@x' WHERE id = 5;";
     let c = Case {
         name: "replace-unique",
-        spec: copy_spec(&[("users", cols(&["email", "name"]))]),
+        spec: Spec::new().table(copies("users", ["email", "name"])),
         source: sql(&format!("{USERS}\n{USERS_ROWS}")),
         target: sql(USERS),
         app: sql(&format!(
@@ -582,12 +537,11 @@ fn foreign_key_action(name: &'static str, writes: &str) {
     let writes = format!("PRAGMA foreign_keys = ON;\n{writes}");
     let c = Case {
         name,
-        spec: copy_spec(&[
-            ("customers", cols(&["name"])),
-            ("orders", cols(&["customer_id", "item"])),
-            ("shipments", cols(&["order_id", "carrier"])),
-            ("invoices", cols(&["customer_id", "amount"])),
-        ]),
+        spec: Spec::new()
+            .table(copies("customers", ["name"]))
+            .table(copies("orders", ["customer_id", "item"]))
+            .table(copies("shipments", ["order_id", "carrier"]))
+            .table(copies("invoices", ["customer_id", "amount"])),
         source: sql(&format!("{FK_SCHEMA}\n{FK_ROWS}")),
         target: sql(FK_SCHEMA),
         app: sql(&writes),
@@ -703,7 +657,7 @@ fn ignored_column_survives_a_replace(recursive: bool) {
         UPDATE orders SET dollars = '14.00', status = 'C' WHERE id = 101;
         UPDATE orders SET dollars = '9.90', status = 'A' WHERE id = 102;";
     let c = Case {
-        spec: orders_spec(r#"ignore = ["legacy_note"]"#, &[]),
+        spec: Spec::orders().edit_table("orders", |t| t.ignore(["legacy_note"])),
         source: sql(source),
         ..orders_case("ignored-column", sql(&app), sql(oracle))
     };
@@ -764,7 +718,7 @@ fn touch_trigger(name: &'static str, after_install: bool, recursive: bool) {
         UPDATE orders SET dollars = '9.50', updated_at = 6 WHERE id = 104;
         UPDATE orders SET dollars = '14.50', updated_at = 10 WHERE id = 101;";
     let mut c = Case {
-        spec: orders_spec("", &["updated_at"]),
+        spec: Spec::new().table(Table::orders().copy("updated_at")),
         source: sql(source),
         target: sql(target),
         ..orders_case(name, sql(&app), sql(oracle))
@@ -888,7 +842,7 @@ con.execute("COMMIT")
     );
     let c = Case {
         name,
-        spec: copy_spec(&[("vals", cols(&["a", "b"]))]),
+        spec: Spec::new().table(copies("vals", ["a", "b"])),
         source: Writes {
             body: seed,
             sql: schema.into(),
@@ -989,7 +943,9 @@ con.execute("UPDATE small SET x = 'B' WHERE id = 2")
     );
     let c = Case {
         name,
-        spec: copy_spec(&[("w", names.clone()), ("small", cols(&["x"]))]),
+        spec: Spec::new()
+            .table(copies("w", &names))
+            .table(copies("small", ["x"])),
         source: Writes {
             body: seed,
             sql: schema.clone(),

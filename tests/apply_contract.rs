@@ -3,15 +3,16 @@
 //! real SQLite files in a temporary folder. A test is named after the rule it
 //! guards, so a failure says which promise broke.
 
-mod feed_support;
+mod support;
 
-use feed_support::*;
 use serde_json::{Value as Json, json};
+use support::feed::*;
+use support::{Cmd, Dir, FAULT_EXIT, Output};
 
 /// Three EUR invoices at revision 1 (INV-1 1000, INV-2 2500, INV-3 400),
 /// positions 1..3 of feed "billing", committed.
-fn with_d1(name: &str) -> Sandbox {
-    let s = Sandbox::invoices(name);
+fn with_d1(name: &str) -> Dir {
+    let s = Dir::invoices(name);
     let r = s
         .apply_lines(
             "d1.jsonl",
@@ -21,20 +22,20 @@ fn with_d1(name: &str) -> Sandbox {
                 inv("d1", 3, "INV-3", 1, 400),
             ],
         )
-        .code(0);
+        .expect(0);
     assert_eq!(r.delivery(0)["status"], "applied", "{r}");
     s
 }
 
-fn status(r: &Run, i: usize) -> String {
+fn status(r: &Output, i: usize) -> String {
     r.delivery(i)["status"].as_str().unwrap_or("").to_string()
 }
 
-fn reason(r: &Run, i: usize) -> String {
+fn reason(r: &Output, i: usize) -> String {
     r.delivery(i)["reason"].as_str().unwrap_or("").to_string()
 }
 
-fn counts(r: &Run, i: usize) -> (i64, i64, i64) {
+fn counts(r: &Output, i: usize) -> (i64, i64, i64) {
     let d = r.delivery(i);
     (
         d["applied"].as_i64().unwrap_or(-1),
@@ -43,7 +44,7 @@ fn counts(r: &Run, i: usize) -> (i64, i64, i64) {
     )
 }
 
-fn invoice(s: &Sandbox, source: &str, rk: &str) -> Option<(i64, i64)> {
+fn invoice(s: &Dir, source: &str, rk: &str) -> Option<(i64, i64)> {
     s.invoices_in("invoices")
         .into_iter()
         .find(|i| i.0 == source && i.1 == rk)
@@ -55,7 +56,7 @@ fn invoice(s: &Sandbox, source: &str, rk: &str) -> Option<(i64, i64)> {
 #[test]
 fn rule_delivery_is_atomic_conflict_after_valid_row_rolls_back_all() {
     let s = with_d1("atomic-conflict");
-    let (src, tgt) = (s.snapshot("source.db"), s.snapshot("target.db"));
+    let (src, tgt) = (s.image("source.db"), s.image("target.db"));
     let evidence_before = s.count("target.db", "_cutover_revisions");
     // Every kind of write before the conflict: a new row, stale evidence,
     // a newer revision (superseded evidence and an update), a tombstone.
@@ -71,15 +72,15 @@ fn rule_delivery_is_atomic_conflict_after_valid_row_rolls_back_all() {
                 inv("d2", 8, "INV-2", 1, 2600),
             ],
         )
-        .code(1);
+        .expect(1);
     assert_eq!(status(&r, 0), "rejected", "{r}");
     let why = reason(&r, 0);
     assert!(
         why.contains("line 5") && why.contains("position 8"),
         "the report must name the line and position of the conflict: {why}"
     );
-    assert_unchanged(&tgt, &s.snapshot("target.db"), &"target after the conflict");
-    assert_unchanged(&src, &s.snapshot("source.db"), &"source after the conflict");
+    s.assert_db_unchanged("target.db", &tgt, &"target after the conflict");
+    s.assert_db_unchanged("source.db", &src, &"source after the conflict");
     assert_eq!(s.count("target.db", "_cutover_deliveries"), 1);
     assert_eq!(s.count("target.db", "_cutover_revisions"), evidence_before);
     assert_eq!(r.json()["checkpoints"]["billing"], 3, "{r}");
@@ -88,20 +89,22 @@ fn rule_delivery_is_atomic_conflict_after_valid_row_rolls_back_all() {
 #[test]
 fn rule_delivery_is_atomic_sql_error_after_valid_rows_rolls_back_all() {
     let s = with_d1("atomic-error");
-    let tgt = s.snapshot("target.db");
+    let tgt = s.image("target.db");
     // The target's NOT NULL refuses a null currency: an error, not a conflict.
     let mut bad = inv("d2", 6, "INV-8", 1, 800);
     bad["row"]["currency"] = Json::Null;
-    let r = s.apply_lines(
-        "d2.jsonl",
-        &[
-            inv("d2", 4, "INV-9", 1, 900),
-            inv("d2", 5, "INV-1", 2, 1100),
-            bad,
-        ],
-    );
-    assert_ne!(r.code, 0, "a failed write must not pass{r}");
-    assert_unchanged(&tgt, &s.snapshot("target.db"), &r);
+    let r = s
+        .apply_lines(
+            "d2.jsonl",
+            &[
+                inv("d2", 4, "INV-9", 1, 900),
+                inv("d2", 5, "INV-1", 2, 1100),
+                bad,
+            ],
+        )
+        .output();
+    assert_ne!(r.code, Some(0), "a failed write must not pass{r}");
+    s.assert_db_unchanged("target.db", &tgt, &r);
     assert_eq!(s.checkpoint("target.db", BILLING), 3);
 }
 
@@ -110,8 +113,10 @@ fn rule_delivery_error_report_names_the_line() {
     let s = with_d1("error-names-line");
     let mut bad = inv("d2", 5, "INV-8", 1, 800);
     bad["row"]["currency"] = Json::Null;
-    let r = s.apply_lines("d2.jsonl", &[inv("d2", 4, "INV-9", 1, 900), bad]);
-    assert_ne!(r.code, 0, "{r}");
+    let r = s
+        .apply_lines("d2.jsonl", &[inv("d2", 4, "INV-9", 1, 900), bad])
+        .output();
+    assert_ne!(r.code, Some(0), "{r}");
     let said = format!("{}{}", r.stdout, r.stderr);
     assert!(
         said.contains("line 2") && said.contains("position 5"),
@@ -147,7 +152,7 @@ fn rule_delivery_commits_with_its_receipt_and_checkpoint() {
 
 #[test]
 fn rule_delivery_each_is_its_own_transaction_rejection_keeps_earlier_stops_later() {
-    let s = Sandbox::invoices("per-delivery");
+    let s = Dir::invoices("per-delivery");
     let r = s
         .apply_lines(
             "feed.jsonl",
@@ -159,7 +164,7 @@ fn rule_delivery_each_is_its_own_transaction_rejection_keeps_earlier_stops_later
                 inv("c", 5, "INV-5", 1, 500),
             ],
         )
-        .code(1);
+        .expect(1);
     assert_eq!(
         (status(&r, 0), status(&r, 1), status(&r, 2)),
         ("applied".into(), "rejected".into(), "not_attempted".into()),
@@ -176,55 +181,55 @@ fn rule_delivery_each_is_its_own_transaction_rejection_keeps_earlier_stops_later
 #[test]
 fn rule_positions_future_delivery_is_refused_checkpoint_unchanged() {
     let s = with_d1("future");
-    let tgt = s.snapshot("target.db");
+    let tgt = s.image("target.db");
     let r = s
         .apply_lines("d9.jsonl", &[inv("d9", 5, "INV-9", 1, 900)])
-        .code(1);
+        .expect(1);
     assert_eq!(status(&r, 0), "rejected", "{r}");
     assert!(reason(&r, 0).contains("future"), "{r}");
     assert_eq!(r.json()["checkpoints"]["billing"], 3);
-    assert_unchanged(&tgt, &s.snapshot("target.db"), &r);
+    s.assert_db_unchanged("target.db", &tgt, &r);
 }
 
 #[test]
 fn rule_positions_first_delivery_of_a_feed_must_start_at_1() {
-    let s = Sandbox::invoices("first-at-1");
-    let tgt = s.snapshot("target.db");
+    let s = Dir::invoices("first-at-1");
+    let tgt = s.image("target.db");
     let r = s
         .apply_lines("d.jsonl", &[inv("d", 2, "INV-1", 1, 100)])
-        .code(1);
+        .expect(1);
     assert!(reason(&r, 0).contains("future"), "{r}");
-    assert_unchanged(&tgt, &s.snapshot("target.db"), &r);
+    s.assert_db_unchanged("target.db", &tgt, &r);
 }
 
 #[test]
 fn rule_positions_stale_unknown_delivery_at_or_before_checkpoint_is_refused() {
     let s = with_d1("stale");
-    let tgt = s.snapshot("target.db");
+    let tgt = s.image("target.db");
     for first in [3, 1] {
         let r = s
             .apply_lines("dx.jsonl", &[inv("dx", first, "INV-9", 1, 900)])
-            .code(1);
+            .expect(1);
         assert_eq!(status(&r, 0), "rejected", "{r}");
         assert!(reason(&r, 0).contains("stale"), "{r}");
         assert_eq!(r.json()["checkpoints"]["billing"], 3);
-        assert_unchanged(&tgt, &s.snapshot("target.db"), &r);
+        s.assert_db_unchanged("target.db", &tgt, &r);
     }
 }
 
 #[test]
 fn rule_positions_reordered_deliveries_are_refused() {
-    let s = Sandbox::invoices("reordered");
-    let tgt = s.snapshot("target.db");
+    let s = Dir::invoices("reordered");
+    let tgt = s.image("target.db");
     let r = s
         .apply_lines(
             "feed.jsonl",
             &[inv("b", 2, "INV-2", 1, 200), inv("a", 1, "INV-1", 1, 100)],
         )
-        .code(1);
+        .expect(1);
     assert!(reason(&r, 0).contains("future"), "{r}");
     assert_eq!(status(&r, 1), "not_attempted", "{r}");
-    assert_unchanged(&tgt, &s.snapshot("target.db"), &r);
+    s.assert_db_unchanged("target.db", &tgt, &r);
 }
 
 #[test]
@@ -232,18 +237,18 @@ fn rule_positions_are_per_feed_another_feed_has_its_own() {
     let s = with_d1("per-feed");
     let mut l = inv("l1", 1, "INV-7", 1, 700);
     l["feed"] = json!("ledger");
-    let r = s.apply_lines("ledger.jsonl", &[l]).code(0);
+    let r = s.apply_lines("ledger.jsonl", &[l]).expect(0);
     assert_eq!(status(&r, 0), "applied", "{r}");
     assert_eq!(s.checkpoint("target.db", "ledger"), 1);
     assert_eq!(s.checkpoint("target.db", BILLING), 3);
     // Position 4 is billing's next, not ledger's.
     let mut l = inv("l2", 4, "INV-8", 1, 800);
     l["feed"] = json!("ledger");
-    let r = s.apply_lines("ledger2.jsonl", &[l]).code(1);
+    let r = s.apply_lines("ledger2.jsonl", &[l]).expect(1);
     assert!(reason(&r, 0).contains("future"), "{r}");
     // And billing goes on at 4 regardless of ledger.
     s.apply_lines("d2.jsonl", &[inv("d2", 4, "INV-4", 1, 40)])
-        .code(0);
+        .expect(0);
     assert_eq!(s.checkpoint("target.db", BILLING), 4);
     assert_eq!(s.checkpoint("target.db", "ledger"), 1);
 }
@@ -254,22 +259,22 @@ fn rule_positions_are_per_feed_another_feed_has_its_own() {
 fn rule_replay_same_id_same_digest_is_replayed_even_after_later_deliveries() {
     let s = with_d1("replayed");
     s.apply_lines("d2.jsonl", &[inv("d2", 4, "INV-1", 2, 1100)])
-        .code(0);
+        .expect(0);
     s.apply_lines("d3.jsonl", &[inv_delete("d3", 5, "INV-2", 2)])
-        .code(0);
-    let tgt = s.snapshot("target.db");
+        .expect(0);
+    let tgt = s.image("target.db");
     for d in ["d1.jsonl", "d2.jsonl", "d3.jsonl"] {
-        let r = s.apply(d, "target").code(0);
+        let r = s.apply(d, "target").expect(0);
         assert_eq!(status(&r, 0), "replayed", "{r}");
         assert_eq!(counts(&r, 0), (0, 0, 0), "{r}");
-        assert_unchanged(&tgt, &s.snapshot("target.db"), &r);
+        s.assert_db_unchanged("target.db", &tgt, &r);
     }
 }
 
 #[test]
 fn rule_replay_same_content_reformatted_is_still_replayed() {
     let s = with_d1("replay-reformatted");
-    let tgt = s.snapshot("target.db");
+    let tgt = s.image("target.db");
     // Same lines, other key order and spacing: the digest is of content.
     let text = std::fs::read_to_string(s.join("d1.jsonl")).expect("reading d1");
     let pretty: String = text
@@ -291,17 +296,17 @@ fn rule_replay_same_content_reformatted_is_still_replayed() {
         })
         .collect();
     s.write("d1-again.jsonl", pretty);
-    let r = s.apply("d1-again.jsonl", "target").code(0);
+    let r = s.apply("d1-again.jsonl", "target").expect(0);
     assert_eq!(status(&r, 0), "replayed", "{r}");
-    assert_unchanged(&tgt, &s.snapshot("target.db"), &r);
+    s.assert_db_unchanged("target.db", &tgt, &r);
 }
 
 #[test]
 fn rule_replay_same_id_different_content_is_refused() {
     let s = with_d1("reused-id");
     s.apply_lines("d2.jsonl", &[inv("d2", 4, "INV-4", 1, 40)])
-        .code(0);
-    let tgt = s.snapshot("target.db");
+        .expect(0);
+    let tgt = s.image("target.db");
     for (name, lines) in [
         (
             "d1-other.jsonl",
@@ -317,10 +322,10 @@ fn rule_replay_same_id_different_content_is_refused() {
             vec![inv("d2", 4, "INV-4", 1, 40), inv("d2", 5, "INV-5", 1, 50)],
         ),
     ] {
-        let r = s.apply_lines(name, &lines).code(1);
+        let r = s.apply_lines(name, &lines).expect(1);
         assert_eq!(status(&r, 0), "rejected", "{r}");
         assert!(reason(&r, 0).contains("different content"), "{r}");
-        assert_unchanged(&tgt, &s.snapshot("target.db"), &r);
+        s.assert_db_unchanged("target.db", &tgt, &r);
     }
 }
 
@@ -328,7 +333,7 @@ fn rule_replay_same_id_different_content_is_refused() {
 
 #[test]
 fn rule_identity_composite_key_every_part_counts() {
-    let s = Sandbox::invoices("composite");
+    let s = Dir::invoices("composite");
     let base = inv_key("erp", "INV-1");
     let mut lines = Vec::new();
     for (i, (part, value)) in [
@@ -356,12 +361,12 @@ fn rule_identity_composite_key_every_part_counts() {
             row,
         ));
     }
-    let r = s.apply_lines("d1.jsonl", &lines).code(0);
+    let r = s.apply_lines("d1.jsonl", &lines).expect(0);
     assert_eq!(counts(&r, 0), (4, 0, 0), "{r}");
     assert_eq!(s.count("target.db", "invoices"), 4);
     // A newer revision of one composite key touches that record only.
     s.apply_lines("d2.jsonl", &[inv("d2", 5, "INV-1", 2, 999)])
-        .code(0);
+        .expect(0);
     let amounts: Vec<i64> = s
         .query(
             "target.db",
@@ -378,7 +383,7 @@ fn rule_identity_composite_key_every_part_counts() {
 
 #[test]
 fn rule_identity_same_key_in_another_table_is_another_record() {
-    let s = Sandbox::new(
+    let s = Dir::with(
         "two-tables",
         &two_tables_spec(),
         &two_tables_sql(INVOICES_SOURCE),
@@ -396,7 +401,7 @@ fn rule_identity_same_key_in_another_table_is_another_record() {
             },
         ],
     )
-    .code(0);
+    .expect(0);
     // Same keys, older revisions, other table: new records, not stale ones.
     let r = s
         .apply_lines(
@@ -406,7 +411,7 @@ fn rule_identity_same_key_in_another_table_is_another_record() {
                 inv_at("credits", "erp", "d2", 5, "INV-2", 1, 20),
             ],
         )
-        .code(0);
+        .expect(0);
     assert_eq!(counts(&r, 0), (2, 0, 0), "{r}");
     assert_eq!(
         s.invoices_in("credits"),
@@ -431,7 +436,7 @@ fn rule_identity_same_key_parts_in_another_source_scope_is_another_record() {
             inv_delete("d2", 5, "INV-2", 2),
         ],
     )
-    .code(0);
+    .expect(0);
     let r = s
         .apply_lines(
             "d3.jsonl",
@@ -440,7 +445,7 @@ fn rule_identity_same_key_parts_in_another_source_scope_is_another_record() {
                 inv_at("invoices", "crm", "d3", 7, "INV-2", 1, 60),
             ],
         )
-        .code(0);
+        .expect(0);
     assert_eq!(counts(&r, 0), (2, 0, 0), "{r}");
     assert_eq!(invoice(&s, "crm", "INV-1"), Some((1, 50)));
     assert_eq!(invoice(&s, "crm", "INV-2"), Some((1, 60)));
@@ -455,7 +460,7 @@ fn rule_revision_newer_replaces_and_old_row_is_kept_as_evidence() {
     let s = with_d1("newer");
     let r = s
         .apply_lines("d2.jsonl", &[inv("d2", 4, "INV-1", 2, 1100)])
-        .code(0);
+        .expect(0);
     assert_eq!(counts(&r, 0), (1, 0, 0), "{r}");
     assert_eq!(invoice(&s, "erp", "INV-1"), Some((2, 1100)));
     let ev = s.evidence();
@@ -471,10 +476,10 @@ fn rule_revision_newer_replaces_and_old_row_is_kept_as_evidence() {
 fn rule_revision_older_is_kept_as_stale_evidence_and_does_not_replace() {
     let s = with_d1("older");
     s.apply_lines("d2.jsonl", &[inv("d2", 4, "INV-1", 3, 1300)])
-        .code(0);
+        .expect(0);
     let r = s
         .apply_lines("d3.jsonl", &[inv("d3", 5, "INV-1", 2, 1200)])
-        .code(0);
+        .expect(0);
     assert_eq!(status(&r, 0), "applied", "{r}");
     assert_eq!(counts(&r, 0), (0, 0, 1), "{r}");
     assert_eq!(invoice(&s, "erp", "INV-1"), Some((3, 1300)));
@@ -490,42 +495,42 @@ fn rule_revision_older_is_kept_as_stale_evidence_and_does_not_replace() {
 #[test]
 fn rule_revision_same_revision_same_content_is_duplicate() {
     let s = with_d1("same-rev-same");
-    let rows = s.snapshot("target.db").tables["invoices"].clone();
+    let rows = s.image("target.db").tables["invoices"].clone();
     let ev = s.evidence();
     let r = s
         .apply_lines("d2.jsonl", &[inv("d2", 4, "INV-2", 1, 2500)])
-        .code(0);
+        .expect(0);
     assert_eq!(counts(&r, 0), (0, 1, 0), "{r}");
-    assert_eq!(s.snapshot("target.db").tables["invoices"], rows);
+    assert_eq!(s.image("target.db").tables["invoices"], rows);
     assert_eq!(s.evidence(), ev);
 }
 
 #[test]
 fn rule_revision_same_revision_different_content_is_conflict() {
     let s = with_d1("same-rev-other");
-    let tgt = s.snapshot("target.db");
+    let tgt = s.image("target.db");
     let r = s
         .apply_lines("d2.jsonl", &[inv("d2", 4, "INV-2", 1, 2501)])
-        .code(1);
+        .expect(1);
     assert_eq!(status(&r, 0), "rejected", "{r}");
-    assert_unchanged(&tgt, &s.snapshot("target.db"), &r);
+    s.assert_db_unchanged("target.db", &tgt, &r);
 }
 
 #[test]
 fn rule_revision_superseded_revision_with_different_content_is_conflict() {
     let s = with_d1("old-rev-other");
     s.apply_lines("d2.jsonl", &[inv("d2", 4, "INV-1", 2, 1100)])
-        .code(0);
-    let tgt = s.snapshot("target.db");
+        .expect(0);
+    let tgt = s.image("target.db");
     let r = s
         .apply_lines("d3.jsonl", &[inv("d3", 5, "INV-1", 1, 999)])
-        .code(1);
+        .expect(1);
     assert_eq!(status(&r, 0), "rejected", "{r}");
-    assert_unchanged(&tgt, &s.snapshot("target.db"), &r);
+    s.assert_db_unchanged("target.db", &tgt, &r);
     // The same old revision with the content seen then is a duplicate.
     let r = s
         .apply_lines("d3b.jsonl", &[inv("d3b", 5, "INV-1", 1, 1000)])
-        .code(0);
+        .expect(0);
     assert_eq!(counts(&r, 0), (0, 1, 0), "{r}");
     assert_eq!(invoice(&s, "erp", "INV-1"), Some((2, 1100)));
 }
@@ -534,10 +539,10 @@ fn rule_revision_superseded_revision_with_different_content_is_conflict() {
 fn rule_revision_conflict_on_an_old_revision_reports_the_stored_record() {
     let s = with_d1("old-rev-report");
     s.apply_lines("d2.jsonl", &[inv("d2", 4, "INV-1", 2, 1100)])
-        .code(0);
+        .expect(0);
     let r = s
         .apply_lines("d3.jsonl", &[inv("d3", 5, "INV-1", 1, 999)])
-        .code(1);
+        .expect(1);
     let why = reason(&r, 0);
     assert!(
         !why.contains("found no row"),
@@ -555,20 +560,20 @@ fn rule_revision_stale_revision_seen_again_with_different_content_is_conflict() 
             inv("d2", 5, "INV-1", 3, 1300),
         ],
     )
-    .code(0);
-    let tgt = s.snapshot("target.db");
+    .expect(0);
+    let tgt = s.image("target.db");
     let r = s
         .apply_lines("d3.jsonl", &[inv("d3", 6, "INV-1", 3, 1333)])
-        .code(1);
+        .expect(1);
     assert_eq!(status(&r, 0), "rejected", "{r}");
-    assert_unchanged(&tgt, &s.snapshot("target.db"), &r);
+    s.assert_db_unchanged("target.db", &tgt, &r);
 }
 
 #[test]
 fn rule_revision_delete_is_a_tombstone_an_older_update_cannot_resurrect() {
     let s = with_d1("tombstone");
     s.apply_lines("d2.jsonl", &[inv_delete("d2", 4, "INV-2", 3)])
-        .code(0);
+        .expect(0);
     assert_eq!(invoice(&s, "erp", "INV-2"), None);
     let r = s
         .apply_lines(
@@ -578,7 +583,7 @@ fn rule_revision_delete_is_a_tombstone_an_older_update_cannot_resurrect() {
                 inv("d3", 6, "INV-2", 2, 2700), // never seen, older: stale
             ],
         )
-        .code(0);
+        .expect(0);
     assert_eq!(counts(&r, 0), (0, 1, 1), "{r}");
     assert_eq!(
         invoice(&s, "erp", "INV-2"),
@@ -600,17 +605,17 @@ fn rule_revision_delete_is_a_tombstone_an_older_update_cannot_resurrect() {
 
 #[test]
 fn rule_revision_delete_of_unseen_record_is_a_tombstone_too() {
-    let s = Sandbox::invoices("tombstone-unseen");
+    let s = Dir::invoices("tombstone-unseen");
     s.apply_lines("d1.jsonl", &[inv_delete("d1", 1, "INV-7", 5)])
-        .code(0);
+        .expect(0);
     let r = s
         .apply_lines("d2.jsonl", &[inv("d2", 2, "INV-7", 3, 300)])
-        .code(0);
+        .expect(0);
     assert_eq!(counts(&r, 0), (0, 0, 1), "{r}");
     assert_eq!(invoice(&s, "erp", "INV-7"), None);
     // A newer revision than the delete is a new life of the record.
     s.apply_lines("d3.jsonl", &[inv("d3", 3, "INV-7", 6, 600)])
-        .code(0);
+        .expect(0);
     assert_eq!(invoice(&s, "erp", "INV-7"), Some((6, 600)));
 }
 
@@ -619,7 +624,7 @@ fn rule_revision_delete_with_before_still_leaves_a_tombstone() {
     let s = with_d1("tombstone-before");
     let mut d = inv_delete("d2", 4, "INV-2", 2);
     d["before"] = inv_row("erp", "INV-2", 1, 2500, "EUR");
-    s.apply_lines("d2.jsonl", &[d]).code(0);
+    s.apply_lines("d2.jsonl", &[d]).expect(0);
     assert_eq!(invoice(&s, "erp", "INV-2"), None);
     s.apply_lines("d3.jsonl", &[inv("d3", 5, "INV-2", 1, 2500)]);
     assert_eq!(
@@ -633,28 +638,34 @@ fn rule_revision_delete_with_before_still_leaves_a_tombstone() {
 
 #[test]
 fn rule_no_revision_identical_content_is_duplicate() {
-    let s = Sandbox::items("plain-dup", None);
-    s.apply_lines("a.jsonl", &[item("a", 1, 1, "new")]).code(0);
-    let r = s.apply_lines("b.jsonl", &[item("b", 2, 1, "new")]).code(0);
+    let s = Dir::items("plain-dup", None);
+    s.apply_lines("a.jsonl", &[item("a", 1, 1, "new")])
+        .expect(0);
+    let r = s
+        .apply_lines("b.jsonl", &[item("b", 2, 1, "new")])
+        .expect(0);
     assert_eq!(counts(&r, 0), (0, 1, 0), "{r}");
     assert_eq!(s.items_rows("target.db"), [(1, "new".into())]);
 }
 
 #[test]
 fn rule_no_revision_different_content_is_conflict_old_row_kept() {
-    let s = Sandbox::items("plain-conflict", None);
-    s.apply_lines("a.jsonl", &[item("a", 1, 1, "new")]).code(0);
-    let tgt = s.snapshot("target.db");
-    let r = s.apply_lines("b.jsonl", &[item("b", 2, 1, "done")]).code(1);
+    let s = Dir::items("plain-conflict", None);
+    s.apply_lines("a.jsonl", &[item("a", 1, 1, "new")])
+        .expect(0);
+    let tgt = s.image("target.db");
+    let r = s
+        .apply_lines("b.jsonl", &[item("b", 2, 1, "done")])
+        .expect(1);
     assert_eq!(status(&r, 0), "rejected", "{r}");
     assert_eq!(s.items_rows("target.db"), [(1, "new".into())]);
-    assert_unchanged(&tgt, &s.snapshot("target.db"), &r);
+    s.assert_db_unchanged("target.db", &tgt, &r);
 }
 
 #[test]
 fn rule_no_revision_never_a_blind_replace_within_one_delivery() {
-    let s = Sandbox::items("plain-in-delivery", None);
-    let tgt = s.snapshot("target.db");
+    let s = Dir::items("plain-in-delivery", None);
+    let tgt = s.image("target.db");
     let r = s
         .apply_lines(
             "a.jsonl",
@@ -664,16 +675,19 @@ fn rule_no_revision_never_a_blind_replace_within_one_delivery() {
                 item("a", 3, 1, "done"),
             ],
         )
-        .code(1);
+        .expect(1);
     assert!(reason(&r, 0).contains("line 3"), "{r}");
-    assert_unchanged(&tgt, &s.snapshot("target.db"), &r);
+    s.assert_db_unchanged("target.db", &tgt, &r);
 }
 
 #[test]
 fn rule_no_revision_on_change_update_lets_the_later_position_replace() {
-    let s = Sandbox::items("plain-update", Some("update"));
-    s.apply_lines("a.jsonl", &[item("a", 1, 1, "new")]).code(0);
-    let r = s.apply_lines("b.jsonl", &[item("b", 2, 1, "done")]).code(0);
+    let s = Dir::items("plain-update", Some("update"));
+    s.apply_lines("a.jsonl", &[item("a", 1, 1, "new")])
+        .expect(0);
+    let r = s
+        .apply_lines("b.jsonl", &[item("b", 2, 1, "done")])
+        .expect(0);
     assert_eq!(counts(&r, 0), (1, 0, 0), "{r}");
     assert_eq!(s.items_rows("target.db"), [(1, "done".into())]);
     // Within one delivery the later position wins too.
@@ -685,7 +699,7 @@ fn rule_no_revision_on_change_update_lets_the_later_position_replace() {
             item("c", 5, 1, "new"),
         ],
     )
-    .code(0);
+    .expect(0);
     assert_eq!(
         s.items_rows("target.db"),
         [(1, "new".into()), (2, "new".into())]
@@ -696,16 +710,18 @@ fn rule_no_revision_on_change_update_lets_the_later_position_replace() {
 
 #[test]
 fn rule_identity_key_type_matters_text_key_does_not_delete_integer_record() {
-    let s = Sandbox::items("key-type", None);
+    let s = Dir::items("key-type", None);
     s.apply_lines("a.jsonl", &[item("a", 1, 1, "new"), item("a", 2, 2, "new")])
-        .code(0);
-    let r = s.apply_lines(
-        "b.jsonl",
-        &[
-            delete("items", "b", 3, "items", json!({"id": "1"}), None),
-            delete("items", "b", 4, "items", json!({"id": 2.0}), None),
-        ],
-    );
+        .expect(0);
+    let r = s
+        .apply_lines(
+            "b.jsonl",
+            &[
+                delete("items", "b", 3, "items", json!({"id": "1"}), None),
+                delete("items", "b", 4, "items", json!({"id": 2.0}), None),
+            ],
+        )
+        .output();
     assert_eq!(
         s.items_rows("target.db"),
         [(1, "new".into()), (2, "new".into())],
@@ -715,18 +731,20 @@ fn rule_identity_key_type_matters_text_key_does_not_delete_integer_record() {
 
 #[test]
 fn rule_batch_last_delete_with_invalid_key_leaves_nothing() {
-    let s = Sandbox::items("invalid-key-delete", None);
-    let tgt = s.snapshot("target.db");
-    let r = s.apply_lines(
-        "a.jsonl",
-        &[
-            item("a", 1, 1, "new"),
-            item("a", 2, 2, "new"),
-            delete("items", "a", 3, "items", json!({"id": 0}), None),
-        ],
-    );
-    assert_eq!(r.code, 1, "{r}");
-    assert_unchanged(&tgt, &s.snapshot("target.db"), &r);
+    let s = Dir::items("invalid-key-delete", None);
+    let tgt = s.image("target.db");
+    let r = s
+        .apply_lines(
+            "a.jsonl",
+            &[
+                item("a", 1, 1, "new"),
+                item("a", 2, 2, "new"),
+                delete("items", "a", 3, "items", json!({"id": 0}), None),
+            ],
+        )
+        .output();
+    assert_eq!(r.code, Some(1), "{r}");
+    s.assert_db_unchanged("target.db", &tgt, &r);
 }
 
 // --- journal export round trip ---------------------------------------------------
@@ -735,8 +753,8 @@ const SOURCE2_SPEC_FROM: &str = "sqlite://source.db";
 
 /// A second spec in the same folder whose source is `source2.db`, a copy of
 /// the source as it is now: replay goes there, the feed to `source.db`.
-fn second_source(s: &Sandbox) {
-    std::fs::copy(s.join("source.db"), s.join("source2.db")).expect("copying the source");
+fn second_source(s: &Dir) {
+    s.copy_db("source.db", "source2.db");
     let spec = std::fs::read_to_string(s.join("spec.toml")).expect("reading the spec");
     assert!(spec.contains(SOURCE2_SPEC_FROM));
     s.write(
@@ -745,11 +763,11 @@ fn second_source(s: &Sandbox) {
     );
 }
 
-fn orders(s: &Sandbox, db: &str) -> Vec<Vec<rusqlite::types::Value>> {
+fn orders(s: &Dir, db: &str) -> Vec<Vec<rusqlite::types::Value>> {
     s.query(db, "SELECT id, dollars, status FROM orders ORDER BY id")
 }
 
-fn applied_seqs(s: &Sandbox, db: &str) -> Vec<i64> {
+fn applied_seqs(s: &Dir, db: &str) -> Vec<i64> {
     s.query(db, "SELECT seq FROM _cutover_applied ORDER BY seq")
         .into_iter()
         .map(|r| match r[0] {
@@ -759,20 +777,11 @@ fn applied_seqs(s: &Sandbox, db: &str) -> Vec<i64> {
         .collect()
 }
 
-fn export(s: &Sandbox, out: &str, size: &str) -> Run {
-    s.cutover(&[
-        "journal",
-        "export",
-        "--spec",
-        "spec.toml",
-        "--out",
-        out,
-        "--delivery-size",
-        size,
-    ])
+fn export(s: &Dir, out: &str, size: &str) -> Cmd {
+    s.cutover_json(&["journal", "export", "--out", out, "--delivery-size", size])
 }
 
-fn read_feed(s: &Sandbox, name: &str) -> Vec<Json> {
+fn read_feed(s: &Dir, name: &str) -> Vec<Json> {
     std::fs::read_to_string(s.join(name))
         .expect("reading the feed")
         .lines()
@@ -782,8 +791,8 @@ fn read_feed(s: &Sandbox, name: &str) -> Vec<Json> {
 
 #[test]
 fn rule_export_positions_are_gapless_where_journal_seq_has_gaps() {
-    let s = Sandbox::orders_fenced("export-gaps", 10);
-    export(&s, "feed.jsonl", "2").code(0);
+    let s = Dir::orders_fenced_with_gaps("export-gaps", 10);
+    export(&s, "feed.jsonl", "2").expect(0);
     let lines = read_feed(&s, "feed.jsonl");
     let positions: Vec<i64> = lines
         .iter()
@@ -808,17 +817,18 @@ fn rule_export_positions_are_gapless_where_journal_seq_has_gaps() {
 
 #[test]
 fn rule_export_applied_into_source_equals_replay_and_records_applied_seqs() {
-    let s = Sandbox::orders_fenced("export-equals-replay", 10);
+    let s = Dir::orders_fenced_with_gaps("export-equals-replay", 10);
     second_source(&s);
-    export(&s, "feed.jsonl", "2").code(0);
-    let r = s.apply("feed.jsonl", "source").code(0);
+    export(&s, "feed.jsonl", "2").expect(0);
+    let r = s.apply("feed.jsonl", "source").expect(0);
     assert!(
         r.json()["deliveries"]
             .as_array()
             .is_some_and(|d| d.iter().all(|d| d["status"] == "applied")),
         "{r}"
     );
-    s.cutover(&["replay", "--spec", "spec2.toml"]).code(0);
+    s.command(&["--format", "json", "replay", "--spec", "spec2.toml"])
+        .expect(0);
     assert_eq!(orders(&s, "source.db"), orders(&s, "source2.db"));
     let journal: Vec<i64> = s
         .query("target.db", "SELECT seq FROM _cutover_journal ORDER BY seq")
@@ -831,20 +841,20 @@ fn rule_export_applied_into_source_equals_replay_and_records_applied_seqs() {
     assert_eq!(applied_seqs(&s, "source.db"), journal);
     assert_eq!(applied_seqs(&s, "source2.db"), journal);
     // A replay after the feed finds nothing to do and changes nothing.
-    let src = s.snapshot("source.db");
-    let r = s.cutover(&["replay", "--spec", "spec.toml"]).code(0);
+    let src = s.image("source.db");
+    let r = s.cutover_json(&["replay"]).expect(0);
     assert_eq!(r.json()["applied"], 0, "{r}");
-    assert_unchanged(&src, &s.snapshot("source.db"), &r);
+    s.assert_db_unchanged("source.db", &src, &r);
 }
 
 #[test]
 fn rule_export_replay_first_then_apply_counts_every_change_duplicate() {
-    let s = Sandbox::orders_fenced("replay-then-apply", 3);
-    export(&s, "feed.jsonl", "2").code(0);
-    s.cutover(&["replay", "--spec", "spec.toml"]).code(0);
+    let s = Dir::orders_fenced_with_gaps("replay-then-apply", 3);
+    export(&s, "feed.jsonl", "2").expect(0);
+    s.cutover_json(&["replay"]).expect(0);
     let rows = orders(&s, "source.db");
     let seqs = applied_seqs(&s, "source.db");
-    let r = s.apply("feed.jsonl", "source").code(0);
+    let r = s.apply("feed.jsonl", "source").expect(0);
     let deliveries = r.json()["deliveries"]
         .as_array()
         .cloned()
@@ -863,11 +873,11 @@ fn rule_export_replay_first_then_apply_counts_every_change_duplicate() {
 
 #[test]
 fn rule_export_writes_the_file_atomically_and_complete() {
-    let s = Sandbox::orders_fenced("export-atomic", 0);
+    let s = Dir::orders_fenced_with_gaps("export-atomic", 0);
     std::fs::create_dir(s.join("out")).expect("creating out/");
     // An older, longer file there is replaced whole, not overwritten in place.
     s.write("out/feed.jsonl", "x".repeat(10_000));
-    export(&s, "out/feed.jsonl", "1000").code(0);
+    export(&s, "out/feed.jsonl", "1000").expect(0);
     let names: Vec<String> = std::fs::read_dir(s.join("out"))
         .expect("listing out/")
         .map(|e| {
@@ -900,11 +910,10 @@ fn rule_export_writes_the_file_atomically_and_complete() {
 
 #[test]
 fn rule_export_refused_without_fence_leaves_no_file() {
-    let s = Sandbox::orders_fenced("export-unfenced", 0);
-    s.cutover(&["fence", "off", "--spec", "spec.toml", "--force"])
-        .code(0);
+    let s = Dir::orders_fenced_with_gaps("export-unfenced", 0);
+    s.cutover_json(&["fence", "off", "--force"]).expect(0);
     std::fs::create_dir(s.join("out")).expect("creating out/");
-    let r = export(&s, "out/feed.jsonl", "1000").code(2);
+    let r = export(&s, "out/feed.jsonl", "1000").expect(2);
     let left: Vec<_> = std::fs::read_dir(s.join("out"))
         .expect("listing out/")
         .collect();
@@ -913,9 +922,9 @@ fn rule_export_refused_without_fence_leaves_no_file() {
 
 #[test]
 fn rule_export_same_journal_twice_gives_identical_files() {
-    let s = Sandbox::orders_fenced("export-stable", 5);
-    export(&s, "a.jsonl", "2").code(0);
-    export(&s, "b.jsonl", "2").code(0);
+    let s = Dir::orders_fenced_with_gaps("export-stable", 5);
+    export(&s, "a.jsonl", "2").expect(0);
+    export(&s, "b.jsonl", "2").expect(0);
     let a = std::fs::read(s.join("a.jsonl")).expect("reading a");
     let b = std::fs::read(s.join("b.jsonl")).expect("reading b");
     assert!(!a.is_empty());
@@ -927,15 +936,15 @@ fn rule_export_same_journal_twice_gives_identical_files() {
 
 #[test]
 fn rule_feed_with_seq_applies_into_target_or_is_refused_cleanly() {
-    let s = Sandbox::invoices("seq-into-target");
-    let tgt = s.snapshot("target.db");
+    let s = Dir::invoices("seq-into-target");
+    let tgt = s.image("target.db");
     let mut l = inv("d1", 1, "INV-1", 1, 1000);
     l["seq"] = json!(7);
-    let r = s.apply_lines("d1.jsonl", &[l]);
+    let r = s.apply_lines("d1.jsonl", &[l]).output();
     assert!(!r.stderr.contains("no such table"), "{r}");
     match r.code {
-        0 => assert_eq!(invoice(&s, "erp", "INV-1"), Some((1, 1000))),
-        1 => assert_unchanged(&tgt, &s.snapshot("target.db"), &r),
+        Some(0) => assert_eq!(invoice(&s, "erp", "INV-1"), Some((1, 1000))),
+        Some(1) => s.assert_db_unchanged("target.db", &tgt, &r),
         _ => panic!("neither applied nor refused as a finding{r}"),
     }
 }
@@ -944,7 +953,7 @@ fn rule_feed_with_seq_applies_into_target_or_is_refused_cleanly() {
 
 #[test]
 fn rule_durability_check_reports_journal_mode_and_synchronous_for_both() {
-    let s = Sandbox::items("durability", None);
+    let s = Dir::items("durability", None);
     // SQLite persists only WAL among the journal modes; OFF and MEMORY last
     // as long as one connection, so what a file can carry is WAL or DELETE.
     let mode: String = s
@@ -952,7 +961,7 @@ fn rule_durability_check_reports_journal_mode_and_synchronous_for_both() {
         .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
         .expect("switching the target to WAL");
     assert_eq!(mode, "wal");
-    let r = s.cutover(&["check", "--spec", "spec.toml"]).code(0);
+    let r = s.cutover_json(&["check"]).expect(0);
     let j = r.json();
     assert_eq!(j["source"]["journal_mode"], "delete", "{r}");
     assert_eq!(j["target"]["journal_mode"], "wal", "{r}");
@@ -963,11 +972,12 @@ fn rule_durability_check_reports_journal_mode_and_synchronous_for_both() {
 
 #[test]
 fn rule_durability_apply_into_a_wal_database_commits_and_keeps_wal() {
-    let s = Sandbox::items("wal-apply", None);
+    let s = Dir::items("wal-apply", None);
     s.conn("target.db")
         .query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0))
         .expect("switching the target to WAL");
-    s.apply_lines("a.jsonl", &[item("a", 1, 1, "new")]).code(0);
+    s.apply_lines("a.jsonl", &[item("a", 1, 1, "new")])
+        .expect(0);
     assert_eq!(s.items_rows("target.db"), [(1, "new".into())]);
     let mode: String = s
         .conn("target.db")
@@ -978,17 +988,17 @@ fn rule_durability_apply_into_a_wal_database_commits_and_keeps_wal() {
 
 #[test]
 fn rule_checkpoint_survives_closing_and_reopening_the_process() {
-    let s = Sandbox::invoices("restart");
+    let s = Dir::invoices("restart");
     s.apply_lines(
         "d1.jsonl",
         &[inv("d1", 1, "INV-1", 1, 100), inv("d1", 2, "INV-2", 1, 200)],
     )
-    .code(0);
+    .expect(0);
     // Read back by another connection after the process ended.
     assert_eq!(s.checkpoint("target.db", BILLING), 2);
     let r = s
         .apply_lines("d2.jsonl", &[inv("d2", 3, "INV-3", 1, 300)])
-        .code(0);
+        .expect(0);
     assert_eq!(status(&r, 0), "applied", "{r}");
     assert_eq!(r.json()["checkpoints"]["billing"], 3, "{r}");
     assert_eq!(s.checkpoint("target.db", BILLING), 3);
@@ -996,7 +1006,7 @@ fn rule_checkpoint_survives_closing_and_reopening_the_process() {
 
 // --- crash points ----------------------------------------------------------------
 
-fn crash_d2(s: &Sandbox) {
+fn crash_d2(s: &Dir) {
     s.feed(
         "d2.jsonl",
         &[
@@ -1010,21 +1020,15 @@ fn crash_d2(s: &Sandbox) {
 fn crash_leaves_every_table_as_before(point: &str) {
     let s = with_d1(point);
     crash_d2(&s);
-    let (src, tgt) = (s.snapshot("source.db"), s.snapshot("target.db"));
-    let args = [
-        "apply",
-        "--spec",
-        "spec.toml",
-        "--feed",
-        "d2.jsonl",
-        "--into",
-        "target",
-    ];
-    let r = s.cutover_env(&args, Some(point)).code(FAULT_EXIT);
-    assert_unchanged(&tgt, &s.snapshot("target.db"), &r);
-    assert_unchanged(&src, &s.snapshot("source.db"), &r);
+    let (src, tgt) = (s.image("source.db"), s.image("target.db"));
+    let r = s
+        .apply("d2.jsonl", "target")
+        .env("CUTOVER_FAULT", point)
+        .expect(FAULT_EXIT);
+    s.assert_db_unchanged("target.db", &tgt, &r);
+    s.assert_db_unchanged("source.db", &src, &r);
     // Resumed without the fault, the delivery applies whole.
-    let r = s.apply("d2.jsonl", "target").code(0);
+    let r = s.apply("d2.jsonl", "target").expect(0);
     assert_eq!(status(&r, 0), "applied", "{r}");
     assert_eq!(counts(&r, 0), (3, 0, 0), "{r}");
     assert_eq!(s.checkpoint("target.db", BILLING), 6);
@@ -1044,40 +1048,33 @@ fn rule_crash_before_commit_exits_73_and_leaves_every_table_as_before() {
 fn rule_crash_after_commit_exits_73_delivery_committed_and_retry_is_replayed() {
     let s = with_d1("after-commit");
     crash_d2(&s);
-    let args = [
-        "apply",
-        "--spec",
-        "spec.toml",
-        "--feed",
-        "d2.jsonl",
-        "--into",
-        "target",
-    ];
-    s.cutover_env(&args, Some("after-commit")).code(FAULT_EXIT);
+    s.apply("d2.jsonl", "target")
+        .env("CUTOVER_FAULT", "after-commit")
+        .expect(FAULT_EXIT);
     assert_eq!(s.checkpoint("target.db", BILLING), 6);
     assert_eq!(invoice(&s, "erp", "INV-4"), Some((1, 40)));
     assert_eq!(invoice(&s, "erp", "INV-1"), Some((2, 1100)));
     assert_eq!(invoice(&s, "erp", "INV-3"), None);
-    let tgt = s.snapshot("target.db");
-    let r = s.apply("d2.jsonl", "target").code(0);
+    let tgt = s.image("target.db");
+    let r = s.apply("d2.jsonl", "target").expect(0);
     assert_eq!(status(&r, 0), "replayed", "{r}");
-    assert_unchanged(&tgt, &s.snapshot("target.db"), &r);
+    s.assert_db_unchanged("target.db", &tgt, &r);
 }
 
 // --- batch semantics of a simple (id, status) feed --------------------------------
 
 #[test]
 fn rule_batch_replaying_the_same_batch_adds_nothing() {
-    let s = Sandbox::items("batch-replay", None);
+    let s = Dir::items("batch-replay", None);
     let batch = [
         item("b1", 1, 1, "new"),
         item("b1", 2, 2, "new"),
         item("b1", 3, 3, "done"),
     ];
-    s.apply_lines("b1.jsonl", &batch).code(0);
+    s.apply_lines("b1.jsonl", &batch).expect(0);
     let before = s.count("target.db", "items");
     assert_eq!(before, 3);
-    let r = s.apply("b1.jsonl", "target").code(0);
+    let r = s.apply("b1.jsonl", "target").expect(0);
     assert_eq!(status(&r, 0), "replayed", "{r}");
     assert_eq!(s.count("target.db", "items"), before);
     // The same rows again as a new delivery: every one a duplicate.
@@ -1090,23 +1087,23 @@ fn rule_batch_replaying_the_same_batch_adds_nothing() {
             l
         })
         .collect();
-    let r = s.apply_lines("b2.jsonl", &again).code(0);
+    let r = s.apply_lines("b2.jsonl", &again).expect(0);
     assert_eq!(counts(&r, 0), (0, 3, 0), "{r}");
     assert_eq!(s.count("target.db", "items"), before);
 }
 
 #[test]
 fn rule_batch_same_id_changed_status_is_conflict_old_row_stays() {
-    let s = Sandbox::items("batch-conflict", None);
+    let s = Dir::items("batch-conflict", None);
     s.apply_lines(
         "b1.jsonl",
         &[item("b1", 1, 1, "new"), item("b1", 2, 2, "new")],
     )
-    .code(0);
+    .expect(0);
     let before = s.count("target.db", "items");
     let r = s
         .apply_lines("b2.jsonl", &[item("b2", 3, 2, "done")])
-        .code(1);
+        .expect(1);
     assert_eq!(status(&r, 0), "rejected", "{r}");
     assert_eq!(s.count("target.db", "items"), before);
     assert_eq!(
@@ -1116,19 +1113,19 @@ fn rule_batch_same_id_changed_status_is_conflict_old_row_stays() {
 }
 
 fn invalid_last_row_leaves_nothing(bad: Json, field: &str) {
-    let s = Sandbox::items("batch-invalid", None);
+    let s = Dir::items("batch-invalid", None);
     s.apply_lines("b0.jsonl", &[item("b0", 1, 9, "new")])
-        .code(0);
-    let tgt = s.snapshot("target.db");
+        .expect(0);
+    let tgt = s.image("target.db");
     let before = s.count("target.db", "items");
     let r = s
         .apply_lines(
             "b1.jsonl",
             &[item("b1", 2, 1, "new"), item("b1", 3, 2, "done"), bad],
         )
-        .code(1);
+        .expect(1);
     assert_eq!(s.count("target.db", "items"), before);
-    assert_unchanged(&tgt, &s.snapshot("target.db"), &r);
+    s.assert_db_unchanged("target.db", &tgt, &r);
     let rejected = r.rejected();
     assert!(
         rejected
@@ -1153,7 +1150,7 @@ fn rule_batch_order_of_a_failing_batch_changes_the_reported_line_not_the_state()
     // Invalid row: rejected at validation, first or last.
     let mut states = Vec::new();
     for (order, line, position) in [("last", 3, 3), ("first", 1, 1)] {
-        let s = Sandbox::items(&format!("order-invalid-{order}"), None);
+        let s = Dir::items(&format!("order-invalid-{order}"), None);
         let before = s.count("target.db", "items");
         let mut rows = vec![item("b1", 0, 1, "new"), item("b1", 0, 2, "new")];
         let bad = item("b1", 0, 3, "lost");
@@ -1165,22 +1162,22 @@ fn rule_batch_order_of_a_failing_batch_changes_the_reported_line_not_the_state()
         for (i, r) in rows.iter_mut().enumerate() {
             r["position"] = json!(i + 1);
         }
-        let r = s.apply_lines("b1.jsonl", &rows).code(1);
+        let r = s.apply_lines("b1.jsonl", &rows).expect(1);
         let rej = r.rejected();
         assert_eq!(rej.len(), 1, "{r}");
         assert_eq!(rej[0]["line"], line, "{r}");
         assert_eq!(rej[0]["position"], position, "{r}");
         assert_eq!(s.count("target.db", "items"), before);
-        states.push(s.snapshot("target.db"));
+        states.push(s.image("target.db"));
     }
     assert_eq!(states[0], states[1]);
 
     // Conflicting row: rejected while applying, first or last.
     let mut states = Vec::new();
     for (order, line) in [("last", 2), ("first", 1)] {
-        let s = Sandbox::items(&format!("order-conflict-{order}"), None);
+        let s = Dir::items(&format!("order-conflict-{order}"), None);
         s.apply_lines("b0.jsonl", &[item("b0", 1, 1, "new")])
-            .code(0);
+            .expect(0);
         let before = s.count("target.db", "items");
         let mut rows = vec![item("b1", 0, 2, "new"), item("b1", 0, 1, "done")];
         if order == "first" {
@@ -1189,7 +1186,7 @@ fn rule_batch_order_of_a_failing_batch_changes_the_reported_line_not_the_state()
         for (i, r) in rows.iter_mut().enumerate() {
             r["position"] = json!(i + 2);
         }
-        let r = s.apply_lines("b1.jsonl", &rows).code(1);
+        let r = s.apply_lines("b1.jsonl", &rows).expect(1);
         let why = reason(&r, 0);
         assert!(
             why.contains(&format!("line {line}, position {}", line + 1)),

@@ -7,7 +7,7 @@
 mod support;
 
 use serde_json::{Value as Json, json};
-use support::{Dir, FAULT_EXIT, ORDERS_SPEC, Rows, int, text};
+use support::{Dir, FAULT_EXIT, ORDERS_SPEC, Rows, Spec, Table, int, text};
 
 /// The target of the running example after a clean load.
 fn loaded_target() -> Rows {
@@ -449,23 +449,14 @@ fn status_phase_follows_the_runbook() {
 
 // --- composite keys --------------------------------------------------------
 
-const LINES_SPEC: &str = r#"
-[source]
-url = "sqlite://source.db"
-
-[target]
-url = "sqlite://target.db"
-
-[[tables]]
-name = "lines"
-key = ["region", "code"]
-
-[[tables.columns]]
-source = "amount"
-target = "cents"
-transform = "decimal_to_minor"
-scale = 2
-"#;
+/// `lines`, keyed by (region, code), amount ↔ cents.
+fn lines_spec() -> Spec {
+    Spec::new().table(
+        Table::new("lines")
+            .key(["region", "code"])
+            .decimal("amount", "cents", 2),
+    )
+}
 
 // ('eu', 'a,b') and ('eu,a', 'b') are one key if the parts are joined with a
 // comma; the journal must keep them apart.
@@ -503,7 +494,7 @@ INSERT INTO lines VALUES ('it''s', 'a "quoted", key', 990);
 #[test]
 fn a_composite_key_with_commas_and_quotes_goes_through_the_whole_runbook() {
     let d = Dir::new("composite-key");
-    d.spec(LINES_SPEC);
+    d.spec(&lines_spec());
     d.create_db("source.db", LINES_SOURCE);
     d.create_db("target.db", LINES_TARGET);
     d.run(&["check"], 0);
@@ -558,7 +549,7 @@ INSERT INTO orders VALUES (101, '12.50', 'A', 'rush'), (102, '7.50', 'C', NULL);
 #[test]
 fn an_ignored_column_is_reported_by_check_as_irreversible() {
     let d = Dir::new("ignore-note");
-    d.spec(&ORDERS_SPEC.replace("key = [\"id\"]", "key = [\"id\"]\nignore = [\"note\"]"));
+    d.spec(&Spec::orders().edit_table("orders", |t| t.ignore(["note"])));
     d.create_db("source.db", ORDERS_WITH_NOTE);
     d.create_db("target.db", support::ORDERS_TARGET);
     let json = d.json(&["check"], 0);
@@ -624,33 +615,22 @@ fn non_canonical_text_passes_check_and_fails_it_under_strict() {
 
 // --- awkward names and values ------------------------------------------------
 
-const ODD_SPEC: &str = r#"
-[source]
-url = "sqlite://source.db"
-
-[target]
-url = "sqlite://target.db"
-
-[[tables]]
-name = "it's \"odd\""
-source_table = "order items"
-target_table = "we\"ird 'tbl'"
-key = ["the id"]
-
-[[tables.columns]]
-source = "amount $"
-target = "cents\"x"
-transform = "decimal_to_minor"
-scale = 2
-
-[[tables.columns]]
-source = "note"
-"#;
+/// Names that need quoting in TOML and in SQL: quotes, spaces, a dollar.
+fn odd_spec() -> Spec {
+    Spec::new().table(
+        Table::new("it's \"odd\"")
+            .source_table("order items")
+            .target_table("we\"ird 'tbl'")
+            .key(["the id"])
+            .decimal("amount $", "cents\"x", 2)
+            .copy("note"),
+    )
+}
 
 #[test]
 fn quoted_names_nulls_and_the_largest_cents_survive_the_runbook() {
     let d = Dir::new("odd-names");
-    d.spec(ODD_SPEC);
+    d.spec(&odd_spec());
     d.create_db(
         "source.db",
         r#"CREATE TABLE "order items" ("the id" INTEGER PRIMARY KEY, "amount $" TEXT, note TEXT);
@@ -826,10 +806,7 @@ fn gate_report_is_the_json_document_with_its_provenance() {
 #[test]
 fn table_limits_a_run_to_the_tables_it_names() {
     let d = Dir::orders_loaded("table-filter");
-    d.spec(&format!(
-        "{}\n[[tables]]\nname = \"notes\"\nkey = [\"id\"]\n[[tables.columns]]\nsource = \"body\"\n",
-        support::ORDERS_SPEC
-    ));
+    d.spec(&Spec::orders().table(Table::new("notes").key(["id"]).copy("body")));
     d.exec("source.db", "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT); INSERT INTO notes VALUES (1, 'x');");
     d.exec(
         "target.db",

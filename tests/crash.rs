@@ -25,13 +25,9 @@ fn source_state(d: &Dir) -> (Rows, Rows) {
     )
 }
 
+/// Entries recorded as applied in the source (0 before the first replay).
 fn applied(d: &Dir) -> i64 {
-    let has = d.has_table("source.db", "_cutover_applied");
-    if has {
-        d.int("source.db", "SELECT count(*) FROM _cutover_applied")
-    } else {
-        0
-    }
+    d.count("source.db", "_cutover_applied")
 }
 
 /// Applied entries as a copy of the folder shows them, so that the folder

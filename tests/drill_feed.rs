@@ -3,12 +3,12 @@
 //! number in it is changed; the crash matrix passes every cell; the totals
 //! per currency stay separate.
 
-mod feed_support;
+mod support;
 
 use std::path::PathBuf;
 
-use feed_support::*;
 use serde_json::Value as Json;
+use support::{Dir, FAULT_EXIT, Output};
 
 fn expected_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/invoices/expected.json")
@@ -19,24 +19,25 @@ fn expected() -> Json {
     serde_json::from_str(&text).expect("expected.json is JSON")
 }
 
-/// Runs `cutover ARGS` (table output) in a fresh folder.
-fn drill(args: &[&str]) -> Run {
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    run_in(dir.path(), args, None)
+/// Runs `cutover ARGS` (table output) in a fresh folder; it must exit with
+/// `code`.
+fn drill(args: &[&str], code: i32) -> Output {
+    Dir::new("drill").command(args).expect(code)
 }
 
-/// Runs `cutover ARGS --format json` in a fresh folder.
-fn drill_json(args: &[&str]) -> Run {
+/// Runs `cutover ARGS --format json` in a fresh folder; it must exit with
+/// `code`.
+fn drill_json(args: &[&str], code: i32) -> Output {
     let mut all = args.to_vec();
     all.extend(["--format", "json"]);
-    drill(&all)
+    drill(&all, code)
 }
 
 #[test]
 fn invoices_drill_verifies_against_the_stored_transcript() {
     let p = expected_path();
     let p = p.to_str().expect("a UTF-8 path");
-    let r = drill(&["drill", "--scenario", "invoices", "--verify", p]).code(0);
+    let r = drill(&["drill", "--scenario", "invoices", "--verify", p], 0);
     assert!(r.stdout.contains("matches the expected contract"), "{r}");
 }
 
@@ -52,21 +53,20 @@ fn changed_number_fails(pointer: &str, shown: &str) {
         .unwrap_or_else(|| panic!("{pointer} is not an integer: {slot}"));
     let now = was + 1;
     *slot = Json::from(now);
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    let copy = dir.path().join("expected.json");
-    std::fs::write(&copy, serde_json::to_string_pretty(&exp).expect("JSON")).expect("writing");
-    let r = run_in(
-        dir.path(),
-        &[
+    let dir = Dir::new("verify");
+    dir.write(
+        "expected.json",
+        serde_json::to_string_pretty(&exp).expect("JSON"),
+    );
+    let r = dir
+        .command(&[
             "drill",
             "--scenario",
             "invoices",
             "--verify",
             "expected.json",
-        ],
-        None,
-    )
-    .code(1);
+        ])
+        .expect(1);
     let line = r
         .stdout
         .lines()
@@ -117,7 +117,7 @@ fn verify_fails_naming_a_changed_exit_code() {
 
 #[test]
 fn crash_matrix_passes_all_nine_cells() {
-    let r = drill_json(&["drill", "--crash-matrix"]).code(0);
+    let r = drill_json(&["drill", "--crash-matrix"], 0);
     let j = r.json();
     assert_eq!(j["verdict"], "pass", "{r}");
     let cells = j["cells"].as_array().cloned().unwrap_or_default();
@@ -134,7 +134,7 @@ fn crash_matrix_passes_all_nine_cells() {
 
 #[test]
 fn invoices_drill_keeps_currencies_apart_at_the_last_stage() {
-    let r = drill_json(&["drill", "--scenario", "invoices"]).code(0);
+    let r = drill_json(&["drill", "--scenario", "invoices"], 0);
     let j = r.json();
     let last = j["stages"]
         .as_array()

@@ -6,72 +6,21 @@
 //! an intended change to the drill's output, regenerate them with
 //! `UPDATE_GOLDEN=1 cargo test --test drill_golden` and review the diff.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod support;
 
-fn cutover(args: &[&str], cwd: Option<&Path>) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cutover"));
-    cmd.args(args).env_remove("CUTOVER_FAULT");
-    if let Some(d) = cwd {
-        cmd.current_dir(d);
-    }
-    cmd.output().expect("running cutover")
-}
-
-fn show(args: &[&str], out: &Output) -> String {
-    format!(
-        "cutover {}\nstatus: {}\nstdout:\n{}\nstderr:\n{}",
-        args.join(" "),
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+use support::{Dir, assert_golden, cutover, repo_path};
 
 /// Runs `cutover ARGS`, insists on the exit code, returns stdout.
 fn run(args: &[&str], code: i32) -> String {
-    let out = cutover(args, None);
-    assert_eq!(out.status.code(), Some(code), "{}", show(args, &out));
-    String::from_utf8(out.stdout).expect("stdout is UTF-8")
-}
-
-fn golden(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/orders")
-        .join(name)
-}
-
-fn first_difference(expected: &str, actual: &str) -> String {
-    let (e, a): (Vec<&str>, Vec<&str>) = (expected.lines().collect(), actual.lines().collect());
-    for i in 0..e.len().max(a.len()) {
-        let (x, y) = (e.get(i), a.get(i));
-        if x != y {
-            return format!(
-                "line {}:\n  expected: {}\n  actual:   {}",
-                i + 1,
-                x.copied().unwrap_or("<end of text>"),
-                y.copied().unwrap_or("<end of text>")
-            );
-        }
-    }
-    "only line endings differ".to_string()
+    let out = cutover(args).expect(code);
+    assert!(!out.stdout.contains('\u{FFFD}'), "stdout is UTF-8\n{out}");
+    out.stdout
 }
 
 /// Compares `actual` with a golden file, or rewrites it under UPDATE_GOLDEN=1.
 fn check_golden(name: &str, actual: &str) {
-    let path = golden(name);
-    if std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1") {
-        std::fs::write(&path, actual).expect("writing a golden file");
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; create it with UPDATE_GOLDEN=1", path.display()));
-    assert!(
-        expected == actual,
-        "the drill's output differs from {}: {}\n\nfull output:\n{actual}\nif the change is intended, run `UPDATE_GOLDEN=1 cargo test --test drill_golden` and review the diff",
-        path.display(),
-        first_difference(&expected, actual)
-    );
+    let path = repo_path("fixtures/orders").join(name);
+    assert_golden(&path, actual, "drill_golden");
 }
 
 fn assert_contains(text: &str, wants: &[&str], what: &str) {
@@ -162,8 +111,8 @@ fn drill_json_is_one_document_with_a_verdict() {
 
 #[test]
 fn drill_keep_leaves_the_folder_and_refuses_to_overwrite_it() {
-    let tmp = tempfile::tempdir().expect("a temporary folder");
-    let dir = tmp.path().join("kept");
+    let tmp = Dir::new("drill-keep");
+    let dir = tmp.join("kept");
     let dir_s = dir.to_str().expect("a UTF-8 temporary path");
     let out = run(&["drill", "--keep", dir_s], 0);
     assert!(out.contains("drill: PASS"), "{out}");
@@ -171,28 +120,14 @@ fn drill_keep_leaves_the_folder_and_refuses_to_overwrite_it() {
         assert!(dir.join(f).is_file(), "{f} is not in {}", dir.display());
     }
     // The kept folder is usable by hand: the rollback is complete there.
-    let status = cutover(&["status", "--spec", "spec.toml"], Some(&dir));
-    assert_eq!(
-        status.status.code(),
-        Some(0),
-        "{}",
-        show(&["status"], &status)
-    );
-    assert!(
-        String::from_utf8_lossy(&status.stdout).contains("replayed 3 of 3"),
-        "{}",
-        show(&["status"], &status)
-    );
+    let status = cutover(&["status", "--spec", "spec.toml"])
+        .current_dir(&dir)
+        .expect(0);
+    assert!(status.stdout.contains("replayed 3 of 3"), "{status}");
 
     let before = std::fs::read(dir.join("source.db")).expect("source.db");
-    let args = ["drill", "--keep", dir_s];
-    let again = cutover(&args, None);
-    assert_eq!(again.status.code(), Some(2), "{}", show(&args, &again));
-    assert!(
-        String::from_utf8_lossy(&again.stderr).contains("already holds"),
-        "{}",
-        show(&args, &again)
-    );
+    let again = cutover(&["drill", "--keep", dir_s]).expect(2);
+    assert!(again.stderr.contains("already holds"), "{again}");
     assert_eq!(
         std::fs::read(dir.join("source.db")).expect("source.db"),
         before,

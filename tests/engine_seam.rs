@@ -3,7 +3,11 @@
 //! and JSON tables; the engine interfaces stay small, and every file of an
 //! engine says which concept it implements.
 
+mod support;
+
 use std::path::{Path, PathBuf};
+
+use support::repo_path;
 
 const FORBIDDEN: &[&str] = &[
     "rusqlite",
@@ -30,7 +34,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 #[test]
 fn no_code_outside_src_db_names_sqlite_internals() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let src = repo_path("src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
     let mut found = Vec::new();

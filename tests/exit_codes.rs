@@ -7,7 +7,7 @@
 
 mod support;
 
-use support::{Dir, ORDERS_SPEC};
+use support::{Dir, Spec};
 
 // --- check -----------------------------------------------------------------
 
@@ -30,7 +30,10 @@ fn check_exits_1_on_an_invalid_source_row() {
 #[test]
 fn check_exits_2_on_a_bad_spec() {
     let d = Dir::orders("check-bad-spec");
-    d.spec(&ORDERS_SPEC.replace("transform = \"map\"", "transform = \"lookup\""));
+    // A transform the tool does not know.
+    d.spec(&Spec::orders().edit_table("orders", |t| {
+        t.edit_column("status", |c| c.transform("lookup"))
+    }));
     d.run(&["check"], 2);
 }
 

@@ -5,10 +5,11 @@
 //! where there is one, with a reason; position and key where the line has
 //! them.
 
-mod feed_support;
+mod support;
 
-use feed_support::*;
 use serde_json::{Value as Json, json};
+use support::feed::*;
+use support::{Dir, Output};
 
 /// Line 1: a valid delivery "d1" at position 1.
 fn first() -> Json {
@@ -22,14 +23,14 @@ fn valid() -> Json {
 
 /// Applies `text` into `into`, expects exit 1 and nothing written, and
 /// returns the rejections.
-fn refused_text(name: &str, text: &[u8], into: &str) -> (Run, Vec<Json>) {
-    let s = Sandbox::invoices(name);
-    let (src, tgt) = (s.snapshot("source.db"), s.snapshot("target.db"));
+fn refused_text(name: &str, text: &[u8], into: &str) -> (Output, Vec<Json>) {
+    let s = Dir::invoices(name);
+    let (src, tgt) = (s.image("source.db"), s.image("target.db"));
     s.write("feed.jsonl", text);
-    let r = s.apply("feed.jsonl", into).code(1);
+    let r = s.apply("feed.jsonl", into).expect(1);
     assert_eq!(r.json()["verdict"], "fail", "{r}");
-    assert_unchanged(&tgt, &s.snapshot("target.db"), &r);
-    assert_unchanged(&src, &s.snapshot("source.db"), &r);
+    s.assert_db_unchanged("target.db", &tgt, &r);
+    s.assert_db_unchanged("source.db", &src, &r);
     for db in ["source.db", "target.db"] {
         assert_eq!(s.count(db, "_cutover_deliveries"), 0, "{db}{r}");
         assert_eq!(s.count(db, "invoices"), 0, "{db}{r}");
@@ -47,7 +48,7 @@ fn refused_text(name: &str, text: &[u8], into: &str) -> (Run, Vec<Json>) {
 }
 
 /// The rejection of `line`, which must exist.
-fn at_line(r: &Run, rejected: &[Json], line: u64) -> Json {
+fn at_line(r: &Output, rejected: &[Json], line: u64) -> Json {
     rejected
         .iter()
         .find(|x| x["line"] == line)
@@ -266,24 +267,13 @@ fn an_invalid_feed_into_the_source_writes_nothing_there_either() {
 
 #[test]
 fn the_human_report_names_line_position_key_and_field() {
-    let s = Sandbox::invoices("human");
+    let s = Dir::invoices("human");
     let mut bad = valid();
     bad["revision"] = json!(1.5);
     s.feed("feed.jsonl", &[first(), bad]);
-    let r = run_in(
-        s.path(),
-        &[
-            "apply",
-            "--spec",
-            "spec.toml",
-            "--feed",
-            "feed.jsonl",
-            "--into",
-            "target",
-        ],
-        None,
-    )
-    .code(1);
+    let r = s
+        .cutover(&["apply", "--feed", "feed.jsonl", "--into", "target"])
+        .expect(1);
     for part in ["line 2", "position 2", "INV-2", "field 'revision'"] {
         assert!(r.stdout.contains(part), "'{part}' is not named{r}");
     }
@@ -294,15 +284,15 @@ fn the_human_report_names_line_position_key_and_field() {
 
 /// A feed file that cannot be applied at all: exit 2, nothing written.
 fn not_applied(name: &str, contents: Option<&[u8]>) {
-    let s = Sandbox::invoices(name);
-    let (src, tgt) = (s.snapshot("source.db"), s.snapshot("target.db"));
+    let s = Dir::invoices(name);
+    let (src, tgt) = (s.image("source.db"), s.image("target.db"));
     if let Some(c) = contents {
         s.write("feed.jsonl", c);
     }
-    let r = s.apply("feed.jsonl", "target").code(2);
+    let r = s.apply("feed.jsonl", "target").expect(2);
     assert!(r.stderr.contains("feed.jsonl"), "the file must be named{r}");
-    assert_unchanged(&tgt, &s.snapshot("target.db"), &r);
-    assert_unchanged(&src, &s.snapshot("source.db"), &r);
+    s.assert_db_unchanged("target.db", &tgt, &r);
+    s.assert_db_unchanged("source.db", &src, &r);
     assert_eq!(s.count("target.db", "_cutover_deliveries"), 0);
 }
 

@@ -124,14 +124,14 @@ const WRITES: &[(&str, &str)] = &[
 fn every_ordinary_sql_write_from_another_process_is_refused() {
     let d = Dir::orders_fenced("fence-every-write");
     let before = target_rows(&d);
-    let source = d.snapshot().0.get("source.db").cloned();
+    let source = d.bytes("source.db");
     for (what, sql) in WRITES {
         let (code, out) = python(d.path(), PY_SCRIPT, &["target.db", sql]);
         assert_eq!(code, 3, "{what} was not refused: {out}");
         assert!(out.contains("cutover fence"), "{what}: {out}");
         assert_eq!(target_rows(&d), before, "{what} changed the target");
     }
-    assert_eq!(d.snapshot().0.get("source.db").cloned(), source);
+    assert_eq!(d.bytes("source.db"), source);
     d.run(&["fence", "status"], 0);
     let json = d.json(&["replay"], 0);
     assert_eq!(json["applied"], 3, "{json:#}");
@@ -401,7 +401,7 @@ fn a_lowered_boundary_never_lets_replay_report_success() {
 #[test]
 fn the_fence_record_cannot_be_rewritten_behind_the_fence() {
     let d = Dir::orders_fenced("fence-record-rewritten");
-    let source = d.snapshot().0.get("source.db").cloned();
+    let source = d.bytes("source.db");
     let (code, out) = python(
         d.path(),
         support::PY_WRITE,
@@ -416,7 +416,7 @@ fn the_fence_record_cannot_be_rewritten_behind_the_fence() {
     out.assert_mentions(&["fence breached"]);
     let out = d.run(&["replay"], 1);
     out.assert_mentions(&["fence breached"]);
-    assert_eq!(d.snapshot().0.get("source.db").cloned(), source);
+    assert_eq!(d.bytes("source.db"), source);
     d.run(&["fence", "off"], 2);
 }
 

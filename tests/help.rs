@@ -6,9 +6,13 @@
 //! show up here as a reviewed diff, not slip by. After an intended change,
 //! regenerate with `UPDATE_GOLDEN=1 cargo test --test help` and review the diff.
 
+mod support;
+
 use std::collections::VecDeque;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
+
+use support::golden::updating;
+use support::{cutover, first_difference, repo_path};
 
 /// Pages that must exist whatever else is added; the walk below finds the rest.
 const CORE_PAGES: &[&str] = &[
@@ -37,30 +41,15 @@ struct Page {
 }
 
 fn help_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/help")
-}
-
-fn updating() -> bool {
-    std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1")
+    repo_path("fixtures/help")
 }
 
 /// Runs `cutover ARGS` and returns its stdout, insisting on exit 0 and a
 /// quiet stderr.
 fn help_text(args: &[String]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_cutover"))
-        .args(args)
-        .env_remove("CUTOVER_FAULT")
-        .output()
-        .expect("running cutover");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.code() == Some(0) && stderr.is_empty(),
-        "cutover {}\nstatus: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        args.join(" "),
-        out.status
-    );
-    stdout
+    let out = cutover(args).expect(0);
+    assert!(out.stderr.is_empty(), "{out}");
+    out.stdout
 }
 
 /// The commands a help text lists under `Commands:`, `help` excluded.
@@ -99,23 +88,6 @@ fn pages() -> Vec<Page> {
         pages.push(Page { name, args, text });
     }
     pages
-}
-
-/// The first line where two texts differ, for a readable failure.
-fn first_difference(expected: &str, actual: &str) -> String {
-    let (e, a): (Vec<&str>, Vec<&str>) = (expected.lines().collect(), actual.lines().collect());
-    for i in 0..e.len().max(a.len()) {
-        let (x, y) = (e.get(i), a.get(i));
-        if x != y {
-            return format!(
-                "line {}:\n  expected: {}\n  actual:   {}",
-                i + 1,
-                x.copied().unwrap_or("<end of text>"),
-                y.copied().unwrap_or("<end of text>")
-            );
-        }
-    }
-    "only line endings differ".to_string()
 }
 
 #[test]

@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use rusqlite::types::Value;
 use serde_json::{Value as Json, json};
-use support::{Dir, ORDERS_SPEC, ORDERS_TARGET, assert_no_panic, int, text};
+use support::feed::feed_text;
+use support::{Dir, ORDERS_SPEC, ORDERS_TARGET, Spec, Table, assert_no_panic, int, text};
 
 /// Runs `args`, expecting `code`, and proves every file in the folder is
 /// byte-for-byte as before.
@@ -276,7 +277,9 @@ fn the_i64_limits_hold_at_scale_0_and_scale_18() {
                 (3, text(past), "A"),
             ],
         );
-        d.spec(&ORDERS_SPEC.replace("scale = 2", &format!("scale = {scale}")));
+        d.spec(
+            &Spec::orders().edit_table("orders", |t| t.edit_column("dollars", |c| c.scale(scale))),
+        );
         let json = d.json(&["check"], 1);
         assert_eq!(invalid_keys(&json), vec![3], "scale {scale}: {json:#}");
         d.exec("source.db", "DELETE FROM orders WHERE id = 3");
@@ -387,10 +390,9 @@ fn a_map_with_both_a_latin_and_a_cyrillic_code_keeps_them_apart_both_ways() {
         "latin-and-cyrillic",
         &[(1, text("1.00"), "A"), (2, text("2.00"), "А")],
     );
-    d.spec(&ORDERS_SPEC.replace(
-        "map = { A = \"active\", C = \"closed\" }",
-        "map = { \"A\" = \"active\", \"А\" = \"aktivny\" }",
-    ));
+    d.spec(&Spec::orders().edit_table("orders", |t| {
+        t.edit_column("status", |c| c.map([("A", "active"), ("А", "aktivny")]))
+    }));
     d.run(&["check"], 0);
     d.run(&["load"], 0);
     assert_eq!(
@@ -419,19 +421,7 @@ fn gate_reports_a_copy_column_whose_storage_class_differs_naming_key_and_column(
     // target's INTEGER affinity turns text '1250' and real 12.0 into
     // integers on the way in. Value-equal is not equal.
     let d = Dir::new("storage-class-copy");
-    d.spec(
-        r#"
-[source]
-url = "sqlite://source.db"
-[target]
-url = "sqlite://target.db"
-[[tables]]
-name = "items"
-key = ["id"]
-[[tables.columns]]
-source = "qty"
-"#,
-    );
+    d.spec(&Spec::new().table(Table::new("items").key(["id"]).copy("qty")));
     d.create_db(
         "source.db",
         "CREATE TABLE items (id INTEGER PRIMARY KEY, qty);
@@ -504,7 +494,7 @@ fn gate_reports_money_stored_as_real_or_blob_in_the_target() {
 
 /// The running example loaded and journaled; the application writes
 /// 101 → 1400 (seq 1), then `bad` (seq 2); fenced.
-fn fenced_after(name: &str, spec: &str, target_sql: &str, bad: &str) -> Dir {
+fn fenced_after(name: &str, spec: &Spec, target_sql: &str, bad: &str) -> Dir {
     let d = Dir::new(name);
     d.spec(spec);
     d.create_db("source.db", support::ORDERS_SOURCE);
@@ -551,7 +541,7 @@ fn a_target_cents_value_that_is_not_an_integer_stops_replay_at_its_seq() {
     {
         let d = fenced_after(
             &format!("target-cents-{i}"),
-            ORDERS_SPEC,
+            &Spec::orders(),
             ORDERS_TARGET,
             bad,
         );
@@ -564,7 +554,7 @@ fn a_target_word_the_map_does_not_know_stops_replay_at_its_seq() {
     for (i, word) in ["Active", "аctive", "", "active ", "5"].iter().enumerate() {
         let d = fenced_after(
             &format!("target-word-{i}"),
-            ORDERS_SPEC,
+            &Spec::orders(),
             ORDERS_TARGET,
             &format!(
                 "UPDATE orders SET status = '{}' WHERE id = 102",
@@ -578,12 +568,13 @@ fn a_target_word_the_map_does_not_know_stops_replay_at_its_seq() {
 #[test]
 fn a_target_value_that_fails_a_column_check_stops_replay_at_its_seq() {
     // min = 0 on cents; a third word the values check does not allow.
-    let spec = ORDERS_SPEC
-        .replace("scale = 2", "scale = 2\nmin = 0")
-        .replace(
-            "map = { A = \"active\", C = \"closed\" }",
-            "map = { A = \"active\", C = \"closed\", P = \"pending\" }\nvalues = [\"active\", \"closed\"]",
-        );
+    let spec = Spec::orders().edit_table("orders", |t| {
+        t.edit_column("dollars", |c| c.min(0))
+            .edit_column("status", |c| {
+                c.map([("A", "active"), ("C", "closed"), ("P", "pending")])
+                    .values(["active", "closed"])
+            })
+    });
     let d = fenced_after(
         "target-below-min",
         &spec,
@@ -600,22 +591,14 @@ fn a_target_value_that_fails_a_column_check_stops_replay_at_its_seq() {
     conflict_at_seq_2(&d, "status", "allowed");
 }
 
-/// A copy column `note` on both sides, for text that is not UTF-8.
-const NOTES_SPEC: &str = r#"
-[source]
-url = "sqlite://source.db"
-[target]
-url = "sqlite://target.db"
-[[tables]]
-name = "notes"
-key = ["id"]
-[[tables.columns]]
-source = "body"
-"#;
+/// A copy column `body` on both sides, for text that is not UTF-8.
+fn notes_spec() -> Spec {
+    Spec::new().table(Table::new("notes").key(["id"]).copy("body"))
+}
 
 fn notes_with_bad_utf8_in_the_journal(name: &str) -> Dir {
     let d = Dir::new(name);
-    d.spec(NOTES_SPEC);
+    d.spec(&notes_spec());
     d.create_db(
         "source.db",
         "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT); INSERT INTO notes VALUES (1, 'a'), (2, 'b');",
@@ -676,10 +659,6 @@ fn order_line(delivery: &str, position: i64, id: i64, row: Json) -> Json {
     })
 }
 
-fn feed_text(lines: &[Json]) -> String {
-    lines.iter().map(|l| format!("{l}\n")).collect()
-}
-
 /// The running example loaded, with `lines` written to `feed.jsonl` after a
 /// valid first delivery (so "nothing written" covers a delivery that would
 /// have committed).
@@ -692,7 +671,7 @@ fn with_feed(name: &str, lines: &[Json]) -> Dir {
         json!({"id": 200, "cents": 100, "status": "active"}),
     )];
     all.extend_from_slice(lines);
-    d.write("feed.jsonl", &feed_text(&all));
+    d.write("feed.jsonl", feed_text(&all));
     d
 }
 
@@ -850,17 +829,9 @@ fn feed_words_the_map_does_not_know_are_refused_into_the_target() {
 
 /// A table with a nullable copy column, where empty text, NULL and a
 /// missing field must stay three different things.
-const MEMO_SPEC: &str = r#"
-[source]
-url = "sqlite://source.db"
-[target]
-url = "sqlite://target.db"
-[[tables]]
-name = "memos"
-key = ["id"]
-[[tables.columns]]
-source = "note"
-"#;
+fn memo_spec() -> Spec {
+    Spec::new().table(Table::new("memos").key(["id"]).copy("note"))
+}
 
 const MEMO_SQL: &str = "CREATE TABLE memos (id INTEGER PRIMARY KEY, note TEXT);";
 
@@ -875,13 +846,13 @@ fn memo_line(position: i64, id: i64, row: Json) -> Json {
 fn empty_text_null_and_a_missing_field_are_three_different_things_in_a_feed() {
     for into in ["target", "source"] {
         let d = Dir::new(&format!("empty-null-missing-{into}"));
-        d.spec(MEMO_SPEC);
+        d.spec(&memo_spec());
         d.create_db("source.db", MEMO_SQL);
         d.create_db("target.db", MEMO_SQL);
         let db = format!("{into}.db");
         d.write(
             "feed.jsonl",
-            &feed_text(&[
+            feed_text(&[
                 memo_line(1, 1, json!({"id": 1, "note": ""})),
                 memo_line(2, 2, json!({"id": 2, "note": null})),
             ]),
@@ -899,7 +870,7 @@ fn empty_text_null_and_a_missing_field_are_three_different_things_in_a_feed() {
         // The same content again is a duplicate; '' for NULL is not.
         d.write(
             "feed.jsonl",
-            &feed_text(&[
+            feed_text(&[
                 memo_line(1, 1, json!({"id": 1, "note": ""})),
                 memo_line(2, 2, json!({"id": 2, "note": null})),
                 memo_line(3, 2, json!({"id": 2, "note": ""})),
@@ -917,7 +888,7 @@ fn empty_text_null_and_a_missing_field_are_three_different_things_in_a_feed() {
         let before_rows = d.dump(&db, "memos");
         d.write(
             "feed.jsonl",
-            &feed_text(&[
+            feed_text(&[
                 memo_line(1, 1, json!({"id": 1, "note": ""})),
                 memo_line(2, 2, json!({"id": 2, "note": null})),
                 memo_line(3, 3, json!({"id": 3})),
@@ -967,7 +938,7 @@ fn a_feed_position_at_the_i64_limit_alone_is_refused_as_from_the_future() {
     let d = Dir::orders_loaded("position-max-alone");
     d.write(
         "feed.jsonl",
-        &feed_text(&[order_line(
+        feed_text(&[order_line(
             "d1",
             i64::MAX,
             200,
@@ -989,7 +960,7 @@ fn a_feed_position_past_the_i64_limit_within_a_delivery_is_rejected_without_pani
     let d = Dir::orders_loaded("position-overflow");
     d.write(
         "feed.jsonl",
-        &feed_text(&[
+        feed_text(&[
             order_line(
                 "d1",
                 i64::MAX,

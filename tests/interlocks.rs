@@ -20,7 +20,9 @@ mod support;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{Dir, ORDERS_APP_WRITES, ORDERS_SOURCE, ORDERS_SPEC, ORDERS_TARGET, Output, python};
+use support::{
+    Dir, ORDERS_APP_WRITES, ORDERS_SOURCE, ORDERS_SPEC, ORDERS_TARGET, Output, Spec, Table, python,
+};
 
 // --- helpers -------------------------------------------------------------------------
 
@@ -57,7 +59,7 @@ fn py_refused(d: &Dir, db: &str, sql: &str, what: &str) {
     assert_eq!(code, 3, "{what}: the write went through: {out}\n{sql}");
 }
 
-/// Copies a file in the folder (the oracle, a backup).
+/// Copies a file in the folder byte for byte (a backup of the target).
 fn copy_file(d: &Dir, from: &str, to: &str) {
     std::fs::copy(d.join(from), d.join(to))
         .unwrap_or_else(|e| panic!("copying {from} to {to}: {e}"));
@@ -92,7 +94,7 @@ fn journal_rows(d: &Dir) -> i64 {
 /// loaded and journaled, nothing written yet.
 fn journaled(name: &str) -> Dir {
     let d = Dir::orders(name);
-    copy_file(&d, "source.db", "oracle.db");
+    d.copy_db("source.db", "oracle.db");
     d.run(&["load"], 0);
     d.run(&["gate"], 0);
     d.run(&["journal", "install"], 0);
@@ -445,14 +447,11 @@ fn a_renamed_column_is_alarmed_and_journal_install_repairs_it() {
 }
 
 /// The spec after the operator follows a renamed column.
-fn spec_after(change: &str) -> String {
+fn spec_after(change: &str) -> Spec {
     if change == "rename-column" {
-        ORDERS_SPEC.replace(
-            "source = \"status\"\ntarget = \"status\"",
-            "source = \"status\"\ntarget = \"state\"",
-        )
+        Spec::orders().edit_table("orders", |t| t.edit_column("status", |c| c.target("state")))
     } else {
-        ORDERS_SPEC.to_string()
+        Spec::orders()
     }
 }
 
@@ -574,28 +573,18 @@ fn a_journaled_column_cannot_be_dropped_past_the_journal() {
 
 // --- 4. two specs, one target file --------------------------------------------------
 
-const ITEMS_SPEC: &str = r#"[source]
-url = "sqlite://b.db"
-
-[target]
-url = "sqlite://target.db"
-
-[[tables]]
-name = "items"
-key = ["id"]
-
-[[tables.columns]]
-source = "name"
-"#;
+/// `items` from `b.db` into the target the running example also uses.
+fn items_spec() -> Spec {
+    Spec::new()
+        .source("b.db")
+        .table(Table::new("items").key(["id"]).copy("name"))
+}
 
 #[test]
 fn two_specs_sharing_a_target_file_each_keep_their_rollback_or_the_second_is_refused() {
     let d = Dir::new("two-specs");
-    d.write(
-        "a.toml",
-        &ORDERS_SPEC.replace("sqlite://source.db", "sqlite://a.db"),
-    );
-    d.write("b.toml", ITEMS_SPEC);
+    d.spec_file("a.toml", &Spec::orders().source("a.db"));
+    d.spec_file("b.toml", &items_spec());
     d.create_db("a.db", ORDERS_SOURCE);
     d.create_db(
         "b.db",
@@ -608,8 +597,8 @@ fn two_specs_sharing_a_target_file_each_keep_their_rollback_or_the_second_is_ref
             "{ORDERS_TARGET}\nCREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL);"
         ),
     );
-    copy_file(&d, "a.db", "oracle-a.db");
-    copy_file(&d, "b.db", "oracle-b.db");
+    d.copy_db("a.db", "oracle-a.db");
+    d.copy_db("b.db", "oracle-b.db");
     expect_code(&run_spec(&d, "a.toml", &["load"]), 0, "load a");
     expect_code(&run_spec(&d, "b.toml", &["load"]), 0, "load b");
     expect_code(
@@ -765,7 +754,7 @@ fn two_hundred_orders(d: &Dir) {
     }
     d.create_db("source.db", &src);
     d.create_db("target.db", &tgt);
-    copy_file(d, "source.db", "oracle.db");
+    d.copy_db("source.db", "oracle.db");
     d.run(&["gate"], 0);
     d.run(&["journal", "install"], 0);
 }
@@ -924,7 +913,7 @@ fn autoincrement_ids_are_never_handed_out_twice() {
     );
     let seq = "SELECT seq FROM sqlite_sequence WHERE name = 'orders'";
     assert_eq!(d.int("source.db", seq), 105);
-    copy_file(&d, "source.db", "oracle.db");
+    d.copy_db("source.db", "oracle.db");
     d.run(&["load"], 0);
     d.run(&["journal", "install"], 0);
     py_ok(
@@ -957,10 +946,9 @@ fn autoincrement_ids_are_never_handed_out_twice() {
 #[test]
 fn a_target_that_is_a_hard_link_to_the_source_is_refused() {
     let d = Dir::new("hard-link");
-    d.spec(&ORDERS_SPEC.replace(
-        "name = \"orders\"",
-        "name = \"orders\"\nsource_table = \"orders_src\"\ntarget_table = \"orders_tgt\"",
-    ));
+    d.spec(&Spec::orders().edit_table("orders", |t| {
+        t.source_table("orders_src").target_table("orders_tgt")
+    }));
     d.create_db(
         "source.db",
         "CREATE TABLE orders_src (id INTEGER PRIMARY KEY, dollars TEXT NOT NULL, status TEXT NOT NULL);

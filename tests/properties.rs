@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, HashMap};
 use proptest::prelude::*;
 use proptest::test_runner::{Config as ProptestConfig, FileFailurePersistence};
 use serde_json::{Value as Json, json};
-use support::{Dir, ORDERS_SPEC, ORDERS_TARGET, int, text};
+use support::{Dir, ORDERS_SPEC, ORDERS_TARGET, Spec, Table, int, text};
 
 /// `default` cases, or `PROPTEST_CASES` when it is set.
 fn cases(default: u32) -> ProptestConfig {
@@ -472,26 +472,20 @@ fn tricky_text() -> impl Strategy<Value = String> {
     ]
 }
 
-const LEDGER_SPEC: &str = r#"
-[source]
-url = "sqlite://source.db"
-[target]
-url = "sqlite://target.db"
-[[tables]]
-name = "ledger"
-key = ["region", "id"]
-[[tables.columns]]
-source = "amount"
-target = "cents"
-transform = "decimal_to_minor"
-scale = 2
-[[tables.columns]]
-source = "status"
-transform = "map"
-map = { A = "active", "'" = "quoted", "Ä" = "umlaut" }
-[[tables.columns]]
-source = "note"
-"#;
+/// `ledger` keyed by (region, id): amount ↔ cents, codes with a quote and
+/// an umlaut, a copied note.
+fn ledger_spec() -> Spec {
+    Spec::new().table(
+        Table::new("ledger")
+            .key(["region", "id"])
+            .decimal("amount", "cents", 2)
+            .map(
+                "status",
+                [("A", "active"), ("'", "quoted"), ("Ä", "umlaut")],
+            )
+            .copy("note"),
+    )
+}
 
 proptest! {
     #![proptest_config(cases(24))]
@@ -510,7 +504,7 @@ proptest! {
         codes in proptest::collection::vec(0u8..3, 20),
     ) {
         let d = Dir::new("prop-reconcile");
-        d.spec(LEDGER_SPEC);
+        d.spec(&ledger_spec());
         d.create_db(
             "source.db",
             "CREATE TABLE ledger (region TEXT NOT NULL, id INTEGER NOT NULL, amount TEXT, status TEXT, note TEXT, PRIMARY KEY (region, id));",

@@ -6,41 +6,27 @@
 mod support;
 
 use rusqlite::types::Value;
-use support::{Dir, int, python, text};
+use support::{Dir, Spec, Table, int, python, text};
 
-const SPEC: &str = r#"
-[source]
-url = "sqlite://source.db"
-
-[target]
-url = "sqlite://target.db"
-
-[[tables]]
-name = "invoices"
-source_table = "Invoice"
-target_table = "invoices"
-key = ["InvoiceId"]
-
-[[tables.columns]]
-source = "InvoiceId"
-target = "invoice_id"
-
-[[tables.columns]]
-source = "Total"
-target = "total_cents"
-transform = "decimal_to_minor"
-scale = 2
-
-[[tables.columns]]
-source = "Status"
-target = "status"
-"#;
+/// `Invoice` (CamelCase, `Total NUMERIC(10,2)`) → `invoices` (snake_case,
+/// `total_cents`).
+fn store_spec() -> Spec {
+    Spec::new().table(
+        Table::new("invoices")
+            .source_table("Invoice")
+            .target_table("invoices")
+            .key(["InvoiceId"])
+            .rename("InvoiceId", "invoice_id")
+            .decimal("Total", "total_cents", 2)
+            .rename("Status", "status"),
+    )
+}
 
 /// The music store's shape: `Total NUMERIC(10,2)`, which SQLite stores as a
 /// REAL (`0.99`, `2.5`) or, for a whole amount, an INTEGER (`25`).
 fn store(name: &str) -> Dir {
     let d = Dir::new(name);
-    d.spec(SPEC);
+    d.spec(&store_spec());
     d.create_db(
         "source.db",
         "CREATE TABLE Invoice (InvoiceId INTEGER PRIMARY KEY, Total NUMERIC(10,2) NOT NULL, Status TEXT NOT NULL);",
@@ -165,19 +151,7 @@ c.commit()
 #[test]
 fn keys_with_a_collation_reconcile_and_roll_back() {
     let d = Dir::new("collated-keys");
-    d.spec(
-        r#"
-[source]
-url = "sqlite://source.db"
-[target]
-url = "sqlite://target.db"
-[[tables]]
-name = "codes"
-key = ["code"]
-[[tables.columns]]
-source = "label"
-"#,
-    );
+    d.spec(&Spec::new().table(Table::new("codes").key(["code"]).copy("label")));
     d.create_db(
         "source.db",
         "CREATE TABLE codes (code TEXT COLLATE NOCASE PRIMARY KEY, label TEXT);
@@ -229,22 +203,9 @@ c.commit()
 fn foreign_keys_strict_and_without_rowid_tables_go_through_the_runbook() {
     let d = Dir::new("fk-strict");
     d.spec(
-        r#"
-[source]
-url = "sqlite://source.db"
-[target]
-url = "sqlite://target.db"
-[[tables]]
-name = "lines"
-key = ["id"]
-[[tables.columns]]
-source = "invoice"
-[[tables]]
-name = "invoices"
-key = ["id"]
-[[tables.columns]]
-source = "code"
-"#,
+        &Spec::new()
+            .table(Table::new("lines").key(["id"]).copy("invoice"))
+            .table(Table::new("invoices").key(["id"]).copy("code")),
     );
     d.create_db(
         "source.db",
@@ -298,13 +259,7 @@ c.commit()
 #[test]
 fn a_target_only_constant_column_is_loaded_reconciled_and_required_on_the_way_back() {
     let d = store("constant-currency");
-    d.spec(&format!(
-        "{SPEC}
-[[tables.columns]]
-target = \"currency\"
-value = \"USD\"
-"
-    ));
+    d.spec(&store_spec().edit_table("invoices", |t| t.constant("currency", "USD")));
     std::fs::remove_file(d.join("target.db")).expect("removing the target");
     d.create_db(
         "target.db",
@@ -371,61 +326,32 @@ c.commit()
 fn a_real_shaped_schema_goes_through_the_whole_runbook_without_editing_the_source() {
     let d = Dir::new("music-store");
     d.spec(
-        r#"
-[source]
-url = "sqlite://source.db"
-[target]
-url = "sqlite://target.db"
-
-[[tables]]
-name = "invoice_lines"
-source_table = "InvoiceLine"
-key = ["InvoiceLineId"]
-[[tables.columns]]
-source = "InvoiceLineId"
-target = "invoice_line_id"
-[[tables.columns]]
-source = "InvoiceId"
-target = "invoice_id"
-[[tables.columns]]
-source = "UnitPrice"
-target = "unit_price_cents"
-transform = "decimal_to_minor"
-scale = 2
-[[tables.columns]]
-source = "Quantity"
-target = "quantity"
-
-[[tables]]
-name = "invoices"
-source_table = "Invoice"
-key = ["InvoiceId"]
-[[tables.columns]]
-source = "InvoiceId"
-target = "invoice_id"
-[[tables.columns]]
-source = "BillingCountry"
-target = "billing_country"
-[[tables.columns]]
-source = "Total"
-target = "total_cents"
-transform = "decimal_to_minor"
-scale = 2
-[[tables.columns]]
-target = "currency"
-value = "USD"
-
-[[tables]]
-name = "genres"
-source_table = "Genre"
-key = ["Name"]
-[[tables.columns]]
-source = "Name"
-target = "name"
-[[tables.columns]]
-source = "GenreId"
-target = "genre_id"
-"#,
+        &Spec::new()
+            .table(
+                Table::new("invoice_lines")
+                    .source_table("InvoiceLine")
+                    .key(["InvoiceLineId"])
+                    .rename("InvoiceLineId", "invoice_line_id")
+                    .rename("InvoiceId", "invoice_id")
+                    .decimal("UnitPrice", "unit_price_cents", 2)
+                    .rename("Quantity", "quantity"),
+            )
+            .table(
+                Table::new("invoices")
+                    .source_table("Invoice")
+                    .key(["InvoiceId"])
+                    .rename("InvoiceId", "invoice_id")
+                    .rename("BillingCountry", "billing_country")
+                    .decimal("Total", "total_cents", 2)
+                    .constant("currency", "USD"),
+            )
+            .table(
+                Table::new("genres")
+                    .source_table("Genre")
+                    .key(["Name"])
+                    .rename("Name", "name")
+                    .rename("GenreId", "genre_id"),
+            ),
     );
     let source_ddl = "
         CREATE TABLE Invoice (InvoiceId INTEGER PRIMARY KEY, BillingCountry TEXT, Total NUMERIC(10,2) NOT NULL);
@@ -455,7 +381,7 @@ c.commit()
              unit_price_cents INTEGER NOT NULL, quantity INTEGER NOT NULL);
          CREATE TABLE genres (name TEXT COLLATE NOCASE PRIMARY KEY, genre_id INTEGER);",
     );
-    std::fs::copy(d.join("source.db"), d.join("oracle.db")).expect("oracle");
+    d.copy_db("source.db", "oracle.db");
     let source_bytes = d.bytes("source.db");
 
     // `cutover init` drafts this pair's spec; after the one edit its
@@ -465,7 +391,7 @@ c.commit()
     assert_eq!(draft.matches("# DECIDE").count(), 1, "{draft}");
     d.write(
         "draft.toml",
-        &draft.replace(
+        draft.replace(
             "# [[tables.columns]]\n# target = \"currency\"\n# value = \"…\"",
             "[[tables.columns]]\ntarget = \"currency\"\nvalue = \"USD\"",
         ),
@@ -586,7 +512,7 @@ fn init_drafts_a_spec_that_passes_check_after_the_edits_its_comments_ask_for() {
     // The one edit the draft asks for: the currency constant.
     d.write(
         "spec.toml",
-        &draft.replace(
+        draft.replace(
             "# [[tables.columns]]\n# target = \"currency\"\n# value = \"…\"",
             "[[tables.columns]]\ntarget = \"currency\"\nvalue = \"USD\"",
         ),
@@ -634,32 +560,24 @@ fn init(d: &Dir, out: Option<&str>, code: i32) -> support::Output {
     d.command(&args).expect(code)
 }
 
-const SYNC_SPEC: &str = r#"
-[source]
-url = "sqlite://source.db"
-[target]
-url = "sqlite://target.db"
-
-[[tables]]
-name = "items"
-key = ["id"]
-watermark = "rev"
-lookback = "5"
-[[tables.columns]]
-source = "rev"
-[[tables.columns]]
-source = "name"
-
-[[tables]]
-name = "kinds"
-key = ["code"]
-[[tables.columns]]
-source = "label"
-"#;
+/// `items` synced by an integer watermark with a lookback of 5, and
+/// `kinds`, a lookup table without one.
+fn sync_spec() -> Spec {
+    Spec::new()
+        .table(
+            Table::new("items")
+                .key(["id"])
+                .watermark("rev")
+                .lookback("5")
+                .copy("rev")
+                .copy("name"),
+        )
+        .table(Table::new("kinds").key(["code"]).copy("label"))
+}
 
 fn synced(name: &str) -> Dir {
     let d = Dir::new(name);
-    d.spec(SYNC_SPEC);
+    d.spec(&sync_spec());
     d.create_db(
         "source.db",
         "CREATE TABLE items (id INTEGER PRIMARY KEY, rev INTEGER NOT NULL, name TEXT);
@@ -743,22 +661,13 @@ fn sync_evolve_leaves_the_target_so_that_the_next_run_is_clean() {
 #[test]
 fn a_target_default_column_is_left_alone_and_a_generated_one_is_named() {
     let d = Dir::new("target-default");
-    d.spec(
-        r#"
-[source]
-url = "sqlite://source.db"
-[target]
-url = "sqlite://target.db"
-[[tables]]
-name = "notes"
-key = ["id"]
-[[tables.columns]]
-source = "body"
-[[tables.columns]]
-target = "created"
-default = true
-"#,
+    let spec = Spec::new().table(
+        Table::new("notes")
+            .key(["id"])
+            .copy("body")
+            .target_default("created"),
     );
+    d.spec(&spec);
     d.create_db(
         "source.db",
         "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT); INSERT INTO notes VALUES (1, 'x'), (2, 'y');",
@@ -791,11 +700,7 @@ default = true
         vec![vec![int(1), text("x")], vec![int(2), text("z")]]
     );
     // Mapping the generated column is named as such.
-    d.spec(
-        &std::fs::read_to_string(d.join("spec.toml"))
-            .expect("spec")
-            .replace("source = \"body\"", "source = \"body\"\ntarget = \"shout\""),
-    );
+    d.spec(&spec.edit_table("notes", |t| t.edit_column("body", |c| c.target("shout"))));
     let out = d.run(&["check"], 2);
     out.assert_mentions(&["shout", "generated"]);
 }
@@ -840,20 +745,9 @@ fn a_renamed_key_travels_through_an_exported_feed_back_to_the_source() {
 fn a_replay_that_leaves_a_row_without_its_parent_names_it() {
     let d = Dir::new("fk-report");
     d.spec(
-        r#"
-[source]
-url = "sqlite://source.db"
-[target]
-url = "sqlite://target.db"
-[[tables]]
-name = "parents"
-key = ["id"]
-[[tables]]
-name = "children"
-key = ["id"]
-[[tables.columns]]
-source = "parent"
-"#,
+        &Spec::new()
+            .table(Table::new("parents").key(["id"]))
+            .table(Table::new("children").key(["id"]).copy("parent")),
     );
     let ddl = "CREATE TABLE parents (id INTEGER PRIMARY KEY);
                CREATE TABLE children (id INTEGER PRIMARY KEY, parent INTEGER REFERENCES parents(id));";

@@ -13,8 +13,11 @@
 //! the end of a line; 0 otherwise). A runbook whose commands no longer do what
 //! it says fails here, and so does one that silently loses a step.
 
+mod support;
+
 use std::path::Path;
-use std::process::{Command, Output};
+
+use support::{Dir, Output, cutover};
 
 const RUNBOOK: &str = include_str!("../RUNBOOK.md");
 const PRACTISE: &str = "Practise this part: ";
@@ -153,24 +156,14 @@ fn parts() -> Vec<Part> {
     parse(RUNBOOK).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn cutover(args: &[String], cwd: &Path, fault: Option<&str>) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cutover"));
-    cmd.args(args).current_dir(cwd).env_remove("CUTOVER_FAULT");
+/// `cutover ARGS` in `cwd`, with a crash point when `fault` says so.
+fn run_in(args: &[String], cwd: &Path, fault: Option<&str>) -> Output {
+    let mut cmd = cutover(args);
+    cmd.current_dir(cwd);
     if let Some(f) = fault {
         cmd.env("CUTOVER_FAULT", f);
     }
-    cmd.output().expect("running cutover")
-}
-
-fn show(args: &[String], cwd: &Path, out: &Output) -> String {
-    format!(
-        "$ cutover {}\ncwd: {}\nstatus: {}\nstdout:\n{}\nstderr:\n{}",
-        args.join(" "),
-        cwd.display(),
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+    cmd.output()
 }
 
 fn words(s: &str) -> Vec<String> {
@@ -184,12 +177,9 @@ fn rehearsal(tmp: &Path, step: &str) -> Result<std::path::PathBuf, String> {
         "drill --keep {} --stop-after {step}",
         dir.to_str().expect("a UTF-8 temporary path")
     ));
-    let out = cutover(&args, tmp, None);
-    if out.status.code() != Some(0) {
-        return Err(format!(
-            "the drill did not prepare the folder\n{}",
-            show(&args, tmp, &out)
-        ));
+    let out = run_in(&args, tmp, None);
+    if out.code != Some(0) {
+        return Err(format!("the drill did not prepare the folder\n{out}"));
     }
     Ok(dir)
 }
@@ -272,7 +262,7 @@ fn parser_reads_the_documented_format() {
 fn every_practisable_part_runs_as_documented() {
     let mut failures = Vec::new();
     for part in parts() {
-        let tmp = tempfile::tempdir().expect("a temporary folder");
+        let tmp = Dir::new("runbook-part");
         let dir = match rehearsal(tmp.path(), &part.stop_after) {
             Ok(d) => d,
             Err(e) => {
@@ -281,15 +271,11 @@ fn every_practisable_part_runs_as_documented() {
             }
         };
         for cmd in &part.commands {
-            let out = cutover(&cmd.args, &dir, None);
-            if out.status.code() != Some(cmd.exits) {
+            let out = run_in(&cmd.args, &dir, None);
+            if out.code != Some(cmd.exits) {
                 failures.push(format!(
-                    "RUNBOOK.md line {} (part from line {}, after `--stop-after {}`) documents exit {}\n{}",
-                    cmd.line,
-                    part.line,
-                    part.stop_after,
-                    cmd.exits,
-                    show(&cmd.args, &dir, &out)
+                    "RUNBOOK.md line {} (part from line {}, after `--stop-after {}`) documents exit {}\n{out}",
+                    cmd.line, part.line, part.stop_after, cmd.exits,
                 ));
                 // Later commands of the part build on this one.
                 break;
@@ -319,18 +305,13 @@ fn crash_points_behave_as_the_runbook_says() {
         ("before-commit", "replayed 0 of 3"),
         ("after-commit", "replayed 2 of 3"),
     ] {
-        let tmp = tempfile::tempdir().expect("a temporary folder");
+        let tmp = Dir::new("runbook-crash");
         let dir = rehearsal(tmp.path(), "fence").unwrap_or_else(|e| panic!("{e}"));
         let run = |args: &str, fault: Option<&str>, code: i32| -> String {
             let args = words(args);
-            let out = cutover(&args, &dir, fault);
-            assert_eq!(
-                out.status.code(),
-                Some(code),
-                "CUTOVER_FAULT={point}\n{}",
-                show(&args, &dir, &out)
-            );
-            String::from_utf8_lossy(&out.stdout).into_owned()
+            let out = run_in(&args, &dir, fault);
+            assert_eq!(out.code, Some(code), "CUTOVER_FAULT={point}\n{out}");
+            out.stdout
         };
         // Two entries per batch, so after-commit leaves one batch committed.
         run("replay --spec spec.toml --batch 2", Some(point), 73);
