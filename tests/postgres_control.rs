@@ -1,5 +1,6 @@
 //! cutover's control tables on PostgreSQL, against a real server: the
-//! applied set and a feed's receipts and revision evidence.
+//! applied set, receipts and evidence, the load checkpoint and sync cursor
+//! (watermarks of every kind exact), all in the spec's schema.
 //!
 //! Each test makes its own database (`cutover_t_…`) and drops it at the end.
 //! The server is `CUTOVER_TEST_PG` (a URL to an administrative database),
@@ -11,7 +12,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use anyhow::Result;
 use cutover::db::postgres::Postgres;
-use cutover::db::{Access, AppliedSet, Connection, Fixtures, Receipts};
+use cutover::db::{
+    Access, AppliedSet, Catalogue, ColumnInfo, Connection, Fixtures, Progress, Receipts,
+};
+use cutover::value::Value;
 
 /// A database of its own for one test, dropped when the test ends.
 struct TestDb {
@@ -80,6 +84,14 @@ impl TestDb {
         Postgres::open(&self.url, Access::Write, "target").expect("opening the test database")
     }
 
+    fn open_schema(&self, schema: &str) -> Result<Postgres> {
+        Postgres::open(
+            &format!("{}?schema={schema}", self.url),
+            Access::Write,
+            "target",
+        )
+    }
+
     /// A plain session, as an application would open one.
     fn client(&self) -> postgres::Client {
         postgres::Client::connect(&self.url, postgres::NoTls).expect("connecting")
@@ -105,6 +117,14 @@ fn write<T>(db: &Postgres, f: impl FnOnce() -> Result<T>) -> Result<T> {
 /// Whether a time is the control tables' text (`2024-03-15T13:45:00.123Z`).
 fn is_utc_text(t: &str) -> bool {
     t.len() == 24 && &t[10..11] == "T" && &t[19..20] == "." && t.ends_with('Z')
+}
+
+/// Values equal as stored: reals by their bits (NaN, -0.0).
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Real(x), Value::Real(y)) => x.to_bits() == y.to_bits(),
+        _ => a == b,
+    }
 }
 
 #[test]
@@ -180,6 +200,72 @@ fn an_applied_set_without_journal_identities_is_refused() -> Result<()> {
 }
 
 #[test]
+fn control_tables_live_in_the_specs_schema() -> Result<()> {
+    let Some(t) = TestDb::new("control_tables_live_in_the_specs_schema") else {
+        return Ok(());
+    };
+    t.open().execute_script("CREATE SCHEMA \"Mig ration\"")?;
+    let db = t.open_schema("Mig ration")?;
+    write(&db, || {
+        db.ensure_control_tables()?;
+        db.ensure_sync_tables()?;
+        db.ensure_apply_tables()?;
+        db.ensure_applied_table()
+    })?;
+    let mut c = t.client();
+    let tables: Vec<(String, String)> = c
+        .query(
+            "SELECT table_schema::text, table_name::text FROM information_schema.tables
+             WHERE table_name LIKE '\\_cutover\\_%' ORDER BY 2",
+            &[],
+        )?
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let names: Vec<&str> = tables.iter().map(|(_, n)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "_cutover_applied",
+            "_cutover_cursor",
+            "_cutover_deliveries",
+            "_cutover_evolved",
+            "_cutover_fence",
+            "_cutover_journal_id",
+            "_cutover_journal_tables",
+            "_cutover_kept",
+            "_cutover_load",
+            "_cutover_revisions",
+            "_cutover_source_schema",
+        ]
+    );
+    assert!(tables.iter().all(|(s, _)| s == "Mig ration"), "{tables:?}");
+
+    // Created inside the caller's transaction: rolled back with it.
+    let other = t.open();
+    other.begin_write()?;
+    other.ensure_control_tables()?;
+    other.rollback();
+    assert!(!other.has_table("_cutover_fence")?);
+
+    // The journal's registry hands out image ids as SQLite's does.
+    c.batch_execute(
+        "INSERT INTO \"Mig ration\"._cutover_journal_tables (tbl, target_table, columns)
+         VALUES ('a', 'a', '[\"id\"]'), ('b', 'b', '[\"id\"]')",
+    )?;
+    let imgs: Vec<i64> = c
+        .query(
+            "SELECT img FROM \"Mig ration\"._cutover_journal_tables ORDER BY img",
+            &[],
+        )?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(imgs, [1, 2]);
+    Ok(())
+}
+
+#[test]
 fn receipts_and_revision_evidence() -> Result<()> {
     let Some(t) = TestDb::new("receipts_and_revision_evidence") else {
         return Ok(());
@@ -234,5 +320,163 @@ fn receipts_and_revision_evidence() -> Result<()> {
         .query_one("SELECT min(committed_at) FROM _cutover_deliveries", &[])?
         .get(0);
     assert!(is_utc_text(&at), "{at}");
+    Ok(())
+}
+
+#[test]
+fn load_checkpoints_round_trip() -> Result<()> {
+    let Some(t) = TestDb::new("load_checkpoints_round_trip") else {
+        return Ok(());
+    };
+    let db = t.open();
+    assert_eq!(db.load_checkpoint("artist")?, None);
+    write(&db, || db.ensure_control_tables())?;
+    write(&db, || db.ensure_control_tables())?;
+    assert_eq!(db.load_checkpoint("artist")?, None);
+    write(&db, || {
+        db.set_load_checkpoint("artist", Some("[500]"), 500, false)
+    })?;
+    assert_eq!(
+        db.load_checkpoint("artist")?,
+        Some((Some("[500]".into()), 500, false))
+    );
+    write(&db, || db.set_load_checkpoint("artist", None, 1000, true))?;
+    assert_eq!(db.load_checkpoint("artist")?, Some((None, 1000, true)));
+    let at: String = t
+        .client()
+        .query_one("SELECT updated_at FROM _cutover_load", &[])?
+        .get(0);
+    assert!(is_utc_text(&at), "{at}");
+    Ok(())
+}
+
+#[test]
+fn sync_cursors_keep_every_kind_of_watermark_exactly() -> Result<()> {
+    let Some(t) = TestDb::new("sync_cursors_keep_every_kind_of_watermark_exactly") else {
+        return Ok(());
+    };
+    let db = t.open();
+    assert_eq!(db.sync_cursor("orders")?, None);
+    assert!(db.sync_batches("orders")?.is_empty());
+    assert!(!db.sync_batch_seen("orders", "b1")?);
+    write(&db, || db.ensure_sync_tables())?;
+    assert_eq!(db.sync_cursor("orders")?, None);
+    let marks = [
+        Value::Null,
+        Value::Integer(i64::MIN),
+        Value::Integer(i64::MAX),
+        Value::Real(0.1),
+        Value::Real(-0.0),
+        Value::Real(1e300),
+        Value::Real(5e-324),
+        Value::Real(f64::INFINITY),
+        Value::Real(f64::NEG_INFINITY),
+        Value::Real(f64::NAN),
+        Value::Text(String::new()),
+        Value::Text("2024-03-15 13:45:00".into()),
+        Value::Text("1250".into()),
+        Value::Text("é\\'\"".into()),
+        Value::Text("a\0b".into()),
+        Value::TextBytes(vec![0xff, 0x00, b'a']),
+        Value::Blob(vec![]),
+        Value::Blob(vec![0, 1, 255]),
+    ];
+    for (i, m) in marks.iter().enumerate() {
+        let first = &marks[(i + 1) % marks.len()];
+        let key = format!("[{i}]");
+        write(&db, || {
+            db.record_sync_batch("orders", &format!("b{i}"), 10, 2, first, m, &key)
+        })?;
+        let (back, k) = db.sync_cursor("orders")?.expect("a cursor");
+        assert!(same(&back, m), "{m:?} came back as {back:?}");
+        assert_eq!(k, key);
+    }
+    assert!(db.sync_batch_seen("orders", "b3")?);
+    assert!(!db.sync_batch_seen("orders", "b99")?);
+    assert!(!db.sync_batch_seen("other", "b3")?);
+    let batches = db.sync_batches("orders")?;
+    assert_eq!(batches.len(), marks.len());
+    for (i, (no, rows, changed, first, last, at)) in batches.iter().enumerate() {
+        assert_eq!((*no, *rows, *changed), (i as i64 + 1, 10, 2));
+        assert!(same(first, &marks[(i + 1) % marks.len()]), "{first:?}");
+        assert!(same(last, &marks[i]), "{last:?}");
+        assert!(is_utc_text(at), "{at}");
+    }
+    // Another table's cursor is its own.
+    write(&db, || {
+        db.record_sync_batch("lines", "b0", 1, 1, &Value::Null, &Value::Integer(7), "[1]")
+    })?;
+    assert_eq!(
+        db.sync_cursor("lines")?.map(|c| c.0),
+        Some(Value::Integer(7))
+    );
+    assert_eq!(db.sync_batches("lines")?[0].0, 1);
+    Ok(())
+}
+
+#[test]
+fn source_schema_and_evolved_columns() -> Result<()> {
+    let Some(t) = TestDb::new("source_schema_and_evolved_columns") else {
+        return Ok(());
+    };
+    let db = t.open();
+    db.execute_script("CREATE TABLE customer (id bigint PRIMARY KEY)")?;
+    assert!(db.recorded_source_schema("customer")?.is_empty());
+    assert!(db.evolved_columns("customer")?.is_empty());
+    write(&db, || db.ensure_sync_tables())?;
+    let col = |n: &str, ty: &str| ColumnInfo {
+        name: n.into(),
+        decl_type: ty.into(),
+        pk: 0,
+    };
+    write(&db, || {
+        db.record_source_schema("customer", &[col("b", "TEXT"), col("a", "INTEGER")])
+    })?;
+    write(&db, || {
+        db.record_source_schema("customer", &[col("id", "INTEGER"), col("Name", "TEXT")])
+    })?;
+    assert_eq!(
+        db.recorded_source_schema("customer")?,
+        [
+            ("Name".to_string(), "TEXT".to_string()),
+            ("id".to_string(), "INTEGER".to_string())
+        ]
+    );
+    write(&db, || {
+        db.evolve_column("customer", "customer", "tier", "INTEGER")?;
+        db.evolve_column("customer", "customer", "Joined On", "DATETIME")?;
+        db.evolve_column("customer", "customer", "ratio", "REAL")?;
+        db.evolve_column("customer", "customer", "code", "varchar(12)")?;
+        db.evolve_column("customer", "customer", "big", "UNSIGNED BIG INT")?;
+        db.evolve_column("customer", "customer", "price", "numeric(10,2)")
+    })?;
+    let types: Vec<(String, String)> = db
+        .table_columns("customer")?
+        .into_iter()
+        .map(|c| (c.name, c.decl_type))
+        .collect();
+    assert_eq!(
+        types,
+        [
+            ("id", "bigint"),
+            ("tier", "bigint"),
+            ("Joined On", "text"),
+            ("ratio", "double precision"),
+            ("code", "character varying(12)"),
+            ("big", "bigint"),
+            ("price", "numeric(10,2)"),
+        ]
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+    );
+    let evolved = db.evolved_columns("customer")?;
+    assert_eq!(evolved.len(), 6);
+    assert!(evolved.iter().all(|(s, t)| s == t));
+    assert!(evolved.contains(&("Joined On".to_string(), "Joined On".to_string())));
+    // A column SQLite declared without a type has no PostgreSQL counterpart.
+    let err = write(&db, || db.evolve_column("customer", "customer", "any", ""))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("no declared type"), "{err}");
+    assert_eq!(db.evolved_columns("customer")?.len(), 6);
     Ok(())
 }

@@ -32,6 +32,7 @@ pub mod datetime;
 pub mod fixtures;
 pub mod load;
 pub mod numeric;
+pub mod progress;
 pub mod receipts;
 pub mod rows;
 pub mod scan;
