@@ -1,6 +1,8 @@
-//! cutover's control tables on PostgreSQL, against a real server: the
-//! applied set, receipts and evidence, the load checkpoint and sync cursor
-//! (watermarks of every kind exact), all in the spec's schema.
+//! cutover's control tables and fence on PostgreSQL, against a real server:
+//! the applied set, receipts and evidence, the load checkpoint and sync
+//! cursor (watermarks of every kind exact), and the fence — refused writes
+//! from other sessions whatever their replication role, disabled triggers
+//! seen, in-flight writers waited for and named, the guarded fence row.
 //!
 //! Each test makes its own database (`cutover_t_…`) and drops it at the end.
 //! The server is `CUTOVER_TEST_PG` (a URL to an administrative database),
@@ -9,11 +11,12 @@
 //! (`CI` set), where a missing server is a failure.
 
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use cutover::db::postgres::Postgres;
 use cutover::db::{
-    Access, AppliedSet, Catalogue, ColumnInfo, Connection, Fixtures, Progress, Receipts,
+    Access, AppliedSet, Catalogue, ColumnInfo, Connection, Fence, Fixtures, Progress, Receipts,
 };
 use cutover::value::Value;
 
@@ -126,6 +129,8 @@ fn same(a: &Value, b: &Value) -> bool {
         _ => a == b,
     }
 }
+
+const MESSAGE: &str = "cutover fence: table t is read-only";
 
 #[test]
 fn the_applied_set_records_each_entry_once() -> Result<()> {
@@ -478,5 +483,236 @@ fn source_schema_and_evolved_columns() -> Result<()> {
         .to_string();
     assert!(err.contains("no declared type"), "{err}");
     assert_eq!(db.evolved_columns("customer")?.len(), 6);
+    Ok(())
+}
+
+/// A fenced table `t` (with a child `c` referring to it) and a fence row.
+fn fenced(t: &TestDb) -> Result<Postgres> {
+    let db = t.open();
+    db.execute_script(
+        "CREATE TABLE t (id int PRIMARY KEY, v text, g int GENERATED ALWAYS AS (id * 2) STORED);
+         CREATE TABLE c (id int PRIMARY KEY, t_id int REFERENCES t (id));
+         INSERT INTO t (id, v) VALUES (1, 'a'), (2, 'b');
+         INSERT INTO c VALUES (1, 1);",
+    )?;
+    write(&db, || {
+        db.ensure_control_tables()?;
+        db.install_fence_triggers("t", MESSAGE)?;
+        db.install_fence_guard("cutover fence: the fence row is guarded")?;
+        db.set_fence_row(42, 7, "fp", r#"["t"]"#, "{}")
+    })?;
+    Ok(db)
+}
+
+/// The refusal of each write a session tries on `t`, or what it did.
+fn try_writes(c: &mut postgres::Client) -> Vec<String> {
+    [
+        "INSERT INTO t (id, v) VALUES (3, 'c')",
+        "UPDATE t SET v = 'x' WHERE id = 1",
+        "DELETE FROM t WHERE id = 2",
+        "TRUNCATE t CASCADE",
+    ]
+    .iter()
+    .map(|s| match c.execute(*s, &[]) {
+        Ok(n) => format!("{s}: went through ({n})"),
+        Err(e) => e
+            .as_db_error()
+            .map_or(e.to_string(), |d| d.message().to_string()),
+    })
+    .collect()
+}
+
+#[test]
+fn the_fence_refuses_every_write_from_every_session() -> Result<()> {
+    let Some(t) = TestDb::new("the_fence_refuses_every_write_from_every_session") else {
+        return Ok(());
+    };
+    let db = fenced(&t)?;
+    assert_eq!(db.fence_triggers("t")?, 3);
+    assert_eq!(db.fence_triggers("_cutover_fence")?, 3);
+    assert_eq!(db.fence_triggers("c")?, 0);
+    let row = db.fence_row()?.expect("the fence row");
+    assert_eq!(
+        (row.boundary, row.journal_rows, row.fingerprint.as_str()),
+        (42, 7, "fp")
+    );
+    assert_eq!(
+        (row.tables.as_str(), row.parts.as_str()),
+        (r#"["t"]"#, "{}")
+    );
+    assert!(is_utc_text(&row.fenced_at), "{}", row.fenced_at);
+
+    let mut other = t.client();
+    assert_eq!(try_writes(&mut other), [MESSAGE; 4]);
+    // A session in the replica role skips ordinary triggers, not these.
+    other.batch_execute("SET session_replication_role = replica")?;
+    assert_eq!(try_writes(&mut other), [MESSAGE; 4]);
+    other.batch_execute("RESET session_replication_role")?;
+
+    // The probes, from another connection, are refused too and leave nothing.
+    let probe = t.open();
+    let probes = probe.probe_writes("t")?;
+    let labels: Vec<&str> = probes.iter().map(|p| p.0).collect();
+    assert_eq!(labels, ["insert", "update", "delete", "truncate"]);
+    for (what, r) in &probes {
+        assert_eq!(
+            r.as_ref().err().map(String::as_str),
+            Some(MESSAGE),
+            "{what}"
+        );
+    }
+    for (what, r) in probe.probe_writes("_cutover_fence")? {
+        let msg = r.expect_err(what);
+        assert!(msg.contains("cutover fence"), "{what}: {msg}");
+    }
+    // An unfenced table: the probes go through (and are rolled back).
+    let open: Vec<(&str, Result<usize, String>)> = probe.probe_writes("c")?;
+    assert!(open[0].1.is_err(), "c's insert breaks its NOT NULL key");
+    assert_eq!(open[1].1, Ok(1));
+    assert_eq!(open[2].1, Ok(1));
+    assert_eq!(open[3].1, Ok(1));
+    let n: i64 = other.query_one("SELECT count(*) FROM c", &[])?.get(0);
+    assert_eq!(n, 1);
+    let n: i64 = other.query_one("SELECT count(*) FROM t", &[])?.get(0);
+    assert_eq!(n, 2);
+
+    // The fence row cannot be changed, deleted, truncated or doubled.
+    for s in [
+        "UPDATE _cutover_fence SET boundary = 0",
+        "DELETE FROM _cutover_fence",
+        "TRUNCATE _cutover_fence",
+        "INSERT INTO _cutover_fence (id, boundary, journal_rows, fingerprint, tables, parts) VALUES (2, 0, 0, '', '', '')",
+    ] {
+        let e = other.execute(s, &[]).expect_err(s);
+        assert_eq!(
+            e.as_db_error().map(|d| d.message()),
+            Some("cutover fence: the fence row is guarded"),
+            "{s}"
+        );
+    }
+    assert_eq!(db.fence_row()?.map(|r| r.boundary), Some(42));
+
+    // Lifted only by removing the triggers first.
+    write(&db, || {
+        db.remove_fence_triggers("t")?;
+        db.remove_fence_triggers("_cutover_fence")?;
+        db.remove_fence_triggers("no_such_table")?;
+        db.delete_fence_row()
+    })?;
+    assert!(db.fence_row()?.is_none());
+    assert_eq!(db.fence_triggers("t")?, 0);
+    other.batch_execute(
+        "INSERT INTO t (id, v) VALUES (3, 'c'); UPDATE t SET v = 'y' WHERE id = 3",
+    )?;
+    Ok(())
+}
+
+#[test]
+fn a_disabled_or_altered_fence_trigger_does_not_count() -> Result<()> {
+    let Some(t) = TestDb::new("a_disabled_or_altered_fence_trigger_does_not_count") else {
+        return Ok(());
+    };
+    let db = fenced(&t)?;
+    let mut admin = t.client();
+    admin.batch_execute("ALTER TABLE t DISABLE TRIGGER _cutover_fence_truncate")?;
+    assert_eq!(db.fence_triggers("t")?, 2);
+    // Enabled again, but only in the origin role: not the fence.
+    admin.batch_execute("ALTER TABLE t ENABLE TRIGGER _cutover_fence_truncate")?;
+    assert_eq!(db.fence_triggers("t")?, 2);
+    admin.batch_execute("ALTER TABLE t DISABLE TRIGGER ALL")?;
+    assert_eq!(db.fence_triggers("t")?, 0);
+    let writes = try_writes(&mut admin);
+    assert!(
+        writes.iter().all(|w| w.contains("went through")),
+        "{writes:?}"
+    );
+    admin.batch_execute("INSERT INTO t (id, v) VALUES (1, 'a'), (2, 'b')")?;
+    admin.batch_execute(
+        "ALTER TABLE t ENABLE TRIGGER ALL,
+           ENABLE ALWAYS TRIGGER _cutover_fence_insert, ENABLE ALWAYS TRIGGER _cutover_fence_update,
+           ENABLE ALWAYS TRIGGER _cutover_fence_delete, ENABLE ALWAYS TRIGGER _cutover_fence_truncate",
+    )?;
+    assert_eq!(db.fence_triggers("t")?, 3);
+    admin.batch_execute("ALTER TABLE _cutover_fence DISABLE TRIGGER _cutover_fence_update")?;
+    assert_eq!(db.fence_triggers("_cutover_fence")?, 2);
+
+    // The function rewritten to let writes through: no trigger counts.
+    admin.batch_execute(
+        "CREATE OR REPLACE FUNCTION _cutover_fence_refuse() RETURNS trigger
+         LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$",
+    )?;
+    assert_eq!(db.fence_triggers("t")?, 0);
+    write(&db, || db.install_fence_triggers("t", MESSAGE))?;
+    assert_eq!(db.fence_triggers("t")?, 3);
+
+    // Installing again replaces whatever went by the triggers' names (here
+    // a planted trigger that lets writes through).
+    admin.batch_execute(
+        "CREATE FUNCTION pass() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+         CREATE OR REPLACE TRIGGER _cutover_fence_insert BEFORE INSERT ON t
+           FOR EACH ROW EXECUTE FUNCTION pass();",
+    )?;
+    assert_eq!(db.fence_triggers("t")?, 2);
+    write(&db, || db.install_fence_triggers("t", MESSAGE))?;
+    assert_eq!(db.fence_triggers("t")?, 3);
+    assert_eq!(try_writes(&mut t.client()), [MESSAGE; 4]);
+    Ok(())
+}
+
+#[test]
+fn installing_the_fence_waits_for_writers_in_flight_and_names_them() -> Result<()> {
+    let Some(t) = TestDb::new("installing_the_fence_waits_for_writers_in_flight_and_names_them")
+    else {
+        return Ok(());
+    };
+    let db = t.open();
+    db.execute_script("CREATE TABLE t (id int PRIMARY KEY); CREATE TABLE u (id int PRIMARY KEY)")?;
+    // The only test that sets it; the others never wait for a lock.
+    unsafe { std::env::set_var("CUTOVER_LOCK_TIMEOUT_MS", "5000") };
+
+    // A writer with an open transaction: the install waits for its commit,
+    // which then lands before the fence.
+    let mut writer = t.client();
+    writer.batch_execute("BEGIN; INSERT INTO t VALUES (1)")?;
+    let committer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(800));
+        writer.batch_execute("COMMIT").expect("the writer commits");
+    });
+    let started = Instant::now();
+    write(&db, || db.install_fence_triggers("t", MESSAGE))?;
+    let waited = started.elapsed();
+    committer.join().expect("the writer's thread");
+    assert!(waited >= Duration::from_millis(600), "{waited:?}");
+    let n: i64 = t.client().query_one("SELECT count(*) FROM t", &[])?.get(0);
+    assert_eq!(n, 1);
+    assert_eq!(db.fence_triggers("t")?, 3);
+
+    // A writer that does not finish: the install gives up and names it.
+    let mut stuck = t.client();
+    stuck.batch_execute(
+        "SET application_name = 'billing-worker'; BEGIN; INSERT INTO u VALUES (1)",
+    )?;
+    let pid: i32 = stuck.query_one("SELECT pg_backend_pid()", &[])?.get(0);
+    unsafe { std::env::set_var("CUTOVER_LOCK_TIMEOUT_MS", "200") };
+    let started = Instant::now();
+    let err = write(&db, || db.install_fence_triggers("u", MESSAGE))
+        .unwrap_err()
+        .to_string();
+    let waited = started.elapsed();
+    unsafe { std::env::remove_var("CUTOVER_LOCK_TIMEOUT_MS") };
+    assert!(waited >= Duration::from_millis(600), "{waited:?}");
+    assert!(err.contains(&format!("pid {pid} ")), "{err}");
+    assert!(err.contains("billing-worker"), "{err}");
+    assert!(err.contains("idle in transaction"), "{err}");
+    assert!(err.contains("RowExclusiveLock"), "{err}");
+    // Nothing was installed, and the writer was never cut off.
+    assert_eq!(db.fence_triggers("u")?, 0);
+    stuck.batch_execute("INSERT INTO u VALUES (2); COMMIT")?;
+    let n: i64 = t.client().query_one("SELECT count(*) FROM u", &[])?.get(0);
+    assert_eq!(n, 2);
+
+    // Outside a transaction there is nothing to hold the lock.
+    let err = db.install_fence_triggers("u", MESSAGE).unwrap_err();
+    assert!(format!("{err:#}").contains("write transaction"), "{err:#}");
     Ok(())
 }

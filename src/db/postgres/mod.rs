@@ -29,6 +29,7 @@ pub mod catalogue;
 pub mod connection;
 mod control;
 pub mod datetime;
+pub mod fence;
 pub mod fixtures;
 pub mod load;
 pub mod numeric;
