@@ -24,12 +24,17 @@ use postgres::{Client, NoTls, Statement};
 
 use crate::db::Access;
 
+pub mod applied;
 pub mod catalogue;
 pub mod connection;
+mod control;
 pub mod datetime;
+pub mod fence;
 pub mod fixtures;
 pub mod load;
 pub mod numeric;
+pub mod progress;
+pub mod receipts;
 pub mod rows;
 pub mod scan;
 pub mod table_sql;

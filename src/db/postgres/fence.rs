@@ -1,0 +1,388 @@
+//! The write fence on PostgreSQL: BEFORE triggers that refuse every insert,
+//! update, delete and truncate from any session (fired ALWAYS, so not even
+//! `session_replication_role = replica` skips them), the guarded fence row,
+//! and probes that prove it from another connection.
+//!
+//! Installing waits for the writers already in flight: `LOCK TABLE … IN
+//! SHARE ROW EXCLUSIVE MODE` lets readers through but waits for every open
+//! transaction that wrote the table, so their commits land before the
+//! fence. Each wait is bounded (`lock_timeout`, [`lock_timeout_ms`]) and
+//! retried a few times, so queued writers of the application are never
+//! stalled for long; when the table cannot be had, the error names the
+//! sessions holding it.
+
+use anyhow::{Context, Result, bail};
+use postgres::error::SqlState;
+
+use super::control::Params;
+use super::{Postgres, quote_ident, quote_literal};
+use crate::db::{Fence, FenceRecord};
+
+const FENCE_TRIGGERS: &str = include_str!("../../../sql/postgres/fence_triggers.sql");
+const FENCE_GUARD: &str = include_str!("../../../sql/postgres/fence_guard.sql");
+
+/// The table of the fence row, which the guard protects.
+const FENCE_TABLE: &str = "_cutover_fence";
+
+/// The fence's triggers on a table (trigger names are per table in
+/// PostgreSQL) and the `pg_trigger.tgtype` each must have: BEFORE (2), ROW
+/// (1) and its event (INSERT 4, DELETE 8, UPDATE 16; TRUNCATE 32, per
+/// statement).
+const TRIGGERS: [(&str, i16); 4] = [
+    ("_cutover_fence_insert", 2 | 1 | 4),
+    ("_cutover_fence_update", 2 | 1 | 16),
+    ("_cutover_fence_delete", 2 | 1 | 8),
+    ("_cutover_fence_truncate", 2 | 32),
+];
+
+/// How many times a lock is waited for before giving up.
+const LOCK_ATTEMPTS: u32 = 3;
+
+/// How long one wait for a table's lock lasts, in milliseconds: 2 s, or
+/// `CUTOVER_LOCK_TIMEOUT_MS`.
+pub fn lock_timeout_ms() -> u64 {
+    std::env::var("CUTOVER_LOCK_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000)
+}
+
+/// A lock mode and the modes others hold that it waits for.
+struct LockMode {
+    name: &'static str,
+    conflicts: &'static [&'static str],
+}
+
+/// What installing the fence takes: writers wait, readers do not.
+const SHARE_ROW_EXCLUSIVE: LockMode = LockMode {
+    name: "SHARE ROW EXCLUSIVE",
+    conflicts: &[
+        "RowExclusiveLock",
+        "ShareUpdateExclusiveLock",
+        "ShareLock",
+        "ShareRowExclusiveLock",
+        "ExclusiveLock",
+        "AccessExclusiveLock",
+    ],
+};
+
+/// What dropping a trigger takes: everyone waits.
+const ACCESS_EXCLUSIVE: LockMode = LockMode {
+    name: "ACCESS EXCLUSIVE",
+    conflicts: &[
+        "AccessShareLock",
+        "RowShareLock",
+        "RowExclusiveLock",
+        "ShareUpdateExclusiveLock",
+        "ShareLock",
+        "ShareRowExclusiveLock",
+        "ExclusiveLock",
+        "AccessExclusiveLock",
+    ],
+};
+
+/// The refusal of a statement: the server's message when it has one.
+fn refusal(e: &postgres::Error) -> String {
+    e.as_db_error()
+        .map_or_else(|| e.to_string(), |d| d.message().to_string())
+}
+
+impl Fence for Postgres {
+    /// Installs the fence triggers on one table, inside the caller's write
+    /// transaction, once the writers in flight have finished. Whatever
+    /// already goes by their names is replaced: a trigger planted under a
+    /// fence trigger's name must not pass for the fence.
+    fn install_fence_triggers(&self, table: &str, message: &str) -> Result<()> {
+        self.fence_from(FENCE_TRIGGERS, table, message)
+    }
+
+    /// Guards the fence row (`_cutover_fence`): once written it cannot be
+    /// changed, deleted, truncated or joined by a second row.
+    fn install_fence_guard(&self, message: &str) -> Result<()> {
+        self.fence_from(FENCE_GUARD, FENCE_TABLE, message)
+    }
+
+    /// Drops the fence's triggers (or the guard's) from a table; nothing
+    /// for a table that is not there.
+    fn remove_fence_triggers(&self, table: &str) -> Result<()> {
+        if !self.has_table(table)? {
+            return Ok(());
+        }
+        self.lock_table(table, &ACCESS_EXCLUSIVE)?;
+        let t = self.qualified(table);
+        let drops: String = TRIGGERS
+            .iter()
+            .map(|(n, _)| format!("DROP TRIGGER IF EXISTS {} ON {t};", quote_ident(n)))
+            .collect();
+        self.client()?
+            .batch_execute(&drops)
+            .with_context(|| format!("removing the fence from '{table}' in {}", self.shown))
+    }
+
+    /// How many of the three writes (insert, update, delete) a table's
+    /// fence refuses, the number SQLite's three triggers give: a trigger
+    /// counts only if it is the fence's own (its event, no condition, the
+    /// fence's function with the body cutover wrote) and enabled ALWAYS; a
+    /// delete is fenced only when TRUNCATE is too. A trigger disabled by
+    /// `ALTER TABLE … DISABLE TRIGGER`, or one that fires only in one
+    /// replication role, does not count.
+    fn fence_triggers(&self, table: &str) -> Result<usize> {
+        let (template, function) = if table == FENCE_TABLE {
+            (FENCE_GUARD, "_cutover_fence_guard")
+        } else {
+            (FENCE_TRIGGERS, "_cutover_fence_refuse")
+        };
+        let body = self.function_body(template, table)?;
+        let rows = self.client()?.query(
+            "SELECT g.tgname::text, g.tgtype
+             FROM pg_trigger g
+             JOIN pg_proc p ON p.oid = g.tgfoid
+             JOIN pg_namespace n ON n.oid = p.pronamespace
+             WHERE g.tgrelid = to_regclass($1) AND g.tgname LIKE '\\_cutover\\_fence\\_%'
+               AND g.tgenabled = 'A' AND g.tgqual IS NULL AND g.tgnargs = 1
+               AND cardinality(g.tgattr::int2[]) = 0
+               AND n.nspname = $2 AND p.proname = $3 AND p.prosrc = $4",
+            &[&self.qualified(table), &self.schema, &function, &body],
+        )?;
+        let holds = |i: usize| {
+            rows.iter().any(|r| {
+                r.get::<_, String>(0) == TRIGGERS[i].0 && r.get::<_, i16>(1) == TRIGGERS[i].1
+            })
+        };
+        Ok(holds(0) as usize + holds(1) as usize + (holds(2) && holds(3)) as usize)
+    }
+
+    /// The fence row, if the target is fenced.
+    fn fence_row(&self) -> Result<Option<FenceRecord>> {
+        if !self.has_table(FENCE_TABLE)? {
+            return Ok(None);
+        }
+        Ok(self
+            .ctl_opt(
+                "SELECT boundary, journal_rows, fingerprint, tables, parts, fenced_at
+                 FROM {{schema}}._cutover_fence WHERE id = 1",
+                &[],
+            )?
+            .map(|r| FenceRecord {
+                boundary: r.get(0),
+                journal_rows: r.get(1),
+                fingerprint: r.get(2),
+                tables: r.get(3),
+                parts: r.get(4),
+                fenced_at: r.get(5),
+            }))
+    }
+
+    fn set_fence_row(
+        &self,
+        boundary: i64,
+        journal_rows: i64,
+        fingerprint: &str,
+        tables: &str,
+        parts: &str,
+    ) -> Result<()> {
+        self.ctl_execute(
+            "INSERT INTO {{schema}}._cutover_fence (id, boundary, journal_rows, fingerprint, tables, parts)
+             VALUES (1, $1, $2, $3, $4, $5)",
+            &[&boundary, &journal_rows, &fingerprint, &tables, &parts],
+        )?;
+        Ok(())
+    }
+
+    fn delete_fence_row(&self) -> Result<()> {
+        self.ctl_execute("DELETE FROM {{schema}}._cutover_fence", &[])?;
+        Ok(())
+    }
+
+    /// Tries an insert, an update, a delete and a truncate on `table`
+    /// through this connection, each inside a transaction that is always
+    /// rolled back: `(statement, Ok(rows written) | Err(refusal))`. An
+    /// update or delete on an empty table writes nothing and proves nothing
+    /// (`Ok(0)`); a truncate that goes through counts as one write whatever
+    /// the table held. The truncate cascades, so that a table other tables
+    /// refer to reaches its trigger rather than the foreign key's refusal;
+    /// its lock waits at most [`lock_timeout_ms`] for readers.
+    fn probe_writes(&self, table: &str) -> Result<Vec<(&'static str, Result<usize, String>)>> {
+        let t = self.qualified(table);
+        let column = self.client()?.query_opt(
+            "SELECT attname::text FROM pg_attribute
+             WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped
+               AND attgenerated = '' AND attidentity <> 'a'
+             ORDER BY attnum LIMIT 1",
+            &[&t],
+        )?;
+        let set = match column {
+            Some(r) => {
+                let c = quote_ident(&r.get::<_, String>(0));
+                format!("{c} = {c}")
+            }
+            None => match self.columns_of(table)?.first() {
+                Some(c) => format!("{} = DEFAULT", quote_ident(&c.name)),
+                None => "\"\" = DEFAULT".to_string(),
+            },
+        };
+        let one = format!("ctid = (SELECT ctid FROM {t} LIMIT 1)");
+        let probes = [
+            ("insert", format!("INSERT INTO {t} DEFAULT VALUES")),
+            ("update", format!("UPDATE {t} SET {set} WHERE {one}")),
+            ("delete", format!("DELETE FROM {t} WHERE {one}")),
+            ("truncate", format!("TRUNCATE {t} CASCADE")),
+        ];
+        let mut out = Vec::new();
+        let mut c = self.client()?;
+        for (what, sql) in probes {
+            c.batch_execute(&format!(
+                "BEGIN; SET LOCAL lock_timeout = {}",
+                lock_timeout_ms()
+            ))?;
+            let r = c.execute(sql.as_str(), &[]);
+            let _ = c.batch_execute("ROLLBACK");
+            out.push((
+                what,
+                match r {
+                    Ok(_) if what == "truncate" => Ok(1),
+                    Ok(n) => Ok(n as usize),
+                    Err(e) => Err(refusal(&e)),
+                },
+            ));
+        }
+        Ok(out)
+    }
+}
+
+impl Postgres {
+    /// The fence's triggers on `table` from `template`, once the table's
+    /// writers in flight have finished.
+    fn fence_from(&self, template: &str, table: &str, message: &str) -> Result<()> {
+        if !self.has_table(table)? {
+            bail!("{}: no table '{table}' to fence", self.shown);
+        }
+        self.lock_table(table, &SHARE_ROW_EXCLUSIVE)?;
+        let sql = self
+            .in_schema(template)
+            .replace("{{table}}", &self.qualified(table))
+            .replace("{{message}}", &quote_literal(message)?);
+        self.client()?
+            .batch_execute(&sql)
+            .with_context(|| format!("installing fence triggers on '{table}' in {}", self.shown))
+    }
+
+    /// The body of the fence's function as `template` writes it for
+    /// `table`, as `pg_proc.prosrc` keeps it.
+    fn function_body(&self, template: &str, table: &str) -> Result<String> {
+        let sql = self
+            .in_schema(template)
+            .replace("{{table}}", &self.qualified(table));
+        sql.split("$body$")
+            .nth(1)
+            .map(str::to_string)
+            .context("a fence template without its function's $body$")
+    }
+
+    /// Takes `mode` on `table` in the open transaction, waiting at most
+    /// [`lock_timeout_ms`] at a time, [`LOCK_ATTEMPTS`] times. Between
+    /// attempts the queue moves: writers queued behind the wait get their
+    /// turn. When every attempt timed out, the error names the sessions
+    /// holding (or queued for) a conflicting lock.
+    fn lock_table(&self, table: &str, mode: &LockMode) -> Result<()> {
+        let ms = lock_timeout_ms();
+        let lock = format!("LOCK TABLE {} IN {} MODE", self.qualified(table), mode.name);
+        let mut c = self.client()?;
+        let before: String = c
+            .query_one("SELECT current_setting('lock_timeout')", &[])?
+            .get(0);
+        for _ in 0..LOCK_ATTEMPTS {
+            c.batch_execute("SAVEPOINT cutover_fence_lock")
+                .with_context(|| {
+                    format!(
+                        "{}: the fence is installed inside a write transaction, and none is open",
+                        self.shown
+                    )
+                })?;
+            // A wait that times out rolls back to the savepoint, which undoes
+            // this SET LOCAL too; one that succeeds restores it below.
+            c.batch_execute(&format!("SET LOCAL lock_timeout = {ms}"))?;
+            match c.batch_execute(&lock) {
+                Ok(()) => {
+                    c.batch_execute("RELEASE cutover_fence_lock")?;
+                    c.execute("SELECT set_config('lock_timeout', $1, true)", &[&before])?;
+                    return Ok(());
+                }
+                Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
+                    c.batch_execute("ROLLBACK TO cutover_fence_lock; RELEASE cutover_fence_lock")?;
+                }
+                Err(e) => {
+                    let _ = c.batch_execute(
+                        "ROLLBACK TO cutover_fence_lock; RELEASE cutover_fence_lock",
+                    );
+                    return Err(e).with_context(|| {
+                        format!("locking '{table}' for the fence in {}", self.shown)
+                    });
+                }
+            }
+        }
+        drop(c);
+        let holders = self.lock_holders(table, mode)?;
+        bail!(
+            "{}: table '{table}' could not be locked ({} mode) for the fence: {LOCK_ATTEMPTS} waits of {ms} ms each timed out; the sessions in the way are {}. Let them commit or roll back (or end one with SELECT pg_terminate_backend(pid)), or wait longer with CUTOVER_LOCK_TIMEOUT_MS",
+            self.shown,
+            mode.name,
+            if holders.is_empty() {
+                "gone now (try again)".to_string()
+            } else {
+                holders.join("; ")
+            }
+        )
+    }
+
+    /// The sessions holding, or queued for, a lock on `table` that `mode`
+    /// waits for, each with what `pg_stat_activity` says of it. Asked after
+    /// the wait ended, when `pg_blocking_pids` of this session would be
+    /// empty; `pg_locks` gives the same sessions.
+    fn lock_holders(&self, table: &str, mode: &LockMode) -> Result<Vec<String>> {
+        let mut c = self.client()?;
+        // pg_stat_activity is read once per transaction unless cleared.
+        c.batch_execute("SELECT pg_stat_clear_snapshot()")?;
+        let conflicts: Vec<&str> = mode.conflicts.to_vec();
+        let params: &Params<'_> = &[&self.qualified(table), &conflicts];
+        let rows = c.query(
+            "SELECT l.pid, string_agg(DISTINCT l.mode, ', '), bool_and(l.granted),
+                    a.application_name, a.state,
+                    to_char(a.xact_start AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),
+                    to_char(a.query_start AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),
+                    min(l.virtualtransaction)
+             FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+             WHERE l.locktype = 'relation' AND l.relation = to_regclass($1)
+               AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+               AND l.pid IS DISTINCT FROM pg_backend_pid() AND l.mode = ANY ($2)
+             GROUP BY l.pid, a.application_name, a.state, a.xact_start, a.query_start
+             ORDER BY l.pid",
+            params,
+        )?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                let pid: Option<i32> = r.get(0);
+                let modes: String = r.get(1);
+                let held = if r.get::<_, bool>(2) {
+                    "holds"
+                } else {
+                    "is queued for"
+                };
+                match pid {
+                    None => format!(
+                        "a prepared transaction ({}) that {held} {modes} (COMMIT PREPARED or ROLLBACK PREPARED it)",
+                        r.get::<_, String>(7)
+                    ),
+                    Some(pid) => format!(
+                        "pid {pid} (application_name '{}', state '{}', transaction started {}, last query started {}) {held} {modes}",
+                        r.get::<_, Option<String>>(3).unwrap_or_default(),
+                        r.get::<_, Option<String>>(4).unwrap_or_default(),
+                        r.get::<_, Option<String>>(5).unwrap_or_else(|| "-".into()),
+                        r.get::<_, Option<String>>(6).unwrap_or_else(|| "-".into()),
+                    ),
+                }
+            })
+            .collect())
+    }
+}
