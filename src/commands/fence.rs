@@ -424,9 +424,14 @@ pub fn on(spec: &Spec) -> Result<FenceReport> {
         .filter(|t| target.table_columns(t).is_ok_and(|c| !c.is_empty()))
         .collect();
     let images = journal_tables(&target)?;
-    // Waits (busy timeout) for a writer holding the lock, so its commit lands
-    // inside the boundary.
+    // Waits for a writer in flight, so its commit lands inside the boundary;
+    // nothing is read before the writers are drained.
     target.begin_write()?;
+    let guarded: Vec<&str> = tables.iter().chain(&images).map(String::as_str).collect();
+    if let Err(e) = target.drain_writers(&guarded) {
+        target.rollback();
+        return Err(e.context("the fence was not installed; the target is unchanged"));
+    }
     if let Some(existing) = read(&target)? {
         target.rollback();
         let breach = existing.breach(&target, spec)?;

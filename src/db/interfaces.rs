@@ -339,6 +339,11 @@ pub trait JournalLog {
 /// The write fence: triggers that refuse every write, the guarded fence
 /// row, and probes that prove it from another connection.
 pub trait Fence {
+    /// Called first in the write transaction that installs the fence, before
+    /// anything is read: waits until no transaction is writing `tables` and
+    /// keeps new writers out until the commit, so everything read afterwards
+    /// includes every write committed before the fence and none after it.
+    fn drain_writers(&self, tables: &[&str]) -> Result<()>;
     /// Installs the fence triggers on one table; whatever goes by their names
     /// is replaced, so a planted trigger cannot pass for the fence.
     fn install_fence_triggers(&self, table: &str, message: &str) -> Result<()>;

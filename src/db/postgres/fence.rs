@@ -88,6 +88,17 @@ fn refusal(e: &postgres::Error) -> String {
 }
 
 impl Fence for Postgres {
+    /// Locks every table the fence will guard, before the transaction's
+    /// first query: a REPEATABLE READ transaction takes its snapshot at its
+    /// first query, so reading only after the locks is what puts every
+    /// write committed before the fence inside the boundary.
+    fn drain_writers(&self, tables: &[&str]) -> Result<()> {
+        for t in tables {
+            self.lock_table(t, &SHARE_ROW_EXCLUSIVE)?;
+        }
+        Ok(())
+    }
+
     /// Installs the fence triggers on one table, inside the caller's write
     /// transaction, once the writers in flight have finished. Whatever
     /// already goes by their names is replaced: a trigger planted under a
@@ -288,9 +299,8 @@ impl Postgres {
         let ms = lock_timeout_ms();
         let lock = format!("LOCK TABLE {} IN {} MODE", self.qualified(table), mode.name);
         let mut c = self.client()?;
-        let before: String = c
-            .query_one("SELECT current_setting('lock_timeout')", &[])?
-            .get(0);
+        // No query before the lock: it would take the transaction's snapshot
+        // (see `drain_writers`).
         for _ in 0..LOCK_ATTEMPTS {
             c.batch_execute("SAVEPOINT cutover_fence_lock")
                 .with_context(|| {
@@ -304,8 +314,9 @@ impl Postgres {
             c.batch_execute(&format!("SET LOCAL lock_timeout = {ms}"))?;
             match c.batch_execute(&lock) {
                 Ok(()) => {
-                    c.batch_execute("RELEASE cutover_fence_lock")?;
-                    c.execute("SELECT set_config('lock_timeout', $1, true)", &[&before])?;
+                    c.batch_execute(
+                        "RELEASE cutover_fence_lock; SET LOCAL lock_timeout TO DEFAULT",
+                    )?;
                     return Ok(());
                 }
                 Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
