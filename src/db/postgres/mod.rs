@@ -24,10 +24,12 @@ use postgres::{Client, NoTls, Statement};
 
 use crate::db::Access;
 
+pub mod capture;
 pub mod catalogue;
 pub mod connection;
 pub mod datetime;
 pub mod fixtures;
+pub mod journal_log;
 pub mod load;
 pub mod numeric;
 pub mod rows;
