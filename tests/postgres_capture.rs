@@ -930,3 +930,23 @@ fn an_owner_without_superuser_proves_a_referenced_row_by_its_update() -> Result<
     assert_eq!(db.journal_extent()?.0, 1);
     Ok(())
 }
+
+#[test]
+fn an_identity_key_generated_always_is_proved() -> Result<()> {
+    let Some(t) = TestDb::new("an_identity_key_generated_always_is_proved") else {
+        return Ok(());
+    };
+    let db = t.open();
+    let mut app = t.client();
+    app.batch_execute(
+        "CREATE TABLE gen (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v text);
+         INSERT INTO gen (v) VALUES ('a'), ('b');",
+    )?;
+    install(&db, "gen", &["id", "v"])?;
+    assert_eq!(db.journal_extent()?.0, 0);
+    app.batch_execute("INSERT INTO gen (v) VALUES ('c')")?;
+    let all = entries(&db, 0, 10)?;
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].new, Some(vec![Value::Integer(3), text("c")]));
+    Ok(())
+}

@@ -453,8 +453,9 @@ impl Postgres {
     /// for the table must be exactly those, with that row as their images.
     /// A superuser writes as a replica session (`session_replication_role`),
     /// which skips foreign-key and ordinary triggers but not the journal's.
-    /// Otherwise a row that other rows refer to cannot be deleted: only its
-    /// update is proved.
+    /// Otherwise a row that other rows refer to cannot be deleted, and a
+    /// key generated ALWAYS cannot be inserted again: only the update is
+    /// proved.
     fn prove_writes(
         &self,
         name: &str,
@@ -494,7 +495,16 @@ impl Postgres {
             Ok((gone, back)) => bail!(
                 "deleting and inserting again one row of '{name}' wrote {gone} and {back} rows"
             ),
-            Err(e) if sql_state(&e) == Some(SqlState::FOREIGN_KEY_VIOLATION) => &["update"],
+            // A row other rows refer to, or a key the table generates
+            // ALWAYS, which an insert cannot write back: the update alone.
+            Err(e)
+                if matches!(
+                    sql_state(&e),
+                    Some(SqlState::FOREIGN_KEY_VIOLATION | SqlState::GENERATED_ALWAYS)
+                ) =>
+            {
+                &["update"]
+            }
             Err(e) => return Err(e),
         };
         let changed = self.update_row(&sql, &key, &row)?;
