@@ -871,10 +871,10 @@ impl Role {
 impl Drop for Role {
     fn drop(&mut self) {
         if let Ok(mut c) = postgres::Client::connect(&self.admin, postgres::NoTls) {
-            let _ = c.batch_execute(&format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE); DROP ROLE IF EXISTS {}",
-                self.db, self.name
-            ));
+            // Two statements: DROP DATABASE cannot run in the implicit
+            // transaction of a multi-statement query.
+            let _ = c.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.db));
+            let _ = c.batch_execute(&format!("DROP ROLE IF EXISTS {}", self.name));
         }
     }
 }
