@@ -25,12 +25,14 @@ use postgres::{Client, NoTls, Statement};
 use crate::db::Access;
 
 pub mod applied;
+pub mod capture;
 pub mod catalogue;
 pub mod connection;
 mod control;
 pub mod datetime;
 pub mod fence;
 pub mod fixtures;
+pub mod journal_log;
 pub mod load;
 pub mod numeric;
 pub mod progress;
