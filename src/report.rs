@@ -256,9 +256,17 @@ pub fn write_report(
         );
         let loaded = crate::spec::load(spec_path)?;
         for (role, db) in [("source", &loaded.source), ("target", &loaded.target)] {
-            let (size, digest) = file_digest(db.path())
-                .with_context(|| format!("reading {role} {} for the report", db.display()))?;
-            databases.push(serde_json::json!({"role": role, "path": db.display().to_string(), "size": size, "sha256": digest}));
+            match db.path() {
+                Some(file) => {
+                    let (size, digest) = file_digest(file).with_context(|| {
+                        format!("reading {role} {} for the report", db.display())
+                    })?;
+                    databases.push(serde_json::json!({"role": role, "path": db.display(), "size": size, "sha256": digest}));
+                }
+                // A server's database is not a file to digest: the report
+                // names it, and the reconcile inside proves its content.
+                None => databases.push(serde_json::json!({"role": role, "url": db.display()})),
+            }
         }
     }
     provenance.insert("databases".into(), Json::Array(databases));

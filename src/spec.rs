@@ -87,20 +87,56 @@ pub enum Location {
     /// `csv://PATH`: a CSV snapshot (UTF-8, header row) of the spec's one
     /// table; a source only, never written.
     Csv(PathBuf),
+    /// `postgres://user@host:port/db?schema=NAME`: one schema of a
+    /// PostgreSQL database (`public` unless named).
+    Postgres(String),
 }
 
 impl Location {
-    /// The file a location names.
-    pub fn path(&self) -> &Path {
+    /// The file a location names; none for a server.
+    pub fn path(&self) -> Option<&Path> {
         match self {
-            Location::Sqlite(p) | Location::Csv(p) => p,
+            Location::Sqlite(p) | Location::Csv(p) => Some(p),
+            Location::Postgres(_) => None,
         }
     }
 
-    /// How messages name it.
-    pub fn display(&self) -> std::path::Display<'_> {
-        self.path().display()
+    /// How messages name it: a path, or a URL without its password.
+    pub fn display(&self) -> String {
+        match self {
+            Location::Sqlite(p) | Location::Csv(p) => p.display().to_string(),
+            Location::Postgres(url) => without_password(url),
+        }
     }
+}
+
+/// `postgres://user:secret@host/db` as `postgres://user:***@host/db`.
+fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    match rest[..authority_end].rsplit_once('@') {
+        Some((user, host)) if user.contains(':') => {
+            let name = user.split(':').next().unwrap_or("");
+            format!("{scheme}://{name}:***@{host}{}", &rest[authority_end..])
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// Whether a spec's url names a PostgreSQL database.
+fn is_postgres(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+/// A spec's url: a PostgreSQL URL as written, or a SQLite file relative to
+/// the spec's folder.
+fn database(base: &Path, url: &str) -> Result<Location> {
+    if is_postgres(url) {
+        return Ok(Location::Postgres(url.to_string()));
+    }
+    Ok(Location::Sqlite(sqlite_path(base, url)?))
 }
 
 /// One migrated table. `columns` holds the key columns first (carried as
@@ -270,13 +306,10 @@ pub fn load(path: &Path) -> Result<Spec> {
     let ctx = |what: &str| format!("spec {}: {what}", path.display());
     let source = match raw.source.url.strip_prefix("csv://") {
         Some(p) if !p.is_empty() => Location::Csv(base.join(p)),
-        _ => Location::Sqlite(
-            sqlite_path(base, &raw.source.url).with_context(|| ctx("[source] url"))?,
-        ),
+        _ => database(base, &raw.source.url).with_context(|| ctx("[source] url"))?,
     };
-    let target =
-        Location::Sqlite(sqlite_path(base, &raw.target.url).with_context(|| ctx("[target] url"))?);
-    if source.path() == target.path() {
+    let target = database(base, &raw.target.url).with_context(|| ctx("[target] url"))?;
+    if source == target {
         bail!(
             "spec {}: source and target are the same file {}; they must be two databases",
             path.display(),
@@ -320,7 +353,7 @@ fn sqlite_path(base: &Path, url: &str) -> Result<PathBuf> {
     match url.strip_prefix("sqlite://") {
         Some(p) if !p.is_empty() => Ok(base.join(p)),
         _ => bail!(
-            "url '{url}' is not supported; write sqlite://PATH (or csv://PATH for a source snapshot), relative to the spec file"
+            "url '{url}' is not supported; write sqlite://PATH (relative to the spec file), postgres://USER@HOST:PORT/DB?schema=NAME, or csv://PATH for a source snapshot"
         ),
     }
 }

@@ -7,7 +7,7 @@
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use crate::db::{Access, Db, JOURNAL_TRIGGERS_PER_TABLE};
+use crate::db::{Access, Db};
 use crate::report::{self, Report};
 use crate::schema;
 use crate::spec::Spec;
@@ -16,6 +16,9 @@ use crate::spec::Spec;
 pub struct TableStatus {
     pub name: String,
     pub triggers: usize,
+    /// How many journal triggers a table has on the target's engine.
+    #[serde(skip)]
+    pub triggers_per_table: usize,
     /// Journal triggers missing or out of date.
     pub stale: Vec<String>,
     pub insert: i64,
@@ -279,6 +282,7 @@ fn status_report(spec: &Spec, target: &Db, action: Action) -> Result<JournalRepo
         tables.push(TableStatus {
             name: t.name.clone(),
             triggers: target.journal_triggers(&t.target_table)?,
+            triggers_per_table: target.journal_triggers_per_table(),
             stale: stale(t, target)?,
             insert: get("insert"),
             update: get("update"),
@@ -331,11 +335,12 @@ pub fn render(rep: &JournalReport) -> String {
             vec![
                 t.name.clone(),
                 if t.stale.is_empty() {
-                    format!("{}/{JOURNAL_TRIGGERS_PER_TABLE}", t.triggers)
+                    format!("{}/{}", t.triggers, t.triggers_per_table)
                 } else {
                     format!(
-                        "{}/{JOURNAL_TRIGGERS_PER_TABLE}, {} stale",
+                        "{}/{}, {} stale",
                         t.triggers,
+                        t.triggers_per_table,
                         t.stale.len()
                     )
                 },

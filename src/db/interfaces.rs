@@ -302,6 +302,8 @@ pub trait Capture {
     fn remove_journal(&self, table: &str) -> Result<()>;
     /// How many of a table's journal triggers exist.
     fn journal_triggers(&self, table: &str) -> Result<usize>;
+    /// How many journal triggers a journaled table has on this engine.
+    fn journal_triggers_per_table(&self) -> usize;
     /// The journal's own tables, which the fence guards like the journal.
     fn journal_image_tables(&self) -> Result<Vec<String>>;
     /// The journal's identity and its tables, once installed.

@@ -21,7 +21,6 @@ pub use interfaces::{
     AppliedSet, BatchInsert, Capture, Catalogue, Connection, Database, Fence, Fixtures, JournalLog,
     Progress, Receipts, Rows,
 };
-pub use sqlite::JOURNAL_TRIGGERS_PER_TABLE;
 pub use types::{
     Access, ColumnInfo, Durability, FenceRecord, ForeignKey, ForeignKeyViolation, JournalEntry,
     JournalTable, SyncBatch, TableSql,
@@ -50,6 +49,9 @@ impl Db {
     pub fn open(location: &Location, access: Access, role: &str) -> Result<Db> {
         match location {
             Location::Sqlite(path) => Ok(Db(Box::new(sqlite::Sqlite::open(path, access, role)?))),
+            Location::Postgres(url) => {
+                Ok(Db(Box::new(postgres::Postgres::open(url, access, role)?)))
+            }
             Location::Csv(path) => bail!(
                 "{role} {} is a CSV snapshot, not a database; only a source can be one",
                 path.display()
@@ -139,5 +141,5 @@ impl Db {
 /// foreign key constraint), the database's message; the apply engine
 /// reports it as a conflict on that row rather than as a failure of the tool.
 pub fn constraint_violation(err: &anyhow::Error) -> Option<String> {
-    sqlite::constraint_violation(err)
+    sqlite::constraint_violation(err).or_else(|| postgres::constraint_violation(err))
 }

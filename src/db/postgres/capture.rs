@@ -722,6 +722,10 @@ impl Capture for Postgres {
     }
 
     /// How many of a table's journal triggers exist.
+    fn journal_triggers_per_table(&self) -> usize {
+        TRIGGER_NAMES.len()
+    }
+
     fn journal_triggers(&self, table: &str) -> Result<usize> {
         let row = self.client()?.query_one(
             "SELECT count(*) FROM pg_trigger WHERE tgrelid = to_regclass($1) AND tgname = ANY ($2)",

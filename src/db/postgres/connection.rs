@@ -104,3 +104,15 @@ impl Connection for Postgres {
             .get(0))
     }
 }
+
+/// When `err` is PostgreSQL refusing a row — an integrity constraint (class
+/// 23: unique, not null, check, foreign key, exclusion) or a trigger raising
+/// an error — the server's message; the apply engine reports it as a
+/// conflict on that row rather than as a failure of the tool.
+pub fn constraint_violation(err: &anyhow::Error) -> Option<String> {
+    err.chain().find_map(|e| {
+        let db = e.downcast_ref::<postgres::Error>()?.as_db_error()?;
+        let code = db.code().code();
+        (code.starts_with("23") || code == "P0001").then(|| db.message().to_string())
+    })
+}

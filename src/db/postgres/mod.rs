@@ -43,6 +43,7 @@ pub mod table_sql;
 pub mod types;
 pub mod url;
 
+pub use connection::constraint_violation;
 pub use url::{PgUrl, is_postgres};
 
 /// Quotes an identifier: `a "b"` becomes `"a ""b"""`.
@@ -75,6 +76,8 @@ fn session_sql(schema: &str, access: Access) -> String {
     }
     sql
 }
+
+impl crate::db::Database for Postgres {}
 
 /// One open PostgreSQL database, limited to one schema.
 pub struct Postgres {

@@ -182,6 +182,10 @@ impl Capture for Sqlite {
     }
 
     /// How many of a table's journal triggers exist.
+    fn journal_triggers_per_table(&self) -> usize {
+        JOURNAL_TRIGGERS_PER_TABLE
+    }
+
     fn journal_triggers(&self, table: &str) -> Result<usize> {
         self.count_triggers(&journal_trigger_names(table))
     }
@@ -592,7 +596,7 @@ const JOURNAL_FLUSH: &str = include_str!("../../../sql/sqlite/journal_flush.sql"
 
 /// The names of the journal's triggers on one table.
 /// How many triggers the journal puts on each table.
-pub const JOURNAL_TRIGGERS_PER_TABLE: usize = 7;
+pub(super) const JOURNAL_TRIGGERS_PER_TABLE: usize = 7;
 
 pub(super) fn journal_trigger_names(table: &str) -> [String; JOURNAL_TRIGGERS_PER_TABLE] {
     [

@@ -27,8 +27,6 @@ mod progress;
 mod receipts;
 mod rows;
 
-pub use capture::JOURNAL_TRIGGERS_PER_TABLE;
-
 const CONTROL_DDL: &str = include_str!("../../../sql/sqlite/control.sql");
 const APPLIED_DDL: &str = include_str!("../../../sql/sqlite/applied.sql");
 const APPLY_DDL: &str = include_str!("../../../sql/sqlite/apply.sql");
