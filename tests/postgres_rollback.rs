@@ -1,0 +1,411 @@
+//! The rollback on a PostgreSQL target, through the binary: a SQLite source
+//! loaded into PostgreSQL, the application writing from 16 connections of
+//! its own while `fence on` runs, then replay into the source. The source
+//! must end equal to the target, checked against an oracle computed here
+//! (the target's rows turned back into source form), with no journal entry
+//! lost or doubled; 20 seeded rounds. Then replay and load killed at random
+//! moments and run again, ending exactly as one clean run.
+//!
+//! Each round makes its own database (`cutover_t_…`) and drops it. The
+//! server is `CUTOVER_TEST_PG`, else root@ or postgres@127.0.0.1:5432.
+//! Without a server the tests say so and pass, except under CI (`CI` set).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+const SOURCE_DDL: &str =
+    "CREATE TABLE orders (id INTEGER PRIMARY KEY, dollars TEXT NOT NULL, status TEXT NOT NULL);";
+const TARGET_DDL: &str =
+    "CREATE TABLE orders (id bigint PRIMARY KEY, cents bigint NOT NULL, status text NOT NULL)";
+
+/// A small seeded generator (xorshift64*): the same seed, the same round.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// A database of its own on the server, dropped at the end.
+struct TestDb {
+    admin: String,
+    name: String,
+    url: String,
+}
+
+impl TestDb {
+    fn new(test: &str) -> Option<TestDb> {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let candidates = match std::env::var("CUTOVER_TEST_PG") {
+            Ok(u) => vec![u],
+            Err(_) => vec![
+                "postgres://root@127.0.0.1:5432/postgres".to_string(),
+                "postgres://postgres@127.0.0.1:5432/postgres".to_string(),
+            ],
+        };
+        let mut errors = Vec::new();
+        for admin in candidates {
+            match postgres::Client::connect(&admin, postgres::NoTls) {
+                Ok(mut c) => {
+                    let name = format!(
+                        "cutover_t_rb_{}_{}",
+                        std::process::id(),
+                        N.fetch_add(1, Ordering::Relaxed)
+                    );
+                    c.batch_execute(&format!("CREATE DATABASE {name}"))
+                        .expect("creating a test database");
+                    let (base, _) = admin.rsplit_once('/').expect("admin URL has a database");
+                    let url = format!("{base}/{name}");
+                    return Some(TestDb { admin, name, url });
+                }
+                Err(e) => errors.push(format!("{admin}: {e}")),
+            }
+        }
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set and no PostgreSQL server answered: {}",
+            errors.join("; ")
+        );
+        println!(
+            "skipping {test}: no PostgreSQL server ({})",
+            errors.join("; ")
+        );
+        None
+    }
+
+    fn connect(&self) -> postgres::Client {
+        postgres::Client::connect(&self.url, postgres::NoTls)
+            .expect("connecting to the test database")
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if let Ok(mut c) = postgres::Client::connect(&self.admin, postgres::NoTls) {
+            let _ = c.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ));
+        }
+    }
+}
+
+/// A folder with the spec and the SQLite source, its target on the server.
+struct Migration {
+    dir: tempfile::TempDir,
+    db: TestDb,
+}
+
+impl Migration {
+    /// `rows` orders in the source (ids 1..=rows), an empty target table.
+    fn new(test: &str, rows: i64) -> Option<Migration> {
+        let db = TestDb::new(test)?;
+        db.connect()
+            .batch_execute(TARGET_DDL)
+            .expect("creating the target table");
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let source = rusqlite::Connection::open(dir.path().join("source.db")).expect("source");
+        source.execute_batch(SOURCE_DDL).expect("source table");
+        source.execute_batch("BEGIN").expect("begin");
+        for id in 1..=rows {
+            source
+                .execute(
+                    "INSERT INTO orders VALUES (?1, ?2, ?3)",
+                    rusqlite::params![
+                        id,
+                        format!("{}.{:02}", id * 3 % 1000, id % 100),
+                        if id % 3 == 0 { "C" } else { "A" }
+                    ],
+                )
+                .expect("a source row");
+        }
+        source.execute_batch("COMMIT").expect("commit");
+        let spec = format!(
+            "[source]\nurl = \"sqlite://source.db\"\n[target]\nurl = \"{}\"\n\n[[tables]]\nname = \"orders\"\nkey = [\"id\"]\n\n[[tables.columns]]\nsource = \"dollars\"\ntarget = \"cents\"\ntransform = \"decimal_to_minor\"\nscale = 2\n\n[[tables.columns]]\nsource = \"status\"\ntarget = \"status\"\ntransform = \"map\"\nmap = {{ A = \"active\", C = \"closed\" }}\n",
+            db.url
+        );
+        std::fs::write(dir.path().join("spec.toml"), spec).expect("writing the spec");
+        Some(Migration { dir, db })
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_cutover"));
+        c.args(args)
+            .args(["--spec", "spec.toml"])
+            .current_dir(self.dir.path())
+            .env("CUTOVER_BUSY_TIMEOUT_MS", "5000");
+        c
+    }
+
+    #[track_caller]
+    fn run(&self, args: &[&str], code: i32) -> Output {
+        let out = self.command(args).output().expect("running cutover");
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "cutover {args:?}: expected exit {code}\nstdout:\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    fn json(&self, args: &[&str]) -> serde_json::Value {
+        let mut all = vec!["--format", "json"];
+        all.extend_from_slice(args);
+        let out = self.run(&all, 0);
+        serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+    }
+
+    /// The source's orders: id → (dollars, status).
+    fn source_rows(&self) -> BTreeMap<i64, (String, String)> {
+        let c = rusqlite::Connection::open(self.dir.path().join("source.db")).expect("source");
+        let mut st = c
+            .prepare("SELECT id, dollars, status FROM orders")
+            .expect("query");
+        st.query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))
+            .expect("rows")
+            .collect::<rusqlite::Result<_>>()
+            .expect("rows")
+    }
+
+    /// The oracle: the target's orders turned back into source form by
+    /// arithmetic done here, not by the tool.
+    fn target_as_source(&self) -> BTreeMap<i64, (String, String)> {
+        let mut c = self.db.connect();
+        c.query("SELECT id, cents, status FROM orders", &[])
+            .expect("reading the target")
+            .iter()
+            .map(|r| {
+                let cents: i64 = r.get(1);
+                let status: String = r.get(2);
+                let code = match status.as_str() {
+                    "active" => "A",
+                    "closed" => "C",
+                    other => panic!("a status the map does not know: {other}"),
+                };
+                (
+                    r.get::<_, i64>(0),
+                    (
+                        format!("{}.{:02}", cents / 100, cents % 100),
+                        code.to_string(),
+                    ),
+                )
+            })
+            .collect()
+    }
+
+    fn source_path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+/// One application connection writing until `stop`: transactions of 1 to
+/// 5 statements — inserts of fresh ids, updates, deletes and key changes of
+/// random ids — some rolled back. Returns the rows its committed
+/// transactions changed (each one journal entry).
+fn application(url: &str, thread: u64, seed: u64, stop: &AtomicBool) -> u64 {
+    let mut c = postgres::Client::connect(url, postgres::NoTls).expect("an application connection");
+    let mut rng = Rng::new(seed ^ (thread << 32));
+    let mut fresh = 100_000 + thread * 1_000_000;
+    let mut committed = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let Ok(mut tx) = c.transaction() else { break };
+        let mut changed = 0u64;
+        let mut failed = false;
+        for _ in 0..1 + rng.below(5) {
+            let id = 1 + rng.below(300) as i64;
+            let r = match rng.below(4) {
+                0 => {
+                    fresh += 1;
+                    tx.execute(
+                        "INSERT INTO orders VALUES ($1, $2, 'active')",
+                        &[&(fresh as i64), &((rng.below(100_000)) as i64)],
+                    )
+                }
+                1 => tx.execute(
+                    "UPDATE orders SET cents = cents + 1, status = CASE status WHEN 'active' THEN 'closed' ELSE 'active' END WHERE id = $1",
+                    &[&id],
+                ),
+                2 => tx.execute("DELETE FROM orders WHERE id = $1", &[&id]),
+                _ => {
+                    fresh += 1;
+                    tx.execute("UPDATE orders SET id = $2 WHERE id = $1", &[&id, &(fresh as i64)])
+                }
+            };
+            match r {
+                Ok(n) => changed += n,
+                Err(_) => {
+                    // A deadlock, or the fence: this transaction is over.
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        if failed || rng.below(8) == 0 {
+            let _ = tx.rollback();
+        } else if tx.commit().is_ok() {
+            committed += changed;
+        }
+    }
+    committed
+}
+
+fn rounds() -> u64 {
+    std::env::var("CUTOVER_PG_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20)
+}
+
+#[test]
+fn sixteen_writers_while_the_fence_goes_on_then_replay_leaves_the_source_equal_to_the_target() {
+    for round in 0..rounds() {
+        let seed = 0xC0_70_0E + round;
+        let Some(m) = Migration::new("sixteen_writers", 300) else {
+            return;
+        };
+        m.run(&["load"], 0);
+        m.run(&["journal", "install"], 0);
+        let stop = Arc::new(AtomicBool::new(false));
+        let changes = Arc::new(AtomicU64::new(0));
+        let writers: Vec<_> = (0..16)
+            .map(|t| {
+                let (url, stop, changes) = (m.db.url.clone(), stop.clone(), changes.clone());
+                std::thread::spawn(move || {
+                    let n = application(&url, t, seed, &stop);
+                    changes.fetch_add(n, Ordering::Relaxed);
+                })
+            })
+            .collect();
+        let mut rng = Rng::new(seed);
+        std::thread::sleep(Duration::from_millis(100 + rng.below(300)));
+        // The fence goes on while the application writes: every write
+        // committed before it is inside the boundary, none after.
+        let fence = m.run(&["fence", "on"], 0);
+        std::thread::sleep(Duration::from_millis(50));
+        stop.store(true, Ordering::Relaxed);
+        for w in writers {
+            w.join().expect("an application thread");
+        }
+        // The round proves something only if the application wrote.
+        assert!(
+            changes.load(Ordering::Relaxed) > 16,
+            "round {round}: the application committed almost nothing"
+        );
+        let status = m.json(&["journal", "status"]);
+        let entries = status["entries"].as_i64().expect("entries");
+        assert_eq!(
+            entries as u64,
+            changes.load(Ordering::Relaxed),
+            "round {round}: the journal holds {entries} entries, the application committed {} row changes\n{}",
+            changes.load(Ordering::Relaxed),
+            String::from_utf8_lossy(&fence.stdout)
+        );
+        m.run(&["replay"], 0);
+        assert_eq!(
+            m.source_rows(),
+            m.target_as_source(),
+            "round {round}: the source differs from the target after replay"
+        );
+        let applied: i64 = rusqlite::Connection::open(m.source_path().join("source.db"))
+            .expect("source")
+            .query_row("SELECT count(*) FROM _cutover_applied", [], |r| r.get(0))
+            .expect("applied set");
+        assert_eq!(applied, entries, "round {round}: entries applied once each");
+        // A second replay finds nothing to do and changes nothing.
+        let before = std::fs::read(m.source_path().join("source.db")).expect("source bytes");
+        m.run(&["replay"], 0);
+        assert_eq!(
+            std::fs::read(m.source_path().join("source.db")).expect("source bytes"),
+            before,
+            "round {round}: a second replay changed the source"
+        );
+        m.run(&["gate"], 0);
+    }
+}
+
+/// Runs `args` killed after a random delay, again and again, until a run
+/// ends by itself; returns how many were killed.
+fn kill_until_done(m: &Migration, args: &[&str], rng: &mut Rng, max_ms: u64) -> u32 {
+    let mut killed = 0;
+    loop {
+        let mut child = m
+            .command(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting cutover");
+        let deadline = Instant::now() + Duration::from_millis(rng.below(max_ms));
+        loop {
+            if let Some(status) = child.try_wait().expect("waiting") {
+                assert_eq!(status.code(), Some(0), "cutover {args:?} failed on its own");
+                return killed;
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                killed += 1;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
+#[test]
+fn load_and_replay_killed_at_random_moments_end_as_one_clean_run() {
+    let mut kills = 0;
+    for round in 0..6u64 {
+        let mut rng = Rng::new(0x0C11 + round);
+        let Some(m) = Migration::new("kills", 4_000) else {
+            return;
+        };
+        kills += kill_until_done(&m, &["load", "--batch", "200"], &mut rng, 400);
+        m.run(&["gate"], 0);
+        m.run(&["journal", "install"], 0);
+        let mut c = m.db.connect();
+        c.batch_execute(
+            "UPDATE orders SET cents = cents + 7 WHERE id % 5 = 0;
+             DELETE FROM orders WHERE id % 11 = 0;
+             INSERT INTO orders SELECT 100000 + g, g, 'closed' FROM generate_series(1, 500) g;
+             UPDATE orders SET id = id + 200000 WHERE id % 13 = 0 AND id < 100000;",
+        )
+        .expect("the application's writes");
+        let expected = m.target_as_source();
+        m.run(&["fence", "on"], 0);
+        kills += kill_until_done(&m, &["replay", "--batch", "50"], &mut rng, 300);
+        assert_eq!(
+            m.source_rows(),
+            expected,
+            "round {round}: source after killed replays"
+        );
+        let applied: i64 = rusqlite::Connection::open(m.source_path().join("source.db"))
+            .expect("source")
+            .query_row("SELECT count(*) FROM _cutover_applied", [], |r| r.get(0))
+            .expect("applied set");
+        let entries = m.json(&["journal", "status"])["entries"]
+            .as_i64()
+            .expect("entries");
+        assert_eq!(applied, entries, "round {round}: every entry applied once");
+        m.run(&["gate"], 0);
+    }
+    // The campaign must have killed something, or it proved nothing.
+    assert!(kills > 0, "no run was killed");
+}
