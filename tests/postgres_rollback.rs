@@ -409,3 +409,80 @@ fn load_and_replay_killed_at_random_moments_end_as_one_clean_run() {
     // The campaign must have killed something, or it proved nothing.
     assert!(kills > 0, "no run was killed");
 }
+
+/// Every route a PostgreSQL writer has around a fence is refused, or, for
+/// the owner who switches the fence's triggers off and back on, seen by
+/// replay as a breach that stops it before anything is written.
+#[test]
+fn every_write_route_into_a_fenced_postgres_table_is_refused_or_seen_as_a_breach() {
+    let Some(m) = Migration::new("fence_routes", 20) else {
+        return;
+    };
+    m.run(&["load"], 0);
+    m.run(&["journal", "install"], 0);
+    let mut app = m.db.connect();
+    app.batch_execute("CREATE VIEW open_orders AS SELECT * FROM orders WHERE status = 'active'")
+        .expect("a view of the application's");
+    app.batch_execute("UPDATE orders SET cents = cents + 5 WHERE id = 1")
+        .expect("a write before the fence");
+    m.run(&["fence", "on"], 0);
+    let before = m.target_as_source();
+    let routes = [
+        ("insert", "INSERT INTO orders VALUES (900, 1, 'active')"),
+        ("update", "UPDATE orders SET cents = 0"),
+        ("delete", "DELETE FROM orders"),
+        ("truncate", "TRUNCATE orders"),
+        (
+            "a view",
+            "INSERT INTO open_orders VALUES (901, 1, 'active')",
+        ),
+        (
+            "upsert",
+            "INSERT INTO orders VALUES (1, 7, 'active') ON CONFLICT (id) DO UPDATE SET cents = 7",
+        ),
+        (
+            "replica role",
+            "SET session_replication_role = replica; UPDATE orders SET cents = 0",
+        ),
+    ];
+    for (route, sql) in routes {
+        let mut c = m.db.connect();
+        let r = c.batch_execute(sql);
+        assert!(r.is_err(), "{route}: the fence let `{sql}` through");
+    }
+    // COPY FROM goes through the row triggers too.
+    {
+        let mut c = m.db.connect();
+        let copied = (|| -> Result<u64, postgres::Error> {
+            use std::io::Write;
+            let mut w = c.copy_in("COPY orders FROM STDIN")?;
+            w.write_all(b"902\t1\tactive\n").expect("writing COPY data");
+            w.finish()
+        })();
+        assert!(copied.is_err(), "COPY FROM went through the fence");
+    }
+    assert_eq!(
+        m.target_as_source(),
+        before,
+        "a refused route changed the target"
+    );
+    // The owner switches the fence off underneath, writes, and switches it
+    // back on: the fence cannot stop that, but replay sees it and refuses.
+    app.batch_execute(
+        "ALTER TABLE orders DISABLE TRIGGER ALL;
+         UPDATE orders SET cents = cents + 1 WHERE id = 2;
+         DO $$ DECLARE t text; BEGIN
+           FOR t IN SELECT tgname FROM pg_trigger WHERE tgrelid = 'orders'::regclass AND NOT tgisinternal LOOP
+             EXECUTE format('ALTER TABLE orders ENABLE ALWAYS TRIGGER %I', t);
+           END LOOP;
+         END $$;",
+    )
+    .expect("the owner's bypass");
+    let source_before = std::fs::read(m.source_path().join("source.db")).expect("source bytes");
+    m.run(&["replay"], 1);
+    assert_eq!(
+        std::fs::read(m.source_path().join("source.db")).expect("source bytes"),
+        source_before,
+        "replay wrote to the source past a breached fence"
+    );
+}
