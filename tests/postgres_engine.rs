@@ -619,6 +619,38 @@ fn a_failed_load_in_a_transaction_leaves_nothing() -> Result<()> {
 }
 
 #[test]
+fn a_bulk_insert_that_collides_writes_nothing_and_leaves_the_transaction_usable() -> Result<()> {
+    let Some(t) = TestDb::new("bulk_insert_collides") else {
+        return Ok(());
+    };
+    let db = t.open(Access::Write);
+    db.execute_script("CREATE TABLE p (id int PRIMARY KEY, v text NOT NULL)")?;
+    let sql = db.table_sql("p", &["id", "v"], 1, None);
+    let first = block_of(&[
+        vec![Value::Integer(1), text("a")],
+        vec![Value::Integer(2), text("b")],
+    ]);
+    let dup = block_of(&[
+        vec![Value::Integer(3), text("c")],
+        vec![Value::Integer(1), text("again")],
+    ]);
+    let n = db.write(|| {
+        assert_eq!(db.bulk_insert(&sql, std::slice::from_ref(&first))?, Some(2));
+        // The collision: nothing of the second batch is written, and the
+        // same transaction still takes a row.
+        assert_eq!(db.bulk_insert(&sql, std::slice::from_ref(&dup))?, None);
+        db.insert_row(&sql, &[Value::Integer(3), text("c")])
+    })?;
+    assert_eq!(n, 1);
+    assert_eq!(db.row_count(&sql)?, 3);
+    // Any other refusal is an error, and still nothing of it is written.
+    let null = block_of(&[vec![Value::Integer(4), Value::Null]]);
+    assert!(db.write(|| db.bulk_insert(&sql, &[null])).is_err());
+    assert_eq!(db.row_count(&sql)?, 3);
+    Ok(())
+}
+
+#[test]
 fn the_catalogue_describes_the_schema() -> Result<()> {
     let Some(t) = TestDb::new("the_catalogue_describes_the_schema") else {
         return Ok(());

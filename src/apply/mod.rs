@@ -398,6 +398,16 @@ impl<'a> Engine<'a> {
                 // column checks; the source side would need the reverse
                 // transform, so only the target takes the fast path.
                 let fast = self.side == Side::Target && self.db.key_is_unique(&sql.table, &key)?;
+                // The whole batch in one statement where the engine has one
+                // (COPY): a collision leaves nothing written, and the rows
+                // go one by one below.
+                if fast && let Some(n) = self.db.bulk_insert(sql, blocks)? {
+                    for i in 0..n as usize {
+                        count(Effect::Written, i);
+                    }
+                    checkpoint.record(self.db, self.side, &done)?;
+                    return Ok(BatchOutcome::Committed(done));
+                }
                 let mut ins = self.db.inserter(sql)?;
                 let mut i = 0usize;
                 for b in blocks {

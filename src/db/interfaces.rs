@@ -118,6 +118,12 @@ pub trait Rows {
     fn insert_row(&self, sql: &TableSql, row: &[Value]) -> Result<usize>;
     /// A prepared insert for a run of rows from [`Block`]s.
     fn inserter<'a>(&'a self, sql: &TableSql) -> Result<Box<dyn BatchInsert + 'a>>;
+    /// Inserts every row of `blocks` in one go, where the engine has a way
+    /// faster than row by row (PostgreSQL's binary COPY): `Some(rows)` when
+    /// all went in; `None` when it has no such way, or when a row's key was
+    /// already there — then nothing was written, the transaction goes on,
+    /// and the caller inserts row by row.
+    fn bulk_insert(&self, sql: &TableSql, blocks: &[Block]) -> Result<Option<u64>>;
     /// Rewrites the row stored under `old_key` (which differs from the row's
     /// own key when the key changed).
     fn update_row(&self, sql: &TableSql, old_key: &[Value], row: &[Value]) -> Result<usize>;

@@ -239,6 +239,29 @@ impl Rows for Postgres {
         }))
     }
 
+    /// One binary COPY inside a savepoint: a key already there rolls the
+    /// COPY back (`None`, the transaction usable) for the caller to go row
+    /// by row; any other error rolls it back and is the error.
+    fn bulk_insert(&self, sql: &TableSql, blocks: &[Block]) -> Result<Option<u64>> {
+        self.client()?.batch_execute("SAVEPOINT cutover_bulk")?;
+        match self.copy_in(sql, blocks) {
+            Ok(n) => {
+                self.client()?.batch_execute("RELEASE cutover_bulk")?;
+                Ok(Some(n))
+            }
+            Err(e) => {
+                self.client()?
+                    .batch_execute("ROLLBACK TO cutover_bulk; RELEASE cutover_bulk")?;
+                let collided = e.chain().any(|c| {
+                    c.downcast_ref::<postgres::Error>()
+                        .and_then(|p| p.code())
+                        .is_some_and(|code| *code == postgres::error::SqlState::UNIQUE_VIOLATION)
+                });
+                if collided { Ok(None) } else { Err(e) }
+            }
+        }
+    }
+
     fn update_row(&self, sql: &TableSql, old_key: &[Value], row: &[Value]) -> Result<usize> {
         let plan = self.plan(sql)?;
         let k = sql.key_len;

@@ -102,6 +102,11 @@ impl Rows for Sqlite {
 
     /// Rewrites the row stored under `old_key` (which may differ from the
     /// row's own key when the key changed).
+    /// None: SQLite's prepared insert is its fastest way in.
+    fn bulk_insert(&self, _sql: &TableSql, _blocks: &[Block]) -> Result<Option<u64>> {
+        Ok(None)
+    }
+
     fn update_row(&self, sql: &TableSql, old_key: &[Value], row: &[Value]) -> Result<usize> {
         let k = sql.key_len;
         // The common update leaves the key alone and sets the other columns
