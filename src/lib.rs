@@ -209,6 +209,8 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
             verify,
             keep,
             stop_after,
+            source,
+            target,
             report: _,
         } => {
             let rep = drill::run(drill::Options {
@@ -218,6 +220,10 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
                 verify: verify.as_deref(),
                 keep: keep.as_deref(),
                 stop_after: *stop_after,
+                servers: drill::Servers {
+                    source: source.clone(),
+                    target: target.clone(),
+                },
                 format,
             })?;
             Outcome::of(&rep, drill::render(&rep))

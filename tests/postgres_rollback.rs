@@ -486,3 +486,51 @@ fn every_write_route_into_a_fenced_postgres_table_is_refused_or_seen_as_a_breach
         "replay wrote to the source past a breached fence"
     );
 }
+
+/// `cutover drill --target URL` (and `--source URL`) runs the whole runbook
+/// with that side on the server, in a schema of its own that is gone
+/// afterwards; the default drill stays on SQLite files.
+#[test]
+fn the_drill_runs_the_runbook_with_either_side_on_a_server_and_leaves_nothing_there() {
+    let Some(db) = TestDb::new("drill_on_a_server") else {
+        return;
+    };
+    let schemas = |c: &mut postgres::Client| -> i64 {
+        c.query_one(
+            "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'cutover_drill_%'",
+            &[],
+        )
+        .expect("counting schemas")
+        .get(0)
+    };
+    let mut c = db.connect();
+    for args in [
+        vec!["--target", db.url.as_str()],
+        vec!["--source", db.url.as_str()],
+        vec!["--source", db.url.as_str(), "--target", db.url.as_str()],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_cutover"))
+            .args(["--format", "json", "drill"])
+            .args(&args)
+            .output()
+            .expect("running the drill");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "drill {args:?}\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let rep: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        assert_eq!(rep["verdict"], "pass", "drill {args:?}: {rep}");
+        assert_eq!(schemas(&mut c), 0, "drill {args:?} left its schema behind");
+    }
+    // A url the drill cannot use is refused before anything is made.
+    let out = Command::new(env!("CARGO_BIN_EXE_cutover"))
+        .args(["drill", "--target"])
+        .arg(format!("{}?schema=public", db.url))
+        .output()
+        .expect("running the drill");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(schemas(&mut c), 0);
+}

@@ -35,7 +35,16 @@ pub struct Options<'a> {
     pub verify: Option<&'a Path>,
     pub keep: Option<&'a Path>,
     pub stop_after: Option<Step>,
+    pub servers: Servers,
     pub format: Format,
+}
+
+/// PostgreSQL databases the orders drill puts its source or target in
+/// (`--source`, `--target`); SQLite files of the folder when `None`.
+#[derive(Clone, Debug, Default)]
+pub struct Servers {
+    pub source: Option<String>,
+    pub target: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -220,6 +229,13 @@ pub fn run(o: Options<'_>) -> Result<DrillReport> {
     {
         bail!("--stop-after applies to the orders drill (and `--stop-after setup` to customers)");
     }
+    if (o.servers.source.is_some() || o.servers.target.is_some())
+        && (o.crash_matrix || o.scenario != Scenario::Orders)
+    {
+        bail!(
+            "--source and --target apply to the orders drill (the crash matrix compares database files)"
+        );
+    }
     if o.inject && (o.crash_matrix || o.scenario != Scenario::Orders) {
         bail!("--inject-mismatch applies to the orders drill only");
     }
@@ -248,7 +264,14 @@ pub fn run(o: Options<'_>) -> Result<DrillReport> {
         crash::run(&dir.path, &mut rec)?
     } else {
         match o.scenario {
-            Scenario::Orders => orders::run(&dir.path, &mut rec, o.inject, o.stop_after)?,
+            Scenario::Orders => orders::run(
+                &dir.path,
+                &mut rec,
+                o.inject,
+                o.stop_after,
+                &o.servers,
+                o.keep.is_some(),
+            )?,
             Scenario::Invoices => invoices::run(&dir.path, &mut rec)?,
             Scenario::Customers => customers::run(&dir.path, &mut rec, customers_setup)?,
         }

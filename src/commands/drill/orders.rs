@@ -2,16 +2,16 @@
 
 use std::path::Path;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use serde_json::{Value as Json, json};
 
-use super::{DrillVerdict, Recorder, StepRecord, Transcript, key_text};
+use super::{DrillVerdict, Recorder, Servers, StepRecord, Transcript, key_text};
 use crate::cli::Step;
 use crate::commands::replay::Replay;
 use crate::commands::{check, fence, gate, journal, load, replay, status};
 use crate::db::{Access, Db};
 use crate::report::{self, Report};
-use crate::spec::Spec;
+use crate::spec::{Location, Spec};
 
 const SPEC: &str = include_str!("../../../fixtures/orders/spec.toml");
 const SOURCE: &str = include_str!("../../../fixtures/orders/source.sql");
@@ -59,12 +59,87 @@ impl Drill<'_> {
     }
 }
 
-/// Creates the running example's spec and databases in `dir`.
-pub(super) fn set_up(dir: &Path) -> Result<()> {
-    std::fs::write(dir.join("spec.toml"), SPEC)?;
-    Db::create(&dir.join("source.db"), SOURCE)?;
-    Db::create(&dir.join("target.db"), TARGET)?;
-    Ok(())
+/// A schema the drill made on a server for one side, dropped with this
+/// handle unless the folder is kept.
+struct ServerSide {
+    url: String,
+    schema: String,
+    keep: bool,
+}
+
+impl Drop for ServerSide {
+    fn drop(&mut self) {
+        if self.keep {
+            return;
+        }
+        let base = Location::Postgres(self.url.clone());
+        if let Ok(db) = Db::open(&base, Access::Write, "drill") {
+            let _ = db.execute_script(&format!("DROP SCHEMA \"{}\" CASCADE", self.schema));
+        }
+    }
+}
+
+/// Makes a schema of the drill's own in the PostgreSQL database at `url`
+/// and the table of `script` in it; returns the url of that schema.
+fn on_server(
+    url: &str,
+    side: &str,
+    script: &str,
+    keep: bool,
+    made: &mut Vec<ServerSide>,
+) -> Result<String> {
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        bail!("--{side} {url}: give a postgres://USER@HOST:PORT/DB url");
+    }
+    if url.contains("schema=") {
+        bail!(
+            "--{side} {url}: leave out schema=; the drill makes a schema of its own and drops it afterwards"
+        );
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let schema = format!("cutover_drill_{side}_{}_{nanos}", std::process::id());
+    let base = Db::open(&Location::Postgres(url.to_string()), Access::Write, side)?;
+    base.execute_script(&format!("CREATE SCHEMA \"{schema}\""))?;
+    made.push(ServerSide {
+        url: url.to_string(),
+        schema: schema.clone(),
+        keep,
+    });
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let at = format!("{url}{sep}schema={schema}");
+    Db::open(&Location::Postgres(at.clone()), Access::Write, side)?.execute_script(script)?;
+    Ok(at)
+}
+
+/// Creates the running example's spec and databases in `dir`: SQLite files,
+/// or schemas of the drill's own on the servers given.
+fn set_up_on(dir: &Path, servers: &Servers, keep: bool) -> Result<Vec<ServerSide>> {
+    let mut made = Vec::new();
+    let mut spec = SPEC.to_string();
+    match &servers.source {
+        Some(url) => {
+            let at = on_server(url, "source", SOURCE, keep, &mut made)?;
+            spec = spec.replace("sqlite://source.db", &at);
+        }
+        None => Db::create(&dir.join("source.db"), SOURCE)?,
+    }
+    match &servers.target {
+        Some(url) => {
+            let at = on_server(url, "target", TARGET, keep, &mut made)?;
+            spec = spec.replace("sqlite://target.db", &at);
+        }
+        None => Db::create(&dir.join("target.db"), TARGET)?,
+    }
+    std::fs::write(dir.join("spec.toml"), spec)?;
+    Ok(made)
+}
+
+/// The target of the drill's spec, opened to write as the application does.
+fn application(dir: &Path) -> Result<Db> {
+    let spec = crate::spec::load(&dir.join("spec.toml"))?;
+    Db::open(&spec.target, Access::Write, "target")
 }
 
 /// Runs the drill in `dir`; returns its verdict and transcript.
@@ -73,6 +148,8 @@ pub(super) fn run(
     rec: &mut Recorder,
     inject: bool,
     stop_after: Option<Step>,
+    servers: &Servers,
+    keep: bool,
 ) -> Result<(DrillVerdict, Transcript)> {
     if rec.print {
         println!(
@@ -80,7 +157,13 @@ pub(super) fn run(
         );
     }
     let mut d = Drill { dir, rec };
-    let ok = steps(&mut d, inject, stop_after.unwrap_or(Step::Replay))?;
+    let ok = steps(
+        &mut d,
+        inject,
+        stop_after.unwrap_or(Step::Replay),
+        servers,
+        keep,
+    )?;
     let verdict = match (ok, inject) {
         (true, false) => DrillVerdict::Pass,
         (true, true) => DrillVerdict::Blocked,
@@ -92,18 +175,33 @@ pub(super) fn run(
 
 /// The runbook, step by step. Returns whether every step held.
 pub(super) fn steps_until(dir: &Path, rec: &mut Recorder, last: Step) -> Result<bool> {
-    steps(&mut Drill { dir, rec }, false, last)
+    steps(
+        &mut Drill { dir, rec },
+        false,
+        last,
+        &Servers::default(),
+        true,
+    )
 }
 
-fn steps(d: &mut Drill, inject: bool, last: Step) -> Result<bool> {
+fn steps(d: &mut Drill, inject: bool, last: Step, servers: &Servers, keep: bool) -> Result<bool> {
     let sh = |c: &str| format!("cutover {c} --spec spec.toml");
-    set_up(d.dir)?;
+    // The schemas made on servers go when this returns, unless kept.
+    let _made = set_up_on(d.dir, servers, keep)?;
+    let name = |server: &Option<String>, side: &str, file: &str| match server {
+        Some(_) => format!("the {side} (a schema of its own on the server)"),
+        None => file.to_string(),
+    };
     d.say(
         "set up",
         None,
         true,
         json!({"source_rows": 3, "target_rows": 0}),
-        "source.db holds orders 101, 102, 103; target.db is empty".into(),
+        format!(
+            "{} holds orders 101, 102, 103; {} is empty",
+            name(&servers.source, "source", "source.db"),
+            name(&servers.target, "target", "target.db")
+        ),
     );
     if last == Step::Setup {
         return Ok(true);
@@ -209,11 +307,14 @@ fn steps(d: &mut Drill, inject: bool, last: Step) -> Result<bool> {
         return Ok(o.holds());
     }
 
-    Db::open_file(&d.dir.join("target.db"), Access::Write, "target")?.execute_script(APP_WRITES)?;
+    application(d.dir)?.execute_script(APP_WRITES)?;
     let Some(o) = d.run("application", "", journal::status)? else {
         return Ok(false);
     };
     let entries = o.entries;
+    // The boundary is the last seq journaled: 3 on SQLite; a server's
+    // sequence also counted the journal's proof, rolled back.
+    let last_seq = o.last_seq;
     d.say(
         "application",
         None,
@@ -242,16 +343,16 @@ fn steps(d: &mut Drill, inject: bool, last: Step) -> Result<bool> {
     d.say(
         "fence",
         Some(&c),
-        o.holds() && boundary == 3,
+        o.holds() && boundary == last_seq,
         json!({"journal_boundary": boundary}),
         format!(
             "the cutover is declared failed; the target is fenced, journal_boundary={boundary}"
         ),
     );
-    if !o.holds() || boundary != 3 {
+    if !o.holds() || boundary != last_seq {
         return Ok(false);
     }
-    let refused = Db::open_file(&d.dir.join("target.db"), Access::Write, "target")?
+    let refused = application(d.dir)?
         .execute_script("UPDATE orders SET cents = cents + 1 WHERE id = 102")
         .err()
         .map(|e| format!("{:#}", e))
