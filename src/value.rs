@@ -1,9 +1,15 @@
-//! Typed values as SQLite stores them, and the one ordering every key-ordered
-//! scan and merge relies on.
+//! Typed values, the same for every engine, and the one key order every
+//! key-ordered scan and merge relies on.
 //!
-//! A value keeps its storage class: the text `'1250'` is not the integer
-//! `1250`, and a reconcile that forgot this would pass a target whose money
-//! column silently became text.
+//! The kinds are the ones both engines' values map to without loss: NULL,
+//! integer, real, text (with `TextBytes` for SQLite text that is not UTF-8)
+//! and bytes. An exact decimal (PostgreSQL's NUMERIC) or a time is carried as
+//! its canonical text, digit for digit, so it compares and round-trips
+//! exactly; the transforms turn it into integers where the spec says so.
+//!
+//! A value keeps its kind: the text `'1250'` is not the integer `1250`, and
+//! a reconcile that forgot this would pass a target whose money column
+//! silently became text.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -11,7 +17,7 @@ use std::fmt;
 use anyhow::{Result, bail};
 use serde_json::Value as Json;
 
-/// One SQLite value with its storage class.
+/// One value with its kind (SQLite's storage class).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
     Null,
@@ -98,8 +104,7 @@ impl Value {
         })
     }
 
-    /// SQLite's ordering for `ORDER BY` with the BINARY collation (see
-    /// [`CellRef::sql_cmp`]).
+    /// cutover's key order (see [`CellRef::sql_cmp`]).
     pub fn sql_cmp(&self, other: &Value) -> Ordering {
         self.as_cell().sql_cmp(&other.as_cell())
     }
@@ -130,9 +135,11 @@ pub enum CellRef<'a> {
 }
 
 impl CellRef<'_> {
-    /// SQLite's ordering for `ORDER BY` with the BINARY collation: NULL, then
+    /// cutover's key order, defined here once for every engine: NULL, then
     /// numbers (integers and reals compared by value), then text by bytes,
-    /// then blobs by bytes. The merge depends on this matching the engine.
+    /// then blobs by bytes. It is SQLite's `ORDER BY … COLLATE BINARY` and
+    /// PostgreSQL's `COLLATE "C"`; every scan asks its engine for it and the
+    /// merge checks that it got it.
     pub fn sql_cmp(&self, other: &CellRef<'_>) -> Ordering {
         fn rank(v: &CellRef<'_>) -> u8 {
             match v {

@@ -149,7 +149,10 @@ impl Migration {
         c.args(args)
             .args(["--spec", "spec.toml"])
             .current_dir(self.dir.path())
-            .env("CUTOVER_BUSY_TIMEOUT_MS", "5000");
+            .env("CUTOVER_BUSY_TIMEOUT_MS", "5000")
+            // Correctness, not timing, is under test: a loaded machine must
+            // not make the fence give up on its locks.
+            .env("CUTOVER_LOCK_TIMEOUT_MS", "10000");
         c
     }
 
