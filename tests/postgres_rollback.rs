@@ -221,13 +221,12 @@ impl Migration {
 
 /// One application connection writing until `stop`: transactions of 1 to
 /// 5 statements — inserts of fresh ids, updates, deletes and key changes of
-/// random ids — some rolled back. Returns the rows its committed
-/// transactions changed (each one journal entry).
-fn application(url: &str, thread: u64, seed: u64, stop: &AtomicBool) -> u64 {
+/// random ids — some rolled back. Adds the rows its committed transactions
+/// changed (each one journal entry) to `committed` as they commit.
+fn application(url: &str, thread: u64, seed: u64, stop: &AtomicBool, committed: &AtomicU64) {
     let mut c = postgres::Client::connect(url, postgres::NoTls).expect("an application connection");
     let mut rng = Rng::new(seed ^ (thread << 32));
     let mut fresh = 100_000 + thread * 1_000_000;
-    let mut committed = 0;
     while !stop.load(Ordering::Relaxed) {
         let Ok(mut tx) = c.transaction() else { break };
         let mut changed = 0u64;
@@ -264,10 +263,9 @@ fn application(url: &str, thread: u64, seed: u64, stop: &AtomicBool) -> u64 {
         if failed || rng.below(8) == 0 {
             let _ = tx.rollback();
         } else if tx.commit().is_ok() {
-            committed += changed;
+            committed.fetch_add(changed, Ordering::SeqCst);
         }
     }
-    committed
 }
 
 fn rounds() -> u64 {
@@ -291,14 +289,17 @@ fn sixteen_writers_while_the_fence_goes_on_then_replay_leaves_the_source_equal_t
         let writers: Vec<_> = (0..16)
             .map(|t| {
                 let (url, stop, changes) = (m.db.url.clone(), stop.clone(), changes.clone());
-                std::thread::spawn(move || {
-                    let n = application(&url, t, seed, &stop);
-                    changes.fetch_add(n, Ordering::Relaxed);
-                })
+                std::thread::spawn(move || application(&url, t, seed, &stop, &changes))
             })
             .collect();
         let mut rng = Rng::new(seed);
-        std::thread::sleep(Duration::from_millis(100 + rng.below(300)));
+        // The fence goes on once the application is writing, however slow
+        // the machine is today.
+        let started = Instant::now();
+        while changes.load(Ordering::SeqCst) < 50 && started.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::thread::sleep(Duration::from_millis(rng.below(300)));
         // The fence goes on while the application writes: every write
         // committed before it is inside the boundary, none after.
         let fence = m.run(&["fence", "on"], 0);
