@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use anyhow::Result;
 use cutover::db::postgres::Postgres;
-use cutover::db::{Access, Catalogue, Connection, Fixtures, Rows, TableSql};
+use cutover::db::{Access, Catalogue, Connection, Fence, Fixtures, Rows, TableSql};
 use cutover::value::{Block, CellRef, Value, key_cmp};
 
 type Db = Postgres;
@@ -942,12 +942,22 @@ fn transactions_savepoints_and_the_change_token() -> Result<()> {
         .collect();
     assert_eq!(ids, [Value::Integer(1), Value::Integer(3)]);
 
-    // Another connection's commit moves the token.
+    // The token follows what could get past a fence: a row written (which a
+    // fence's triggers would have refused) leaves it; a trigger made,
+    // switched off or a table changed moves it.
     let before = db.change_token()?;
     assert_eq!(db.change_token()?, before);
     let other = t.open(Access::Write);
     other.execute_script("INSERT INTO s VALUES (9)")?;
-    assert_ne!(db.change_token()?, before);
+    assert_eq!(db.change_token()?, before);
+    other.execute_script(
+        "CREATE FUNCTION no() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE 'no'; END $$;
+         CREATE TRIGGER no BEFORE INSERT ON s FOR EACH ROW EXECUTE FUNCTION no();",
+    )?;
+    let with_trigger = db.change_token()?;
+    assert_ne!(with_trigger, before);
+    other.execute_script("ALTER TABLE s DISABLE TRIGGER no")?;
+    assert_ne!(db.change_token()?, with_trigger);
 
     let d = db.durability()?;
     assert!(d.journal_mode.starts_with("wal"), "{d:?}");

@@ -39,9 +39,6 @@ pub trait Connection {
     fn release(&self) -> Result<()>;
     /// Undoes the nested transaction's work and closes it.
     fn rollback_savepoint(&self);
-    /// A token that changes whenever another connection, in any process,
-    /// commits to this database.
-    fn change_token(&self) -> Result<i64>;
     /// The current UTC time as the control tables write it.
     fn now(&self) -> Result<String>;
 }
@@ -352,6 +349,10 @@ pub trait Fence {
     /// keeps new writers out until the commit, so everything read afterwards
     /// includes every write committed before the fence and none after it.
     fn drain_writers(&self, tables: &[&str]) -> Result<()>;
+    /// A token that changes whenever another connection, in any process,
+    /// commits something that could change a fenced table: replay checks it
+    /// before each batch and reads the whole fingerprint only when it moved.
+    fn change_token(&self) -> Result<i64>;
     /// Installs the fence triggers on one table; whatever goes by their names
     /// is replaced, so a planted trigger cannot pass for the fence.
     fn install_fence_triggers(&self, table: &str, message: &str) -> Result<()>;

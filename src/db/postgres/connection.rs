@@ -7,7 +7,6 @@
 //! it takes no lock up front; fencing other writers is the fence's job.
 
 use anyhow::{Context, Result};
-use sha2::{Digest, Sha256};
 
 use super::Postgres;
 use crate::db::{Connection, Durability};
@@ -75,21 +74,6 @@ impl Connection for Postgres {
         if let Ok(mut c) = self.client() {
             let _ = c.batch_execute("ROLLBACK TO cutover_batch; RELEASE cutover_batch");
         }
-    }
-
-    /// The server's current snapshot (next transaction id and those in
-    /// progress), hashed: a transaction that wrote and committed since the
-    /// last token changes it. It is server-wide, so a commit to another
-    /// database changes it too; a caller then checks what it protects.
-    fn change_token(&self) -> Result<i64> {
-        let snapshot: String = self
-            .client()?
-            .query_one("SELECT pg_current_snapshot()::text", &[])?
-            .get(0);
-        let h = Sha256::digest(snapshot.as_bytes());
-        let mut first = [0u8; 8];
-        first.copy_from_slice(&h[..8]);
-        Ok(i64::from_be_bytes(first))
     }
 
     /// The statement's time in UTC, to the millisecond, as SQLite's

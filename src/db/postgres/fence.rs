@@ -13,6 +13,7 @@
 
 use anyhow::{Context, Result, bail};
 use postgres::error::SqlState;
+use sha2::{Digest, Sha256};
 
 use super::control::Params;
 use super::{Postgres, quote_ident, quote_literal};
@@ -92,6 +93,41 @@ impl Fence for Postgres {
     /// first query: a REPEATABLE READ transaction takes its snapshot at its
     /// first query, so reading only after the locks is what puts every
     /// write committed before the fence inside the boundary.
+    /// The schema's catalogue, hashed: every table (and its storage), every
+    /// trigger with its enabled state, every function and rule, each with
+    /// the transaction that last wrote its catalogue row. While the fence's
+    /// ALWAYS triggers stand no fenced table can be written, and nothing
+    /// can take them down or route around them (disable, drop, replace the
+    /// function, add a rule, truncate) without changing one of these rows.
+    /// Commits elsewhere on the server — the replay's own, into a source in
+    /// another schema — leave it still, so replay does not re-read the
+    /// fingerprint for them.
+    fn change_token(&self) -> Result<i64> {
+        let text: String = self
+            .client()?
+            .query_one(
+                "SELECT coalesce(string_agg(x, ',' ORDER BY x), '') FROM (
+                   SELECT 'c' || c.oid || ':' || c.xmin::text || ':' || c.relfilenode FROM pg_class c
+                    WHERE c.relnamespace = to_regnamespace($1)
+                   UNION ALL
+                   SELECT 't' || t.oid || ':' || t.xmin::text || ':' || t.tgenabled::text FROM pg_trigger t
+                     JOIN pg_class c ON c.oid = t.tgrelid WHERE c.relnamespace = to_regnamespace($1)
+                   UNION ALL
+                   SELECT 'p' || p.oid || ':' || p.xmin::text FROM pg_proc p
+                    WHERE p.pronamespace = to_regnamespace($1)
+                   UNION ALL
+                   SELECT 'r' || r.oid || ':' || r.xmin::text FROM pg_rewrite r
+                     JOIN pg_class c ON c.oid = r.ev_class WHERE c.relnamespace = to_regnamespace($1)
+                 ) s(x)",
+                &[&quote_ident(&self.schema)],
+            )?
+            .get(0);
+        let h = Sha256::digest(text.as_bytes());
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&h[..8]);
+        Ok(i64::from_be_bytes(first))
+    }
+
     fn drain_writers(&self, tables: &[&str]) -> Result<()> {
         for t in tables {
             self.lock_table(t, &SHARE_ROW_EXCLUSIVE)?;

@@ -67,14 +67,6 @@ impl Connection for Sqlite {
             .execute_batch("ROLLBACK TO cutover_batch; RELEASE cutover_batch");
     }
 
-    /// The change token: it changes whenever another connection, in any
-    /// process, commits to this database (SQLite's `data_version`).
-    fn change_token(&self) -> Result<i64> {
-        Ok(self
-            .conn
-            .query_row("PRAGMA data_version", [], |r| r.get(0))?)
-    }
-
     /// The current UTC time as the control tables write it.
     /// Whether journal entry `seq` was applied. Called per change inside a
     /// batch, after [`Db::ensure_applied_table`]: no catalogue look-up.

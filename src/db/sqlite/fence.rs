@@ -14,6 +14,14 @@ impl Fence for Sqlite {
         Ok(())
     }
 
+    /// SQLite's `data_version`: it moves on any commit by another
+    /// connection, in any process.
+    fn change_token(&self) -> Result<i64> {
+        Ok(self
+            .conn
+            .query_row("PRAGMA data_version", [], |r| r.get(0))?)
+    }
+
     /// Installs the fence triggers on one table. Whatever already goes by
     /// their names is dropped first: a trigger planted under a fence
     /// trigger's name must not pass for the fence.
