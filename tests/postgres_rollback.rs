@@ -538,3 +538,35 @@ fn the_drill_runs_the_runbook_with_either_side_on_a_server_and_leaves_nothing_th
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(schemas(&mut c), 0);
 }
+
+/// `cutover init` drafts a spec from a SQLite source and a PostgreSQL
+/// target, matching the table and its columns through the server's
+/// catalogue, and never lists cutover's own tables.
+#[test]
+fn init_drafts_a_spec_from_a_postgres_target() {
+    let Some(m) = Migration::new("init", 3) else {
+        return;
+    };
+    m.run(&["load"], 0);
+    m.run(&["journal", "install"], 0);
+    let out = Command::new(env!("CARGO_BIN_EXE_cutover"))
+        .args(["init", "--source", "sqlite://source.db", "--target"])
+        .arg(&m.db.url)
+        .args(["--out", "drafted.toml"])
+        .current_dir(m.source_path())
+        .output()
+        .expect("running init");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let draft = std::fs::read_to_string(m.source_path().join("drafted.toml")).expect("the draft");
+    let spec: toml::Table = toml::from_str(&draft).expect("the draft is TOML");
+    assert_eq!(spec["target"]["url"].as_str(), Some(m.db.url.as_str()));
+    let tables = spec["tables"].as_array().expect("tables");
+    assert_eq!(tables.len(), 1, "{draft}");
+    assert_eq!(tables[0]["name"].as_str(), Some("orders"));
+    assert!(!draft.contains("_cutover"), "{draft}");
+}

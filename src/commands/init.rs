@@ -16,6 +16,7 @@ use serde::Serialize;
 
 use crate::db::{Access, ColumnInfo, Db};
 use crate::report::Report;
+use crate::spec::Location;
 use crate::value::{Value, key_json};
 
 /// At most this many distinct text values make a column a `map` candidate.
@@ -58,8 +59,13 @@ fn lit(s: &str) -> String {
 }
 
 fn open(url: &str, role: &str) -> Result<Db> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Db::open(&Location::Postgres(url.to_string()), Access::Read, role);
+    }
     let path = url.strip_prefix("sqlite://").with_context(|| {
-        format!("--{role} {url}: write sqlite://PATH (relative to the current folder)")
+        format!(
+            "--{role} {url}: write sqlite://PATH (relative to the current folder) or postgres://USER@HOST:PORT/DB?schema=NAME"
+        )
     })?;
     Db::open_file(Path::new(path), Access::Read, role)
 }
