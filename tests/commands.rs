@@ -56,9 +56,8 @@ fn load_in_batches_of_one_gives_the_same_target() {
     d.run(&["gate"], 0);
 }
 
-#[test]
-fn load_with_replace_reloads_over_a_changed_target() {
-    let d = Dir::orders_loaded("load-replace-content");
+fn load_with_replace_reloads_over_a_changed_target(layout: Layout) {
+    let d = Dir::orders_loaded_on(layout, "load-replace-content");
     d.exec(
         "target.db",
         "UPDATE orders SET cents = 1 WHERE id = 101; INSERT INTO orders VALUES (999, 5, 'closed');",
@@ -66,6 +65,7 @@ fn load_with_replace_reloads_over_a_changed_target() {
     d.run(&["load", "--replace"], 0);
     assert_eq!(d.dump("target.db", "orders"), loaded_target());
 }
+each_layout!(load_with_replace_reloads_over_a_changed_target);
 
 fn load_resumes_after_a_crash_mid_batch(layout: Layout) {
     let d = Dir::orders_on(layout, "load-crash-mid-batch");
@@ -179,9 +179,8 @@ fn gate_text_names_keys_expected_and_actual_and_says_blocked() {
     out.assert_mentions(&["102", "103", "104", "cents", "750", "751", "blocked"]);
 }
 
-#[test]
-fn gate_counts_an_invalid_source_row() {
-    let d = Dir::orders_loaded("gate-invalid");
+fn gate_counts_an_invalid_source_row(layout: Layout) {
+    let d = Dir::orders_loaded_on(layout, "gate-invalid");
     d.exec(
         "source.db",
         "UPDATE orders SET dollars = '7.505' WHERE id = 102",
@@ -196,6 +195,7 @@ fn gate_counts_an_invalid_source_row() {
         "{json:#}"
     );
 }
+each_layout!(gate_counts_an_invalid_source_row);
 
 #[test]
 fn gate_max_diffs_keeps_one_difference_but_counts_all() {
