@@ -442,6 +442,31 @@ fn replay_dry_run_writes_nothing_and_lists_the_stale_keys(layout: Layout) {
 }
 each_layout!(replay_dry_run_writes_nothing_and_lists_the_stale_keys);
 
+/// A PostgreSQL source in its own types (NUMERIC money, bigint keys,
+/// varchar codes) goes through the runbook to either target: NUMERIC read
+/// exactly, and written back at its scale (`14.00`, not `14`).
+fn a_numeric_postgres_source_rolls_back_at_its_scale(layout: Layout) {
+    let d = Dir::on(layout, "numeric-source");
+    d.spec(&Spec::orders());
+    d.create_db(
+        "source.db",
+        "CREATE TABLE orders (id bigint PRIMARY KEY, dollars numeric(12,2) NOT NULL, status varchar(1) NOT NULL);
+         INSERT INTO orders VALUES (101, 12.50, 'A'), (102, 7.5, 'C'), (103, 20, 'A');",
+    );
+    d.create_db("target.db", support::ORDERS_TARGET);
+    d.run(&["load"], 0);
+    assert_eq!(d.dump("target.db", "orders"), loaded_target());
+    d.run(&["gate"], 0);
+    d.run(&["journal", "install"], 0);
+    d.client("target.db", support::ORDERS_APP_WRITES);
+    d.run(&["fence", "on"], 0);
+    d.run(&["replay"], 0);
+    assert_eq!(d.dump("source.db", "orders"), rolled_back_source());
+    let again = d.json(&["replay"], 0);
+    assert_eq!(again["applied"], 0, "{again:#}");
+}
+each_layout!(a_numeric_postgres_source_rolls_back_at_its_scale: [pg_to_pg, pg_to_sqlite]);
+
 // --- status ----------------------------------------------------------------
 
 fn phase(d: &Dir) -> String {
