@@ -7,7 +7,7 @@ mod support;
 
 use serde_json::{Value as Json, json};
 use support::feed::*;
-use support::{Cmd, Dir, FAULT_EXIT, Output};
+use support::{Cmd, Dir, FAULT_EXIT, Layout, Output, Spec, each_layout, int, text};
 
 /// Three EUR invoices at revision 1 (INV-1 1000, INV-2 2500, INV-3 400),
 /// positions 1..3 of feed "billing", committed.
@@ -846,6 +846,44 @@ fn rule_export_applied_into_source_equals_replay_and_records_applied_seqs() {
     assert_eq!(r.json()["applied"], 0, "{r}");
     s.assert_db_unchanged("source.db", &src, &r);
 }
+
+/// The running example's journal exported and applied into the source,
+/// and replayed into a copy of the source, on every layout: both sources
+/// hold the rows the application's writes leave (carried back by hand
+/// here), both record every journal seq as applied, and a replay after the
+/// feed applies nothing and changes nothing.
+fn rule_export_applied_into_source_equals_replay_on_every_layout(layout: Layout) {
+    let s = Dir::orders_fenced_on(layout, "export-apply-layout");
+    s.copy_db("source.db", "source2.db");
+    s.spec_file("spec2.toml", &Spec::orders().source("source2.db"));
+    export(&s, "feed.jsonl", "2").expect(0);
+    s.apply("feed.jsonl", "source").expect(0);
+    s.command(&["--format", "json", "replay", "--spec", "spec2.toml"])
+        .expect(0);
+    let rolled_back = vec![
+        vec![int(101), text("14.00"), text("A")],
+        vec![int(102), text("7.50"), text("C")],
+        vec![int(104), text("9.00"), text("A")],
+    ];
+    assert_eq!(s.dump("source.db", "orders"), rolled_back);
+    assert_eq!(s.dump("source2.db", "orders"), rolled_back);
+    let journal: Vec<i64> = s
+        .query("target.db", "SELECT seq FROM _cutover_journal ORDER BY seq")
+        .into_iter()
+        .map(|r| match r[0] {
+            rusqlite::types::Value::Integer(i) => i,
+            ref other => panic!("seq {other:?}"),
+        })
+        .collect();
+    assert_eq!(journal.len(), 3, "{journal:?}");
+    assert_eq!(applied_seqs(&s, "source.db"), journal);
+    assert_eq!(applied_seqs(&s, "source2.db"), journal);
+    let src = s.image("source.db");
+    let r = s.cutover_json(&["replay"]).expect(0);
+    assert_eq!(r.json()["applied"], 0, "{r}");
+    s.assert_db_unchanged("source.db", &src, &r);
+}
+each_layout!(rule_export_applied_into_source_equals_replay_on_every_layout);
 
 #[test]
 fn rule_export_replay_first_then_apply_counts_every_change_duplicate() {

@@ -11,7 +11,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::{Dir, FAULT_EXIT, Rng, Rows};
+use support::{Dir, FAULT_EXIT, Layout, Rng, Rows, each_layout, int, text};
 
 /// The seed of every random choice; printed on failure.
 const SEED: u64 = 0x00C0_FFEE_2024;
@@ -165,6 +165,37 @@ fn replay_crash_before_commit_then_rerun_equals_one_clean_replay() {
 fn replay_crash_after_commit_then_rerun_equals_one_clean_replay() {
     fault_then_rerun("after-commit", true);
 }
+
+/// The running example's replay crashed at each point of its first batch
+/// (one entry a batch), on every layout: what committed is exactly the
+/// first batch or nothing, and a rerun leaves the source as the
+/// application's writes carried back by hand, each entry applied once.
+fn replay_crashed_at_each_point_then_rerun_ends_as_one_replay(layout: Layout) {
+    let rolled_back = vec![
+        vec![int(101), text("14.00"), text("A")],
+        vec![int(102), text("7.50"), text("C")],
+        vec![int(104), text("9.00"), text("A")],
+    ];
+    for (fault, committed) in [("mid-batch", 0), ("before-commit", 0), ("after-commit", 1)] {
+        let d = Dir::orders_fenced_on(layout, &format!("replay-{fault}"));
+        let before = d.dump("source.db", "orders");
+        d.cutover(&["replay", "--batch", "1"])
+            .env("CUTOVER_FAULT", fault)
+            .expect(FAULT_EXIT);
+        assert_eq!(applied(&d), committed, "{fault}: entries committed");
+        if committed == 0 {
+            assert_eq!(d.dump("source.db", "orders"), before, "{fault}");
+        }
+        let json = d.json(&["replay", "--batch", "1"], 0);
+        assert_eq!(json["previously_applied"], committed, "{fault}: {json:#}");
+        assert_eq!(json["applied"], 3 - committed, "{fault}: {json:#}");
+        assert_eq!(d.dump("source.db", "orders"), rolled_back, "{fault}");
+        let seqs = d.query("source.db", "SELECT seq FROM _cutover_applied ORDER BY seq");
+        let journal = d.query("target.db", "SELECT seq FROM _cutover_journal ORDER BY seq");
+        assert_eq!(seqs, journal, "{fault}: each entry applied once");
+    }
+}
+each_layout!(replay_crashed_at_each_point_then_rerun_ends_as_one_replay);
 
 #[test]
 fn repeated_crashes_after_each_commit_never_apply_an_entry_twice() {

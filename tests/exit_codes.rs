@@ -7,7 +7,7 @@
 
 mod support;
 
-use support::{Dir, Spec};
+use support::{Dir, Layout, Spec, each_layout};
 
 // --- check -----------------------------------------------------------------
 
@@ -86,12 +86,44 @@ fn gate_exits_0_when_source_and_target_reconcile() {
     d.run(&["gate"], 0);
 }
 
-#[test]
-fn gate_exits_1_after_a_manual_change_to_the_target() {
-    let d = Dir::orders_loaded("gate-changed");
-    d.exec("target.db", "UPDATE orders SET cents = 751 WHERE id = 102");
-    d.run(&["gate"], 1);
+/// One changed, missing or extra row, each made by hand on a clean load:
+/// exit 1, and that one difference counted as what it is.
+fn gate_exits_1_after_a_manual_change_to_the_target(layout: Layout) {
+    let d = Dir::orders_loaded_on(layout, "gate-changed");
+    let cases = [
+        (
+            "changed",
+            "UPDATE orders SET cents = 751 WHERE id = 102",
+            3,
+            2,
+        ),
+        ("missing", "DELETE FROM orders WHERE id = 103", 2, 2),
+        (
+            "extra",
+            "INSERT INTO orders (id, cents, status) VALUES (104, 900, 'active')",
+            4,
+            3,
+        ),
+    ];
+    for (kind, write, target_rows, matched) in cases {
+        d.exec("target.db", write);
+        let json = d.json(&["gate"], 1);
+        let t = &json["tables"][0];
+        for (field, n) in [
+            ("source_rows", 3),
+            ("target_rows", target_rows),
+            ("matched", matched),
+            ("changed", i64::from(kind == "changed")),
+            ("missing", i64::from(kind == "missing")),
+            ("extra", i64::from(kind == "extra")),
+        ] {
+            assert_eq!(t[field], n, "{kind}: {field} in {json:#}");
+        }
+        d.run(&["load", "--replace"], 0);
+        d.run(&["gate"], 0);
+    }
 }
+each_layout!(gate_exits_1_after_a_manual_change_to_the_target);
 
 #[test]
 fn gate_exits_1_when_the_rehearsal_catches_every_injected_fault() {
@@ -120,13 +152,13 @@ fn journal_install_status_and_remove_exit_0() {
     d.run(&["journal", "status"], 0);
 }
 
-#[test]
-fn journal_remove_exits_2_while_fenced() {
-    let d = Dir::orders_fenced("journal-remove-fenced");
+fn journal_remove_exits_2_while_fenced(layout: Layout) {
+    let d = Dir::orders_fenced_on(layout, "journal-remove-fenced");
     let before = d.snapshot();
     d.run(&["journal", "remove"], 2);
     d.assert_unchanged(&before, "journal remove while fenced");
 }
+each_layout!(journal_remove_exits_2_while_fenced);
 
 // --- fence -----------------------------------------------------------------
 
@@ -136,13 +168,13 @@ fn fence_on_exits_2_without_a_journal() {
     d.run(&["fence", "on"], 2);
 }
 
-#[test]
-fn fence_on_twice_exits_0_and_changes_nothing() {
-    let d = Dir::orders_fenced("fence-twice");
+fn fence_on_twice_exits_0_and_changes_nothing(layout: Layout) {
+    let d = Dir::orders_fenced_on(layout, "fence-twice");
     let before = d.snapshot();
     d.run(&["fence", "on"], 0);
     d.assert_unchanged(&before, "second fence on");
 }
+each_layout!(fence_on_twice_exits_0_and_changes_nothing);
 
 #[test]
 fn fence_status_exits_0_on_and_off() {
@@ -152,13 +184,13 @@ fn fence_status_exits_0_on_and_off() {
     d.run(&["fence", "status"], 0);
 }
 
-#[test]
-fn fence_off_exits_2_while_the_replay_is_incomplete() {
-    let d = Dir::orders_fenced("fence-off-early");
+fn fence_off_exits_2_while_the_replay_is_incomplete(layout: Layout) {
+    let d = Dir::orders_fenced_on(layout, "fence-off-early");
     let before = d.snapshot();
     d.run(&["fence", "off"], 2);
     d.assert_unchanged(&before, "refused fence off");
 }
+each_layout!(fence_off_exits_2_while_the_replay_is_incomplete);
 
 #[test]
 fn fence_off_force_exits_0_while_the_replay_is_incomplete() {
@@ -188,32 +220,32 @@ fn replay_exits_0_when_the_source_reconciles_after_it() {
     d.run(&["replay"], 0);
 }
 
-#[test]
-fn replay_exits_1_on_a_conflict() {
-    let d = Dir::orders_fenced("replay-conflict");
+fn replay_exits_1_on_a_conflict(layout: Layout) {
+    let d = Dir::orders_fenced_on(layout, "replay-conflict");
     d.exec(
         "source.db",
         "UPDATE orders SET dollars = '99.00' WHERE id = 101",
     );
     d.run(&["replay"], 1);
 }
+each_layout!(replay_exits_1_on_a_conflict);
 
 // --- status and drill ------------------------------------------------------
 
-#[test]
-fn status_exits_0_in_every_phase() {
-    let d = Dir::orders("status-phases");
+fn status_exits_0_in_every_phase(layout: Layout) {
+    let d = Dir::orders_on(layout, "status-phases");
     d.run(&["status"], 0);
     d.run(&["load"], 0);
     d.run(&["status"], 0);
     d.run(&["journal", "install"], 0);
     d.run(&["status"], 0);
-    d.exec("target.db", support::ORDERS_APP_WRITES);
+    d.client("target.db", support::ORDERS_APP_WRITES);
     d.run(&["fence", "on"], 0);
     d.run(&["status"], 0);
     d.run(&["replay"], 0);
     d.run(&["status"], 0);
 }
+each_layout!(status_exits_0_in_every_phase);
 
 #[test]
 fn drill_exits_0() {

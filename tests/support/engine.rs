@@ -3,15 +3,16 @@
 //! Every fixture a test sets up or reads back (creating a database from a
 //! script, running SQL, dumping a table in key order, counting rows, the
 //! images "nothing changed" compares) goes through [`Engine`], so that the
-//! same tests can later run against another engine by giving `Dir` another
-//! implementation. Today there is one, [`Sqlite`]: each database is a file
-//! of the test's folder, named by the spec as `sqlite://NAME`.
+//! same tests run against another engine by giving `Dir` another
+//! implementation. [`Sqlite`] keeps each database as a file of the test's
+//! folder, named by the spec as `sqlite://NAME`.
 //!
-//! A PostgreSQL engine would map each database name of a folder (`source.db`,
-//! `target.db`) to a database of its own, answer `url` with a `postgres://`
-//! url, and list those databases in `external` so that `Dir::snapshot` images
-//! them. SQL text that tests pass to `exec` and `query` is the engine's own
-//! dialect; tests that need SQLite itself (a connection held open, triggers
+//! The PostgreSQL engine (`postgres.rs`) maps each database name of a folder
+//! (`source.db`, `target.db`) to a schema of a database of the test's own,
+//! answers `url` with a `postgres://` url, and lists those databases in
+//! `external` so that `Dir::snapshot` images them; a `Layout` puts each side
+//! of a migration on one engine or the other. SQL text that tests pass to
+//! `exec` and `query` is the engine's own dialect; tests that need SQLite itself (a connection held open, triggers
 //! switched off, `PRAGMA`s) reach it through [`Engine::as_sqlite`].
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -70,6 +71,17 @@ pub trait Engine: Send + Sync {
 
     /// The SQLite engine, for the tests that need SQLite itself.
     fn as_sqlite(&self) -> Option<&Sqlite>;
+
+    /// The engine holding database `db` (`sqlite`, `postgres`), for a
+    /// scenario that needs SQL of one dialect.
+    fn engine_of(&self, _db: &str) -> &'static str {
+        self.name()
+    }
+
+    /// Runs a script on `db` through the engine's own client in another OS
+    /// process (Python's `sqlite3`, `psql`), as an application would: the
+    /// client's error message if it fails. `dir` is the folder.
+    fn client(&self, dir: &Path, db: &str, sql: &str) -> Result<(), String>;
 
     /// A table's whole content ordered by its primary key (by every column
     /// when it has none).
@@ -285,4 +297,21 @@ impl Engine for Sqlite {
     fn as_sqlite(&self) -> Option<&Sqlite> {
         Some(self)
     }
+
+    fn client(&self, dir: &Path, db: &str, sql: &str) -> Result<(), String> {
+        let (code, out) = super::run::python(dir, PY_SCRIPT, &[db, sql]);
+        if code == 0 { Ok(()) } else { Err(out) }
+    }
 }
+
+/// A Python program that runs a script on a SQLite database in its own
+/// process; it prints the error and exits 3 if the script fails.
+const PY_SCRIPT: &str = r#"
+import sqlite3, sys
+con = sqlite3.connect(sys.argv[1], timeout=2)
+try:
+    con.executescript(sys.argv[2])
+except sqlite3.Error as e:
+    print("error:", e)
+    sys.exit(3)
+"#;

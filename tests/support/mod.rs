@@ -13,6 +13,7 @@
 
 #![allow(
     dead_code,
+    unused_macros,
     unused_imports,
     reason = "each test binary uses a different part of the shared harness"
 )]
@@ -20,6 +21,7 @@
 pub mod engine;
 pub mod feed;
 pub mod golden;
+pub mod postgres;
 pub mod run;
 pub mod spec;
 pub mod workload;
@@ -34,6 +36,7 @@ use rusqlite::types::Value;
 
 pub use engine::{Engine, Image, Rows, Sqlite};
 pub use golden::{assert_golden, first_difference, repo_path};
+pub use postgres::Layout;
 pub use run::{Cmd, FAULT_EXIT, Output, PY_WRITE, assert_no_panic, cutover, python, sh};
 pub use spec::{Column, Lit, Spec, Table};
 pub use workload::{JournalJson, applied_seqs, fenced_orders_workload, journal_json, journal_seqs};
@@ -69,6 +72,49 @@ impl Dir {
             .expect("creating a temporary folder");
         let engine = engine(tmp.path());
         Dir { tmp, engine }
+    }
+
+    /// An empty folder whose databases are where `layout` puts them.
+    pub fn on(layout: Layout, name: &str) -> Dir {
+        Dir::with_engine(name, |path| layout.engine(path))
+    }
+
+    /// [`Dir::with`] in a layout: `spec` rendered with its engines' urls.
+    pub fn with_on(layout: Layout, name: &str, spec: &Spec, source: &str, target: &str) -> Dir {
+        let d = Dir::on(layout, name);
+        d.spec(spec);
+        d.create_db("source.db", source);
+        d.create_db("target.db", target);
+        d
+    }
+
+    /// The running example before anything ran, in a layout.
+    pub fn orders_on(layout: Layout, name: &str) -> Dir {
+        Dir::with_on(layout, name, &Spec::orders(), ORDERS_SOURCE, ORDERS_TARGET)
+    }
+
+    /// The running example loaded, in a layout.
+    pub fn orders_loaded_on(layout: Layout, name: &str) -> Dir {
+        let d = Dir::orders_on(layout, name);
+        d.run(&["load"], 0);
+        d
+    }
+
+    /// The running example after the application's writes, in a layout:
+    /// loaded, journaled, then `app_writes.sql` run by the target engine's
+    /// own client in another process.
+    pub fn orders_after_writes_on(layout: Layout, name: &str) -> Dir {
+        let d = Dir::orders_loaded_on(layout, name);
+        d.run(&["journal", "install"], 0);
+        d.client("target.db", ORDERS_APP_WRITES);
+        d
+    }
+
+    /// The running example fenced, ready to replay, in a layout.
+    pub fn orders_fenced_on(layout: Layout, name: &str) -> Dir {
+        let d = Dir::orders_after_writes_on(layout, name);
+        d.run(&["fence", "on"], 0);
+        d
     }
 
     /// A folder holding `spec.toml` and the two databases built from scripts.
@@ -178,6 +224,24 @@ impl Dir {
             .unwrap_or_else(|e| panic!("running SQL on {name}: {e}\n{sql}"));
     }
 
+    /// Runs a script on a database through its engine's own client in
+    /// another process (Python's `sqlite3`, `psql`), as the application
+    /// would; panics if it fails.
+    pub fn client(&self, name: &str, sql: &str) {
+        self.try_client(name, sql)
+            .unwrap_or_else(|e| panic!("running SQL on {name} from another process: {e}\n{sql}"));
+    }
+
+    /// The same, returning the client's error message, if any.
+    pub fn try_client(&self, name: &str, sql: &str) -> Result<(), String> {
+        self.engine.client(self.path(), name, sql)
+    }
+
+    /// The engine holding database `name` (`sqlite`, `postgres`).
+    pub fn engine_of(&self, name: &str) -> &'static str {
+        self.engine.engine_of(name)
+    }
+
     /// Runs SQL on a database and returns the error message, if any.
     pub fn try_exec(&self, name: &str, sql: &str) -> Result<(), String> {
         self.engine.exec(name, sql)
@@ -188,6 +252,11 @@ impl Dir {
         self.engine
             .query(name, sql)
             .unwrap_or_else(|e| panic!("querying {name}: {e}\n{sql}"))
+    }
+
+    /// Every row of a query, or the engine's error message.
+    pub fn try_query(&self, name: &str, sql: &str) -> Result<Rows, String> {
+        self.engine.query(name, sql)
     }
 
     /// One integer from a query such as `SELECT count(*) …`.
@@ -425,3 +494,39 @@ pub fn int(i: i64) -> Value {
 pub fn text(t: &str) -> Value {
     Value::Text(t.to_string())
 }
+
+/// One scenario, one `#[test]` per layout. The scenario is an ordinary
+/// function of the file taking a [`Layout`]; `each_layout!(name)` adds a
+/// module of the same name with a test per layout
+/// (`gate_mismatch_exits_1::sqlite_to_pg`), each running that one body. A
+/// layout that needs a PostgreSQL server skips with one line when none
+/// answers, except under CI.
+///
+/// ```ignore
+/// /// What it proves.
+/// fn load_then_gate_passes(layout: Layout) {
+///     let d = Dir::orders_loaded_on(layout, "load-gate");
+///     d.run(&["gate"], 0);
+/// }
+/// each_layout!(load_then_gate_passes);
+/// ```
+///
+/// A scenario that must leave a layout out lists the ones it runs on:
+/// `each_layout!(name: [sqlite, pg_to_pg])`.
+macro_rules! each_layout {
+    ($name:ident) => {
+        $crate::support::each_layout!($name: [sqlite, sqlite_to_pg, pg_to_pg, pg_to_sqlite]);
+    };
+    ($name:ident: [$($l:ident),+ $(,)?]) => {
+        mod $name {
+            $(
+                #[test]
+                fn $l() {
+                    $crate::support::Layout::named(stringify!($l))
+                        .run(concat!(module_path!(), "::", stringify!($l)), super::$name);
+                }
+            )+
+        }
+    };
+}
+pub(crate) use each_layout;

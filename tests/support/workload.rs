@@ -151,53 +151,57 @@ pub type JournalJson = (
     Option<serde_json::Value>,
 );
 
-/// Reads the target's journal back from its image tables.
+/// Reads the target's journal back from its image tables, through the
+/// engine (SQLite or PostgreSQL: the same tables on both).
 pub fn journal_json(d: &Dir, key_len: usize) -> Vec<JournalJson> {
     use serde_json::{Value as Json, json};
-    let conn = d.conn("target.db");
-    let to_json = |v: rusqlite::types::ValueRef<'_>| match v {
-        rusqlite::types::ValueRef::Null => Json::Null,
-        rusqlite::types::ValueRef::Integer(i) => json!(i),
-        rusqlite::types::ValueRef::Real(r) => json!(r),
-        rusqlite::types::ValueRef::Text(t) => Json::String(String::from_utf8_lossy(t).into()),
-        rusqlite::types::ValueRef::Blob(b) => {
+    let to_json = |v: &Value| match v {
+        Value::Null => Json::Null,
+        Value::Integer(i) => json!(i),
+        Value::Real(r) => json!(r),
+        Value::Text(t) => Json::String(t.clone()),
+        Value::Blob(b) => {
             json!({ "blob": b.iter().map(|x| format!("{x:02x}")).collect::<String>() })
         }
     };
-    let mut heads = conn
-        .prepare("SELECT j.seq, j.op, j.img, t.columns FROM _cutover_journal j JOIN _cutover_journal_tables t USING (img) ORDER BY j.seq")
-        .expect("reading the journal");
-    let heads: Vec<(i64, String, i64, String)> = heads
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-        .expect("reading the journal")
-        .collect::<Result<_, _>>()
-        .expect("reading the journal");
+    let heads = d.query(
+        "target.db",
+        "SELECT j.seq, j.op, j.img, t.columns FROM _cutover_journal j JOIN _cutover_journal_tables t USING (img) ORDER BY j.seq",
+    );
     let mut out = Vec::new();
-    for (seq, op, img, columns) in heads {
+    for head in heads {
+        let (seq, op, img, columns) = match head.as_slice() {
+            [
+                Value::Integer(seq),
+                Value::Text(op),
+                Value::Integer(img),
+                Value::Text(columns),
+            ] => (*seq, op.clone(), *img, columns.clone()),
+            other => panic!("a journal entry {other:?}"),
+        };
         let cols: Vec<String> = serde_json::from_str(&columns).expect("column list");
         let image = |prefix: &str| -> Option<(Json, Json)> {
             let list = (1..=cols.len())
                 .map(|i| format!("{prefix}{i}"))
                 .collect::<Vec<_>>()
                 .join(", ");
-            let mut st = conn
-                .prepare(&format!(
-                    "SELECT {list} FROM _cutover_journal_{img} WHERE seq = ?1"
-                ))
+            let rows = d
+                .try_query(
+                    "target.db",
+                    &format!("SELECT {list} FROM _cutover_journal_{img} WHERE seq = {seq}"),
+                )
                 .ok()?;
-            st.query_row([seq], |r| {
-                let mut obj = serde_json::Map::new();
-                let mut key = Vec::new();
-                for (i, c) in cols.iter().enumerate() {
-                    let v = to_json(r.get_ref(i)?);
-                    if i < key_len {
-                        key.push(v.clone());
-                    }
-                    obj.insert(c.clone(), v);
+            let r = rows.first()?;
+            let mut obj = serde_json::Map::new();
+            let mut key = Vec::new();
+            for (i, c) in cols.iter().enumerate() {
+                let v = to_json(&r[i]);
+                if i < key_len {
+                    key.push(v.clone());
                 }
-                Ok((Json::Array(key), Json::Object(obj)))
-            })
-            .ok()
+                obj.insert(c.clone(), v);
+            }
+            Some((Json::Array(key), Json::Object(obj)))
         };
         let (old, new) = match op.as_str() {
             "insert" => (None, image("n")),

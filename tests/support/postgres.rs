@@ -1,0 +1,662 @@
+//! PostgreSQL in the harness, and the layouts a shared scenario runs on.
+//!
+//! [`Postgres`] is an [`Engine`] whose databases are schemas of one database
+//! made for the test (`cutover_t_…`), dropped with the `Dir` that holds it:
+//! `source.db` is schema `source`, `target.db` schema `target`, and a spec
+//! names them `postgres://USER@HOST:PORT/cutover_t_…?schema=source`. Values
+//! come back in the harness's [`Rows`]: integers of every width and booleans
+//! as integers, reals, bytea as blobs, NUMERIC and everything else as the
+//! server's text. Reads go through the test's own connections, independent
+//! of the tool's decoding.
+//!
+//! [`Layout`] says which side of a migration lives on which engine; a
+//! database is on the target side when its name starts with `target` or is
+//! `t.db`, on the source side otherwise (an oracle copy follows the database
+//! it copies). [`Layered`] routes each database to its engine. The server is
+//! `CUTOVER_TEST_PG` (a URL to an administrative database), else
+//! `postgres://root@127.0.0.1:5432/postgres`, else the same as user
+//! `postgres`; without one a layout that needs it skips with one line,
+//! except under CI (`CI` set), where that is a failure.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::io::Write as _;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use postgres::types::Type;
+use postgres::{Client, NoTls, SimpleQueryMessage};
+use rusqlite::types::Value;
+
+use super::engine::{Engine, Rows, Sqlite};
+
+/// The server the tests use: an administrative URL that answered.
+pub struct Server {
+    admin: String,
+}
+
+fn candidates() -> Vec<String> {
+    match std::env::var("CUTOVER_TEST_PG") {
+        Ok(u) => vec![u],
+        Err(_) => vec![
+            "postgres://root@127.0.0.1:5432/postgres".into(),
+            "postgres://postgres@127.0.0.1:5432/postgres".into(),
+        ],
+    }
+}
+
+/// The server, found once per test binary, or why there is none.
+pub fn server() -> Result<&'static Server, String> {
+    static SERVER: OnceLock<Result<Server, String>> = OnceLock::new();
+    SERVER
+        .get_or_init(|| {
+            let mut errors = Vec::new();
+            for admin in candidates() {
+                match Client::connect(&admin, NoTls) {
+                    Ok(_) => return Ok(Server { admin }),
+                    Err(e) => errors.push(format!("{admin}: {e}")),
+                }
+            }
+            Err(errors.join("; "))
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// A PostgreSQL error's own message (the client's `Display` says only "db
+/// error"), with its detail.
+pub fn message(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => match db.detail() {
+            Some(d) => format!("{}: {} ({d})", db.severity(), db.message()),
+            None => format!("{}: {}", db.severity(), db.message()),
+        },
+        None => e.to_string(),
+    }
+}
+
+/// The schema a database name of the folder maps to: `source.db` → `source`.
+pub fn schema_of(db: &str) -> String {
+    let base = db.strip_suffix(".db").unwrap_or(db);
+    base.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// A database of its own for one test, each of the folder's databases a
+/// schema of it; dropped when the engine is.
+pub struct Postgres {
+    admin: String,
+    /// The test database's URL, without a schema.
+    url: String,
+    database: String,
+    /// The folder's databases made so far, in order.
+    made: Mutex<Vec<String>>,
+}
+
+impl Postgres {
+    /// A fresh database on the server; panics when none answers (a layout
+    /// checks [`server`] first).
+    pub fn new() -> Postgres {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let server = server().unwrap_or_else(|e| panic!("no PostgreSQL server: {e}"));
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let database = format!(
+            "cutover_t_{}_{}_{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed),
+            nanos
+        );
+        let mut c = Client::connect(&server.admin, NoTls).expect("connecting to the server");
+        c.batch_execute(&format!("CREATE DATABASE {database}"))
+            .unwrap_or_else(|e| panic!("creating {database}: {}", message(&e)));
+        let (base, _) = server
+            .admin
+            .rsplit_once('/')
+            .expect("the admin URL names a database");
+        Postgres {
+            admin: server.admin.clone(),
+            url: format!("{base}/{database}"),
+            database,
+            made: Mutex::default(),
+        }
+    }
+
+    /// A connection of the test's own whose `search_path` is `db`'s schema.
+    pub fn connect(&self, db: &str) -> Result<Client, String> {
+        let mut c = Client::connect(&self.url, NoTls).map_err(|e| message(&e))?;
+        c.batch_execute(&format!(
+            "SET search_path = {}; SET TimeZone = 'UTC'",
+            self.quote(&schema_of(db))
+        ))
+        .map_err(|e| message(&e))?;
+        Ok(c)
+    }
+
+    /// One text column of a catalogue query with the schema as `$1` and an
+    /// optional table as `$2`.
+    fn strings(&self, db: &str, sql: &str, table: Option<&str>) -> Vec<String> {
+        let mut c = self
+            .connect(db)
+            .unwrap_or_else(|e| panic!("connecting to {db}: {e}"));
+        let schema = schema_of(db);
+        let rows = match table {
+            Some(t) => c.query(sql, &[&schema, &t]),
+            None => c.query(sql, &[&schema]),
+        };
+        rows.unwrap_or_else(|e| panic!("reading the catalogue of {db}: {}", message(&e)))
+            .iter()
+            .map(|r| r.get::<_, String>(0))
+            .collect()
+    }
+
+    fn made(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
+        self.made.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Default for Postgres {
+    fn default() -> Postgres {
+        Postgres::new()
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        if let Ok(mut c) = Client::connect(&self.admin, NoTls) {
+            let _ = c.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.database
+            ));
+        }
+    }
+}
+
+/// A value as the server prints it, in the storage class of its type.
+fn value(text: Option<&str>, ty: &Type) -> Result<Value, String> {
+    let Some(t) = text else {
+        return Ok(Value::Null);
+    };
+    let bad = |e: &dyn fmt::Display| format!("{ty} value {t:?}: {e}");
+    Ok(match *ty {
+        Type::INT2 | Type::INT4 | Type::INT8 | Type::OID => {
+            Value::Integer(t.parse().map_err(|e| bad(&e))?)
+        }
+        Type::FLOAT4 | Type::FLOAT8 => Value::Real(t.parse().map_err(|e| bad(&e))?),
+        Type::BOOL => Value::Integer(i64::from(t == "t")),
+        Type::BYTEA => {
+            let hex = t.strip_prefix("\\x").ok_or_else(|| bad(&"not hex"))?;
+            Value::Blob(
+                (0..hex.len())
+                    .step_by(2)
+                    .map(|i| u8::from_str_radix(&hex[i..i + 2], 16))
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| bad(&e))?,
+            )
+        }
+        _ => Value::Text(t.to_string()),
+    })
+}
+
+/// SQLite's BINARY order of two values: NULL, numbers by value, text by
+/// bytes, blobs by bytes, as cutover orders keys on every engine.
+fn binary_cmp(a: &Value, b: &Value) -> std::cmp::Ordering {
+    use std::cmp::Ordering::Equal;
+    fn rank(v: &Value) -> u8 {
+        match v {
+            Value::Null => 0,
+            Value::Integer(_) | Value::Real(_) => 1,
+            Value::Text(_) => 2,
+            Value::Blob(_) => 3,
+        }
+    }
+    let num = |v: &Value| match v {
+        Value::Integer(i) => *i as f64,
+        Value::Real(r) => *r,
+        _ => 0.0,
+    };
+    match (a, b) {
+        (Value::Integer(x), Value::Integer(y)) => x.cmp(y),
+        (Value::Text(x), Value::Text(y)) => x.as_bytes().cmp(y.as_bytes()),
+        (Value::Blob(x), Value::Blob(y)) => x.cmp(y),
+        _ if rank(a) == rank(b) && rank(a) == 1 => num(a).partial_cmp(&num(b)).unwrap_or(Equal),
+        _ => rank(a).cmp(&rank(b)),
+    }
+}
+
+impl Engine for Postgres {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn url(&self, db: &str) -> String {
+        format!("{}?schema={}", self.url, schema_of(db))
+    }
+
+    fn create(&self, db: &str, sql: &str) {
+        let schema = schema_of(db);
+        let mut made = self.made();
+        assert!(
+            !made.iter().any(|m| schema_of(m) == schema),
+            "{db} already exists"
+        );
+        let mut c = Client::connect(&self.url, NoTls)
+            .unwrap_or_else(|e| panic!("connecting to {}: {}", self.url, message(&e)));
+        c.batch_execute(&format!("CREATE SCHEMA {}", self.quote(&schema)))
+            .unwrap_or_else(|e| panic!("creating schema {schema}: {}", message(&e)));
+        made.push(db.to_string());
+        drop(made);
+        self.exec(db, sql)
+            .unwrap_or_else(|e| panic!("running SQL on new {db}: {e}\n{sql}"));
+    }
+
+    fn copy_db(&self, db: &str, to: &str) {
+        self.create(to, "");
+        let (from, into) = (self.quote(&schema_of(db)), self.quote(&schema_of(to)));
+        let mut sql = String::new();
+        for t in self.tables(db) {
+            let t = self.quote(&t);
+            sql.push_str(&format!(
+                "CREATE TABLE {into}.{t} (LIKE {from}.{t} INCLUDING ALL);
+                 INSERT INTO {into}.{t} OVERRIDING SYSTEM VALUE SELECT * FROM {from}.{t};\n"
+            ));
+        }
+        self.exec(to, &sql)
+            .unwrap_or_else(|e| panic!("copying {db} to {to}: {e}\n{sql}"));
+    }
+
+    fn exec(&self, db: &str, sql: &str) -> Result<(), String> {
+        self.connect(db)?
+            .batch_execute(sql)
+            .map_err(|e| message(&e))
+    }
+
+    fn query(&self, db: &str, sql: &str) -> Result<Rows, String> {
+        let mut c = self.connect(db)?;
+        // The statement's column types, then its rows as the server's text:
+        // nothing of the tool's decoding is involved.
+        let st = c.prepare(sql).map_err(|e| message(&e))?;
+        let types: Vec<Type> = st.columns().iter().map(|c| c.type_().clone()).collect();
+        let mut rows = Vec::new();
+        for m in c.simple_query(sql).map_err(|e| message(&e))? {
+            if let SimpleQueryMessage::Row(r) = m {
+                rows.push(
+                    (0..r.len())
+                        .map(|i| value(r.get(i), &types[i]))
+                        .collect::<Result<Vec<_>, _>>()?,
+                );
+            }
+        }
+        Ok(rows)
+    }
+
+    fn tables(&self, db: &str) -> BTreeSet<String> {
+        self.strings(
+            db,
+            "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname = $1 AND c.relkind IN ('r', 'p')",
+            None,
+        )
+        .into_iter()
+        .collect()
+    }
+
+    fn primary_key(&self, db: &str, table: &str) -> Vec<String> {
+        self.strings(
+            db,
+            "SELECT a.attname::text
+             FROM pg_index i
+             JOIN pg_class c ON c.oid = i.indrelid
+             JOIN pg_namespace n ON n.oid = c.relnamespace
+             CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
+             JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
+             WHERE n.nspname = $1 AND c.relname = $2 AND i.indisprimary
+             ORDER BY k.ord",
+            Some(table),
+        )
+    }
+
+    fn width(&self, db: &str, table: &str) -> usize {
+        self.strings(
+            db,
+            "SELECT a.attname::text FROM pg_attribute a
+             JOIN pg_class c ON c.oid = a.attrelid
+             JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped",
+            Some(table),
+        )
+        .len()
+    }
+
+    fn catalogue(&self, db: &str) -> Vec<(String, String, Option<String>)> {
+        // Tables with their columns, indexes, triggers with their enabled
+        // state, functions with their body, views and sequences: what a
+        // command could change behind a test's back.
+        let sql = "
+            SELECT 'table', c.relname::text,
+                   (SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+                                      || CASE WHEN a.attnotnull THEN ' NOT NULL' ELSE '' END
+                                      || coalesce(' DEFAULT ' || pg_get_expr(d.adbin, d.adrelid), ''),
+                                      ', ' ORDER BY a.attnum)
+                    FROM pg_attribute a
+                    LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+                    WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped)
+            FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = $1 AND c.relkind IN ('r', 'p')
+            UNION ALL
+            SELECT 'index', indexname::text, indexdef FROM pg_indexes WHERE schemaname = $1
+            UNION ALL
+            SELECT 'trigger', c.relname || '.' || t.tgname,
+                   pg_get_triggerdef(t.oid) || ' enabled=' || t.tgenabled::text
+            FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+            JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = $1 AND NOT t.tgisinternal
+            UNION ALL
+            SELECT 'function', p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')',
+                   p.prosrc
+            FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1
+            UNION ALL
+            SELECT 'view', viewname::text, definition FROM pg_views WHERE schemaname = $1
+            UNION ALL
+            SELECT 'sequence', sequencename::text, NULL FROM pg_sequences WHERE schemaname = $1
+            ORDER BY 1, 2";
+        let mut c = self
+            .connect(db)
+            .unwrap_or_else(|e| panic!("connecting to {db}: {e}"));
+        c.query(sql, &[&schema_of(db)])
+            .unwrap_or_else(|e| panic!("reading the catalogue of {db}: {}", message(&e)))
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect()
+    }
+
+    fn external(&self) -> Vec<String> {
+        self.made().clone()
+    }
+
+    fn as_sqlite(&self) -> Option<&Sqlite> {
+        None
+    }
+
+    fn dump(&self, db: &str, table: &str) -> Rows {
+        // The server's collation is not byte order: sort as SQLite would,
+        // so a dump compares with the same rows read from SQLite.
+        let key = self.primary_key(db, table);
+        let width = self.width(db, table);
+        let sql = format!("SELECT * FROM {}", self.quote(table));
+        let mut rows = self
+            .query(db, &sql)
+            .unwrap_or_else(|e| panic!("dumping {table} of {db}: {e}\n{sql}"));
+        let columns: Vec<String> = self.strings(
+            db,
+            "SELECT a.attname::text FROM pg_attribute a
+             JOIN pg_class c ON c.oid = a.attrelid
+             JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped
+             ORDER BY a.attnum",
+            Some(table),
+        );
+        let order: Vec<usize> = if key.is_empty() {
+            (0..width).collect()
+        } else {
+            key.iter()
+                .map(|k| columns.iter().position(|c| c == k).expect("a key column"))
+                .collect()
+        };
+        rows.sort_by(|a, b| {
+            order
+                .iter()
+                .map(|&i| binary_cmp(&a[i], &b[i]))
+                .find(|o| o.is_ne())
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        rows
+    }
+
+    fn client(&self, _dir: &Path, db: &str, sql: &str) -> Result<(), String> {
+        let mut child = Command::new("psql")
+            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", &self.url])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("starting psql: {e}"))?;
+        let script = format!("SET search_path = {};\n{sql}\n", self.quote(&schema_of(db)));
+        child
+            .stdin
+            .take()
+            .expect("psql's stdin")
+            .write_all(script.as_bytes())
+            .map_err(|e| format!("writing to psql: {e}"))?;
+        let out = child
+            .wait_with_output()
+            .map_err(|e| format!("running psql: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "psql exited {:?}: {}{}",
+                out.status.code(),
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    }
+}
+
+/// Where each side of a migration lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// Both SQLite files (the folder as every other test has it).
+    Sqlite,
+    /// A SQLite source, a PostgreSQL target.
+    SqliteToPg,
+    /// Both PostgreSQL: two schemas of the test's database.
+    PgToPg,
+    /// A PostgreSQL source, a SQLite target.
+    PgToSqlite,
+}
+
+impl Layout {
+    pub const ALL: [Layout; 4] = [
+        Layout::Sqlite,
+        Layout::SqliteToPg,
+        Layout::PgToPg,
+        Layout::PgToSqlite,
+    ];
+
+    /// The layout a test function is named after (`sqlite_to_pg`).
+    pub fn named(name: &str) -> Layout {
+        match name {
+            "sqlite" => Layout::Sqlite,
+            "sqlite_to_pg" => Layout::SqliteToPg,
+            "pg_to_pg" => Layout::PgToPg,
+            "pg_to_sqlite" => Layout::PgToSqlite,
+            other => panic!("no layout {other}"),
+        }
+    }
+
+    /// Whether the source side is on PostgreSQL.
+    pub fn source_on_pg(self) -> bool {
+        matches!(self, Layout::PgToPg | Layout::PgToSqlite)
+    }
+
+    /// Whether the target side is on PostgreSQL.
+    pub fn target_on_pg(self) -> bool {
+        matches!(self, Layout::SqliteToPg | Layout::PgToPg)
+    }
+
+    pub fn needs_server(self) -> bool {
+        self.source_on_pg() || self.target_on_pg()
+    }
+
+    /// Runs `scenario` on this layout; when it needs a server and none
+    /// answers, says so in one line and passes, except under CI.
+    pub fn run(self, test: &str, scenario: fn(Layout)) {
+        if self.needs_server()
+            && let Err(e) = server()
+        {
+            if std::env::var_os("CI").is_some() {
+                panic!("CI is set and no PostgreSQL server answered: {e}");
+            }
+            println!("skipping {test}: no PostgreSQL server ({e})");
+            return;
+        }
+        scenario(self)
+    }
+
+    /// The engine of a folder in this layout.
+    pub fn engine(self, dir: &Path) -> Box<dyn Engine> {
+        match self {
+            Layout::Sqlite => Box::new(Sqlite::new(dir)),
+            _ => Box::new(Layered {
+                layout: self,
+                sqlite: Sqlite::new(dir),
+                pg: Postgres::new(),
+                placed: Mutex::default(),
+            }),
+        }
+    }
+}
+
+impl fmt::Display for Layout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Layout::Sqlite => "sqlite",
+            Layout::SqliteToPg => "sqlite→pg",
+            Layout::PgToPg => "pg→pg",
+            Layout::PgToSqlite => "pg→sqlite",
+        })
+    }
+}
+
+/// Whether a database of the folder is on the target side.
+pub fn is_target(db: &str) -> bool {
+    db.starts_with("target") || db == "t.db"
+}
+
+/// A folder whose databases are SQLite files or PostgreSQL schemas, per
+/// its [`Layout`].
+pub struct Layered {
+    layout: Layout,
+    sqlite: Sqlite,
+    pg: Postgres,
+    /// Each database made, and whether it is on PostgreSQL.
+    placed: Mutex<BTreeMap<String, bool>>,
+}
+
+impl Layered {
+    fn on_pg(&self, db: &str) -> bool {
+        let placed = self.placed.lock().unwrap_or_else(|e| e.into_inner());
+        placed.get(db).copied().unwrap_or(if is_target(db) {
+            self.layout.target_on_pg()
+        } else {
+            self.layout.source_on_pg()
+        })
+    }
+
+    fn of(&self, db: &str) -> &dyn Engine {
+        if self.on_pg(db) {
+            &self.pg
+        } else {
+            &self.sqlite
+        }
+    }
+
+    fn place(&self, db: &str, on_pg: bool) {
+        self.placed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(db.to_string(), on_pg);
+    }
+}
+
+impl Engine for Layered {
+    fn name(&self) -> &'static str {
+        match self.layout {
+            Layout::Sqlite => "sqlite",
+            Layout::SqliteToPg => "sqlite→pg",
+            Layout::PgToPg => "pg→pg",
+            Layout::PgToSqlite => "pg→sqlite",
+        }
+    }
+
+    fn engine_of(&self, db: &str) -> &'static str {
+        self.of(db).name()
+    }
+
+    fn url(&self, db: &str) -> String {
+        self.of(db).url(db)
+    }
+
+    fn create(&self, db: &str, sql: &str) {
+        let on_pg = self.on_pg(db);
+        self.of(db).create(db, sql);
+        self.place(db, on_pg);
+    }
+
+    fn copy_db(&self, db: &str, to: &str) {
+        let on_pg = self.on_pg(db);
+        self.of(db).copy_db(db, to);
+        self.place(to, on_pg);
+    }
+
+    fn exec(&self, db: &str, sql: &str) -> Result<(), String> {
+        self.of(db).exec(db, sql)
+    }
+
+    fn query(&self, db: &str, sql: &str) -> Result<Rows, String> {
+        self.of(db).query(db, sql)
+    }
+
+    fn tables(&self, db: &str) -> BTreeSet<String> {
+        self.of(db).tables(db)
+    }
+
+    fn primary_key(&self, db: &str, table: &str) -> Vec<String> {
+        self.of(db).primary_key(db, table)
+    }
+
+    fn width(&self, db: &str, table: &str) -> usize {
+        self.of(db).width(db, table)
+    }
+
+    fn catalogue(&self, db: &str) -> Vec<(String, String, Option<String>)> {
+        self.of(db).catalogue(db)
+    }
+
+    fn external(&self) -> Vec<String> {
+        self.pg.external()
+    }
+
+    fn as_sqlite(&self) -> Option<&Sqlite> {
+        None
+    }
+
+    fn dump(&self, db: &str, table: &str) -> Rows {
+        self.of(db).dump(db, table)
+    }
+
+    fn count(&self, db: &str, table: &str) -> i64 {
+        self.of(db).count(db, table)
+    }
+
+    fn image(&self, db: &str) -> super::engine::Image {
+        self.of(db).image(db)
+    }
+
+    fn client(&self, dir: &Path, db: &str, sql: &str) -> Result<(), String> {
+        self.of(db).client(dir, db, sql)
+    }
+}
