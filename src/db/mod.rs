@@ -78,6 +78,11 @@ impl Db {
         Db::new(engine)
     }
 
+    /// The engine itself, to hand to a reader thread.
+    pub(crate) fn engine_mut(&mut self) -> &mut dyn Database {
+        &mut *self.0
+    }
+
     /// Digests computed inside the database, when the engine can
     /// ([`Digests`]; PostgreSQL can, SQLite cannot).
     pub fn digests(&self) -> Option<&dyn Digests> {
