@@ -123,6 +123,11 @@ pub enum Command {
         /// A CSV snapshot to reconcile instead of the spec's csv:// source.
         #[arg(long, value_name = "PATH")]
         snapshot: Option<PathBuf>,
+        /// How to compare: stream every row, compare digests computed inside
+        /// both databases (servers only) and stream only the key ranges that
+        /// differ, or auto (digest when both databases are servers).
+        #[arg(long, value_enum, default_value_t = GateMode::Auto)]
+        mode: GateMode,
         #[command(flatten)]
         filter: TableFilter,
         #[command(flatten)]
@@ -212,6 +217,14 @@ pub enum Command {
         #[command(flatten)]
         report: ReportArg,
     },
+}
+
+/// `gate --mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum GateMode {
+    Stream,
+    Digest,
+    Auto,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -28,6 +28,7 @@ pub mod canonical;
 pub mod cli;
 pub mod commands;
 pub mod db;
+pub mod digest;
 pub mod progress;
 pub mod reconcile;
 pub mod report;
@@ -131,15 +132,21 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
             inject_mismatch,
             max_diffs,
             snapshot,
+            mode,
             filter,
             report: _,
         } => {
             let spec = only(load(spec)?, filter)?;
+            let mode = match mode {
+                cli::GateMode::Stream => digest::Mode::Stream,
+                cli::GateMode::Digest => digest::Mode::Digest,
+                cli::GateMode::Auto => digest::Mode::Auto,
+            };
             if *inject_mismatch {
                 let rep = gate::rehearse(&spec, *max_diffs)?;
                 Outcome::of(&rep, gate::render_rehearsal(&rep))
             } else {
-                let rep = gate::run(&spec, *max_diffs, snapshot.as_deref())?;
+                let rep = gate::run_in(&spec, *max_diffs, snapshot.as_deref(), mode)?;
                 Outcome::of(&rep, gate::render(&rep))
             }
         }

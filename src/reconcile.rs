@@ -13,7 +13,7 @@ use anyhow::{Result, anyhow, bail};
 use serde::Serialize;
 use serde_json::Value as Json;
 
-use crate::db::{Db, TableSql};
+use crate::db::{Db, Rows as DbRows, TableSql};
 use crate::progress::{self, Progress};
 use crate::spec::{Spec, Table};
 use crate::value::{Block, CellRef, Row, Value, key_json};
@@ -165,6 +165,27 @@ pub struct Reconciliation {
     /// `Db::digest_rows` computes it (the fence compares them).
     #[serde(skip)]
     pub target_digests: Vec<(String, String)>,
+    /// With the gate's digest mode: how each table was compared.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub modes: Vec<TableMode>,
+}
+
+/// How the gate's digest mode compared one table.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct TableMode {
+    pub table: String,
+    /// `digest`: by segment digests computed inside both databases;
+    /// `stream`: every row streamed and merged.
+    pub mode: String,
+    /// Why a table was streamed instead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Key ranges whose digests were compared, and those that differed and
+    /// were streamed.
+    pub segments: u64,
+    pub segments_streamed: u64,
+    /// Rows read from both databases into the merge.
+    pub rows_streamed: u64,
 }
 
 impl Reconciliation {
@@ -179,7 +200,7 @@ impl Reconciliation {
     /// Counts a difference; builds it (keys, JSON, display text) only when
     /// it is one of the first few kept, so a table with millions of
     /// differences costs a counter per difference, not an allocation.
-    fn keep(&mut self, d: impl FnOnce() -> Diff) {
+    pub(crate) fn keep(&mut self, d: impl FnOnce() -> Diff) {
         self.diffs_found += 1;
         if self.diffs.len() < self.diffs_kept_max {
             self.diffs.push(d());
@@ -222,7 +243,13 @@ fn reconcile_inner(
         ..Default::default()
     };
     for table in &spec.tables {
-        let (report, d) = reconcile_table(table, source, target, &mut rec, digest)?;
+        let (report, d) = reconcile_table(
+            table,
+            source.engine_mut(),
+            target.engine_mut(),
+            &mut rec,
+            digest,
+        )?;
         rec.tables.push(report);
         if let Some(d) = d {
             rec.target_digests.push((table.target_table.clone(), d));
@@ -242,10 +269,42 @@ pub(crate) fn reader<'scope, 'env, T: Send + 'scope>(
     Receiver<T>,
     std::thread::ScopedJoinHandle<'scope, Result<()>>,
 ) {
+    reader_of(db.engine_mut(), sql, map, scope)
+}
+
+/// [`reader`] over any engine's [`Rows`].
+pub(crate) fn reader_of<'scope, 'env, T: Send + 'scope, E: DbRows + Send + ?Sized>(
+    db: &'scope mut E,
+    sql: TableSql,
+    map: impl Fn(Block) -> T + Send + 'scope,
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+) -> (
+    Receiver<T>,
+    std::thread::ScopedJoinHandle<'scope, Result<()>>,
+) {
+    scan_thread(
+        move |sink: &mut dyn FnMut(Block) -> Result<bool>| {
+            db.scan_into(&sql, None, BLOCK_ROWS, sink)
+        },
+        map,
+        scope,
+    )
+}
+
+/// Starts a thread that runs `scan` (a key-ordered read handing out
+/// blocks), maps each block, and sends it through a bounded channel.
+pub(crate) fn scan_thread<'scope, 'env, T: Send + 'scope>(
+    scan: impl FnOnce(&mut dyn FnMut(Block) -> Result<bool>) -> Result<()> + Send + 'scope,
+    map: impl Fn(Block) -> T + Send + 'scope,
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+) -> (
+    Receiver<T>,
+    std::thread::ScopedJoinHandle<'scope, Result<()>>,
+) {
     let (tx, rx) = sync_channel::<T>(CHANNEL_BLOCKS);
     let h = scope.spawn(move || {
         // The merge hung up: it failed, and its error is the one to report.
-        db.scan_blocks(&sql, None, BLOCK_ROWS, |b| Ok(tx.send(map(b)).is_ok()))
+        scan(&mut |b| Ok(tx.send(map(b)).is_ok()))
     });
     (rx, h)
 }
@@ -431,27 +490,237 @@ pub fn scan_source(
     Ok(scan)
 }
 
-fn reconcile_table(
-    table: &Table,
-    source: &mut Db,
-    target: &mut Db,
-    rec: &mut Reconciliation,
-    digest: bool,
-) -> Result<(TableReport, Option<String>)> {
-    use sha2::Digest;
-    let hasher = std::sync::Mutex::new(sha2::Sha256::new());
-    let s_sql = source.source_sql(table);
-    let t_sql = target.target_sql(table);
-    let money = table.money_columns();
-    let mut report = TableReport {
-        name: table.name.clone(),
-        ..Default::default()
-    };
-    let mut totals: BTreeMap<(usize, Option<String>), (i128, i128)> = BTreeMap::new();
+/// The statements of a spec table as the source holds it, on any engine.
+pub(crate) fn source_sql_of<E: DbRows + ?Sized>(db: &E, t: &Table) -> TableSql {
+    db.table_sql(&t.source_table, &t.source_names(), t.key_len, None)
+}
+
+/// The statements of a spec table as the target holds it, on any engine.
+pub(crate) fn target_sql_of<E: DbRows + ?Sized>(db: &E, t: &Table) -> TableSql {
+    db.table_sql(&t.target_table, &t.target_names(), t.key_len, None)
+}
+
+/// What the merge of one table has found so far: its counts and control
+/// totals. Every row the merge meets goes through [`Tally::visit`]; the
+/// digest mode adds whole segments that matched with [`Tally::matched`].
+pub(crate) struct Tally<'t> {
+    table: &'t Table,
+    money: Vec<usize>,
+    report: TableReport,
+    totals: BTreeMap<(usize, Option<String>), (i128, i128)>,
     // Without a currency column the totals are a fixed array, updated
     // without a map look-up per row.
-    let mut plain: Vec<(i128, i128)> = vec![(0, 0); money.len()];
-    let k = table.key_len;
+    plain: Vec<(i128, i128)>,
+}
+
+impl<'t> Tally<'t> {
+    pub(crate) fn new(table: &'t Table) -> Tally<'t> {
+        let money = table.money_columns();
+        Tally {
+            table,
+            plain: vec![(0, 0); money.len()],
+            money,
+            report: TableReport {
+                name: table.name.clone(),
+                ..Default::default()
+            },
+            totals: BTreeMap::new(),
+        }
+    }
+
+    /// Counts one row the merge met, keeping its difference in `rec`.
+    pub(crate) fn visit(&mut self, rec: &mut Reconciliation, met: Met<'_, '_>) {
+        let table = self.table;
+        let k = table.key_len;
+        match met {
+            Met::TargetOnly(tb, tr) => {
+                self.report.target_rows += 1;
+                add_target_totals(
+                    table,
+                    &self.money,
+                    tb,
+                    tr,
+                    &mut self.totals,
+                    &mut self.plain,
+                );
+                self.report.extra += 1;
+                rec.keep(|| {
+                    Diff::new(
+                        table,
+                        DiffKind::Extra,
+                        &tb.values(tr, k),
+                        None,
+                        None,
+                        None,
+                        None,
+                    )
+                });
+            }
+            Met::Source {
+                block: sb,
+                row: sr,
+                fwd,
+                forwarded,
+                target,
+            } => {
+                self.report.source_rows += 1;
+                let (invalid, note) = match forwarded {
+                    Forwarded::Ok => (false, None),
+                    Forwarded::NonCanonical(n) => (false, Some(n)),
+                    Forwarded::Invalid(n) => (true, Some(n)),
+                };
+                if let Some(note) = note {
+                    match note {
+                        Note::Invalid(..) => self.report.invalid += 1,
+                        Note::NonCanonical(..) => self.report.non_canonical += 1,
+                    }
+                    rec.keep(|| Diff::from_note(table, &sb.values(sr, k), &note));
+                }
+                if !invalid {
+                    let cur = table.currency.map(|c| currency_text(fwd[c]));
+                    for (i, &m) in self.money.iter().enumerate() {
+                        if let CellRef::Integer(v) = fwd[m] {
+                            match &cur {
+                                Some(c) => {
+                                    self.totals.entry((m, Some(c.clone()))).or_default().0 +=
+                                        i128::from(v)
+                                }
+                                None => self.plain[i].0 += i128::from(v),
+                            }
+                        }
+                    }
+                }
+                match target {
+                    Some((tb, tr)) => {
+                        self.report.target_rows += 1;
+                        add_target_totals(
+                            table,
+                            &self.money,
+                            tb,
+                            tr,
+                            &mut self.totals,
+                            &mut self.plain,
+                        );
+                        if !invalid {
+                            let mut same = true;
+                            for (c, &e) in fwd.iter().enumerate().skip(k) {
+                                let a = tb.get(tr, c);
+                                if !cells_equal(e, a) {
+                                    same = false;
+                                    rec.keep(|| {
+                                        Diff::new(
+                                            table,
+                                            DiffKind::Changed,
+                                            &sb.values(sr, k),
+                                            Some(&table.columns[c].target),
+                                            Some(e.to_value()),
+                                            Some(a.to_value()),
+                                            None,
+                                        )
+                                    });
+                                }
+                            }
+                            if same {
+                                self.report.matched += 1;
+                            } else {
+                                self.report.changed += 1;
+                            }
+                        }
+                    }
+                    None if !invalid => {
+                        self.report.missing += 1;
+                        rec.keep(|| {
+                            Diff::new(
+                                table,
+                                DiffKind::Missing,
+                                &sb.values(sr, k),
+                                None,
+                                None,
+                                None,
+                                None,
+                            )
+                        });
+                    }
+                    None => {}
+                }
+            }
+        }
+    }
+
+    /// Counts `rows` rows that both sides hold alike (a segment whose
+    /// digests matched): every one matched, none with a note.
+    pub(crate) fn matched(&mut self, rows: u64) {
+        self.report.source_rows += rows;
+        self.report.target_rows += rows;
+        self.report.matched += rows;
+    }
+
+    /// Adds a sum of money column `m` (a column index, one of the table's
+    /// money columns) to one side's total, under the currency cell of the
+    /// rows summed (`None` without a currency column). Only called for sums
+    /// of at least one integer value, as the merge adds only those.
+    pub(crate) fn add_sum(
+        &mut self,
+        m: usize,
+        currency: Option<CellRef<'_>>,
+        source: bool,
+        sum: i128,
+    ) {
+        let Some(i) = self.money.iter().position(|&c| c == m) else {
+            return;
+        };
+        let slot = match (self.table.currency, currency) {
+            (Some(_), Some(c)) => self.totals.entry((m, Some(currency_text(c)))).or_default(),
+            _ => &mut self.plain[i],
+        };
+        if source {
+            slot.0 += sum;
+        } else {
+            slot.1 += sum;
+        }
+    }
+
+    /// The table's report, with its totals.
+    pub(crate) fn finish(mut self) -> TableReport {
+        let table = self.table;
+        for (i, &m) in self.money.iter().enumerate() {
+            if table.currency.is_none() || !self.totals.keys().any(|(c, _)| *c == m) {
+                let e = self.totals.entry((m, None)).or_default();
+                e.0 += self.plain[i].0;
+                e.1 += self.plain[i].1;
+            }
+        }
+        self.report.totals = self
+            .totals
+            .into_iter()
+            .map(|((c, currency), (s, t))| Total {
+                column: table.columns[c].target.clone(),
+                currency,
+                source: s,
+                target: t,
+            })
+            .collect();
+        self.report
+    }
+}
+
+/// Streams one table whole through the merge.
+pub(crate) fn reconcile_table<S, T>(
+    table: &Table,
+    source: &mut S,
+    target: &mut T,
+    rec: &mut Reconciliation,
+    digest: bool,
+) -> Result<(TableReport, Option<String>)>
+where
+    S: DbRows + Send + ?Sized,
+    T: DbRows + Send + ?Sized,
+{
+    use sha2::Digest;
+    let hasher = std::sync::Mutex::new(sha2::Sha256::new());
+    let s_sql = source_sql_of(source, table);
+    let t_sql = target_sql_of(target, table);
+    let mut tally = Tally::new(table);
 
     let total = if progress::visible() {
         Some(source.row_count(&s_sql)? as u64)
@@ -464,7 +733,7 @@ fn reconcile_table(
         // which balances the work across cores (the source's SQLite scan is
         // the heaviest part) and never copies a forwarded row.
         let bar = &bar;
-        let (s_rx, s_h) = reader(
+        let (s_rx, s_h) = reader_of(
             source,
             s_sql,
             move |b| {
@@ -474,7 +743,7 @@ fn reconcile_table(
             scope,
         );
         let hasher = &hasher;
-        let (t_rx, t_h) = reader(
+        let (t_rx, t_h) = reader_of(
             target,
             t_sql,
             move |b| {
@@ -487,105 +756,7 @@ fn reconcile_table(
         );
         let mut t: Cursor<Block> = Cursor::new(t_rx, "target");
         merge_join(table, &s_rx, &mut t, |met| {
-            match met {
-                Met::TargetOnly(tb, tr) => {
-                    report.target_rows += 1;
-                    add_target_totals(table, &money, tb, tr, &mut totals, &mut plain);
-                    report.extra += 1;
-                    rec.keep(|| {
-                        Diff::new(
-                            table,
-                            DiffKind::Extra,
-                            &tb.values(tr, k),
-                            None,
-                            None,
-                            None,
-                            None,
-                        )
-                    });
-                }
-                Met::Source {
-                    block: sb,
-                    row: sr,
-                    fwd,
-                    forwarded,
-                    target,
-                } => {
-                    report.source_rows += 1;
-                    let (invalid, note) = match forwarded {
-                        Forwarded::Ok => (false, None),
-                        Forwarded::NonCanonical(n) => (false, Some(n)),
-                        Forwarded::Invalid(n) => (true, Some(n)),
-                    };
-                    if let Some(note) = note {
-                        match note {
-                            Note::Invalid(..) => report.invalid += 1,
-                            Note::NonCanonical(..) => report.non_canonical += 1,
-                        }
-                        rec.keep(|| Diff::from_note(table, &sb.values(sr, k), &note));
-                    }
-                    if !invalid {
-                        let cur = table.currency.map(|c| currency_text(fwd[c]));
-                        for (i, &m) in money.iter().enumerate() {
-                            if let CellRef::Integer(v) = fwd[m] {
-                                match &cur {
-                                    Some(c) => {
-                                        totals.entry((m, Some(c.clone()))).or_default().0 +=
-                                            i128::from(v)
-                                    }
-                                    None => plain[i].0 += i128::from(v),
-                                }
-                            }
-                        }
-                    }
-                    match target {
-                        Some((tb, tr)) => {
-                            report.target_rows += 1;
-                            add_target_totals(table, &money, tb, tr, &mut totals, &mut plain);
-                            if !invalid {
-                                let mut same = true;
-                                for (c, &e) in fwd.iter().enumerate().skip(k) {
-                                    let a = tb.get(tr, c);
-                                    if !cells_equal(e, a) {
-                                        same = false;
-                                        rec.keep(|| {
-                                            Diff::new(
-                                                table,
-                                                DiffKind::Changed,
-                                                &sb.values(sr, k),
-                                                Some(&table.columns[c].target),
-                                                Some(e.to_value()),
-                                                Some(a.to_value()),
-                                                None,
-                                            )
-                                        });
-                                    }
-                                }
-                                if same {
-                                    report.matched += 1;
-                                } else {
-                                    report.changed += 1;
-                                }
-                            }
-                        }
-                        None if !invalid => {
-                            report.missing += 1;
-                            rec.keep(|| {
-                                Diff::new(
-                                    table,
-                                    DiffKind::Missing,
-                                    &sb.values(sr, k),
-                                    None,
-                                    None,
-                                    None,
-                                    None,
-                                )
-                            });
-                        }
-                        None => {}
-                    }
-                }
-            }
+            tally.visit(rec, met);
             Ok(())
         })?;
         drop(t);
@@ -596,22 +767,7 @@ fn reconcile_table(
         Ok(())
     })?;
 
-    for (i, &m) in money.iter().enumerate() {
-        if table.currency.is_none() || !totals.keys().any(|(c, _)| *c == m) {
-            let e = totals.entry((m, None)).or_default();
-            e.0 += plain[i].0;
-            e.1 += plain[i].1;
-        }
-    }
-    report.totals = totals
-        .into_iter()
-        .map(|((c, currency), (s, t))| Total {
-            column: table.columns[c].target.clone(),
-            currency,
-            source: s,
-            target: t,
-        })
-        .collect();
+    let report = tally.finish();
     let d = match (digest, hasher.into_inner()) {
         (true, Ok(h)) => Some(hex::encode(h.finalize())),
         (true, Err(_)) => bail!(

@@ -10,6 +10,7 @@ use anyhow::{Result, bail};
 use serde::Serialize;
 
 use crate::db::{Access, Db, TableSql};
+use crate::digest::{self, Mode};
 use crate::reconcile::{self, DiffKind, Reconciliation};
 use crate::report::{self, Report, Verdict};
 use crate::schema;
@@ -78,9 +79,19 @@ pub fn run(
     max_diffs: usize,
     snapshot: Option<&std::path::Path>,
 ) -> Result<GateReport> {
+    run_in(spec, max_diffs, snapshot, Mode::Auto)
+}
+
+/// [`run`], comparing the databases in `mode` (`gate --mode`).
+pub fn run_in(
+    spec: &Spec,
+    max_diffs: usize,
+    snapshot: Option<&std::path::Path>,
+    mode: Mode,
+) -> Result<GateReport> {
     let (mut source, mut target, _) =
         schema::open_with_snapshot(spec, snapshot, Access::Read, Access::Read)?;
-    let rec = reconcile::reconcile(spec, &mut source, &mut target, max_diffs)?;
+    let rec = digest::reconcile(spec, &mut source, &mut target, max_diffs, mode)?;
     // Tables kept up by sync: the quality of the source now, and where every
     // synced row came from.
     let provenance = crate::commands::sync::provenance(spec, &source, &target, max_diffs)?;
@@ -97,6 +108,7 @@ pub fn run(
 /// tables, the summary line and the verdict.
 pub fn render(rep: &GateReport) -> String {
     let mut text = report::reconciliation(&rep.rec);
+    text.push_str(&render_modes(&rep.rec));
     for p in &rep.provenance {
         text.push_str(&format!(
             "\nsync provenance of '{}': {} batches\n",
@@ -138,6 +150,27 @@ pub fn render(rep: &GateReport) -> String {
     } else {
         "verdict: FAIL; cutover is blocked until source and target reconcile\n"
     });
+    text
+}
+
+/// How digest mode compared each table (nothing in stream mode).
+pub fn render_modes(rec: &Reconciliation) -> String {
+    let mut text = String::new();
+    for m in &rec.modes {
+        match &m.reason {
+            None => text.push_str(&format!(
+                "\n'{}' compared by digests inside both databases: {} key ranges, {} differed and were streamed ({} rows read)",
+                m.table, m.segments, m.segments_streamed, m.rows_streamed
+            )),
+            Some(why) => text.push_str(&format!(
+                "\n'{}' streamed whole ({} rows read): digests cannot be computed for it: {why}",
+                m.table, m.rows_streamed
+            )),
+        }
+    }
+    if !text.is_empty() {
+        text.push('\n');
+    }
     text
 }
 

@@ -13,7 +13,7 @@ use anyhow::Result;
 
 use super::types::{
     ColumnInfo, Durability, FenceRecord, ForeignKey, ForeignKeyViolation, JournalEntry,
-    JournalTable, SyncBatch, TableSql,
+    JournalTable, KeyRange, SegmentDigest, SyncBatch, TableForm, TableSql,
 };
 use crate::value::{Block, Row, Value};
 
@@ -146,6 +146,39 @@ pub trait Rows {
         names: &[&str],
         values: &[Value],
     ) -> Result<usize>;
+    /// The engine's [`Digests`], when it can compute them.
+    fn digests(&self) -> Option<&dyn Digests> {
+        None
+    }
+}
+
+/// Digests computed inside the database: a table's canonical rows (its
+/// values through a [`TableForm`]) hashed and summed per key range, so that
+/// the gate compares digests instead of rows and reads rows only where the
+/// digests differ. An engine offers it through [`Rows::digests`].
+pub trait Digests {
+    /// Why the engine cannot digest this table in this form (a type or a
+    /// transform it cannot compute exactly, a key that is not unique and
+    /// NOT NULL), or `None` when it can.
+    fn digest_refusal(&self, sql: &TableSql, form: &TableForm) -> Result<Option<String>>;
+    /// Up to `parts - 1` keys, in key order, that split the rows of `range`
+    /// into `parts` runs of nearly equal size.
+    fn split_keys(&self, sql: &TableSql, range: &KeyRange, parts: usize) -> Result<Vec<Row>>;
+    /// The count, notes, digest and money sums of the rows of `range`.
+    fn digest_range(
+        &self,
+        sql: &TableSql,
+        form: &TableForm,
+        range: &KeyRange,
+    ) -> Result<SegmentDigest>;
+    /// Streams the rows of `range` in key order, as [`Rows::scan_into`].
+    fn scan_range(
+        &self,
+        sql: &TableSql,
+        range: &KeyRange,
+        block_rows: usize,
+        sink: &mut dyn FnMut(Block) -> Result<bool>,
+    ) -> Result<()>;
 }
 
 /// The source's record of journal entries replayed into it

@@ -18,12 +18,13 @@ use anyhow::{Result, bail};
 use sha2::{Digest, Sha256};
 
 pub use interfaces::{
-    AppliedSet, BatchInsert, Capture, Catalogue, Connection, Database, Fence, Fixtures, JournalLog,
-    Progress, Receipts, Rows,
+    AppliedSet, BatchInsert, Capture, Catalogue, Connection, Database, Digests, Fence, Fixtures,
+    JournalLog, Progress, Receipts, Rows,
 };
 pub use types::{
-    Access, ColumnInfo, Durability, FenceRecord, ForeignKey, ForeignKeyViolation, JournalEntry,
-    JournalTable, SyncBatch, TableSql,
+    Access, CellForm, ColumnForm, ColumnInfo, Durability, FenceRecord, ForeignKey,
+    ForeignKeyViolation, JournalEntry, JournalTable, KeyRange, MoneyGroup, SegmentDigest,
+    SyncBatch, TableForm, TableSql,
 };
 
 use crate::spec::{Location, Table};
@@ -71,6 +72,23 @@ impl Db {
 
     pub(crate) fn new(engine: impl Database + 'static) -> Db {
         Db(Box::new(engine))
+    }
+
+    /// Wraps an engine opened by the caller (a test, a tool built on the
+    /// library) as a `Db`.
+    pub fn from_engine(engine: impl Database + 'static) -> Db {
+        Db::new(engine)
+    }
+
+    /// The engine itself, to hand to a reader thread.
+    pub(crate) fn engine_mut(&mut self) -> &mut dyn Database {
+        &mut *self.0
+    }
+
+    /// Digests computed inside the database, when the engine can
+    /// ([`Digests`]; PostgreSQL can, SQLite cannot).
+    pub fn digests(&self) -> Option<&dyn Digests> {
+        self.0.digests()
     }
 
     /// Runs `f` inside one write transaction: committed when it returns

@@ -127,3 +127,70 @@ impl TableSql {
             .unwrap_or_else(|| (0..self.width).collect())
     }
 }
+
+/// A range of keys in cutover's key order ([`crate::value::CellRef::sql_cmp`]):
+/// the keys after `after` (all of them without it) up to and including
+/// `upto` (to the end without it).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KeyRange {
+    pub after: Option<Row>,
+    pub upto: Option<Row>,
+}
+
+/// How one column's canonical value is made from the value stored, as an
+/// engine can compute it itself: the forward transforms of the spec (see
+/// `crate::transform::Transform`) and the checks it can run.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CellForm {
+    /// The value as stored.
+    Copy,
+    /// Decimal text, an integer or a real, to integer minor units at this scale.
+    DecimalToMinor(u32),
+    /// Text codes to words; anything else is invalid.
+    Map(Vec<(String, String)>),
+    /// A constant in place of a column the table does not have.
+    Constant(Value),
+}
+
+/// One column of a [`TableForm`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct ColumnForm {
+    pub form: CellForm,
+    /// Check: the canonical value is an integer.
+    pub integer: bool,
+    /// Check: the canonical value is an integer of at least this.
+    pub min: Option<i64>,
+    /// Check: the canonical value is one of these texts.
+    pub values: Option<Vec<String>>,
+}
+
+/// A table's canonical form as an engine computes it: one [`ColumnForm`]
+/// per column of its [`TableSql`], the money columns whose integer values
+/// are summed, and the column those sums are grouped by.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TableForm {
+    pub columns: Vec<ColumnForm>,
+    pub money: Vec<usize>,
+    pub currency: Option<usize>,
+}
+
+/// The money sums of a segment's rows holding one currency value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MoneyGroup {
+    /// The canonical currency value (NULL without a currency column).
+    pub currency: Value,
+    /// Per money column of the [`TableForm`]: how many rows hold an
+    /// integer there, and their sum.
+    pub sums: Vec<(u64, i128)>,
+}
+
+/// What an engine says of the canonical rows of a key range.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SegmentDigest {
+    pub rows: u64,
+    /// Rows that are invalid or not canonical (a note in the merge).
+    pub notes: u64,
+    /// A digest of the canonical rows in key order, each value with its kind.
+    pub digest: Vec<u8>,
+    pub money: Vec<MoneyGroup>,
+}

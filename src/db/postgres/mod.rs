@@ -30,6 +30,7 @@ pub mod catalogue;
 pub mod connection;
 mod control;
 pub mod datetime;
+pub mod digest;
 pub mod fence;
 pub mod fixtures;
 pub mod journal_log;

@@ -175,6 +175,10 @@ impl Rows for Postgres {
         self.copy_out(sql, after, block_rows, sink)
     }
 
+    fn digests(&self) -> Option<&dyn crate::db::Digests> {
+        Some(self)
+    }
+
     /// Only a row whose key reads back as exactly these values matches.
     fn get_row(&self, sql: &TableSql, key: &[Value]) -> Result<Option<Row>> {
         let plan = self.plan(sql)?;

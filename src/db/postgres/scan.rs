@@ -77,11 +77,24 @@ impl Postgres {
         f: &mut dyn FnMut(Block) -> Result<bool>,
     ) -> Result<()> {
         let plan = self.plan(sql)?;
-        let block_rows = block_rows.max(1);
         let query = match after {
             None => sql.scan.clone(),
             Some(key) => plan.scan_after(key)?,
         };
+        self.copy_query(sql, &plan, &query, block_rows, f)
+    }
+
+    /// Streams the rows of `query` (which reads the columns of `sql`'s
+    /// `plan`, in key order) as [`Postgres::copy_out`] does.
+    pub(super) fn copy_query(
+        &self,
+        sql: &TableSql,
+        plan: &super::table_sql::Plan,
+        query: &str,
+        block_rows: usize,
+        f: &mut dyn FnMut(Block) -> Result<bool>,
+    ) -> Result<()> {
+        let block_rows = block_rows.max(1);
         let copy = format!("COPY ({query}) TO STDOUT (FORMAT binary)");
         let mut client = self.client()?;
         let mut r = client

@@ -30,11 +30,11 @@ pub struct Plan {
     /// The table, qualified by its schema and quoted.
     pub qualified: String,
     /// `col, col::text, …`: the select list.
-    list: String,
+    pub(super) list: String,
     /// The key columns' order expressions.
-    key_exprs: Vec<String>,
+    pub(super) key_exprs: Vec<String>,
     /// The key order (`ORDER BY` list).
-    key_order: String,
+    pub(super) key_order: String,
 }
 
 /// A column of the catalogue as [`TableSql`] needs it.
@@ -264,7 +264,7 @@ impl Plan {
 }
 
 /// A key value as a literal compared with a key column's order expression.
-fn literal(kind: Kind, v: &Value) -> Result<String> {
+pub(super) fn literal(kind: Kind, v: &Value) -> Result<String> {
     Ok(match (kind.ordered_as_text(), kind, v.as_cell()) {
         (_, _, CellRef::Null) => "NULL".to_string(),
         (false, Kind::Bytea, CellRef::Blob(b)) => format!("'\\x{}'::bytea", hex::encode(b)),
