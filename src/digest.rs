@@ -67,13 +67,23 @@ pub fn reconcile(
     if mode == Mode::Stream || can != (true, true) {
         return reconcile::reconcile(spec, source, target, max_diffs);
     }
-    reconcile_engines(
+    // Digest mode asks each side many questions: each side answers them all
+    // from one snapshot, as a streaming scan does.
+    source.begin_read()?;
+    if let Err(e) = target.begin_read() {
+        source.rollback();
+        return Err(e);
+    }
+    let r = reconcile_engines(
         spec,
         source.engine_mut(),
         target.engine_mut(),
         max_diffs,
         Mode::Digest,
-    )
+    );
+    source.rollback();
+    target.rollback();
+    r
 }
 
 /// [`reconcile`] over two engines, however they were opened.

@@ -570,3 +570,102 @@ fn init_drafts_a_spec_from_a_postgres_target() {
     assert_eq!(tables[0]["name"].as_str(), Some("orders"));
     assert!(!draft.contains("_cutover"), "{draft}");
 }
+
+/// Through the binary, PostgreSQL → PostgreSQL: `gate --mode digest` says
+/// what `--mode stream` says, clean and after a change, and reads fewer
+/// rows; a SQLite side cannot digest and is refused with exit 2.
+#[test]
+fn gate_in_digest_mode_agrees_with_the_streaming_gate_through_the_binary() {
+    let Some(db) = TestDb::new("digest_cli") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("a folder");
+    let kept = dir.path().join("kept");
+    let out = Command::new(env!("CARGO_BIN_EXE_cutover"))
+        .args([
+            "drill",
+            "--source",
+            &db.url,
+            "--target",
+            &db.url,
+            "--stop-after",
+            "gate",
+            "--keep",
+        ])
+        .arg(&kept)
+        .output()
+        .expect("running the drill");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let gate = |mode: &str, code: i32| -> serde_json::Value {
+        let out = Command::new(env!("CARGO_BIN_EXE_cutover"))
+            .args([
+                "--format",
+                "json",
+                "gate",
+                "--spec",
+                "spec.toml",
+                "--mode",
+                mode,
+            ])
+            .current_dir(&kept)
+            .output()
+            .expect("running the gate");
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{mode}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("JSON")
+    };
+    let same = |a: &serde_json::Value, b: &serde_json::Value| {
+        for key in ["verdict", "tables", "diffs", "diffs_found", "summary"] {
+            assert!(a.get(key).is_some(), "no {key} in {a}");
+            assert_eq!(a.get(key), b.get(key), "{key}: stream {a}\ndigest {b}");
+        }
+    };
+    same(&gate("stream", 0), &gate("digest", 0));
+    let spec = std::fs::read_to_string(kept.join("spec.toml")).expect("the kept spec");
+    let schema = spec
+        .split("schema=")
+        .nth(2)
+        .and_then(|s| s.split('"').next())
+        .expect("the target's schema");
+    db.connect()
+        .batch_execute(&format!(
+            "UPDATE \"{schema}\".orders SET cents = 751 WHERE id = 102"
+        ))
+        .expect("a change to the target");
+    let (stream, digest) = (gate("stream", 1), gate("digest", 1));
+    same(&stream, &digest);
+    assert_eq!(digest["diffs_found"], 1, "{digest}");
+    // A SQLite side cannot compute digests.
+    let mut bad = spec.clone();
+    let source_url = spec
+        .lines()
+        .find(|l| l.starts_with("url = \"postgres"))
+        .expect("the source url")
+        .to_string();
+    bad = bad.replacen(&source_url, "url = \"sqlite://nowhere.db\"", 1);
+    std::fs::write(kept.join("sqlite.toml"), bad).expect("writing a spec");
+    rusqlite::Connection::open(kept.join("nowhere.db"))
+        .expect("a SQLite source")
+        .execute_batch(SOURCE_DDL)
+        .expect("its table");
+    let out = Command::new(env!("CARGO_BIN_EXE_cutover"))
+        .args(["gate", "--spec", "sqlite.toml", "--mode", "digest"])
+        .current_dir(&kept)
+        .output()
+        .expect("running the gate");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--mode digest"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -30,6 +30,10 @@ pub trait Connection {
     /// Opens a write transaction holding the write lock now, so what is read
     /// inside it cannot change before it commits. See [`super::Db::write`].
     fn begin_write(&self) -> Result<()>;
+    /// Opens a transaction whose reads all see one snapshot, for a reader
+    /// that asks many questions of one state (the gate in digest mode);
+    /// ended with [`Connection::rollback`].
+    fn begin_read(&self) -> Result<()>;
     fn commit(&self) -> Result<()>;
     /// Rolls back if a transaction is open; safe to call at any time.
     fn rollback(&self);

@@ -49,6 +49,12 @@ impl Connection for Postgres {
             .with_context(|| format!("starting a write transaction on {}", self.shown))
     }
 
+    fn begin_read(&self) -> Result<()> {
+        self.client()?
+            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            .with_context(|| format!("starting a read transaction on {}", self.shown))
+    }
+
     fn commit(&self) -> Result<()> {
         self.client()?
             .batch_execute("COMMIT")

@@ -37,6 +37,12 @@ impl Connection for Sqlite {
         })
     }
 
+    /// A deferred transaction: its first read takes the snapshot its later
+    /// reads keep.
+    fn begin_read(&self) -> Result<()> {
+        Ok(self.conn.execute_batch("BEGIN")?)
+    }
+
     fn commit(&self) -> Result<()> {
         self.conn
             .execute_batch("COMMIT")
