@@ -10,8 +10,10 @@
 //! `postgres`. Without a server the tests say so and pass, except under CI
 //! (`CI` set), where a missing server is a failure.
 
+mod support;
+
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use support::postgres::TestDb;
 
 use anyhow::Result;
 use cutover::db::postgres::Postgres;
@@ -19,90 +21,6 @@ use cutover::db::{Access, Capture, Fixtures, JournalEntry, JournalLog, Rows};
 use cutover::value::{Row, Value, key_json};
 
 type Db = Postgres;
-
-/// A database of its own for one test, dropped when the test ends.
-struct TestDb {
-    admin: String,
-    name: String,
-    /// The URL of the new database (no schema parameter).
-    url: String,
-}
-
-fn candidates() -> Vec<String> {
-    match std::env::var("CUTOVER_TEST_PG") {
-        Ok(u) => vec![u],
-        Err(_) => vec![
-            "postgres://root@127.0.0.1:5432/postgres".into(),
-            "postgres://postgres@127.0.0.1:5432/postgres".into(),
-        ],
-    }
-}
-
-impl TestDb {
-    /// A fresh database, or `None` (with a line saying why) when no server
-    /// answers outside CI.
-    fn new(test: &str) -> Option<TestDb> {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let mut errors = Vec::new();
-        for admin in candidates() {
-            match postgres::Client::connect(&admin, postgres::NoTls) {
-                Ok(mut c) => {
-                    let nanos = std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map(|d| d.subsec_nanos())
-                        .unwrap_or(0);
-                    let name = format!(
-                        "cutover_t_{}_{}_{}",
-                        std::process::id(),
-                        N.fetch_add(1, Ordering::Relaxed),
-                        nanos
-                    );
-                    c.batch_execute(&format!("CREATE DATABASE {name}"))
-                        .expect("creating a test database");
-                    let (base, _) = admin.rsplit_once('/').expect("admin URL has a database");
-                    let url = format!("{base}/{name}");
-                    return Some(TestDb {
-                        admin: admin.clone(),
-                        name,
-                        url,
-                    });
-                }
-                Err(e) => errors.push(format!("{admin}: {e}")),
-            }
-        }
-        if std::env::var_os("CI").is_some() {
-            panic!(
-                "CI is set and no PostgreSQL server answered: {}",
-                errors.join("; ")
-            );
-        }
-        println!(
-            "skipping {test}: no PostgreSQL server ({})",
-            errors.join("; ")
-        );
-        None
-    }
-
-    fn open(&self) -> Db {
-        Postgres::open(&self.url, Access::Write, "target").expect("opening the test database")
-    }
-
-    /// A plain connection, as an application would hold one.
-    fn client(&self) -> postgres::Client {
-        postgres::Client::connect(&self.url, postgres::NoTls).expect("connecting")
-    }
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        if let Ok(mut c) = postgres::Client::connect(&self.admin, postgres::NoTls) {
-            let _ = c.batch_execute(&format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            ));
-        }
-    }
-}
 
 /// A table of every kind the tests journal.
 const ITEMS: &str = "CREATE TABLE items (
@@ -211,7 +129,7 @@ fn writes_from_other_connections_are_journaled_exactly() -> Result<()> {
     let Some(t) = TestDb::new("writes_from_other_connections_are_journaled_exactly") else {
         return Ok(());
     };
-    let db = t.open();
+    let db = t.engine(Access::Write, "target");
     let mut app = t.client();
     app.batch_execute(ITEMS)?;
     assert!(install(&db, "items", &ITEM_COLS)? > 0);
@@ -313,7 +231,7 @@ fn a_key_change_is_an_update_from_the_old_key_to_the_new() -> Result<()> {
     let Some(t) = TestDb::new("a_key_change_is_an_update_from_the_old_key_to_the_new") else {
         return Ok(());
     };
-    let db = t.open();
+    let db = t.engine(Access::Write, "target");
     let mut app = t.client();
     app.batch_execute(ITEMS)?;
     install(&db, "items", &ITEM_COLS)?;
@@ -414,7 +332,7 @@ fn sixteen_concurrent_writers_replay_to_the_final_table() -> Result<()> {
         return Ok(());
     };
     let cols = ["id", "amount", "note", "data", "at", "flag"];
-    let db = t.open();
+    let db = t.engine(Access::Write, "target");
     t.client().batch_execute(
         "CREATE TABLE acct (id bigint PRIMARY KEY, amount numeric(14,2), note text, data bytea, at timestamptz, flag boolean);
          INSERT INTO acct SELECT g, g * 1.25, 'start ' || g, decode(lpad(to_hex(g), 4, '0'), 'hex'),
@@ -474,7 +392,7 @@ fn the_digest_changes_when_an_entry_is_tampered_with() -> Result<()> {
     let Some(t) = TestDb::new("the_digest_changes_when_an_entry_is_tampered_with") else {
         return Ok(());
     };
-    let db = t.open();
+    let db = t.engine(Access::Write, "target");
     let mut app = t.client();
     app.batch_execute(ITEMS)?;
     let empty = db.journal_digest()?;
@@ -520,7 +438,7 @@ fn truncate_journals_every_row_as_a_delete_in_read_committed_only() -> Result<()
     else {
         return Ok(());
     };
-    let db = t.open();
+    let db = t.engine(Access::Write, "target");
     let mut app = t.client();
     app.batch_execute(ITEMS)?;
     install(&db, "items", &ITEM_COLS)?;
@@ -553,7 +471,7 @@ fn the_proof_writes_through_the_triggers_and_leaves_nothing() -> Result<()> {
     let Some(t) = TestDb::new("the_proof_writes_through_the_triggers_and_leaves_nothing") else {
         return Ok(());
     };
-    let db = t.open();
+    let db = t.engine(Access::Write, "target");
     let mut app = t.client();
     app.batch_execute(ITEMS)?;
     app.batch_execute(
@@ -607,7 +525,7 @@ fn stale_triggers_are_named_and_installed_again() -> Result<()> {
     let Some(t) = TestDb::new("stale_triggers_are_named_and_installed_again") else {
         return Ok(());
     };
-    let db = t.open();
+    let db = t.engine(Access::Write, "target");
     let mut app = t.client();
     app.batch_execute(ITEMS)?;
     let stale = db.stale_journal_triggers("items", "items", &ITEM_COLS, 1)?;
@@ -692,7 +610,7 @@ fn a_locked_table_is_named_with_the_sessions_holding_it() -> Result<()> {
     let Some(t) = TestDb::new("a_locked_table_is_named_with_the_sessions_holding_it") else {
         return Ok(());
     };
-    let db = t.open();
+    let db = t.engine(Access::Write, "target");
     let mut app = t.client();
     app.batch_execute(ITEMS)?;
     let mut holder = t.client();
@@ -733,7 +651,7 @@ fn identity_and_column_lists() -> Result<()> {
     let Some(t) = TestDb::new("identity_and_column_lists") else {
         return Ok(());
     };
-    let db = t.open();
+    let db = t.engine(Access::Write, "target");
     let mut app = t.client();
     app.batch_execute(ITEMS)?;
     assert!(db.journal_id()?.is_none());
@@ -793,7 +711,7 @@ fn other_types_are_journaled_as_a_scan_reads_them() -> Result<()> {
     let Some(t) = TestDb::new("other_types_are_journaled_as_a_scan_reads_them") else {
         return Ok(());
     };
-    let db = t.open();
+    let db = t.engine(Access::Write, "target");
     let mut app = t.client();
     app.batch_execute(
         "CREATE TYPE mood AS ENUM ('sad', 'ok');
@@ -885,7 +803,7 @@ fn a_role_that_may_only_write_the_table_is_journaled() -> Result<()> {
         return Ok(());
     };
     let role = Role::new(&t, "app")?;
-    let db = t.open();
+    let db = t.engine(Access::Write, "target");
     let mut admin = t.client();
     admin.batch_execute(ITEMS)?;
     admin.batch_execute(&format!(
@@ -936,7 +854,7 @@ fn an_identity_key_generated_always_is_proved() -> Result<()> {
     let Some(t) = TestDb::new("an_identity_key_generated_always_is_proved") else {
         return Ok(());
     };
-    let db = t.open();
+    let db = t.engine(Access::Write, "target");
     let mut app = t.client();
     app.batch_execute(
         "CREATE TABLE gen (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v text);

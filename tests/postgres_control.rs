@@ -10,8 +10,10 @@
 //! `postgres`. Without a server the tests say so and pass, except under CI
 //! (`CI` set), where a missing server is a failure.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+mod support;
+
 use std::time::{Duration, Instant};
+use support::postgres::TestDb;
 
 use anyhow::Result;
 use cutover::db::postgres::Postgres;
@@ -19,98 +21,6 @@ use cutover::db::{
     Access, AppliedSet, Catalogue, ColumnInfo, Connection, Fence, Fixtures, Progress, Receipts,
 };
 use cutover::value::Value;
-
-/// A database of its own for one test, dropped when the test ends.
-struct TestDb {
-    admin: String,
-    name: String,
-    /// The URL of the new database (no schema parameter).
-    url: String,
-}
-
-fn candidates() -> Vec<String> {
-    match std::env::var("CUTOVER_TEST_PG") {
-        Ok(u) => vec![u],
-        Err(_) => vec![
-            "postgres://root@127.0.0.1:5432/postgres".into(),
-            "postgres://postgres@127.0.0.1:5432/postgres".into(),
-        ],
-    }
-}
-
-impl TestDb {
-    /// A fresh database, or `None` (with a line saying why) when no server
-    /// answers outside CI.
-    fn new(test: &str) -> Option<TestDb> {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let mut errors = Vec::new();
-        for admin in candidates() {
-            match postgres::Client::connect(&admin, postgres::NoTls) {
-                Ok(mut c) => {
-                    let nanos = std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map(|d| d.subsec_nanos())
-                        .unwrap_or(0);
-                    let name = format!(
-                        "cutover_t_{}_{}_{}",
-                        std::process::id(),
-                        N.fetch_add(1, Ordering::Relaxed),
-                        nanos
-                    );
-                    c.batch_execute(&format!("CREATE DATABASE {name}"))
-                        .expect("creating a test database");
-                    let (base, _) = admin.rsplit_once('/').expect("admin URL has a database");
-                    let url = format!("{base}/{name}");
-                    return Some(TestDb {
-                        admin: admin.clone(),
-                        name,
-                        url,
-                    });
-                }
-                Err(e) => errors.push(format!("{admin}: {e}")),
-            }
-        }
-        if std::env::var_os("CI").is_some() {
-            panic!(
-                "CI is set and no PostgreSQL server answered: {}",
-                errors.join("; ")
-            );
-        }
-        println!(
-            "skipping {test}: no PostgreSQL server ({})",
-            errors.join("; ")
-        );
-        None
-    }
-
-    fn open(&self) -> Postgres {
-        Postgres::open(&self.url, Access::Write, "target").expect("opening the test database")
-    }
-
-    fn open_schema(&self, schema: &str) -> Result<Postgres> {
-        Postgres::open(
-            &format!("{}?schema={schema}", self.url),
-            Access::Write,
-            "target",
-        )
-    }
-
-    /// A plain session, as an application would open one.
-    fn client(&self) -> postgres::Client {
-        postgres::Client::connect(&self.url, postgres::NoTls).expect("connecting")
-    }
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        if let Ok(mut c) = postgres::Client::connect(&self.admin, postgres::NoTls) {
-            let _ = c.batch_execute(&format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            ));
-        }
-    }
-}
 
 /// Runs `f` in one write transaction of `db`.
 fn write<T>(db: &Postgres, f: impl FnOnce() -> Result<T>) -> Result<T> {
@@ -137,7 +47,7 @@ fn the_applied_set_records_each_entry_once() -> Result<()> {
     let Some(t) = TestDb::new("the_applied_set_records_each_entry_once") else {
         return Ok(());
     };
-    let db = t.open();
+    let db = t.engine(Access::Write, "target");
     assert_eq!(db.applied_progress("j1")?, (0, 0));
     assert_eq!(db.applied_last("j1")?, 0);
     write(&db, || db.ensure_applied_table())?;
@@ -196,7 +106,7 @@ fn an_applied_set_without_journal_identities_is_refused() -> Result<()> {
     let Some(t) = TestDb::new("an_applied_set_without_journal_identities_is_refused") else {
         return Ok(());
     };
-    let db = t.open();
+    let db = t.engine(Access::Write, "target");
     db.execute_script("CREATE TABLE _cutover_applied (seq bigint PRIMARY KEY)")?;
     let err = db.ensure_applied_table().unwrap_err().to_string();
     assert!(err.contains("older cutover"), "{err}");
@@ -209,8 +119,9 @@ fn control_tables_live_in_the_specs_schema() -> Result<()> {
     let Some(t) = TestDb::new("control_tables_live_in_the_specs_schema") else {
         return Ok(());
     };
-    t.open().execute_script("CREATE SCHEMA \"Mig ration\"")?;
-    let db = t.open_schema("Mig ration")?;
+    t.engine(Access::Write, "target")
+        .execute_script("CREATE SCHEMA \"Mig ration\"")?;
+    let db = t.engine_in("Mig ration", Access::Write)?;
     write(&db, || {
         db.ensure_control_tables()?;
         db.ensure_sync_tables()?;
@@ -247,7 +158,7 @@ fn control_tables_live_in_the_specs_schema() -> Result<()> {
     assert!(tables.iter().all(|(s, _)| s == "Mig ration"), "{tables:?}");
 
     // Created inside the caller's transaction: rolled back with it.
-    let other = t.open();
+    let other = t.engine(Access::Write, "target");
     other.begin_write()?;
     other.ensure_control_tables()?;
     other.rollback();
@@ -275,7 +186,7 @@ fn receipts_and_revision_evidence() -> Result<()> {
     let Some(t) = TestDb::new("receipts_and_revision_evidence") else {
         return Ok(());
     };
-    let db = t.open();
+    let db = t.engine(Access::Write, "target");
     assert_eq!(db.receipt_digest("billing", "d1")?, None);
     assert_eq!(db.feed_checkpoint("billing")?, 0);
     write(&db, || db.ensure_apply_tables())?;
@@ -333,7 +244,7 @@ fn load_checkpoints_round_trip() -> Result<()> {
     let Some(t) = TestDb::new("load_checkpoints_round_trip") else {
         return Ok(());
     };
-    let db = t.open();
+    let db = t.engine(Access::Write, "target");
     assert_eq!(db.load_checkpoint("artist")?, None);
     write(&db, || db.ensure_control_tables())?;
     write(&db, || db.ensure_control_tables())?;
@@ -360,7 +271,7 @@ fn sync_cursors_keep_every_kind_of_watermark_exactly() -> Result<()> {
     let Some(t) = TestDb::new("sync_cursors_keep_every_kind_of_watermark_exactly") else {
         return Ok(());
     };
-    let db = t.open();
+    let db = t.engine(Access::Write, "target");
     assert_eq!(db.sync_cursor("orders")?, None);
     assert!(db.sync_batches("orders")?.is_empty());
     assert!(!db.sync_batch_seen("orders", "b1")?);
@@ -424,7 +335,7 @@ fn source_schema_and_evolved_columns() -> Result<()> {
     let Some(t) = TestDb::new("source_schema_and_evolved_columns") else {
         return Ok(());
     };
-    let db = t.open();
+    let db = t.engine(Access::Write, "target");
     db.execute_script("CREATE TABLE customer (id bigint PRIMARY KEY)")?;
     assert!(db.recorded_source_schema("customer")?.is_empty());
     assert!(db.evolved_columns("customer")?.is_empty());
@@ -488,7 +399,7 @@ fn source_schema_and_evolved_columns() -> Result<()> {
 
 /// A fenced table `t` (with a child `c` referring to it) and a fence row.
 fn fenced(t: &TestDb) -> Result<Postgres> {
-    let db = t.open();
+    let db = t.engine(Access::Write, "target");
     db.execute_script(
         "CREATE TABLE t (id int PRIMARY KEY, v text, g int GENERATED ALWAYS AS (id * 2) STORED);
          CREATE TABLE c (id int PRIMARY KEY, t_id int REFERENCES t (id));
@@ -550,7 +461,7 @@ fn the_fence_refuses_every_write_from_every_session() -> Result<()> {
     other.batch_execute("RESET session_replication_role")?;
 
     // The probes, from another connection, are refused too and leave nothing.
-    let probe = t.open();
+    let probe = t.engine(Access::Write, "target");
     let probes = probe.probe_writes("t")?;
     let labels: Vec<&str> = probes.iter().map(|p| p.0).collect();
     assert_eq!(labels, ["insert", "update", "delete", "truncate"]);
@@ -665,7 +576,7 @@ fn installing_the_fence_waits_for_writers_in_flight_and_names_them() -> Result<(
     else {
         return Ok(());
     };
-    let db = t.open();
+    let db = t.engine(Access::Write, "target");
     db.execute_script("CREATE TABLE t (id int PRIMARY KEY); CREATE TABLE u (id int PRIMARY KEY)")?;
     // The only test that sets it; the others never wait for a lock.
     unsafe { std::env::set_var("CUTOVER_LOCK_TIMEOUT_MS", "5000") };

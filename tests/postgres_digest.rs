@@ -7,92 +7,15 @@
 //! databases and drops them; without a server the tests say so and pass,
 //! except under CI (`CI` set).
 
-use std::sync::atomic::{AtomicU32, Ordering};
+mod support;
+
+use support::postgres::TestDb;
 
 use anyhow::Result;
 use cutover::db::postgres::Postgres;
 use cutover::db::{Access, Db, Fixtures};
 use cutover::digest::{self, Mode};
 use cutover::reconcile::Reconciliation;
-
-/// A database of its own for one test, dropped when the test ends.
-struct TestDb {
-    admin: String,
-    name: String,
-    /// The URL of the new database (no schema parameter).
-    url: String,
-}
-
-fn candidates() -> Vec<String> {
-    match std::env::var("CUTOVER_TEST_PG") {
-        Ok(u) => vec![u],
-        Err(_) => vec![
-            "postgres://root@127.0.0.1:5432/postgres".into(),
-            "postgres://postgres@127.0.0.1:5432/postgres".into(),
-        ],
-    }
-}
-
-impl TestDb {
-    /// A fresh database, or `None` (with a line saying why) when no server
-    /// answers outside CI.
-    fn new(test: &str) -> Option<TestDb> {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let mut errors = Vec::new();
-        for admin in candidates() {
-            match postgres::Client::connect(&admin, postgres::NoTls) {
-                Ok(mut c) => {
-                    let nanos = std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map(|d| d.subsec_nanos())
-                        .unwrap_or(0);
-                    let name = format!(
-                        "cutover_t_{}_{}_{}",
-                        std::process::id(),
-                        N.fetch_add(1, Ordering::Relaxed),
-                        nanos
-                    );
-                    c.batch_execute(&format!("CREATE DATABASE {name}"))
-                        .expect("creating a test database");
-                    let (base, _) = admin.rsplit_once('/').expect("admin URL has a database");
-                    let url = format!("{base}/{name}");
-                    return Some(TestDb {
-                        admin: admin.clone(),
-                        name,
-                        url,
-                    });
-                }
-                Err(e) => errors.push(format!("{admin}: {e}")),
-            }
-        }
-        if std::env::var_os("CI").is_some() {
-            panic!(
-                "CI is set and no PostgreSQL server answered: {}",
-                errors.join("; ")
-            );
-        }
-        println!(
-            "skipping {test}: no PostgreSQL server ({})",
-            errors.join("; ")
-        );
-        None
-    }
-
-    fn open(&self, access: Access, role: &str) -> Postgres {
-        Postgres::open(&self.url, access, role).expect("opening the test database")
-    }
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        if let Ok(mut c) = postgres::Client::connect(&self.admin, postgres::NoTls) {
-            let _ = c.batch_execute(&format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            ));
-        }
-    }
-}
 
 /// A spec over the two databases (its URLs are never opened: the tests
 /// open the engines themselves).
@@ -257,13 +180,13 @@ fn digest_mode_equals_stream_mode_and_reads_fewer_rows() -> Result<()> {
         return Ok(());
     };
     fixtures(
-        &s.open(Access::Write, "source"),
-        &t.open(Access::Write, "target"),
+        &s.engine(Access::Write, "source"),
+        &t.engine(Access::Write, "target"),
     )?;
     let dir = tempfile::tempdir()?;
     let spec = spec(dir.path(), ORDERS)?;
-    let mut src = s.open(Access::Read, "source");
-    let mut tgt = t.open(Access::Read, "target");
+    let mut src = s.engine(Access::Read, "source");
+    let mut tgt = t.engine(Access::Read, "target");
     for max_diffs in [0, 3, 10_000] {
         let stream = digest::reconcile_engines(&spec, &mut src, &mut tgt, max_diffs, Mode::Stream)?;
         let dig = digest::reconcile_engines(&spec, &mut src, &mut tgt, max_diffs, Mode::Digest)?;
@@ -327,8 +250,8 @@ fn equal_databases_pass_by_digests_alone() -> Result<()> {
     let schema = "CREATE TABLE orders (id int PRIMARY KEY, dollars numeric(12,2), status text);
          INSERT INTO orders SELECT g, g / 100.0, CASE WHEN g % 2 = 0 THEN 'A' ELSE 'C' END
          FROM generate_series(1, 20000) g;";
-    s.open(Access::Write, "source").execute_script(schema)?;
-    t.open(Access::Write, "target").execute_script(
+    s.engine(Access::Write, "source").execute_script(schema)?;
+    t.engine(Access::Write, "target").execute_script(
         "CREATE TABLE orders (id int PRIMARY KEY, cents bigint, status text);
          INSERT INTO orders SELECT g, g, CASE WHEN g % 2 = 0 THEN 'active' ELSE 'closed' END
          FROM generate_series(1, 20000) g;",
@@ -352,8 +275,8 @@ transform = "map"
 map = { A = "active", C = "closed" }
 "#,
     )?;
-    let mut src = s.open(Access::Read, "source");
-    let mut tgt = t.open(Access::Read, "target");
+    let mut src = s.engine(Access::Read, "source");
+    let mut tgt = t.engine(Access::Read, "target");
     let stream = digest::reconcile_engines(&spec, &mut src, &mut tgt, 20, Mode::Stream)?;
     let dig = digest::reconcile_engines(&spec, &mut src, &mut tgt, 20, Mode::Auto)?;
     assert_eq!(comparable(&dig), comparable(&stream));
@@ -373,7 +296,7 @@ fn tables_the_databases_cannot_digest_are_streamed_and_say_why() -> Result<()> {
     let Some((s, t)) = pair("tables_the_databases_cannot_digest_are_streamed_and_say_why") else {
         return Ok(());
     };
-    s.open(Access::Write, "source").execute_script(
+    s.engine(Access::Write, "source").execute_script(
         "CREATE TABLE codes (id int PRIMARY KEY, code text);
          INSERT INTO codes VALUES (1, 'EUR'), (2, 'usd');
          CREATE TABLE loose (id int, v text);
@@ -381,7 +304,7 @@ fn tables_the_databases_cannot_digest_are_streamed_and_say_why() -> Result<()> {
          CREATE TABLE reals (r double precision PRIMARY KEY, v text);
          INSERT INTO reals VALUES ('-0', 'a');",
     )?;
-    t.open(Access::Write, "target").execute_script(
+    t.engine(Access::Write, "target").execute_script(
         "CREATE TABLE codes (id int PRIMARY KEY, code text);
          INSERT INTO codes VALUES (1, 'EUR'), (2, 'usd');
          CREATE TABLE loose (id int PRIMARY KEY, v text);
@@ -415,8 +338,8 @@ key = ["r"]
 source = "v"
 "#,
     )?;
-    let mut src = s.open(Access::Read, "source");
-    let mut tgt = t.open(Access::Read, "target");
+    let mut src = s.engine(Access::Read, "source");
+    let mut tgt = t.engine(Access::Read, "target");
     let stream = digest::reconcile_engines(&spec, &mut src, &mut tgt, 20, Mode::Stream)?;
     let dig = digest::reconcile_engines(&spec, &mut src, &mut tgt, 20, Mode::Digest)?;
     assert_eq!(comparable(&dig), comparable(&stream));

@@ -9,7 +9,9 @@
 //! `postgres`. Without a server the tests say so and pass, except under CI
 //! (`CI` set), where a missing server is a failure.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+mod support;
+
+use support::postgres::TestDb;
 
 use anyhow::Result;
 use cutover::db::postgres::Postgres;
@@ -17,93 +19,6 @@ use cutover::db::{Access, Catalogue, Connection, Fence, Fixtures, Rows, TableSql
 use cutover::value::{Block, CellRef, Value, key_cmp};
 
 type Db = Postgres;
-
-/// A database of its own for one test, dropped when the test ends.
-struct TestDb {
-    admin: String,
-    name: String,
-    /// The URL of the new database (no schema parameter).
-    url: String,
-}
-
-fn candidates() -> Vec<String> {
-    match std::env::var("CUTOVER_TEST_PG") {
-        Ok(u) => vec![u],
-        Err(_) => vec![
-            "postgres://root@127.0.0.1:5432/postgres".into(),
-            "postgres://postgres@127.0.0.1:5432/postgres".into(),
-        ],
-    }
-}
-
-impl TestDb {
-    /// A fresh database, or `None` (with a line saying why) when no server
-    /// answers outside CI.
-    fn new(test: &str) -> Option<TestDb> {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let mut errors = Vec::new();
-        for admin in candidates() {
-            match postgres::Client::connect(&admin, postgres::NoTls) {
-                Ok(mut c) => {
-                    let nanos = std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map(|d| d.subsec_nanos())
-                        .unwrap_or(0);
-                    let name = format!(
-                        "cutover_t_{}_{}_{}",
-                        std::process::id(),
-                        N.fetch_add(1, Ordering::Relaxed),
-                        nanos
-                    );
-                    c.batch_execute(&format!("CREATE DATABASE {name}"))
-                        .expect("creating a test database");
-                    let (base, _) = admin.rsplit_once('/').expect("admin URL has a database");
-                    let url = format!("{base}/{name}");
-                    return Some(TestDb {
-                        admin: admin.clone(),
-                        name,
-                        url,
-                    });
-                }
-                Err(e) => errors.push(format!("{admin}: {e}")),
-            }
-        }
-        if std::env::var_os("CI").is_some() {
-            panic!(
-                "CI is set and no PostgreSQL server answered: {}",
-                errors.join("; ")
-            );
-        }
-        println!(
-            "skipping {test}: no PostgreSQL server ({})",
-            errors.join("; ")
-        );
-        None
-    }
-
-    fn open(&self, access: Access) -> Db {
-        Postgres::open(&self.url, access, "target").expect("opening the test database")
-    }
-
-    fn open_schema(&self, schema: &str) -> Result<Db> {
-        Postgres::open(
-            &format!("{}?schema={schema}", self.url),
-            Access::Write,
-            "target",
-        )
-    }
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        if let Ok(mut c) = postgres::Client::connect(&self.admin, postgres::NoTls) {
-            let _ = c.batch_execute(&format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            ));
-        }
-    }
-}
 
 /// Every row of a scan, with the number of blocks it came in.
 fn read_all(db: &Db, sql: &TableSql, block_rows: usize) -> Result<(Vec<Vec<Value>>, usize)> {
@@ -165,7 +80,7 @@ fn numeric_is_read_and_written_exactly() -> Result<()> {
     let Some(t) = TestDb::new("numeric_is_read_and_written_exactly") else {
         return Ok(());
     };
-    let db = t.open(Access::Write);
+    let db = t.engine(Access::Write, "target");
     db.execute_script(
         "CREATE TABLE money (id int PRIMARY KEY, amount numeric(16,2), free numeric);
          INSERT INTO money VALUES
@@ -234,7 +149,7 @@ fn integers_of_every_width_and_booleans_keep_their_bounds() -> Result<()> {
     let Some(t) = TestDb::new("integers_of_every_width_and_booleans_keep_their_bounds") else {
         return Ok(());
     };
-    let db = t.open(Access::Write);
+    let db = t.engine(Access::Write, "target");
     db.execute_script(
         "CREATE TABLE ints (id bigint PRIMARY KEY, s smallint, i integer, b bigint, f boolean);
          INSERT INTO ints VALUES
@@ -285,7 +200,7 @@ fn text_keys_are_ordered_by_bytes() -> Result<()> {
     let Some(t) = TestDb::new("text_keys_are_ordered_by_bytes") else {
         return Ok(());
     };
-    let db = t.open(Access::Write);
+    let db = t.engine(Access::Write, "target");
     let keys = [
         "z",
         "é",
@@ -345,7 +260,7 @@ fn composite_and_typed_keys_follow_cutovers_order() -> Result<()> {
     let Some(t) = TestDb::new("composite_and_typed_keys_follow_cutovers_order") else {
         return Ok(());
     };
-    let db = t.open(Access::Write);
+    let db = t.engine(Access::Write, "target");
     db.execute_script(
         "CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy');
          CREATE TABLE k (region char(3), code varchar(10), amount numeric(8,2), day date,
@@ -388,7 +303,7 @@ fn bytes_nulls_floats_and_other_types_are_read_as_stored() -> Result<()> {
     let Some(t) = TestDb::new("bytes_nulls_floats_and_other_types_are_read_as_stored") else {
         return Ok(());
     };
-    let db = t.open(Access::Write);
+    let db = t.engine(Access::Write, "target");
     db.execute_script(
         "CREATE TABLE b (k bytea UNIQUE, r real, d double precision, t text, u uuid, j jsonb);
          INSERT INTO b VALUES ('\\x00ff', 0.5, '-0', 'x', '00000000-0000-0000-0000-000000000001', '{\"a\": 1}'),
@@ -469,7 +384,7 @@ fn dates_and_timestamps_read_as_the_server_prints_them_in_utc() -> Result<()> {
     let Some(t) = TestDb::new("dates_and_timestamps_read_as_the_server_prints_them_in_utc") else {
         return Ok(());
     };
-    let db = t.open(Access::Write);
+    let db = t.engine(Access::Write, "target");
     db.execute_script(
         "BEGIN; SET LOCAL TimeZone = 'Europe/Paris';
          CREATE TABLE ts (id int PRIMARY KEY, d date, t timestamp, z timestamptz);
@@ -517,7 +432,7 @@ fn a_hundred_thousand_rows_stream_in_blocks() -> Result<()> {
     let Some(t) = TestDb::new("a_hundred_thousand_rows_stream_in_blocks") else {
         return Ok(());
     };
-    let db = t.open(Access::Write);
+    let db = t.engine(Access::Write, "target");
     db.execute_script(
         "CREATE TABLE big (id bigint PRIMARY KEY, name text NOT NULL, amount numeric(12,2));
          INSERT INTO big SELECT g, 'name ' || g, g / 100.0 FROM generate_series(1, 100000) g;",
@@ -586,7 +501,7 @@ fn a_failed_load_in_a_transaction_leaves_nothing() -> Result<()> {
     let Some(t) = TestDb::new("a_failed_load_in_a_transaction_leaves_nothing") else {
         return Ok(());
     };
-    let db = t.open(Access::Write);
+    let db = t.engine(Access::Write, "target");
     db.execute_script("CREATE TABLE p (id int PRIMARY KEY, v text NOT NULL)")?;
     let sql = db.table_sql("p", &["id", "v"], 1, None);
     let first = block_of(&[
@@ -612,7 +527,7 @@ fn a_failed_load_in_a_transaction_leaves_nothing() -> Result<()> {
     db.write(|| db.copy_in(&sql, [&first]))?;
     assert_eq!(db.row_count(&sql)?, 2);
     // A reader's transactions cannot write.
-    let reader = t.open(Access::Read);
+    let reader = t.engine(Access::Read, "target");
     let rsql = reader.table_sql("p", &["id", "v"], 1, None);
     assert!(reader.copy_in(&rsql, [&dup]).is_err());
     Ok(())
@@ -623,7 +538,7 @@ fn a_bulk_insert_that_collides_writes_nothing_and_leaves_the_transaction_usable(
     let Some(t) = TestDb::new("bulk_insert_collides") else {
         return Ok(());
     };
-    let db = t.open(Access::Write);
+    let db = t.engine(Access::Write, "target");
     db.execute_script("CREATE TABLE p (id int PRIMARY KEY, v text NOT NULL)")?;
     let sql = db.table_sql("p", &["id", "v"], 1, None);
     let first = block_of(&[
@@ -655,7 +570,7 @@ fn the_catalogue_describes_the_schema() -> Result<()> {
     let Some(t) = TestDb::new("the_catalogue_describes_the_schema") else {
         return Ok(());
     };
-    let db = t.open(Access::Write);
+    let db = t.engine(Access::Write, "target");
     db.execute_script(
         "CREATE TABLE parent (a int, b text, note text, PRIMARY KEY (b, a));
          CREATE TABLE child (id int PRIMARY KEY, pa int, pb text, email text, code text,
@@ -744,7 +659,7 @@ fn the_url_schema_chooses_the_tables() -> Result<()> {
     let Some(t) = TestDb::new("the_url_schema_chooses_the_tables") else {
         return Ok(());
     };
-    let db = t.open(Access::Write);
+    let db = t.engine(Access::Write, "target");
     db.execute_script(
         "CREATE SCHEMA \"Sales Q\";
          CREATE TABLE public.t (id int PRIMARY KEY, v text);
@@ -753,7 +668,7 @@ fn the_url_schema_chooses_the_tables() -> Result<()> {
          INSERT INTO public.t VALUES (1, 'public');
          INSERT INTO \"Sales Q\".t VALUES (1, 'sales'), (2, 'sales');",
     )?;
-    let sales = t.open_schema("Sales%20Q")?;
+    let sales = t.engine_in("Sales%20Q", Access::Write)?;
     assert_eq!(sales.schema(), "Sales Q");
     assert_eq!(sales.user_tables()?, ["Odd \"name", "t"]);
     let sql = sales.table_sql("t", &["id", "v"], 1, None);
@@ -770,7 +685,7 @@ fn the_url_schema_chooses_the_tables() -> Result<()> {
     assert!(db.row_count(&missing).is_err());
 
     let err = t
-        .open_schema("nowhere")
+        .engine_in("nowhere", Access::Write)
         .err()
         .expect("a missing schema is refused");
     assert!(
@@ -792,7 +707,7 @@ fn keyed_reads_match_exactly() -> Result<()> {
     let Some(t) = TestDb::new("keyed_reads_match_exactly") else {
         return Ok(());
     };
-    let db = t.open(Access::Write);
+    let db = t.engine(Access::Write, "target");
     db.execute_script(
         "CREATE TABLE m (amount numeric(10,2), who text, v int, PRIMARY KEY (amount, who));
          INSERT INTO m VALUES (12.50, 'a', 1), (12.50, 'A', 2);",
@@ -814,7 +729,7 @@ fn keyed_writes_and_row_by_row_inserts() -> Result<()> {
     let Some(t) = TestDb::new("keyed_writes_and_row_by_row_inserts") else {
         return Ok(());
     };
-    let db = t.open(Access::Write);
+    let db = t.engine(Access::Write, "target");
     db.execute_script(
         "CREATE TABLE acct (id int PRIMARY KEY, amount numeric(10,2), tag uuid, note text, seen_at timestamp);
          INSERT INTO acct VALUES (1, 1.00, NULL, 'one', '2024-01-01 00:00:00');",
@@ -902,7 +817,7 @@ fn a_watermark_orders_the_scan_before_the_key() -> Result<()> {
     let Some(t) = TestDb::new("a_watermark_orders_the_scan_before_the_key") else {
         return Ok(());
     };
-    let db = t.open(Access::Write);
+    let db = t.engine(Access::Write, "target");
     db.execute_script(
         "CREATE TABLE ev (id int PRIMARY KEY, updated timestamp);
          INSERT INTO ev VALUES (1, '2024-01-03 00:00:00'), (2, '2024-01-01 00:00:00'),
@@ -923,7 +838,7 @@ fn transactions_savepoints_and_the_change_token() -> Result<()> {
     let Some(t) = TestDb::new("transactions_savepoints_and_the_change_token") else {
         return Ok(());
     };
-    let db = t.open(Access::Write);
+    let db = t.engine(Access::Write, "target");
     db.execute_script("CREATE TABLE s (id int PRIMARY KEY)")?;
     let sql = db.table_sql("s", &["id"], 1, None);
     db.begin_write()?;
@@ -947,7 +862,7 @@ fn transactions_savepoints_and_the_change_token() -> Result<()> {
     // switched off or a table changed moves it.
     let before = db.change_token()?;
     assert_eq!(db.change_token()?, before);
-    let other = t.open(Access::Write);
+    let other = t.engine(Access::Write, "target");
     other.execute_script("INSERT INTO s VALUES (9)")?;
     assert_eq!(db.change_token()?, before);
     other.execute_script(
@@ -978,7 +893,7 @@ fn violations_schema_text_sequences_and_snapshots() -> Result<()> {
     let Some(t) = TestDb::new("violations_schema_text_sequences_and_snapshots") else {
         return Ok(());
     };
-    let db = t.open(Access::Write);
+    let db = t.engine(Access::Write, "target");
     db.execute_script(
         "CREATE TABLE artist (id int GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY, name text);
          CREATE TABLE album (code text PRIMARY KEY, artist_id int REFERENCES artist (id));

@@ -10,12 +10,15 @@
 //! server is `CUTOVER_TEST_PG`, else root@ or postgres@127.0.0.1:5432.
 //! Without a server the tests say so and pass, except under CI (`CI` set).
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+use support::postgres::TestDb;
 
 const SOURCE_DDL: &str =
     "CREATE TABLE orders (id INTEGER PRIMARY KEY, dollars TEXT NOT NULL, status TEXT NOT NULL);";
@@ -42,70 +45,6 @@ impl Rng {
     }
 }
 
-/// A database of its own on the server, dropped at the end.
-struct TestDb {
-    admin: String,
-    name: String,
-    url: String,
-}
-
-impl TestDb {
-    fn new(test: &str) -> Option<TestDb> {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let candidates = match std::env::var("CUTOVER_TEST_PG") {
-            Ok(u) => vec![u],
-            Err(_) => vec![
-                "postgres://root@127.0.0.1:5432/postgres".to_string(),
-                "postgres://postgres@127.0.0.1:5432/postgres".to_string(),
-            ],
-        };
-        let mut errors = Vec::new();
-        for admin in candidates {
-            match postgres::Client::connect(&admin, postgres::NoTls) {
-                Ok(mut c) => {
-                    let name = format!(
-                        "cutover_t_rb_{}_{}",
-                        std::process::id(),
-                        N.fetch_add(1, Ordering::Relaxed)
-                    );
-                    c.batch_execute(&format!("CREATE DATABASE {name}"))
-                        .expect("creating a test database");
-                    let (base, _) = admin.rsplit_once('/').expect("admin URL has a database");
-                    let url = format!("{base}/{name}");
-                    return Some(TestDb { admin, name, url });
-                }
-                Err(e) => errors.push(format!("{admin}: {e}")),
-            }
-        }
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI is set and no PostgreSQL server answered: {}",
-            errors.join("; ")
-        );
-        println!(
-            "skipping {test}: no PostgreSQL server ({})",
-            errors.join("; ")
-        );
-        None
-    }
-
-    fn connect(&self) -> postgres::Client {
-        postgres::Client::connect(&self.url, postgres::NoTls)
-            .expect("connecting to the test database")
-    }
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        if let Ok(mut c) = postgres::Client::connect(&self.admin, postgres::NoTls) {
-            let _ = c.batch_execute(&format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            ));
-        }
-    }
-}
-
 /// A folder with the spec and the SQLite source, its target on the server.
 struct Migration {
     dir: tempfile::TempDir,
@@ -116,7 +55,7 @@ impl Migration {
     /// `rows` orders in the source (ids 1..=rows), an empty target table.
     fn new(test: &str, rows: i64) -> Option<Migration> {
         let db = TestDb::new(test)?;
-        db.connect()
+        db.client()
             .batch_execute(TARGET_DDL)
             .expect("creating the target table");
         let dir = tempfile::tempdir().expect("a temporary folder");
@@ -191,7 +130,7 @@ impl Migration {
     /// The oracle: the target's orders turned back into source form by
     /// arithmetic done here, not by the tool.
     fn target_as_source(&self) -> BTreeMap<i64, (String, String)> {
-        let mut c = self.db.connect();
+        let mut c = self.db.client();
         c.query("SELECT id, cents, status FROM orders", &[])
             .expect("reading the target")
             .iter()
@@ -384,7 +323,7 @@ fn load_and_replay_killed_at_random_moments_end_as_one_clean_run() {
         kills += kill_until_done(&m, &["load", "--batch", "200"], &mut rng, 400);
         m.run(&["gate"], 0);
         m.run(&["journal", "install"], 0);
-        let mut c = m.db.connect();
+        let mut c = m.db.client();
         c.batch_execute(
             "UPDATE orders SET cents = cents + 7 WHERE id % 5 = 0;
              DELETE FROM orders WHERE id % 11 = 0;
@@ -424,7 +363,7 @@ fn every_write_route_into_a_fenced_postgres_table_is_refused_or_seen_as_a_breach
     };
     m.run(&["load"], 0);
     m.run(&["journal", "install"], 0);
-    let mut app = m.db.connect();
+    let mut app = m.db.client();
     app.batch_execute("CREATE VIEW open_orders AS SELECT * FROM orders WHERE status = 'active'")
         .expect("a view of the application's");
     app.batch_execute("UPDATE orders SET cents = cents + 5 WHERE id = 1")
@@ -450,13 +389,13 @@ fn every_write_route_into_a_fenced_postgres_table_is_refused_or_seen_as_a_breach
         ),
     ];
     for (route, sql) in routes {
-        let mut c = m.db.connect();
+        let mut c = m.db.client();
         let r = c.batch_execute(sql);
         assert!(r.is_err(), "{route}: the fence let `{sql}` through");
     }
     // COPY FROM goes through the row triggers too.
     {
-        let mut c = m.db.connect();
+        let mut c = m.db.client();
         let copied = (|| -> Result<u64, postgres::Error> {
             use std::io::Write;
             let mut w = c.copy_in("COPY orders FROM STDIN")?;
@@ -507,7 +446,7 @@ fn the_drill_runs_the_runbook_with_either_side_on_a_server_and_leaves_nothing_th
         .expect("counting schemas")
         .get(0)
     };
-    let mut c = db.connect();
+    let mut c = db.client();
     for args in [
         vec!["--target", db.url.as_str()],
         vec!["--source", db.url.as_str()],
@@ -636,7 +575,7 @@ fn gate_in_digest_mode_agrees_with_the_streaming_gate_through_the_binary() {
         .nth(2)
         .and_then(|s| s.split('"').next())
         .expect("the target's schema");
-    db.connect()
+    db.client()
         .batch_execute(&format!(
             "UPDATE \"{schema}\".orders SET cents = 751 WHERE id = 102"
         ))

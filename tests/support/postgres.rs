@@ -660,3 +660,91 @@ impl Engine for Layered {
         self.of(db).client(dir, db, sql)
     }
 }
+
+/// A database of its own on the server for one test of the engine itself
+/// (outside any `Dir`), dropped when the test ends.
+pub struct TestDb {
+    pub admin: String,
+    pub name: String,
+    /// The URL of the new database (no schema parameter).
+    pub url: String,
+}
+
+impl TestDb {
+    /// A fresh database, or `None` (with a line saying why) when no server
+    /// answers outside CI; under CI a missing server is a failure.
+    pub fn new(test: &str) -> Option<TestDb> {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let server = match server() {
+            Ok(s) => s,
+            Err(why) => {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "CI is set and no PostgreSQL server answered: {why}"
+                );
+                println!("skipping {test}: no PostgreSQL server ({why})");
+                return None;
+            }
+        };
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let name = format!(
+            "cutover_t_{}_{}_{nanos}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        Client::connect(&server.admin, NoTls)
+            .and_then(|mut c| c.batch_execute(&format!("CREATE DATABASE {name}")))
+            .unwrap_or_else(|e| panic!("creating test database {name}: {}", message(&e)));
+        let (base, _) = server
+            .admin
+            .rsplit_once('/')
+            .expect("admin URL has a database");
+        let url = format!("{base}/{name}");
+        Some(TestDb {
+            admin: server.admin.clone(),
+            name,
+            url,
+        })
+    }
+
+    /// A plain client of the test database, as an application has.
+    pub fn client(&self) -> Client {
+        Client::connect(&self.url, NoTls).expect("connecting to the test database")
+    }
+
+    /// The engine on the test database's `public` schema.
+    pub fn engine(
+        &self,
+        access: cutover::db::Access,
+        role: &str,
+    ) -> cutover::db::postgres::Postgres {
+        cutover::db::postgres::Postgres::open(&self.url, access, role)
+            .expect("opening the test database")
+    }
+
+    /// The engine on one schema of the test database.
+    pub fn engine_in(
+        &self,
+        schema: &str,
+        access: cutover::db::Access,
+    ) -> anyhow::Result<cutover::db::postgres::Postgres> {
+        cutover::db::postgres::Postgres::open(
+            &format!("{}?schema={schema}", self.url),
+            access,
+            "target",
+        )
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if let Ok(mut c) = Client::connect(&self.admin, NoTls) {
+            let _ = c.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ));
+        }
+    }
+}
