@@ -123,10 +123,11 @@ pub enum Command {
         /// A CSV snapshot to reconcile instead of the spec's csv:// source.
         #[arg(long, value_name = "PATH")]
         snapshot: Option<PathBuf>,
-        /// How to compare: stream every row, compare digests computed inside
+        /// How to compare: stream every row; compare digests computed inside
         /// both databases (servers only) and stream only the key ranges that
-        /// differ, or auto (digest when both databases are servers).
-        #[arg(long, value_enum, default_value_t = GateMode::Auto)]
+        /// differ; or auto (digest when both databases are servers). Stream is
+        /// the default: on a server next to cutover it is faster (BENCHMARKS.md).
+        #[arg(long, value_enum, default_value_t = GateMode::Stream)]
         mode: GateMode,
         #[command(flatten)]
         filter: TableFilter,

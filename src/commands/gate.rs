@@ -79,7 +79,7 @@ pub fn run(
     max_diffs: usize,
     snapshot: Option<&std::path::Path>,
 ) -> Result<GateReport> {
-    run_in(spec, max_diffs, snapshot, Mode::Auto)
+    run_in(spec, max_diffs, snapshot, Mode::Stream)
 }
 
 /// [`run`], comparing the databases in `mode` (`gate --mode`).
