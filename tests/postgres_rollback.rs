@@ -608,3 +608,110 @@ fn gate_in_digest_mode_agrees_with_the_streaming_gate_through_the_binary() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A PostgreSQL target whose key is an identity column: load writes the
+/// source's ids and leaves the sequence past them, so the application's
+/// first insert after the switch takes a new id instead of colliding.
+#[test]
+fn after_load_an_identity_key_hands_out_ids_past_the_loaded_ones() {
+    let Some(m) = Migration::new("identity", 50) else {
+        return;
+    };
+    let mut c = m.db.client();
+    c.batch_execute(
+        "DROP TABLE orders;
+         CREATE TABLE orders (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, cents bigint NOT NULL, status text NOT NULL)",
+    )
+    .expect("an identity key");
+    m.run(&["load"], 0);
+    m.run(&["journal", "install"], 0);
+    let id: i64 = c
+        .query_one(
+            "INSERT INTO orders (cents, status) VALUES (900, 'active') RETURNING id",
+            &[],
+        )
+        .expect("the application's insert")
+        .get(0);
+    assert!(
+        id > 50,
+        "the first new id {id} collides with the loaded ids 1..=50"
+    );
+    m.run(&["fence", "on"], 0);
+    m.run(&["replay"], 0);
+    assert_eq!(m.source_rows(), m.target_as_source());
+}
+
+/// The rollback into a PostgreSQL source whose key is an identity column
+/// defined GENERATED ALWAYS: replay inserts the target's new rows with
+/// their ids, and leaves the source's sequence past them, so the
+/// application switched back takes new ids.
+#[test]
+fn replay_into_a_postgres_identity_key_keeps_the_ids_and_moves_the_sequence() {
+    let Some(db) = TestDb::new("identity_source") else {
+        return;
+    };
+    let mut c = db.client();
+    c.batch_execute(
+        "CREATE TABLE orders (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, dollars text NOT NULL, status text NOT NULL);
+         INSERT INTO orders (dollars, status) VALUES ('12.50', 'A'), ('7.50', 'C'), ('20.00', 'A');",
+    )
+    .expect("the source");
+    let dir = tempfile::tempdir().expect("a folder");
+    rusqlite::Connection::open(dir.path().join("target.db"))
+        .expect("the target")
+        .execute_batch("CREATE TABLE orders (id INTEGER PRIMARY KEY, cents INTEGER NOT NULL, status TEXT NOT NULL)")
+        .expect("its table");
+    let spec = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/orders/spec.toml"
+    ))
+    .expect("the fixture spec")
+    .replace("sqlite://source.db", &db.url);
+    std::fs::write(dir.path().join("spec.toml"), spec).expect("the spec");
+    let run = |args: &[&str], code: i32| {
+        let out = Command::new(env!("CARGO_BIN_EXE_cutover"))
+            .args(args)
+            .args(["--spec", "spec.toml"])
+            .current_dir(dir.path())
+            .output()
+            .expect("running cutover");
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&["load"], 0);
+    run(&["journal", "install"], 0);
+    rusqlite::Connection::open(dir.path().join("target.db"))
+        .expect("the target")
+        .execute_batch("INSERT INTO orders VALUES (40, 900, 'active'); UPDATE orders SET cents = 1400 WHERE id = 1;")
+        .expect("the application's writes on the target");
+    run(&["fence", "on"], 0);
+    run(&["replay"], 0);
+    let rows: Vec<(i64, String)> = c
+        .query("SELECT id, dollars FROM orders ORDER BY id", &[])
+        .expect("the source")
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (1, "14.00".to_string()),
+            (2, "7.50".to_string()),
+            (3, "20.00".to_string()),
+            (40, "9.00".to_string())
+        ]
+    );
+    let next: i64 = c
+        .query_one(
+            "INSERT INTO orders (dollars, status) VALUES ('1.00', 'A') RETURNING id",
+            &[],
+        )
+        .expect("the application's insert, switched back")
+        .get(0);
+    assert!(next > 40, "the source hands out id {next} again");
+}

@@ -76,8 +76,11 @@ impl Checkpoint for LoadCheckpoint<'_> {
     }
 
     fn record(&self, db: &Db, _side: Side, _done: &Applied) -> Result<()> {
-        if let (true, Some(n)) = (self.done, self.sequence) {
-            db.raise_sequence(self.target_table, n)?;
+        // The last batch leaves the target's id generator past the source's
+        // and past every id loaded (an engine whose generator does not
+        // follow inserted ids, such as PostgreSQL's sequences).
+        if self.done {
+            db.raise_sequence(self.target_table, self.sequence.unwrap_or(0))?;
         }
         let last = match &self.last_key {
             Some(k) => Some(k.clone()),

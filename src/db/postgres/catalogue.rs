@@ -263,12 +263,29 @@ impl Catalogue for Postgres {
     }
 
     /// Moves the table's identity or serial sequence so that it never hands
-    /// out `to` or less; nothing for a table without one.
+    /// out `to` or less, nor an id the table already holds (rows loaded or
+    /// replayed with their ids leave the sequence where it was); nothing
+    /// for a table without one.
     fn raise_sequence(&self, table: &str, to: i64) -> Result<()> {
         let Some((schema, name)) = self.owned_sequence(table)? else {
             return Ok(());
         };
-        if self.sequence(table)?.is_some_and(|v| v >= to) {
+        let held: Option<i64> = match self.sequence_column(table)? {
+            Some(column) => self
+                .client()?
+                .query_one(
+                    &format!(
+                        "SELECT max({})::bigint FROM {}",
+                        quote_ident(&column),
+                        self.qualified(table)
+                    ),
+                    &[],
+                )?
+                .get(0),
+            None => None,
+        };
+        let to = to.max(held.unwrap_or(0));
+        if to < 1 || self.sequence(table)?.is_some_and(|v| v >= to) {
             return Ok(());
         }
         let seq = format!("{}.{}", quote_ident(&schema), quote_ident(&name));
@@ -280,6 +297,22 @@ impl Catalogue for Postgres {
 }
 
 impl Postgres {
+    /// The column whose identity or serial sequence [`Self::owned_sequence`]
+    /// finds.
+    fn sequence_column(&self, table: &str) -> Result<Option<String>> {
+        let row = self.client()?.query_opt(
+            "SELECT a.attname::text
+             FROM pg_depend d
+             JOIN pg_class s ON s.oid = d.objid AND s.relkind = 'S'
+             JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
+             WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass
+               AND d.refobjid = to_regclass($1) AND d.deptype IN ('a', 'i')
+             ORDER BY d.refobjsubid LIMIT 1",
+            &[&self.regclass(table)],
+        )?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
     /// The sequence an identity or serial column of the table owns, as
     /// `(schema, name)`: the first column's that has one.
     fn owned_sequence(&self, table: &str) -> Result<Option<(String, String)>> {

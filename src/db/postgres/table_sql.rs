@@ -162,8 +162,10 @@ impl Plan {
                     .join(", ")
             ),
             select_by_key: format!("SELECT {list} FROM {qualified} WHERE {}", keys_from(1)),
+            // cutover writes the ids rows had: an identity column defined
+            // GENERATED ALWAYS takes them too (a no-op on other tables).
             insert: format!(
-                "INSERT INTO {qualified} ({}) VALUES ({})",
+                "INSERT INTO {qualified} ({}) OVERRIDING SYSTEM VALUE VALUES ({})",
                 real.iter()
                     .map(|&i| quoted[i].clone())
                     .collect::<Vec<_>>()

@@ -173,6 +173,9 @@ impl Catalogue for Sqlite {
     /// it never hands out an id the other database already used. Nothing
     /// for a table without AUTOINCREMENT.
     fn raise_sequence(&self, table: &str, to: i64) -> Result<()> {
+        if to <= 0 {
+            return Ok(());
+        }
         let autoincrement: bool = self.conn.query_row(
             "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1 AND upper(sql) LIKE '%AUTOINCREMENT%'",
             [table],
