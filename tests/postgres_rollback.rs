@@ -715,3 +715,32 @@ fn replay_into_a_postgres_identity_key_keeps_the_ids_and_moves_the_sequence() {
         .get(0);
     assert!(next > 40, "the source hands out id {next} again");
 }
+
+/// Sync keeps a PostgreSQL identity key's sequence past the ids it copies,
+/// as load does.
+#[test]
+fn sync_leaves_an_identity_key_past_the_ids_it_copies() {
+    let Some(m) = Migration::new("identity_sync", 20) else {
+        return;
+    };
+    let mut c = m.db.client();
+    c.batch_execute(
+        "DROP TABLE orders;
+         CREATE TABLE orders (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, cents bigint NOT NULL, status text NOT NULL)",
+    )
+    .expect("an identity key");
+    m.run(&["load"], 0);
+    rusqlite::Connection::open(m.source_path().join("source.db"))
+        .expect("the source")
+        .execute_batch("INSERT INTO orders VALUES (70, '1.00', 'A'), (71, '2.00', 'C');")
+        .expect("new source rows");
+    m.run(&["sync"], 0);
+    let id: i64 = c
+        .query_one(
+            "INSERT INTO orders (cents, status) VALUES (900, 'active') RETURNING id",
+            &[],
+        )
+        .expect("the application's insert")
+        .get(0);
+    assert!(id > 71, "the first new id {id} collides with a synced id");
+}

@@ -129,6 +129,7 @@ impl Checkpoint for JournalCheckpoint<'_> {
 /// cursor; `schema` is the source's columns as this sync saw them.
 pub struct SyncCheckpoint<'a> {
     pub table: &'a str,
+    pub target_table: &'a str,
     pub batch: &'a str,
     pub first: &'a Value,
     pub last: &'a Value,
@@ -155,6 +156,9 @@ impl Checkpoint for SyncCheckpoint<'_> {
 
     fn record(&self, db: &Db, _side: Side, done: &Applied) -> Result<()> {
         db.record_source_schema(self.table, self.schema)?;
+        // The target's id generator stays past the ids sync copied, so the
+        // application switched over takes new ones.
+        db.raise_sequence(self.target_table, 0)?;
         db.record_sync_batch(
             self.table,
             self.batch,
