@@ -744,3 +744,36 @@ fn sync_leaves_an_identity_key_past_the_ids_it_copies() {
         .get(0);
     assert!(id > 71, "the first new id {id} collides with a synced id");
 }
+
+/// A change feed applied into a PostgreSQL identity key moves its sequence
+/// past the ids the feed wrote, as load, sync and replay do.
+#[test]
+fn apply_of_a_feed_leaves_an_identity_key_past_the_ids_it_wrote() {
+    let Some(m) = Migration::new("identity_feed", 5) else {
+        return;
+    };
+    let mut c = m.db.client();
+    c.batch_execute(
+        "DROP TABLE orders;
+         CREATE TABLE orders (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, cents bigint NOT NULL, status text NOT NULL)",
+    )
+    .expect("an identity key");
+    m.run(&["load"], 0);
+    let line = serde_json::json!({
+        "feed": "upstream", "delivery": "d1", "position": 1, "table": "orders",
+        "op": "upsert", "key": {"id": 900}, "row": {"id": 900, "cents": 100, "status": "active"}
+    });
+    std::fs::write(m.source_path().join("feed.jsonl"), format!("{line}\n")).expect("the feed");
+    m.run(&["apply", "--feed", "feed.jsonl", "--into", "target"], 0);
+    let id: i64 = c
+        .query_one(
+            "INSERT INTO orders (cents, status) VALUES (900, 'active') RETURNING id",
+            &[],
+        )
+        .expect("the application's insert")
+        .get(0);
+    assert!(
+        id > 900,
+        "the first new id {id} is not past the id the feed wrote"
+    );
+}

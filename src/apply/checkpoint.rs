@@ -180,6 +180,9 @@ pub struct DeliveryCheckpoint<'a> {
     pub first: i64,
     pub last: i64,
     pub seqs: &'a [i64],
+    /// The tables the delivery writes: their id generators are moved past
+    /// the ids it wrote.
+    pub tables: &'a [&'a str],
 }
 
 impl Checkpoint for DeliveryCheckpoint<'_> {
@@ -242,6 +245,9 @@ impl Checkpoint for DeliveryCheckpoint<'_> {
             done.duplicate,
             done.stale,
         )?;
+        for t in self.tables {
+            db.raise_sequence(t, 0)?;
+        }
         if side == Side::Source {
             let at = db.now()?;
             for &seq in self.seqs.iter().filter(|&&s| s > 0) {
