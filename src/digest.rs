@@ -264,11 +264,26 @@ where
         Err(why) => {
             let (report, _) = reconcile::reconcile_table(table, source, target, rec, false)?;
             mode.mode = "stream".into();
-            mode.reason = Some(why);
+            mode.reason = Some(format!("digests cannot be computed for it: {why}"));
             mode.rows_streamed = report.source_rows + report.target_rows;
             return Ok((report, mode));
         }
     };
+    // Differences scattered through the table make most first ranges
+    // differ; bisecting them would read the table again several times over
+    // in small queries, so the table is streamed once instead.
+    let differing = top.iter().filter(|(_, s, t)| differs(s, t)).count();
+    if differing * 2 > top.len() {
+        let (report, _) = reconcile::reconcile_table(table, source, target, rec, false)?;
+        mode.mode = "stream".into();
+        mode.reason = Some(format!(
+            "{differing} of its {} first key ranges differ, so streaming it reads less than splitting them",
+            top.len()
+        ));
+        mode.segments = top.len() as u64;
+        mode.rows_streamed = report.source_rows + report.target_rows;
+        return Ok((report, mode));
+    }
     let mut tally = Tally::new(table);
     // Depth first, in key order, so differences are kept as the merge
     // would meet them.

@@ -163,7 +163,7 @@ pub fn render_modes(rec: &Reconciliation) -> String {
                 m.table, m.segments, m.segments_streamed, m.rows_streamed
             )),
             Some(why) => text.push_str(&format!(
-                "\n'{}' streamed whole ({} rows read): digests cannot be computed for it: {why}",
+                "\n'{}' streamed whole ({} rows read): {why}",
                 m.table, m.rows_streamed
             )),
         }
