@@ -609,6 +609,25 @@ fn gate_in_digest_mode_agrees_with_the_streaming_gate_through_the_binary() {
     );
 }
 
+/// Makes the target's key an identity column defined GENERATED ALWAYS.
+fn identity_key(c: &mut postgres::Client) {
+    c.batch_execute(
+        "DROP TABLE orders;
+         CREATE TABLE orders (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, cents bigint NOT NULL, status text NOT NULL)",
+    )
+    .expect("an identity key");
+}
+
+/// The id the application's next insert into the target gets.
+fn next_id(c: &mut postgres::Client) -> i64 {
+    c.query_one(
+        "INSERT INTO orders (cents, status) VALUES (900, 'active') RETURNING id",
+        &[],
+    )
+    .expect("the application's insert")
+    .get(0)
+}
+
 /// A PostgreSQL target whose key is an identity column: load writes the
 /// source's ids and leaves the sequence past them, so the application's
 /// first insert after the switch takes a new id instead of colliding.
@@ -618,20 +637,10 @@ fn after_load_an_identity_key_hands_out_ids_past_the_loaded_ones() {
         return;
     };
     let mut c = m.db.client();
-    c.batch_execute(
-        "DROP TABLE orders;
-         CREATE TABLE orders (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, cents bigint NOT NULL, status text NOT NULL)",
-    )
-    .expect("an identity key");
+    identity_key(&mut c);
     m.run(&["load"], 0);
     m.run(&["journal", "install"], 0);
-    let id: i64 = c
-        .query_one(
-            "INSERT INTO orders (cents, status) VALUES (900, 'active') RETURNING id",
-            &[],
-        )
-        .expect("the application's insert")
-        .get(0);
+    let id = next_id(&mut c);
     assert!(
         id > 50,
         "the first new id {id} collides with the loaded ids 1..=50"
@@ -724,24 +733,14 @@ fn sync_leaves_an_identity_key_past_the_ids_it_copies() {
         return;
     };
     let mut c = m.db.client();
-    c.batch_execute(
-        "DROP TABLE orders;
-         CREATE TABLE orders (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, cents bigint NOT NULL, status text NOT NULL)",
-    )
-    .expect("an identity key");
+    identity_key(&mut c);
     m.run(&["load"], 0);
     rusqlite::Connection::open(m.source_path().join("source.db"))
         .expect("the source")
         .execute_batch("INSERT INTO orders VALUES (70, '1.00', 'A'), (71, '2.00', 'C');")
         .expect("new source rows");
     m.run(&["sync"], 0);
-    let id: i64 = c
-        .query_one(
-            "INSERT INTO orders (cents, status) VALUES (900, 'active') RETURNING id",
-            &[],
-        )
-        .expect("the application's insert")
-        .get(0);
+    let id = next_id(&mut c);
     assert!(id > 71, "the first new id {id} collides with a synced id");
 }
 
@@ -753,11 +752,7 @@ fn apply_of_a_feed_leaves_an_identity_key_past_the_ids_it_wrote() {
         return;
     };
     let mut c = m.db.client();
-    c.batch_execute(
-        "DROP TABLE orders;
-         CREATE TABLE orders (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, cents bigint NOT NULL, status text NOT NULL)",
-    )
-    .expect("an identity key");
+    identity_key(&mut c);
     m.run(&["load"], 0);
     let line = serde_json::json!({
         "feed": "upstream", "delivery": "d1", "position": 1, "table": "orders",
@@ -765,13 +760,7 @@ fn apply_of_a_feed_leaves_an_identity_key_past_the_ids_it_wrote() {
     });
     std::fs::write(m.source_path().join("feed.jsonl"), format!("{line}\n")).expect("the feed");
     m.run(&["apply", "--feed", "feed.jsonl", "--into", "target"], 0);
-    let id: i64 = c
-        .query_one(
-            "INSERT INTO orders (cents, status) VALUES (900, 'active') RETURNING id",
-            &[],
-        )
-        .expect("the application's insert")
-        .get(0);
+    let id = next_id(&mut c);
     assert!(
         id > 900,
         "the first new id {id} is not past the id the feed wrote"

@@ -76,11 +76,8 @@ impl Checkpoint for LoadCheckpoint<'_> {
     }
 
     fn record(&self, db: &Db, _side: Side, _done: &Applied) -> Result<()> {
-        // The last batch leaves the target's id generator past the source's
-        // and past every id loaded (an engine whose generator does not
-        // follow inserted ids, such as PostgreSQL's sequences).
-        if self.done {
-            db.raise_sequence(self.target_table, self.sequence.unwrap_or(0))?;
+        if let (true, Some(n)) = (self.done, self.sequence) {
+            db.raise_sequence(self.target_table, n)?;
         }
         let last = match &self.last_key {
             Some(k) => Some(k.clone()),
@@ -129,7 +126,6 @@ impl Checkpoint for JournalCheckpoint<'_> {
 /// cursor; `schema` is the source's columns as this sync saw them.
 pub struct SyncCheckpoint<'a> {
     pub table: &'a str,
-    pub target_table: &'a str,
     pub batch: &'a str,
     pub first: &'a Value,
     pub last: &'a Value,
@@ -156,9 +152,6 @@ impl Checkpoint for SyncCheckpoint<'_> {
 
     fn record(&self, db: &Db, _side: Side, done: &Applied) -> Result<()> {
         db.record_source_schema(self.table, self.schema)?;
-        // The target's id generator stays past the ids sync copied, so the
-        // application switched over takes new ones.
-        db.raise_sequence(self.target_table, 0)?;
         db.record_sync_batch(
             self.table,
             self.batch,
@@ -180,9 +173,6 @@ pub struct DeliveryCheckpoint<'a> {
     pub first: i64,
     pub last: i64,
     pub seqs: &'a [i64],
-    /// The tables the delivery writes: their id generators are moved past
-    /// the ids it wrote.
-    pub tables: &'a [&'a str],
 }
 
 impl Checkpoint for DeliveryCheckpoint<'_> {
@@ -245,9 +235,6 @@ impl Checkpoint for DeliveryCheckpoint<'_> {
             done.duplicate,
             done.stale,
         )?;
-        for t in self.tables {
-            db.raise_sequence(t, 0)?;
-        }
         if side == Side::Source {
             let at = db.now()?;
             for &seq in self.seqs.iter().filter(|&&s| s > 0) {

@@ -354,6 +354,10 @@ impl<'a> Engine<'a> {
         checkpoint.before_writes(self.db)?;
         let delivery = checkpoint.delivery();
         let (journal, skip_seqs) = checkpoint.applied_entries(self.side);
+        let written_tables: std::collections::BTreeSet<usize> = match &batch {
+            Batch::Changes(changes) => changes.iter().map(|c| c.table).collect(),
+            Batch::Rows { table, .. } => [*table].into(),
+        };
         let mut done = Applied::default();
         let mut count = |effect: Effect, i: usize| {
             match effect {
@@ -401,45 +405,57 @@ impl<'a> Engine<'a> {
                 // The whole batch in one statement where the engine has one
                 // (COPY): a collision leaves nothing written, and the rows
                 // go one by one below.
-                if fast && let Some(n) = self.db.bulk_insert(sql, blocks)? {
+                let bulk = match fast {
+                    true => self.db.bulk_insert(sql, blocks)?,
+                    false => None,
+                };
+                if let Some(n) = bulk {
                     for i in 0..n as usize {
                         count(Effect::Written, i);
                     }
-                    checkpoint.record(self.db, self.side, &done)?;
-                    return Ok(BatchOutcome::Committed(done));
-                }
-                let mut ins = self.db.inserter(sql)?;
-                let mut i = 0usize;
-                for b in blocks {
-                    for r in 0..b.rows() {
-                        let tag = first_tag + i as i64;
-                        if fast
-                            && ins
-                                .insert(b, r)
-                                .with_context(|| FailedChange { index: i, tag })?
-                        {
-                            count(Effect::Written, i);
-                        } else {
-                            // A collision (or no unique key to rely on): the
-                            // plain rule decides, on the stored row.
-                            let c = Change {
-                                table: ti,
-                                key: b.values(r, table.key_len),
-                                rule: Rule::Plain,
-                                after: Some(b.values(r, b.width())),
-                                tag,
-                            };
-                            match self
-                                .apply_one(&c, delivery)
-                                .with_context(|| FailedChange { index: i, tag })?
+                } else {
+                    let mut ins = self.db.inserter(sql)?;
+                    let mut i = 0usize;
+                    for b in blocks {
+                        for r in 0..b.rows() {
+                            let tag = first_tag + i as i64;
+                            if fast
+                                && ins
+                                    .insert(b, r)
+                                    .with_context(|| FailedChange { index: i, tag })?
                             {
-                                Ok(effect) => count(effect, i),
-                                Err(conflict) => return Ok(BatchOutcome::Conflict(conflict)),
+                                count(Effect::Written, i);
+                            } else {
+                                // A collision (or no unique key to rely on): the
+                                // plain rule decides, on the stored row.
+                                let c = Change {
+                                    table: ti,
+                                    key: b.values(r, table.key_len),
+                                    rule: Rule::Plain,
+                                    after: Some(b.values(r, b.width())),
+                                    tag,
+                                };
+                                match self
+                                    .apply_one(&c, delivery)
+                                    .with_context(|| FailedChange { index: i, tag })?
+                                {
+                                    Ok(effect) => count(effect, i),
+                                    Err(conflict) => return Ok(BatchOutcome::Conflict(conflict)),
+                                }
                             }
+                            i += 1;
                         }
-                        i += 1;
                     }
                 }
+            }
+        }
+        // Rows are written with their own ids: the id generator of each
+        // table written moves past them (PostgreSQL's sequences do not
+        // follow inserted ids), so the application's next insert takes a
+        // new one.
+        if done.written > 0 {
+            for &ti in &written_tables {
+                self.db.raise_sequence(&self.sql[ti].table, 0)?;
             }
         }
         checkpoint.record(self.db, self.side, &done)?;

@@ -592,18 +592,6 @@ pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<ApplyReport> {
         }
         let changes: Vec<Change> = lines.iter().map(|l| l.change.clone()).collect();
         let seqs: Vec<i64> = lines.iter().map(|l| l.seq.unwrap_or(0)).collect();
-        // The tables the delivery writes, as the side written names them.
-        let written: std::collections::BTreeSet<&str> = changes
-            .iter()
-            .map(|c| {
-                let t = &spec.tables[c.table];
-                match into {
-                    Side::Source => t.source_table.as_str(),
-                    Side::Target => t.target_table.as_str(),
-                }
-            })
-            .collect();
-        let written: Vec<&str> = written.into_iter().collect();
         let cp = DeliveryCheckpoint {
             feed: &info.feed,
             delivery: &info.delivery,
@@ -611,7 +599,6 @@ pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<ApplyReport> {
             first: info.first_position,
             last: info.last_position,
             seqs: &seqs,
-            tables: &written,
         };
         let mut dr = DeliveryReport {
             feed: info.feed.clone(),

@@ -429,16 +429,18 @@ fn render_dry_run(spec: &Spec, dry: &DryRunReport) -> String {
 /// target already gave. Its own transaction after the last batch; a rerun
 /// does it again.
 fn carry_sequences(spec: &Spec, source: &Db, target: &Db) -> Result<()> {
-    // Every table, also those whose target has no generator: the source's
-    // own (a PostgreSQL sequence) must still pass the ids replay wrote.
     let marks: Vec<(&str, i64)> = spec
         .tables
         .iter()
-        .map(|t| {
-            let n = target.sequence(&t.target_table)?.unwrap_or(0);
-            Ok((t.source_table.as_str(), n))
+        .filter_map(|t| match target.sequence(&t.target_table) {
+            Ok(Some(n)) => Some(Ok((t.source_table.as_str(), n))),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
         })
         .collect::<Result<_>>()?;
+    if marks.is_empty() {
+        return Ok(());
+    }
     source.write(|| {
         marks
             .iter()

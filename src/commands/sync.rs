@@ -542,7 +542,6 @@ fn sync_table(
         }
         let cp = SyncCheckpoint {
             table: &p.name,
-            target_table: &p.target_table,
             batch: &batch,
             first: &first,
             last: &last,
