@@ -70,25 +70,15 @@ impl Db {
         sqlite::Sqlite::create(location, script)
     }
 
-    pub(crate) fn new(engine: impl Database + 'static) -> Db {
+    /// Wraps an engine opened by the caller (a CSV snapshot's temporary
+    /// database, a test) as a `Db`.
+    pub fn new(engine: impl Database + 'static) -> Db {
         Db(Box::new(engine))
-    }
-
-    /// Wraps an engine opened by the caller (a test, a tool built on the
-    /// library) as a `Db`.
-    pub fn from_engine(engine: impl Database + 'static) -> Db {
-        Db::new(engine)
     }
 
     /// The engine itself, to hand to a reader thread.
     pub(crate) fn engine_mut(&mut self) -> &mut dyn Database {
         &mut *self.0
-    }
-
-    /// Digests computed inside the database, when the engine can
-    /// ([`Digests`]; PostgreSQL can, SQLite cannot).
-    pub fn digests(&self) -> Option<&dyn Digests> {
-        self.0.digests()
     }
 
     /// Runs `f` inside one write transaction: committed when it returns
