@@ -22,10 +22,15 @@ use crate::spec::{Spec, Table};
 use crate::transform::Transform;
 use crate::value::{Block, key_cmp};
 
-/// Key ranges a table is first split into, per side.
+/// Key ranges a table is first split into, at least, per side.
 pub const TOP_PARTS: usize = 16;
+/// Rows per first key range of a large table.
+pub const SEGMENT_ROWS: u64 = 2048;
+/// Key ranges a table is first split into, at most (all digested in one
+/// pass over the table).
+pub const MAX_TOP_PARTS: usize = 8192;
 /// Ranges a differing range is split into.
-pub const FANOUT: usize = 4;
+pub const FANOUT: usize = 16;
 /// A differing range of at most this many rows (on either side) is streamed.
 pub const LEAF_ROWS: u64 = 256;
 /// Splits deeper than this stream the range whatever its size.
@@ -211,8 +216,8 @@ where
     })
 }
 
-/// A range still to compare: its depth, and its digests when known.
-type Pending = (KeyRange, usize, Option<(SegmentDigest, SegmentDigest)>);
+/// A range still to compare: its depth and both sides' digests of it.
+type Pending = (KeyRange, usize, SegmentDigest, SegmentDigest);
 
 fn differs(s: &SegmentDigest, t: &SegmentDigest) -> bool {
     s.rows != t.rows || s.digest != t.digest || s.notes > 0 || s.money != t.money
@@ -290,18 +295,9 @@ where
     let mut todo: Vec<Pending> = top
         .into_iter()
         .rev()
-        .map(|(r, s, t)| (r, 0, Some((s, t))))
+        .map(|(r, s, t)| (r, 0, s, t))
         .collect();
-    while let Some((range, depth, known)) = todo.pop() {
-        let (s, t) = match known {
-            Some(st) => st,
-            None => both(
-                source,
-                target,
-                |d| d.digest_range(&s_sql, &s_form, &range),
-                |d| d.digest_range(&t_sql, &t_form, &range),
-            )?,
-        };
+    while let Some((range, depth, s, t)) = todo.pop() {
         mode.segments += 1;
         if !differs(&s, &t) {
             tally.matched(s.rows);
@@ -334,8 +330,15 @@ where
             )?;
             continue;
         }
-        for r in ranges_between(&range, split).into_iter().rev() {
-            todo.push((r, depth + 1, None));
+        let (a, b) = both(
+            source,
+            target,
+            |d| d.digest_ranges(&s_sql, &s_form, &range, &split),
+            |d| d.digest_ranges(&t_sql, &t_form, &range, &split),
+        )?;
+        let parts = ranges_between(&range, split).into_iter().zip(a).zip(b);
+        for ((r, s), t) in parts.rev() {
+            todo.push((r, depth + 1, s, t));
         }
     }
     Ok((tally.finish(), mode))
@@ -344,23 +347,24 @@ where
 /// `range` cut at `keys` (in key order, inside it).
 fn ranges_between(range: &KeyRange, keys: Vec<crate::value::Row>) -> Vec<KeyRange> {
     let mut out = Vec::with_capacity(keys.len() + 1);
-    let mut after = range.after.clone();
+    let mut from = range.from.clone();
     for k in keys {
         out.push(KeyRange {
-            after,
-            upto: Some(k.clone()),
+            from,
+            before: Some(k.clone()),
         });
-        after = Some(k);
+        from = Some(k);
     }
     out.push(KeyRange {
-        after,
-        upto: range.upto.clone(),
+        from,
+        before: range.before.clone(),
     });
     out
 }
 
 /// The first ranges of a table with their digests, cut at split keys of
-/// both sides.
+/// the larger side (about [`SEGMENT_ROWS`] rows each), all digested in one
+/// pass on each side.
 #[allow(clippy::too_many_arguments, reason = "both sides, statement and form")]
 fn top_ranges<S, T>(
     table: &Table,
@@ -376,27 +380,43 @@ where
     T: Rows + Send + ?Sized,
 {
     let all = KeyRange::default();
-    let (mut keys, more) = both(
+    let (a, b) = both(
         source,
         target,
-        |d| d.split_keys(s_sql, &all, TOP_PARTS),
-        |d| d.split_keys(t_sql, &all, TOP_PARTS),
+        |d| d.estimate_rows(s_sql),
+        |d| d.estimate_rows(t_sql),
     )?;
-    keys.extend(more);
-    keys.sort_by(|a, b| key_cmp(a, b));
-    keys.dedup_by(|a, b| key_cmp(a, b).is_eq());
+    let parts = usize::try_from(a.max(b) / SEGMENT_ROWS)
+        .unwrap_or(MAX_TOP_PARTS)
+        .clamp(TOP_PARTS, MAX_TOP_PARTS);
+    // The larger side is cut; the other is cut at the same keys.
+    let (keys, more) = both(
+        source,
+        target,
+        |d| match a >= b {
+            true => d.split_keys(s_sql, &all, parts),
+            false => Ok(Vec::new()),
+        },
+        |d| match a < b {
+            true => d.split_keys(t_sql, &all, parts),
+            false => Ok(Vec::new()),
+        },
+    )?;
+    let keys = if keys.is_empty() { more } else { keys };
+    debug_assert!(keys.is_sorted_by(|a, b| key_cmp(a, b).is_lt()));
     debug_assert!(keys.iter().all(|k| k.len() == table.key_len));
-    let mut out = Vec::new();
-    for r in ranges_between(&all, keys) {
-        let (s, t) = both(
-            source,
-            target,
-            |d| d.digest_range(s_sql, s_form, &r),
-            |d| d.digest_range(t_sql, t_form, &r),
-        )?;
-        out.push((r, s, t));
-    }
-    Ok(out)
+    let (a, b) = both(
+        source,
+        target,
+        |d| d.digest_ranges(s_sql, s_form, &all, &keys),
+        |d| d.digest_ranges(t_sql, t_form, &all, &keys),
+    )?;
+    Ok(ranges_between(&all, keys)
+        .into_iter()
+        .zip(a)
+        .zip(b)
+        .map(|((r, s), t)| (r, s, t))
+        .collect())
 }
 
 /// Adds a matched range's money sums to one side's totals.

@@ -66,6 +66,12 @@ source = "price"
 target = "origin"
 value = "legacy"
 
+[[tables.columns]]
+source = "fee"
+target = "fee_cents"
+transform = "decimal_to_minor"
+scale = 2
+
 [[tables]]
 name = "items"
 key = ["region", "code"]
@@ -89,13 +95,15 @@ source = "ref"
 fn fixtures(source: &Postgres, target: &Postgres) -> Result<()> {
     source.execute_script(
         "CREATE TABLE orders (id int PRIMARY KEY, dollars text, status text, currency text,
-                              at timestamp(3), ratio double precision, note text, price real);
+                              at timestamp(3), ratio double precision, note text, price real,
+                              fee numeric);
          INSERT INTO orders
            SELECT g, (g / 100) || '.' || lpad((g % 100)::text, 2, '0'),
                   CASE WHEN g % 3 = 0 THEN 'C' ELSE 'A' END,
                   CASE WHEN g % 2 = 0 THEN 'EUR' ELSE 'USD' END,
                   timestamp '2024-01-01 00:00:00' + g * interval '1.5 second',
-                  g / 8.0, CASE WHEN g % 7 = 0 THEN NULL ELSE 'n' || g END, g / 4.0
+                  g / 8.0, CASE WHEN g % 7 = 0 THEN NULL ELSE 'n' || g END, g / 4.0,
+                  round(g / 100.0, 2)
            FROM generate_series(1, 6000) g;
          UPDATE orders SET dollars = NULL WHERE id = 10;
          UPDATE orders SET dollars = '-0.00' WHERE id = 4000;
@@ -109,6 +117,12 @@ fn fixtures(source: &Postgres, target: &Postgres) -> Result<()> {
          UPDATE orders SET ratio = 'NaN' WHERE id = 1201;
          UPDATE orders SET at = '2024-05-05 10:00:00.123' WHERE id = 1300;
          UPDATE orders SET note = '' WHERE id = 1400;
+         UPDATE orders SET fee = 12.5 WHERE id = 4200;
+         UPDATE orders SET fee = 12.345 WHERE id = 4201;
+         UPDATE orders SET fee = 'NaN' WHERE id = 4202;
+         UPDATE orders SET fee = 1e30 WHERE id = 4203;
+         UPDATE orders SET fee = -0.50 WHERE id = 4204;
+         UPDATE orders SET fee = NULL WHERE id = 4205;
          CREATE TABLE items (region text COLLATE \"en-x-icu\", code text COLLATE \"en-x-icu\",
                              qty int, day date, PRIMARY KEY (region, code));
          INSERT INTO items
@@ -122,14 +136,18 @@ fn fixtures(source: &Postgres, target: &Postgres) -> Result<()> {
     target.execute_script(
         "CREATE TABLE orders (id bigint PRIMARY KEY, cents bigint, status text, currency text,
                               at timestamp(6), ratio double precision, note text, price double precision,
-                              origin text);
+                              origin text, fee_cents bigint);
          INSERT INTO orders
            SELECT g, g, CASE WHEN g % 3 = 0 THEN 'closed' ELSE 'active' END,
                   CASE WHEN g % 2 = 0 THEN 'EUR' ELSE 'USD' END,
                   timestamp '2024-01-01 00:00:00' + g * interval '1.5 second',
-                  g / 8.0, CASE WHEN g % 7 = 0 THEN NULL ELSE 'n' || g END, g / 4.0, 'legacy'
+                  g / 8.0, CASE WHEN g % 7 = 0 THEN NULL ELSE 'n' || g END, g / 4.0, 'legacy', g
            FROM generate_series(1, 6000) g WHERE g <> 100;
-         INSERT INTO orders VALUES (20000, 5, 'active', 'EUR', NULL, NULL, NULL, NULL, 'legacy');
+         INSERT INTO orders VALUES (20000, 5, 'active', 'EUR', NULL, NULL, NULL, NULL, 'legacy', 1);
+         UPDATE orders SET fee_cents = 1250 WHERE id = 4200;
+         UPDATE orders SET fee_cents = -50 WHERE id = 4204;
+         UPDATE orders SET fee_cents = NULL WHERE id = 4205;
+         UPDATE orders SET fee_cents = 4000 WHERE id = 4000;
          UPDATE orders SET cents = NULL WHERE id = 10;
          UPDATE orders SET cents = 0 WHERE id = 4000;
          UPDATE orders SET cents = 1250 WHERE id = 4100;
@@ -226,16 +244,18 @@ fn digest_mode_equals_stream_mode_and_reads_fewer_rows() -> Result<()> {
     // 2500 (cents), 1300 (timestamp precision), 1400 ('' vs NULL), 5000
     // (constant), 5100 (real).
     assert_eq!(o.changed, 5, "{o:?}");
-    // 3000, 3001, 3002 (decimals), 3500 (map code).
-    assert_eq!(o.invalid, 4, "{o:?}");
-    assert_eq!(o.non_canonical, 2, "{o:?}");
+    // 3000, 3001, 3002 (decimal text), 3500 (map code), 4201, 4202, 4203
+    // (NUMERIC: a third decimal, NaN, beyond 64 bits).
+    assert_eq!(o.invalid, 7, "{o:?}");
+    // '-0.00', '012.50', and the NUMERIC 12.5 of scale 1.
+    assert_eq!(o.non_canonical, 3, "{o:?}");
     // -0 is 0 and NaN is NaN for a real, as the merge compares them.
     assert!(
         !rec.diffs
             .iter()
             .any(|d| d.key == serde_json::json!(1200) || d.key == serde_json::json!(1201))
     );
-    assert_eq!(o.totals.len(), 2, "{:?}", o.totals);
+    assert_eq!(o.totals.len(), 4, "{:?}", o.totals);
     let items = &rec.tables[1];
     assert_eq!(
         (items.missing, items.extra, items.changed, items.invalid),

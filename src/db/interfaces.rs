@@ -165,16 +165,23 @@ pub trait Digests {
     /// transform it cannot compute exactly, a key that is not unique and
     /// NOT NULL), or `None` when it can.
     fn digest_refusal(&self, sql: &TableSql, form: &TableForm) -> Result<Option<String>>;
+    /// About how many rows the table holds (the server's statistics; 0
+    /// when it has none), to size the first key ranges.
+    fn estimate_rows(&self, sql: &TableSql) -> Result<u64>;
     /// Up to `parts - 1` keys, in key order, that split the rows of `range`
-    /// into `parts` runs of nearly equal size.
+    /// into `parts` runs of nearly equal size. For a whole large table the
+    /// keys may come from a sample of it: they still cut it, less evenly.
     fn split_keys(&self, sql: &TableSql, range: &KeyRange, parts: usize) -> Result<Vec<Row>>;
-    /// The count, notes, digest and money sums of the rows of `range`.
-    fn digest_range(
+    /// The count, notes, digest and money sums of the rows of each part of
+    /// `range` cut at `bounds` (in key order, inside it): `bounds.len() + 1`
+    /// segments, each up to and including its bound, in one pass.
+    fn digest_ranges(
         &self,
         sql: &TableSql,
         form: &TableForm,
         range: &KeyRange,
-    ) -> Result<SegmentDigest>;
+        bounds: &[Row],
+    ) -> Result<Vec<SegmentDigest>>;
     /// Streams the rows of `range` in key order, as [`Rows::scan_into`].
     fn scan_range(
         &self,

@@ -129,12 +129,12 @@ impl TableSql {
 }
 
 /// A range of keys in cutover's key order ([`crate::value::CellRef::sql_cmp`]):
-/// the keys after `after` (all of them without it) up to and including
-/// `upto` (to the end without it).
+/// the keys from `from` on (all of them without it) up to but excluding
+/// `before` (to the end without it).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct KeyRange {
-    pub after: Option<Row>,
-    pub upto: Option<Row>,
+    pub from: Option<Row>,
+    pub before: Option<Row>,
 }
 
 /// How one column's canonical value is made from the value stored, as an
@@ -185,12 +185,13 @@ pub struct MoneyGroup {
 }
 
 /// What an engine says of the canonical rows of a key range.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct SegmentDigest {
     pub rows: u64,
     /// Rows that are invalid or not canonical (a note in the merge).
     pub notes: u64,
-    /// A digest of the canonical rows in key order, each value with its kind.
+    /// A digest of the set of canonical rows, each value with its kind and
+    /// column (keys are unique, so the set is the range's content).
     pub digest: Vec<u8>,
     pub money: Vec<MoneyGroup>,
 }

@@ -3,12 +3,18 @@
 //! where the two sides differ.
 //!
 //! Every value is hashed as the merge compares it (`reconcile::cells_equal`,
-//! equality with kind): a self-delimiting text `tag length ':' payload`, the
-//! tag the value's kind as the engine reads it ([`super::types`]): `i`
-//! integer (booleans as 0 and 1), `r` real (shortest exact text, `-0` as
-//! `0`), `t` text (numeric, dates and other types by their text, `char(n)`
-//! with its padding), `b` bytes (hex), `n` NULL. A row hashes the
-//! concatenation of its values, a range the row hashes in key order.
+//! equality with kind), by PostgreSQL's own 64-bit hash functions (those of
+//! hash partitioning, stable across servers and versions) seeded by the
+//! column's position and the value's kind as the engine reads it
+//! ([`super::types`]): integers (booleans as 0 and 1) by `hashint8extended`,
+//! reals by `hashfloat8extended` (`-0` is `0`, every NaN one), text (numeric,
+//! dates and other types by their text, `char(n)` with its padding) by
+//! `hashtextextended` over its bytes, bytes by their hex, NULL as a constant
+//! of the column. A row hashes its values' hashes combined, and a range is
+//! the exact sum of its rows' hashes: keys are unique, so the sum stands for
+//! the set of rows, and no sort is needed. Each range of one query is
+//! picked by a binary search over its bounds written as nested `CASE`s, so
+//! a table is digested into thousands of ranges in one pass.
 //!
 //! The source's transforms run in SQL exactly as `transform` runs them:
 //! `decimal_to_minor` by the same grammar with exact NUMERIC arithmetic and
@@ -18,6 +24,8 @@
 //! streams it and reports it as the merge does. Key ranges are compared
 //! with the key order expressions of the table's plan, which order as
 //! cutover does.
+
+use std::collections::BTreeMap;
 
 use anyhow::{Context, Result, bail};
 
@@ -30,6 +38,9 @@ use crate::db::{
 };
 use crate::value::{Block, Row, Value};
 
+/// Rows of a sample per key range a whole table is first cut into.
+const SAMPLE_ROWS_PER_PART: u64 = 64;
+
 /// The largest and smallest 64-bit integers, the range of minor units.
 const I64_RANGE: &str = "BETWEEN -9223372036854775808 AND 9223372036854775807";
 
@@ -37,10 +48,51 @@ const I64_RANGE: &str = "BETWEEN -9223372036854775808 AND 9223372036854775807";
 struct Canon {
     tag: String,
     payload: String,
+    /// The value as an `int8` when it is an integer, else NULL.
+    int: String,
+    /// The value's hash (an `int8`), NULL for NULL.
+    hash: String,
     /// The row cannot be carried across (a `Note::Invalid`).
     invalid: String,
     /// Accepted but not canonical text (a `Note::NonCanonical`).
     noncanonical: String,
+    /// A value the others are computed from, computed once per row under
+    /// this name: `(name, expression)`.
+    pre: Option<(String, String)>,
+}
+
+/// The seed of the hash of column `col`'s values of kind `tag`: values of
+/// different kinds or in different columns hash apart.
+fn seed(col: usize, tag: char) -> i64 {
+    let kind = match tag {
+        'i' => 1,
+        'r' => 2,
+        't' => 3,
+        'b' => 4,
+        _ => 5,
+    };
+    col as i64 * 8 + kind
+}
+
+/// The hash of NULL in column `col`: a constant of the column
+/// (SplitMix64 of its position).
+fn null_hash(col: usize) -> i64 {
+    let mut z = (col as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)) as i64
+}
+
+/// The hash of a value of kind `tag` held in `int` (an `int8`, for `'i'`)
+/// or `payload` (its text), in column `col`.
+fn hash_of(tag: char, int: &str, payload: &str, col: usize) -> String {
+    let s = seed(col, tag);
+    match tag {
+        'i' => format!("hashint8extended({int}, {s})"),
+        'r' => format!("hashfloat8extended(({payload})::float8, {s})"),
+        't' | 'b' => format!("hashtextextended(({payload}) COLLATE \"C\", {s})"),
+        _ => "NULL::int8".into(),
+    }
 }
 
 /// The tag a column of `kind` reads as, and the payload of quoted `col`.
@@ -66,6 +118,16 @@ fn stored(kind: Kind, col: &str) -> (char, String) {
     }
 }
 
+/// The value of quoted `col` of `kind` as an `int8`, when it reads as an
+/// integer.
+fn stored_int(kind: Kind, col: &str) -> Option<String> {
+    match kind {
+        Kind::Bool => Some(format!("({col})::int::int8")),
+        Kind::Int2 | Kind::Int4 | Kind::Int8 => Some(format!("({col})::int8")),
+        _ => None,
+    }
+}
+
 fn tag_of(tag: char, col: &str) -> String {
     if tag == 'n' {
         "'n'".into()
@@ -79,26 +141,47 @@ fn factor(scale: u32) -> String {
     format!("1{}::numeric", "0".repeat(scale as usize))
 }
 
-/// The canonical value of column `col` of `kind` through `form`.
-fn canon(kind: Kind, col: &str, form: &ColumnForm) -> Result<Canon> {
+/// The canonical value of quoted `col` of `kind` through `form`, in
+/// column `at` of the table.
+fn canon(kind: Kind, col: &str, form: &ColumnForm, at: usize) -> Result<Canon> {
     let (tag, p) = stored(kind, col);
     let null = if tag == 'n' {
         "true".to_string()
     } else {
         format!("({col} IS NULL)")
     };
-    let plain = |tag: String, payload: String| Canon {
+    let plain = |tag: String, payload: String, int: String, hash: String| Canon {
         tag,
         payload,
+        int,
+        hash,
         invalid: "false".into(),
         noncanonical: "false".into(),
+        pre: None,
     };
     let mut c = match &form.form {
-        CellForm::Copy => plain(tag_of(tag, col), p.clone()),
+        CellForm::Copy => {
+            let int = stored_int(kind, col).unwrap_or_else(|| "NULL::int8".into());
+            let hash = hash_of(tag, &int, &p, at);
+            plain(tag_of(tag, col), p.clone(), int, hash)
+        }
         CellForm::Constant(v) => match v {
-            Value::Integer(i) => plain("'i'".into(), format!("'{i}'")),
-            Value::Text(t) => plain("'t'".into(), quote_literal(t.as_str())?),
-            Value::Null => plain("'n'".into(), "NULL::text".into()),
+            Value::Integer(i) => {
+                let int = format!("{i}::int8");
+                let hash = hash_of('i', &int, "", at);
+                plain("'i'".into(), format!("'{i}'"), int, hash)
+            }
+            Value::Text(t) => {
+                let payload = quote_literal(t.as_str())?;
+                let hash = hash_of('t', "", &payload, at);
+                plain("'t'".into(), payload, "NULL::int8".into(), hash)
+            }
+            Value::Null => plain(
+                "'n'".into(),
+                "NULL::text".into(),
+                "NULL::int8".into(),
+                "NULL::int8".into(),
+            ),
             other => bail!("a constant {other} cannot be computed in SQL"),
         },
         CellForm::Map(pairs) => {
@@ -116,24 +199,42 @@ fn canon(kind: Kind, col: &str, form: &ColumnForm) -> Result<Canon> {
                 Canon {
                     tag: "'n'".into(),
                     payload: "NULL::text".into(),
+                    int: "NULL::int8".into(),
+                    hash: "NULL::int8".into(),
                     invalid: format!("(NOT {null})"),
                     noncanonical: "false".into(),
+                    pre: None,
                 }
             } else {
                 Canon {
                     tag: format!("(CASE WHEN {word} IS NULL THEN 'n' ELSE 't' END)"),
                     invalid: format!("(NOT {null} AND {word} IS NULL)"),
+                    int: "NULL::int8".into(),
+                    hash: hash_of('t', "", &word, at),
                     payload: word,
                     noncanonical: "false".into(),
+                    pre: None,
                 }
             }
         }
         CellForm::DecimalToMinor(scale) => {
             let s = *scale;
+            // The minor units, computed once per row by the digest query.
+            let m = super::quote_ident(&format!("cutover minor {at}"));
             // Minor units as a NUMERIC, NULL when the value is not an amount.
-            let (minor, noncanonical) = match tag {
-                'i' => (format!("(({p})::numeric * {})", factor(s)), "false".into()),
-                'r' => {
+            let (minor, noncanonical) = match (tag, kind) {
+                // A NUMERIC's text has exactly its scale's digits after the
+                // point (none at scale 0) and no leading zeros: the
+                // grammar below, read off its scale.
+                ('t', Kind::Numeric(_)) => (
+                    format!(
+                        "(CASE WHEN scale({col}) <= {s} THEN ({col}) * {} END)",
+                        factor(s)
+                    ),
+                    format!("(scale({col}) <> {s})"),
+                ),
+                ('i', _) => (format!("(({p})::numeric * {})", factor(s)), "false".into()),
+                ('r', _) => {
                     let t = format!("({col})::float8::text");
                     (
                         format!(
@@ -143,7 +244,7 @@ fn canon(kind: Kind, col: &str, form: &ColumnForm) -> Result<Canon> {
                         "false".into(),
                     )
                 }
-                't' => {
+                ('t', _) => {
                     let grammar = if s == 0 {
                         "^-?[0-9]+$".to_string()
                     } else {
@@ -161,20 +262,23 @@ fn canon(kind: Kind, col: &str, form: &ColumnForm) -> Result<Canon> {
                         "(CASE WHEN ({p}) COLLATE \"C\" ~ '{grammar}' AND length({digits}) <= 19 THEN (CASE WHEN left({p}, 1) = '-' THEN -1 ELSE 1 END) * (CASE WHEN {digits} = '' THEN 0::numeric ELSE {digits}::numeric END) END)"
                     );
                     let nc = format!(
-                        "(NOT (({p}) COLLATE \"C\" ~ '{canonical}') OR (left({p}, 1) = '-' AND {minor} = 0))"
+                        "(NOT (({p}) COLLATE \"C\" ~ '{canonical}') OR (left({p}, 1) = '-' AND {m} = 0))"
                     );
                     (minor, nc)
                 }
                 // Bytes are never an amount; a missing column is NULL.
-                'b' => ("NULL::numeric".to_string(), "false".into()),
                 _ => ("NULL::numeric".to_string(), "false".into()),
             };
-            let valid = format!("coalesce({minor} {I64_RANGE}, false)");
+            let valid = format!("coalesce({m} {I64_RANGE}, false)");
+            let int = format!("(CASE WHEN {valid} THEN ({m})::int8 END)");
             Canon {
                 tag: format!("(CASE WHEN {valid} THEN 'i' ELSE 'n' END)"),
-                payload: format!("(CASE WHEN {valid} THEN ({minor})::int8::text END)"),
+                payload: format!("(CASE WHEN {valid} THEN ({m})::int8::text END)"),
+                hash: hash_of('i', &int, "", at),
+                int,
                 invalid: format!("(NOT {null} AND NOT {valid})"),
                 noncanonical: format!("(NOT {null} AND {valid} AND {noncanonical})"),
+                pre: Some((m, minor)),
             }
         }
     };
@@ -184,10 +288,7 @@ fn canon(kind: Kind, col: &str, form: &ColumnForm) -> Result<Canon> {
         fails.push(format!("{} NOT IN ('n', 'i')", c.tag));
     }
     if let Some(min) = form.min {
-        fails.push(format!(
-            "({} = 'i' AND ({})::numeric < {min})",
-            c.tag, c.payload
-        ));
+        fails.push(format!("({} < {min})", c.int));
     }
     if let Some(values) = &form.values {
         let list = values
@@ -205,51 +306,126 @@ fn canon(kind: Kind, col: &str, form: &ColumnForm) -> Result<Canon> {
         ));
     }
     if !fails.is_empty() {
-        c.invalid = format!("({} OR {})", c.invalid, fails.join(" OR "));
+        c.invalid = format!("({} OR coalesce({}, false))", c.invalid, fails.join(" OR "));
     }
     Ok(c)
 }
 
-/// The hashed text of a canonical value.
-fn encoded(c: &Canon) -> String {
+/// A row's hash: its values' hashes combined and mixed once more.
+fn row_hash(canons: &[Canon]) -> String {
+    let parts = canons
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!("coalesce({}, {})", c.hash, null_hash(i)))
+        .collect::<Vec<_>>()
+        .join(" # ");
+    format!("hashint8extended({parts}, 0)")
+}
+
+/// `(k1, k2, …)` as literals of the table's kinds.
+fn key_tuple(plan: &Plan, key: &Row) -> Result<String> {
+    let k = plan.key_len;
+    if key.len() != k {
+        bail!(
+            "table '{}': a key of {} values for a key of {k} columns",
+            plan.table,
+            key.len()
+        );
+    }
+    let values = (0..k)
+        .map(|i| literal(plan.kinds[i], &key[i]))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(format!("({})", values.join(", ")))
+}
+
+/// The segment of a row among segments `lo..=hi`, cut at `bounds[lo..hi]`
+/// (segment `j` holds the keys from `bounds[j - 1]` up to but excluding
+/// `bounds[j]`): a binary search as nested `CASE`s.
+fn segment_of(keys: &str, bounds: &[String], lo: usize, hi: usize) -> String {
+    if lo == hi {
+        return lo.to_string();
+    }
+    let mid = (lo + hi) / 2;
     format!(
-        "(CASE WHEN {tag} = 'n' THEN 'n' ELSE {tag} || octet_length({p})::text || ':' || {p} END)",
-        tag = c.tag,
-        p = c.payload
+        "CASE WHEN {keys} < {} THEN {} ELSE {} END",
+        bounds[mid],
+        segment_of(keys, bounds, lo, mid),
+        segment_of(keys, bounds, mid + 1, hi)
     )
+}
+
+/// The segment of a row cut at `bounds` (as [`segment_of`]): for a key of
+/// one column, PostgreSQL's own binary search `width_bucket`.
+fn segment(plan: &Plan, bounds: &[Row]) -> Result<String> {
+    if bounds.is_empty() {
+        return Ok("0".into());
+    }
+    if plan.key_len == 1 {
+        let values = bounds
+            .iter()
+            .map(|b| match b.as_slice() {
+                [v] => literal(plan.kinds[0], v),
+                _ => bail!(
+                    "table '{}': a key of {} values for one column",
+                    plan.table,
+                    b.len()
+                ),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        return Ok(format!(
+            "width_bucket({}, ARRAY[{}])",
+            plan.key_exprs[0],
+            values.join(", ")
+        ));
+    }
+    let tuples = bounds
+        .iter()
+        .map(|b| key_tuple(plan, b))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(segment_of(&key_exprs(plan), &tuples, 0, tuples.len()))
 }
 
 /// The `WHERE` of a key range, with the key as literals of the table's kinds.
 fn range_sql(plan: &Plan, range: &KeyRange) -> Result<String> {
-    let k = plan.key_len;
-    let tuple = |key: &Row| -> Result<String> {
-        if key.len() != k {
-            bail!(
-                "table '{}': a key of {} values for a key of {k} columns",
-                plan.table,
-                key.len()
-            );
-        }
-        let values = (0..k)
-            .map(|i| literal(plan.kinds[i], &key[i]))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(format!("({})", values.join(", ")))
-    };
-    let exprs = format!("({})", plan.key_exprs.join(", "));
+    let exprs = key_exprs(plan);
     let mut parts = vec!["true".to_string()];
-    if let Some(a) = &range.after {
-        parts.push(format!("{exprs} > {}", tuple(a)?));
+    if let Some(a) = &range.from {
+        parts.push(format!("{exprs} >= {}", key_tuple(plan, a)?));
     }
-    if let Some(u) = &range.upto {
-        parts.push(format!("{exprs} <= {}", tuple(u)?));
+    if let Some(u) = &range.before {
+        parts.push(format!("{exprs} < {}", key_tuple(plan, u)?));
     }
     Ok(parts.join(" AND "))
+}
+
+/// The key's order expressions as one tuple.
+fn key_exprs(plan: &Plan) -> String {
+    format!("({})", plan.key_exprs.join(", "))
 }
 
 /// Reads a decimal text (a `sum` or a count) as an `i128`.
 fn int_text(t: &str) -> Result<i128> {
     t.parse()
         .with_context(|| format!("a sum '{t}' that is not an integer"))
+}
+
+/// A segment's money sums (count and sum per money column) by the
+/// currency's canonical tag and payload, in a fixed order.
+type MoneyBy = BTreeMap<(String, Option<String>), Vec<(u64, i128)>>;
+
+/// The canonical currency value of a money group, from its tag and payload.
+fn currency_value(tag: &str, payload: Option<String>) -> Result<Value> {
+    Ok(match (tag, payload) {
+        ("i", Some(p)) => Value::Integer(p.parse()?),
+        ("r", Some(p)) => Value::Real(match p.as_str() {
+            "Infinity" => f64::INFINITY,
+            "-Infinity" => f64::NEG_INFINITY,
+            other => other.parse()?,
+        }),
+        ("t", Some(p)) => Value::Text(p),
+        ("b", Some(p)) => Value::Blob(hex::decode(p)?),
+        _ => Value::Null,
+    })
 }
 
 impl Postgres {
@@ -303,11 +479,31 @@ impl Digests for Postgres {
             )));
         }
         for (i, c) in form.columns.iter().enumerate() {
-            if let Err(e) = canon(plan.kinds[i], "x", c) {
+            if let Err(e) = canon(plan.kinds[i], "x", c, i) {
                 return Ok(Some(format!("column '{}': {e:#}", plan.names[i])));
             }
         }
         Ok(None)
+    }
+
+    fn estimate_rows(&self, sql: &TableSql) -> Result<u64> {
+        let plan = self.plan(sql)?;
+        // `reltuples` is -1 before the first ANALYZE: a row per 64 bytes
+        // of the heap then.
+        let r = self
+            .client()?
+            .query_one(
+                "SELECT reltuples::float8, pg_relation_size(oid)::int8 FROM pg_class
+                 WHERE oid = to_regclass($1)",
+                &[&plan.qualified],
+            )
+            .with_context(|| format!("estimating table '{}' in {}", plan.table, self.shown))?;
+        let (tuples, bytes): (f64, i64) = (r.get(0), r.get(1));
+        Ok(if tuples >= 0.0 {
+            tuples as u64
+        } else {
+            bytes.max(0) as u64 / 64
+        })
     }
 
     fn split_keys(&self, sql: &TableSql, range: &KeyRange, parts: usize) -> Result<Vec<Row>> {
@@ -325,16 +521,72 @@ impl Digests for Postgres {
             .map(|i| format!("k{i}"))
             .collect::<Vec<_>>()
             .join(", ");
+        let range_where = range_sql(&plan, range)?;
+        // A key of one integer column is cut into runs of equal width
+        // between its ends, which its index gives at once.
+        if k == 1 && matches!(plan.kinds[0], Kind::Int2 | Kind::Int4 | Kind::Int8) {
+            let r = self
+                .client()?
+                .query_one(
+                    format!(
+                        "SELECT min({c})::int8, max({c})::int8 FROM {} WHERE {range_where}",
+                        plan.qualified,
+                        c = quoted[0]
+                    )
+                    .as_str(),
+                    &[],
+                )
+                .with_context(|| format!("splitting table '{}' in {}", plan.table, self.shown))?;
+            let (Some(lo), Some(hi)) = (r.get::<_, Option<i64>>(0), r.get::<_, Option<i64>>(1))
+            else {
+                return Ok(Vec::new());
+            };
+            let (lo, width, parts) = (
+                lo as i128,
+                hi as i128 - lo as i128 + 1,
+                parts.max(1) as i128,
+            );
+            let mut keys: Vec<Row> = Vec::new();
+            for i in 1..parts {
+                let key = lo + width * i / parts;
+                if key > lo
+                    && keys
+                        .last()
+                        .is_none_or(|l| l[0] != Value::Integer(key as i64))
+                {
+                    keys.push(vec![Value::Integer(key as i64)]);
+                }
+            }
+            return Ok(keys);
+        }
+        // Other keys of a whole large table are cut at keys of a sample of
+        // its rows (`SAMPLE_ROWS_PER_PART` rows a part), not at keys of an
+        // ordered pass over all of it.
+        let whole = range.from.is_none() && range.before.is_none();
+        let sampled = parts as u64 * SAMPLE_ROWS_PER_PART;
+        let estimate = if whole && parts > 1 {
+            self.estimate_rows(sql)?
+        } else {
+            0
+        };
+        let from = if estimate > 2 * sampled {
+            format!(
+                "{} TABLESAMPLE BERNOULLI ({:.6}) REPEATABLE (0)",
+                plan.qualified,
+                sampled as f64 * 100.0 / estimate as f64
+            )
+        } else {
+            plan.qualified.clone()
+        };
         let query = format!(
             "SELECT {outer} FROM (SELECT {inner}, row_number() OVER (ORDER BY {order}) AS cutover_rn,
                                   count(*) OVER () AS cutover_n
-                                  FROM {table} WHERE {range}) s
-             WHERE cutover_rn < cutover_n
+                                  FROM {from} WHERE {range}) s
+             WHERE cutover_rn > 1
                AND cutover_rn % greatest(1, ceil(cutover_n::numeric / {parts}))::int8 = 0
              ORDER BY cutover_rn",
             order = plan.key_order,
-            table = plan.qualified,
-            range = range_sql(&plan, range)?,
+            range = range_where,
             parts = parts.max(1),
         );
         let rows = self
@@ -359,99 +611,96 @@ impl Digests for Postgres {
             .collect()
     }
 
-    fn digest_range(
+    fn digest_ranges(
         &self,
         sql: &TableSql,
         form: &TableForm,
         range: &KeyRange,
-    ) -> Result<SegmentDigest> {
+        bounds: &[Row],
+    ) -> Result<Vec<SegmentDigest>> {
         let plan = self.plan(sql)?;
         let quoted: Vec<String> = plan.names.iter().map(|n| super::quote_ident(n)).collect();
         let canons = (0..plan.kinds.len())
-            .map(|i| canon(plan.kinds[i], &quoted[i], &form.columns[i]))
+            .map(|i| canon(plan.kinds[i], &quoted[i], &form.columns[i], i))
             .collect::<Result<Vec<_>>>()?;
-        let row = canons.iter().map(encoded).collect::<Vec<_>>().join(" || ");
         let note = canons
             .iter()
             .map(|c| format!("{} OR {}", c.invalid, c.noncanonical))
             .collect::<Vec<_>>()
             .join(" OR ");
-        let table = &plan.qualified;
-        let range = range_sql(&plan, range)?;
-        let mut client = self.client()?;
-        let r = client
-            .query_one(
-                format!(
-                    "SELECT count(*)::int8, (count(*) FILTER (WHERE {note}))::int8,
-                            sha256(coalesce(string_agg(sha256(convert_to({row}, 'UTF8')), ''::bytea
-                                                       ORDER BY {order}), ''::bytea))
-                     FROM {table} WHERE {range}",
-                    order = plan.key_order
-                )
-                .as_str(),
-                &[],
-            )
-            .with_context(|| format!("digesting table '{}' in {}", plan.table, self.shown))?;
-        let mut seg = SegmentDigest {
-            rows: r.get::<_, i64>(0) as u64,
-            notes: r.get::<_, i64>(1) as u64,
-            digest: r.get(2),
-            money: Vec::new(),
-        };
-        if form.money.is_empty() || seg.rows == 0 {
-            return Ok(seg);
-        }
-        // Sums of the integers of each money column, per currency value.
+        let segment = segment(&plan, bounds)?;
+        // The money sums are grouped by the currency's canonical value.
         let (cur_tag, cur_payload) = match form.currency {
             Some(c) => (canons[c].tag.clone(), canons[c].payload.clone()),
             None => ("'n'".to_string(), "NULL::text".to_string()),
         };
-        let sums = form
+        let sums: String = (0..form.money.len())
+            .map(|j| format!(", count(cutover_m{j})::int8, coalesce(sum(cutover_m{j}), 0)::text"))
+            .collect();
+        let money_values: String = form
             .money
             .iter()
-            .map(|&m| {
-                let v = format!(
-                    "(CASE WHEN {} = 'i' THEN ({})::int8 END)",
-                    canons[m].tag, canons[m].payload
-                );
-                format!("count({v})::int8, coalesce(sum({v}), 0)::text")
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
-        let groups = client
-            .query(
-                format!(
-                    "SELECT {cur_tag} AS cutover_tag, {cur_payload} AS cutover_payload, {sums}
-                     FROM {table} WHERE {range} GROUP BY 1, 2"
-                )
-                .as_str(),
-                &[],
-            )
-            .with_context(|| format!("summing table '{}' in {}", plan.table, self.shown))?;
+            .enumerate()
+            .map(|(j, &m)| format!(", {} AS cutover_m{j}", canons[m].int))
+            .collect();
+        // Three levels, each kept apart by `OFFSET 0` so that PostgreSQL
+        // does not fold them together and compute a transform several
+        // times a row: the rows of the range with their transforms, their
+        // segments, hashes and notes, and the sums per segment.
+        let pre: String = canons
+            .iter()
+            .filter_map(|c| c.pre.as_ref())
+            .map(|(name, expr)| format!(", {expr} AS {name}"))
+            .collect();
+        let query = format!(
+            "SELECT cutover_seg, cutover_tag, cutover_payload, count(*)::int8,
+                    (count(*) FILTER (WHERE cutover_note))::int8, coalesce(sum(cutover_hash), 0)::text {sums}
+             FROM (SELECT {segment} AS cutover_seg, {cur_tag} AS cutover_tag,
+                          {cur_payload} AS cutover_payload, ({note}) AS cutover_note,
+                          {hash} AS cutover_hash {money_values}
+                   FROM (SELECT *{pre} FROM {table} WHERE {range} OFFSET 0) cutover_rows
+                   OFFSET 0) cutover_canon
+             GROUP BY 1, 2, 3",
+            hash = row_hash(&canons),
+            table = plan.qualified,
+            range = range_sql(&plan, range)?,
+        );
+        let groups = self
+            .client()?
+            .query(query.as_str(), &[])
+            .with_context(|| format!("digesting table '{}' in {}", plan.table, self.shown))?;
+        let mut hashes = vec![0i128; bounds.len() + 1];
+        let mut money: Vec<MoneyBy> = vec![BTreeMap::new(); bounds.len() + 1];
+        let mut out = vec![SegmentDigest::default(); bounds.len() + 1];
         for g in groups {
-            let tag: String = g.get(0);
-            let payload: Option<String> = g.get(1);
-            let currency = match (tag.as_str(), payload) {
-                ("i", Some(p)) => Value::Integer(p.parse()?),
-                ("r", Some(p)) => Value::Real(match p.as_str() {
-                    "Infinity" => f64::INFINITY,
-                    "-Infinity" => f64::NEG_INFINITY,
-                    other => other.parse()?,
-                }),
-                ("t", Some(p)) => Value::Text(p),
-                ("b", Some(p)) => Value::Blob(hex::decode(p)?),
-                _ => Value::Null,
+            let seg = usize::try_from(g.get::<_, i32>(0))?;
+            let (Some(d), Some(h)) = (out.get_mut(seg), hashes.get_mut(seg)) else {
+                bail!("table '{}': a segment {seg} out of range", plan.table);
             };
-            let sums = (0..form.money.len())
-                .map(|j| {
-                    let count: i64 = g.get(2 + 2 * j);
-                    let sum: String = g.get(3 + 2 * j);
-                    Ok((count as u64, int_text(&sum)?))
-                })
-                .collect::<Result<Vec<_>>>()?;
-            seg.money.push(MoneyGroup { currency, sums });
+            d.rows += g.get::<_, i64>(3) as u64;
+            d.notes += g.get::<_, i64>(4) as u64;
+            *h += int_text(g.get(5))?;
+            if form.money.is_empty() {
+                continue;
+            }
+            let sums = money[seg]
+                .entry((g.get(1), g.get(2)))
+                .or_insert_with(|| vec![(0, 0); form.money.len()]);
+            for (j, sum) in sums.iter_mut().enumerate() {
+                sum.0 += g.get::<_, i64>(6 + 2 * j) as u64;
+                sum.1 += int_text(g.get(7 + 2 * j))?;
+            }
         }
-        Ok(seg)
+        for ((d, h), groups) in out.iter_mut().zip(hashes).zip(money) {
+            d.digest = h.to_le_bytes().to_vec();
+            for ((tag, payload), sums) in groups {
+                d.money.push(MoneyGroup {
+                    currency: currency_value(&tag, payload)?,
+                    sums,
+                });
+            }
+        }
+        Ok(out)
     }
 
     fn scan_range(
