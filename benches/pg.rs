@@ -10,8 +10,10 @@
 //! - reladiff's joindiff and hashdiff on the same server, on a target-shaped
 //!   copy of the source (reladiff cannot express the transform), skipped with
 //!   a line saying why when reladiff cannot be imported or installed;
-//! - `cutover load` SQLite → PostgreSQL against a batched multi-row INSERT
-//!   loop through the `postgres` crate, same rows, same batch size.
+//! - `cutover load` SQLite → PostgreSQL against two batched INSERT loops
+//!   through the `postgres` crate, same rows, same rows per transaction: a
+//!   prepared one-row INSERT per row (the loop a migration script writes),
+//!   and prepared 1,000-row INSERTs (the fastest INSERT there is).
 //!
 //! `cargo bench --bench pg` runs 100,000 rows per side;
 //! `CUTOVER_BENCH_ROWS` sets another size, `CUTOVER_BENCH_PG` the server
@@ -325,16 +327,33 @@ fn main() {
 
     // 4. Load SQLite → PostgreSQL, against a batched INSERT loop.
     sqlite_source(&d.join("source.db"), rows);
-    for schema in ["load", "ref"] {
+    for schema in ["load", "ref", "one"] {
         pg.batch_execute(&format!(
             "CREATE SCHEMA {schema}; CREATE TABLE {schema}.orders \
              (id bigint PRIMARY KEY, cents bigint NOT NULL, status text NOT NULL)"
         ))
         .expect("an empty target");
     }
-    let reference = insert_loop(&mut pg, rows);
+    // A row a round trip: about 10,000 rows a second here, so it writes
+    // the first `CUTOVER_BENCH_ONE_ROW` rows (200,000 unless set) and is
+    // compared by its rate.
+    let one_rows: i64 = std::env::var("CUTOVER_BENCH_ONE_ROW")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000)
+        .min(rows);
+    let one_by_one = insert_loop(&mut pg, "one", one_rows, 1);
     say(
-        "reference: batched INSERT",
+        "reference: batched INSERT loop",
+        one_rows,
+        Some(one_by_one),
+        None,
+        format!("postgres crate, a prepared one-row INSERT per row, {BATCH} rows per transaction"),
+    );
+    let one_rate = one_rows as f64 / one_by_one.as_secs_f64();
+    let reference = insert_loop(&mut pg, "ref", rows, ROWS_PER_INSERT);
+    say(
+        "reference: multi-row INSERT loop",
         rows,
         Some(reference),
         None,
@@ -360,13 +379,30 @@ fn main() {
         totals(&mut pg, "ref"),
         "load and the reference must write the same rows"
     );
+    let first = |c: &mut Client, schema: &str| -> (i64, i64) {
+        let r = c
+            .query_one(
+                &format!(
+                    "SELECT count(*), sum(cents)::bigint FROM {schema}.orders WHERE id <= {one_rows}"
+                ),
+                &[],
+            )
+            .expect("totals");
+        (r.get(0), r.get(1))
+    };
+    assert_eq!(
+        first(&mut pg, "one"),
+        first(&mut pg, "ref"),
+        "both references must write the same rows"
+    );
     say(
         "cutover load (binary COPY)",
         rows,
         Some(t),
         rss,
         format!(
-            "SQLite source, validate then write; {:.2}x the INSERT loop's time",
+            "SQLite source, validate then write; {:.1}x the INSERT loop's rate, {:.2}x the multi-row loop's time",
+            rows as f64 / t.as_secs_f64() / one_rate,
             t.as_secs_f64() / reference.as_secs_f64()
         ),
     );
@@ -447,28 +483,29 @@ fn sqlite_source(path: &Path, rows: i64) {
     .expect("the SQLite source");
 }
 
-/// The reference for load: the target's rows (what the transform makes of
-/// the source) written to `ref.orders` by prepared multi-row INSERTs,
-/// `BATCH` rows per transaction, generated in the bench (no source read).
-fn insert_loop(pg: &mut Client, rows: i64) -> Duration {
+/// A reference for load: the target's rows (what the transform makes of
+/// the source) written to `{schema}.orders` by prepared INSERTs of
+/// `per_insert` rows each, `BATCH` rows per transaction, generated in the
+/// bench (no source read).
+fn insert_loop(pg: &mut Client, schema: &str, rows: i64, per_insert: i64) -> Duration {
     let statement = |pg: &mut Client, n: i64| {
         let values: Vec<String> = (0..n)
             .map(|i| format!("(${}, ${}, ${})", 3 * i + 1, 3 * i + 2, 3 * i + 3))
             .collect();
         pg.prepare(&format!(
-            "INSERT INTO ref.orders (id, cents, status) VALUES {}",
+            "INSERT INTO {schema}.orders (id, cents, status) VALUES {}",
             values.join(", ")
         ))
         .expect("prepare")
     };
     let start = Instant::now();
-    let full = statement(pg, ROWS_PER_INSERT);
+    let full = statement(pg, per_insert);
     let mut id = 0;
     while id < rows {
-        let mut tx = pg.transaction().expect("begin");
         let end = (id + BATCH).min(rows);
+        let mut tx = pg.transaction().expect("begin");
         while id < end {
-            let n = ROWS_PER_INSERT.min(end - id);
+            let n = per_insert.min(end - id);
             let ids: Vec<i64> = (id + 1..=id + n).collect();
             let cents: Vec<i64> = ids.iter().map(|i| (i * 7919) % 10_000_000).collect();
             let status: Vec<&str> = ids
@@ -481,19 +518,18 @@ fn insert_loop(pg: &mut Client, rows: i64) -> Duration {
                 params.push(&cents[k]);
                 params.push(&status[k]);
             }
-            if n == ROWS_PER_INSERT {
+            if n == per_insert {
                 tx.execute(&full, &params).expect("insert");
             } else {
-                let st = {
-                    let values: Vec<String> = (0..n)
-                        .map(|i| format!("(${}, ${}, ${})", 3 * i + 1, 3 * i + 2, 3 * i + 3))
-                        .collect();
-                    tx.prepare(&format!(
-                        "INSERT INTO ref.orders (id, cents, status) VALUES {}",
+                let values: Vec<String> = (0..n)
+                    .map(|i| format!("(${}, ${}, ${})", 3 * i + 1, 3 * i + 2, 3 * i + 3))
+                    .collect();
+                let st = tx
+                    .prepare(&format!(
+                        "INSERT INTO {schema}.orders (id, cents, status) VALUES {}",
                         values.join(", ")
                     ))
-                    .expect("prepare")
-                };
+                    .expect("prepare");
                 tx.execute(&st, &params).expect("insert");
             }
             id += n;

@@ -67,7 +67,7 @@ fn value_as_json<S: Serializer>(value: &Value, s: S) -> std::result::Result<S::O
 }
 
 pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<LoadReport> {
-    let (source, target, _) = schema::open(spec, Access::Read, Access::Write)?;
+    let (mut source, target, _) = schema::open(spec, Access::Read, Access::Write)?;
     crate::schema::refuse_if_fenced(
         &target,
         "load would write into a database under rollback. Nothing was written",
@@ -228,23 +228,50 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<LoadReport> {
         let bar = Progress::new(&format!("load {}", t.name), total);
         // Blocks no larger than a batch, so a batch is whole blocks.
         let block_rows = batch.min(reconcile::BLOCK_ROWS);
-        source.scan_blocks(&s_sql, resume.as_deref(), block_rows, |raw| {
-            let canon = canonical::canonical_block(t, &raw);
-            if let Some((r, Note::Invalid(column, value, reason))) = canon.notes.iter().find(|(_, n)| matches!(n, Note::Invalid(..))) {
-                bail!(
-                    "table '{}', key {}, column '{column}': {value} ({reason}); the source changed during the load. Rows committed so far stay; fix the row and run load again to resume",
-                    t.name,
-                    display_key(&raw.values(*r, t.key_len))
-                );
+        // The source is read and made canonical on its own thread while
+        // this one writes the batches before it.
+        std::thread::scope(|scope| -> Result<()> {
+            let engine = source.engine_mut();
+            let (s_sql, resume) = (&s_sql, &resume);
+            let (blocks, reader) = reconcile::scan_thread(
+                move |sink: &mut dyn FnMut(Block) -> Result<bool>| {
+                    engine.scan_into(s_sql, resume.as_deref(), block_rows, sink)
+                },
+                |raw: Block| {
+                    let canon = canonical::canonical_block(t, &raw);
+                    let invalid = canon.notes.iter().find_map(|(r, n)| match n {
+                        Note::Invalid(column, value, reason) => Some((
+                            raw.values(*r, t.key_len),
+                            column.clone(),
+                            value.clone(),
+                            reason.clone(),
+                        )),
+                        _ => None,
+                    });
+                    (raw.rows(), canon.rows, invalid)
+                },
+                scope,
+            );
+            for (read, rows, invalid) in blocks.iter() {
+                if let Some((key, column, value, reason)) = invalid {
+                    bail!(
+                        "table '{}', key {}, column '{column}': {value} ({reason}); the source changed during the load. Rows committed so far stay; fix the row and run load again to resume",
+                        t.name,
+                        display_key(&key)
+                    );
+                }
+                bar.add(read as u64);
+                pending_rows += rows.rows();
+                pending.push(rows);
+                if pending_rows >= batch {
+                    pending_rows = 0;
+                    flush(&mut pending, false)?;
+                }
             }
-                        bar.add(raw.rows() as u64);
-            pending_rows += canon.rows.rows();
-            pending.push(canon.rows);
-            if pending_rows >= batch {
-                pending_rows = 0;
-                flush(&mut pending, false)?;
-            }
-            Ok(true)
+            drop(blocks);
+            reader
+                .join()
+                .map_err(|_| anyhow::anyhow!("the source reader panicked"))?
         })?;
         flush(&mut pending, true)?;
         tables.push(tl);
