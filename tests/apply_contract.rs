@@ -12,7 +12,12 @@ use support::{Cmd, Dir, FAULT_EXIT, Layout, Output, Spec, each_layout, int, text
 /// Three EUR invoices at revision 1 (INV-1 1000, INV-2 2500, INV-3 400),
 /// positions 1..3 of feed "billing", committed.
 fn with_d1(name: &str) -> Dir {
-    let s = Dir::invoices(name);
+    with_d1_on(Layout::named("sqlite"), name)
+}
+
+/// [`with_d1`] in a layout.
+fn with_d1_on(layout: Layout, name: &str) -> Dir {
+    let s = Dir::invoices_on(layout, name);
     let r = s
         .apply_lines(
             "d1.jsonl",
@@ -53,9 +58,8 @@ fn invoice(s: &Dir, source: &str, rk: &str) -> Option<(i64, i64)> {
 
 // --- one delivery, one transaction -------------------------------------------
 
-#[test]
-fn rule_delivery_is_atomic_conflict_after_valid_row_rolls_back_all() {
-    let s = with_d1("atomic-conflict");
+fn rule_delivery_is_atomic_conflict_after_valid_row_rolls_back_all(layout: Layout) {
+    let s = with_d1_on(layout, "atomic-conflict");
     let (src, tgt) = (s.image("source.db"), s.image("target.db"));
     let evidence_before = s.count("target.db", "_cutover_revisions");
     // Every kind of write before the conflict: a new row, stale evidence,
@@ -85,10 +89,10 @@ fn rule_delivery_is_atomic_conflict_after_valid_row_rolls_back_all() {
     assert_eq!(s.count("target.db", "_cutover_revisions"), evidence_before);
     assert_eq!(r.json()["checkpoints"]["billing"], 3, "{r}");
 }
+each_layout!(rule_delivery_is_atomic_conflict_after_valid_row_rolls_back_all);
 
-#[test]
-fn rule_delivery_is_atomic_sql_error_after_valid_rows_rolls_back_all() {
-    let s = with_d1("atomic-error");
+fn rule_delivery_is_atomic_sql_error_after_valid_rows_rolls_back_all(layout: Layout) {
+    let s = with_d1_on(layout, "atomic-error");
     let tgt = s.image("target.db");
     // The target's NOT NULL refuses a null currency: an error, not a conflict.
     let mut bad = inv("d2", 6, "INV-8", 1, 800);
@@ -107,6 +111,7 @@ fn rule_delivery_is_atomic_sql_error_after_valid_rows_rolls_back_all() {
     s.assert_db_unchanged("target.db", &tgt, &r);
     assert_eq!(s.checkpoint("target.db", BILLING), 3);
 }
+each_layout!(rule_delivery_is_atomic_sql_error_after_valid_rows_rolls_back_all);
 
 #[test]
 fn rule_delivery_error_report_names_the_line() {
@@ -124,9 +129,8 @@ fn rule_delivery_error_report_names_the_line() {
     );
 }
 
-#[test]
-fn rule_delivery_commits_with_its_receipt_and_checkpoint() {
-    let s = with_d1("receipt");
+fn rule_delivery_commits_with_its_receipt_and_checkpoint(layout: Layout) {
+    let s = with_d1_on(layout, "receipt");
     let receipts = s.query(
         "target.db",
         "SELECT feed, delivery, length(digest), first_position, last_position, written, duplicate, stale
@@ -149,10 +153,10 @@ fn rule_delivery_commits_with_its_receipt_and_checkpoint() {
     assert_eq!(s.count("target.db", "invoices"), 3);
     assert_eq!(s.checkpoint("target.db", BILLING), 3);
 }
+each_layout!(rule_delivery_commits_with_its_receipt_and_checkpoint);
 
-#[test]
-fn rule_delivery_each_is_its_own_transaction_rejection_keeps_earlier_stops_later() {
-    let s = Dir::invoices("per-delivery");
+fn rule_delivery_each_is_its_own_transaction_rejection_keeps_earlier_stops_later(layout: Layout) {
+    let s = Dir::invoices_on(layout, "per-delivery");
     let r = s
         .apply_lines(
             "feed.jsonl",
@@ -175,12 +179,12 @@ fn rule_delivery_each_is_its_own_transaction_rejection_keeps_earlier_stops_later
     assert_eq!(s.checkpoint("target.db", BILLING), 2);
     assert_eq!(s.count("target.db", "_cutover_deliveries"), 1);
 }
+each_layout!(rule_delivery_each_is_its_own_transaction_rejection_keeps_earlier_stops_later);
 
 // --- positions -----------------------------------------------------------------
 
-#[test]
-fn rule_positions_future_delivery_is_refused_checkpoint_unchanged() {
-    let s = with_d1("future");
+fn rule_positions_future_delivery_is_refused_checkpoint_unchanged(layout: Layout) {
+    let s = with_d1_on(layout, "future");
     let tgt = s.image("target.db");
     let r = s
         .apply_lines("d9.jsonl", &[inv("d9", 5, "INV-9", 1, 900)])
@@ -190,6 +194,7 @@ fn rule_positions_future_delivery_is_refused_checkpoint_unchanged() {
     assert_eq!(r.json()["checkpoints"]["billing"], 3);
     s.assert_db_unchanged("target.db", &tgt, &r);
 }
+each_layout!(rule_positions_future_delivery_is_refused_checkpoint_unchanged);
 
 #[test]
 fn rule_positions_first_delivery_of_a_feed_must_start_at_1() {
@@ -232,9 +237,8 @@ fn rule_positions_reordered_deliveries_are_refused() {
     s.assert_db_unchanged("target.db", &tgt, &r);
 }
 
-#[test]
-fn rule_positions_are_per_feed_another_feed_has_its_own() {
-    let s = with_d1("per-feed");
+fn rule_positions_are_per_feed_another_feed_has_its_own(layout: Layout) {
+    let s = with_d1_on(layout, "per-feed");
     let mut l = inv("l1", 1, "INV-7", 1, 700);
     l["feed"] = json!("ledger");
     let r = s.apply_lines("ledger.jsonl", &[l]).expect(0);
@@ -252,12 +256,12 @@ fn rule_positions_are_per_feed_another_feed_has_its_own() {
     assert_eq!(s.checkpoint("target.db", BILLING), 4);
     assert_eq!(s.checkpoint("target.db", "ledger"), 1);
 }
+each_layout!(rule_positions_are_per_feed_another_feed_has_its_own);
 
 // --- delivery identity ---------------------------------------------------------
 
-#[test]
-fn rule_replay_same_id_same_digest_is_replayed_even_after_later_deliveries() {
-    let s = with_d1("replayed");
+fn rule_replay_same_id_same_digest_is_replayed_even_after_later_deliveries(layout: Layout) {
+    let s = with_d1_on(layout, "replayed");
     s.apply_lines("d2.jsonl", &[inv("d2", 4, "INV-1", 2, 1100)])
         .expect(0);
     s.apply_lines("d3.jsonl", &[inv_delete("d3", 5, "INV-2", 2)])
@@ -270,6 +274,7 @@ fn rule_replay_same_id_same_digest_is_replayed_even_after_later_deliveries() {
         s.assert_db_unchanged("target.db", &tgt, &r);
     }
 }
+each_layout!(rule_replay_same_id_same_digest_is_replayed_even_after_later_deliveries);
 
 #[test]
 fn rule_replay_same_content_reformatted_is_still_replayed() {
@@ -301,9 +306,8 @@ fn rule_replay_same_content_reformatted_is_still_replayed() {
     s.assert_db_unchanged("target.db", &tgt, &r);
 }
 
-#[test]
-fn rule_replay_same_id_different_content_is_refused() {
-    let s = with_d1("reused-id");
+fn rule_replay_same_id_different_content_is_refused(layout: Layout) {
+    let s = with_d1_on(layout, "reused-id");
     s.apply_lines("d2.jsonl", &[inv("d2", 4, "INV-4", 1, 40)])
         .expect(0);
     let tgt = s.image("target.db");
@@ -328,12 +332,12 @@ fn rule_replay_same_id_different_content_is_refused() {
         s.assert_db_unchanged("target.db", &tgt, &r);
     }
 }
+each_layout!(rule_replay_same_id_different_content_is_refused);
 
 // --- identity ------------------------------------------------------------------
 
-#[test]
-fn rule_identity_composite_key_every_part_counts() {
-    let s = Dir::invoices("composite");
+fn rule_identity_composite_key_every_part_counts(layout: Layout) {
+    let s = Dir::invoices_on(layout, "composite");
     let base = inv_key("erp", "INV-1");
     let mut lines = Vec::new();
     for (i, (part, value)) in [
@@ -380,6 +384,7 @@ fn rule_identity_composite_key_every_part_counts() {
         .collect();
     assert_eq!(amounts, [999, 400, 300, 200]);
 }
+each_layout!(rule_identity_composite_key_every_part_counts);
 
 #[test]
 fn rule_identity_same_key_in_another_table_is_another_record() {
@@ -455,9 +460,8 @@ fn rule_identity_same_key_parts_in_another_source_scope_is_another_record() {
 
 // --- revisions -----------------------------------------------------------------
 
-#[test]
-fn rule_revision_newer_replaces_and_old_row_is_kept_as_evidence() {
-    let s = with_d1("newer");
+fn rule_revision_newer_replaces_and_old_row_is_kept_as_evidence(layout: Layout) {
+    let s = with_d1_on(layout, "newer");
     let r = s
         .apply_lines("d2.jsonl", &[inv("d2", 4, "INV-1", 2, 1100)])
         .expect(0);
@@ -471,10 +475,10 @@ fn rule_revision_newer_replaces_and_old_row_is_kept_as_evidence() {
     let row: Json = serde_json::from_str(old.4.as_deref().expect("the old row")).expect("JSON");
     assert_eq!(row["amount_minor"], 1000);
 }
+each_layout!(rule_revision_newer_replaces_and_old_row_is_kept_as_evidence);
 
-#[test]
-fn rule_revision_older_is_kept_as_stale_evidence_and_does_not_replace() {
-    let s = with_d1("older");
+fn rule_revision_older_is_kept_as_stale_evidence_and_does_not_replace(layout: Layout) {
+    let s = with_d1_on(layout, "older");
     s.apply_lines("d2.jsonl", &[inv("d2", 4, "INV-1", 3, 1300)])
         .expect(0);
     let r = s
@@ -491,6 +495,7 @@ fn rule_revision_older_is_kept_as_stale_evidence_and_does_not_replace() {
     let row: Json = serde_json::from_str(stale.4.as_deref().expect("the row")).expect("JSON");
     assert_eq!(row["amount_minor"], 1200);
 }
+each_layout!(rule_revision_older_is_kept_as_stale_evidence_and_does_not_replace);
 
 #[test]
 fn rule_revision_same_revision_same_content_is_duplicate() {
@@ -505,9 +510,8 @@ fn rule_revision_same_revision_same_content_is_duplicate() {
     assert_eq!(s.evidence(), ev);
 }
 
-#[test]
-fn rule_revision_same_revision_different_content_is_conflict() {
-    let s = with_d1("same-rev-other");
+fn rule_revision_same_revision_different_content_is_conflict(layout: Layout) {
+    let s = with_d1_on(layout, "same-rev-other");
     let tgt = s.image("target.db");
     let r = s
         .apply_lines("d2.jsonl", &[inv("d2", 4, "INV-2", 1, 2501)])
@@ -515,6 +519,7 @@ fn rule_revision_same_revision_different_content_is_conflict() {
     assert_eq!(status(&r, 0), "rejected", "{r}");
     s.assert_db_unchanged("target.db", &tgt, &r);
 }
+each_layout!(rule_revision_same_revision_different_content_is_conflict);
 
 #[test]
 fn rule_revision_superseded_revision_with_different_content_is_conflict() {
@@ -569,9 +574,8 @@ fn rule_revision_stale_revision_seen_again_with_different_content_is_conflict() 
     s.assert_db_unchanged("target.db", &tgt, &r);
 }
 
-#[test]
-fn rule_revision_delete_is_a_tombstone_an_older_update_cannot_resurrect() {
-    let s = with_d1("tombstone");
+fn rule_revision_delete_is_a_tombstone_an_older_update_cannot_resurrect(layout: Layout) {
+    let s = with_d1_on(layout, "tombstone");
     s.apply_lines("d2.jsonl", &[inv_delete("d2", 4, "INV-2", 3)])
         .expect(0);
     assert_eq!(invoice(&s, "erp", "INV-2"), None);
@@ -602,6 +606,7 @@ fn rule_revision_delete_is_a_tombstone_an_older_update_cannot_resurrect() {
         "the older update must be kept as evidence: {ev:?}"
     );
 }
+each_layout!(rule_revision_delete_is_a_tombstone_an_older_update_cannot_resurrect);
 
 #[test]
 fn rule_revision_delete_of_unseen_record_is_a_tombstone_too() {
@@ -648,9 +653,8 @@ fn rule_no_revision_identical_content_is_duplicate() {
     assert_eq!(s.items_rows("target.db"), [(1, "new".into())]);
 }
 
-#[test]
-fn rule_no_revision_different_content_is_conflict_old_row_kept() {
-    let s = Dir::items("plain-conflict", None);
+fn rule_no_revision_different_content_is_conflict_old_row_kept(layout: Layout) {
+    let s = Dir::items_on(layout, "plain-conflict", None);
     s.apply_lines("a.jsonl", &[item("a", 1, 1, "new")])
         .expect(0);
     let tgt = s.image("target.db");
@@ -661,6 +665,7 @@ fn rule_no_revision_different_content_is_conflict_old_row_kept() {
     assert_eq!(s.items_rows("target.db"), [(1, "new".into())]);
     s.assert_db_unchanged("target.db", &tgt, &r);
 }
+each_layout!(rule_no_revision_different_content_is_conflict_old_row_kept);
 
 #[test]
 fn rule_no_revision_never_a_blind_replace_within_one_delivery() {

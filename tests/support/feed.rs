@@ -9,8 +9,8 @@ use rusqlite::types::Value;
 use serde_json::{Value as Json, json};
 
 use super::{
-    Cmd, Column, Dir, ORDERS_APP_WRITES, ORDERS_SOURCE, ORDERS_SPEC, ORDERS_TARGET, Output, Spec,
-    Table,
+    Cmd, Column, Dir, Layout, ORDERS_APP_WRITES, ORDERS_SOURCE, ORDERS_SPEC, ORDERS_TARGET, Output,
+    Spec, Table,
 };
 
 pub const INVOICES_SPEC: &str = include_str!("../../fixtures/invoices/spec.toml");
@@ -77,9 +77,20 @@ impl Dir {
         Dir::with(name, INVOICES_SPEC, INVOICES_SOURCE, INVOICES_TARGET)
     }
 
+    /// The invoices fixture in a layout (its spec is `INVOICES_SPEC`'s).
+    pub fn invoices_on(layout: Layout, name: &str) -> Dir {
+        let spec = Spec::new().table(invoices_table("invoices"));
+        Dir::with_on(layout, name, &spec, INVOICES_SOURCE, INVOICES_TARGET)
+    }
+
     /// The (id, status) table, optionally with an `on_change` policy.
     pub fn items(name: &str, on_change: Option<&str>) -> Dir {
         Dir::with(name, &items_spec(on_change), ITEMS_SQL, ITEMS_SQL)
+    }
+
+    /// [`Dir::items`] in a layout.
+    pub fn items_on(layout: Layout, name: &str, on_change: Option<&str>) -> Dir {
+        Dir::with_on(layout, name, &items_spec(on_change), ITEMS_SQL, ITEMS_SQL)
     }
 
     /// The running example, fenced at boundary 3 after the application's
