@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use postgres::error::SqlState;
+use tokio_postgres::error::SqlState;
 
 use super::journal_log::image_table;
 use super::{Postgres, quote_ident, quote_literal};
@@ -62,7 +62,7 @@ struct Wanted {
 /// The SQLSTATE of the first PostgreSQL error in an error's chain.
 pub(super) fn sql_state(e: &anyhow::Error) -> Option<SqlState> {
     e.chain()
-        .find_map(|c| c.downcast_ref::<postgres::Error>())
+        .find_map(|c| c.downcast_ref::<tokio_postgres::Error>())
         .and_then(|p| p.code().cloned())
 }
 

@@ -101,7 +101,7 @@ impl Connection for Postgres {
 /// conflict on that row rather than as a failure of the tool.
 pub fn constraint_violation(err: &anyhow::Error) -> Option<String> {
     err.chain().find_map(|e| {
-        let db = e.downcast_ref::<postgres::Error>()?.as_db_error()?;
+        let db = e.downcast_ref::<tokio_postgres::Error>()?.as_db_error()?;
         let code = db.code().code();
         (code.starts_with("23") || code == "P0001").then(|| db.message().to_string())
     })

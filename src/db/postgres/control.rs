@@ -4,8 +4,8 @@
 //! per connection.
 
 use anyhow::{Context, Result};
-use postgres::Row;
-use postgres::types::ToSql;
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
 
 use super::{Postgres, quote_ident};
 

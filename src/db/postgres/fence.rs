@@ -12,8 +12,8 @@
 //! sessions holding it.
 
 use anyhow::{Context, Result, bail};
-use postgres::error::SqlState;
 use sha2::{Digest, Sha256};
+use tokio_postgres::error::SqlState;
 
 use super::control::Params;
 use super::{Postgres, quote_ident, quote_literal};
@@ -83,7 +83,7 @@ const ACCESS_EXCLUSIVE: LockMode = LockMode {
 };
 
 /// The refusal of a statement: the server's message when it has one.
-fn refusal(e: &postgres::Error) -> String {
+fn refusal(e: &tokio_postgres::Error) -> String {
     e.as_db_error()
         .map_or_else(|| e.to_string(), |d| d.message().to_string())
 }

@@ -6,8 +6,8 @@
 use std::collections::VecDeque;
 
 use anyhow::{Context, Result, bail};
-use postgres::types::ToSql;
 use sha2::{Digest, Sha256};
+use tokio_postgres::types::ToSql;
 
 use super::scan::Raw;
 use super::types::{self, Kind};

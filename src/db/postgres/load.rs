@@ -8,8 +8,6 @@
 //! (and, in PostgreSQL, the transaction around it); rows that may collide
 //! go through [`crate::db::Rows::inserter`] instead, which skips them.
 
-use std::io::Write;
-
 use anyhow::{Context, Result, bail};
 
 use super::types::{self, Kind};

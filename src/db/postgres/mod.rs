@@ -20,13 +20,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
-use postgres::{Client, NoTls, Statement};
+use client::Client;
+use tokio_postgres::Statement;
 
 use crate::db::Access;
 
 pub mod applied;
 pub mod capture;
 pub mod catalogue;
+mod client;
 pub mod connection;
 mod control;
 pub mod datetime;
@@ -98,7 +100,7 @@ impl Postgres {
     /// A reader's transactions are read-only (`default_transaction_read_only`).
     pub fn open(url: &str, access: Access, role: &str) -> Result<Postgres> {
         let u = PgUrl::parse(url).with_context(|| format!("{role} database"))?;
-        let mut client = u.config.connect(NoTls).with_context(|| {
+        let mut client = Client::connect(&u.config).with_context(|| {
             format!(
                 "connecting to {role} database {}; is the server running and the URL right? (TLS is not built in: use sslmode=disable or prefer)",
                 u.shown

@@ -8,8 +8,6 @@
 //! decimal text (`-12.5`, `007`, `.5`) and refuses a value the column's
 //! scale would round.
 
-use std::fmt::Write as _;
-
 use anyhow::{Result, bail};
 
 const POS: u16 = 0x0000;
@@ -74,9 +72,9 @@ pub fn decode(raw: &[u8], out: &mut String) -> Result<()> {
                 bail!("NUMERIC digit {g} is past 9999");
             }
             if d == 0 {
-                write!(out, "{g}")?;
+                push_group(out, g, false);
             } else {
-                write!(out, "{g:04}")?;
+                push_group(out, g, true);
             }
             d += 1;
         }
@@ -85,12 +83,36 @@ pub fn decode(raw: &[u8], out: &mut String) -> Result<()> {
         out.push('.');
         let end = out.len() + dscale as usize;
         while out.len() < end {
-            write!(out, "{:04}", digit(d))?;
+            let g = digit(d);
+            if g > 9999 {
+                bail!("NUMERIC digit {g} is past 9999");
+            }
+            push_group(out, g, true);
             d += 1;
         }
         out.truncate(end);
     }
     Ok(())
+}
+
+/// Appends a base-10000 digit (`0..=9999`) as decimal digits: all four
+/// when `padded`, else without leading zeros. Called per digit of every
+/// NUMERIC a scan reads, so not through `fmt`.
+fn push_group(out: &mut String, g: u16, padded: bool) {
+    let digits = [
+        b'0' + (g / 1000) as u8,
+        b'0' + (g / 100 % 10) as u8,
+        b'0' + (g / 10 % 10) as u8,
+        b'0' + (g % 10) as u8,
+    ];
+    let skip = if padded {
+        0
+    } else {
+        digits[..3].iter().take_while(|&&b| b == b'0').count()
+    };
+    for &b in &digits[skip..] {
+        out.push(b as char);
+    }
 }
 
 /// A decimal text split into its parts: sign, integer digits (no leading

@@ -48,7 +48,7 @@ pub fn watermark_value(kind: &str, text: Option<&str>) -> Result<Value> {
     })
 }
 
-fn watermark_of(r: &postgres::Row, kind: usize) -> Result<Value> {
+fn watermark_of(r: &tokio_postgres::Row, kind: usize) -> Result<Value> {
     let k: String = r.get(kind);
     let t: Option<String> = r.get(kind + 1);
     watermark_value(&k, t.as_deref()).context("reading a sync watermark")

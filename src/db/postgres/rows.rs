@@ -7,8 +7,8 @@
 //! changes nothing.
 
 use anyhow::{Context, Result, bail};
-use postgres::Statement;
-use postgres::types::ToSql;
+use tokio_postgres::Statement;
+use tokio_postgres::types::ToSql;
 
 use super::scan::{Bound, Raw};
 use super::table_sql::{Plan, key_match};
@@ -53,7 +53,7 @@ fn refs(binds: &[Bound]) -> Vec<&(dyn ToSql + Sync)> {
 }
 
 /// Decodes the first `kinds.len()` fields of a result row.
-fn read_row(r: &postgres::Row, kinds: &[Kind], scratch: &mut String) -> Result<Row> {
+fn read_row(r: &tokio_postgres::Row, kinds: &[Kind], scratch: &mut String) -> Result<Row> {
     let mut row = Vec::with_capacity(kinds.len());
     for (i, &kind) in kinds.iter().enumerate() {
         let Raw(raw) = r.try_get(i)?;
@@ -257,9 +257,11 @@ impl Rows for Postgres {
                 self.client()?
                     .batch_execute("ROLLBACK TO cutover_bulk; RELEASE cutover_bulk")?;
                 let collided = e.chain().any(|c| {
-                    c.downcast_ref::<postgres::Error>()
+                    c.downcast_ref::<tokio_postgres::Error>()
                         .and_then(|p| p.code())
-                        .is_some_and(|code| *code == postgres::error::SqlState::UNIQUE_VIOLATION)
+                        .is_some_and(|code| {
+                            *code == tokio_postgres::error::SqlState::UNIQUE_VIOLATION
+                        })
                 });
                 if collided { Ok(None) } else { Err(e) }
             }

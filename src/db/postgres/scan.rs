@@ -3,10 +3,8 @@
 //! memory stays at one block whatever the table's size. Also the binary
 //! forms of a field read ([`Raw`]) and of a parameter bound ([`Bound`]).
 
-use std::io::Read;
-
 use anyhow::{Context, Result, bail};
-use postgres::types::{FromSql, ToSql, Type};
+use tokio_postgres::types::{FromSql, ToSql, Type};
 
 use super::Postgres;
 use super::types;
@@ -42,12 +40,12 @@ impl ToSql for Bound {
         &self,
         _: &Type,
         out: &mut bytes::BytesMut,
-    ) -> Result<postgres::types::IsNull, Box<dyn std::error::Error + Sync + Send>> {
+    ) -> Result<tokio_postgres::types::IsNull, Box<dyn std::error::Error + Sync + Send>> {
         match &self.0 {
-            None => Ok(postgres::types::IsNull::Yes),
+            None => Ok(tokio_postgres::types::IsNull::Yes),
             Some(b) => {
                 out.extend_from_slice(b);
-                Ok(postgres::types::IsNull::No)
+                Ok(tokio_postgres::types::IsNull::No)
             }
         }
     }
@@ -56,12 +54,61 @@ impl ToSql for Bound {
         true
     }
 
-    postgres::types::to_sql_checked!();
+    tokio_postgres::types::to_sql_checked!();
 }
 
-fn read_exact(r: &mut impl Read, buf: &mut [u8], table: &str) -> Result<()> {
-    r.read_exact(buf)
-        .with_context(|| format!("reading table '{table}': the COPY stream ended early"))
+/// What [`parse_row`] found at the start of a buffer.
+enum Parsed {
+    /// A row of this many bytes, its values pushed.
+    Row(usize),
+    /// The trailer (`-1` fields).
+    Trailer,
+}
+
+/// Parses the row at the start of `buf` into `block` when all of it is
+/// there; `None` (nothing pushed) when it is not. A row of another number
+/// of fields than `kinds` is an error.
+fn parse_row(
+    buf: &[u8],
+    kinds: &[types::Kind],
+    scratch: &mut String,
+    block: &mut Block,
+) -> Result<Option<Parsed>> {
+    let Some(count) = buf.get(..2) else {
+        return Ok(None);
+    };
+    let fields = i16::from_be_bytes([count[0], count[1]]);
+    if fields == -1 {
+        return Ok(Some(Parsed::Trailer));
+    }
+    if fields as usize != kinds.len() {
+        bail!("a row of {fields} fields, {} expected", kinds.len());
+    }
+    // Find every field first, so that a row cut short pushes nothing.
+    let mut at = 2;
+    for _ in kinds {
+        let Some(len) = buf.get(at..at + 4) else {
+            return Ok(None);
+        };
+        let len = i32::from_be_bytes([len[0], len[1], len[2], len[3]]);
+        at += 4 + len.max(0) as usize;
+        if at > buf.len() {
+            return Ok(None);
+        }
+    }
+    let mut at = 2;
+    for &kind in kinds {
+        let len = i32::from_be_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]);
+        at += 4;
+        if len < 0 {
+            block.push(CellRef::Null);
+            continue;
+        }
+        let value = &buf[at..at + len as usize];
+        at += len as usize;
+        types::decode(kind, value, scratch, |c| block.push(c))?;
+    }
+    Ok(Some(Parsed::Row(at)))
 }
 
 impl Postgres {
@@ -96,73 +143,127 @@ impl Postgres {
     ) -> Result<()> {
         let block_rows = block_rows.max(1);
         let copy = format!("COPY ({query}) TO STDOUT (FORMAT binary)");
-        let mut client = self.client()?;
-        let mut r = client
-            .copy_out(copy.as_str())
-            .with_context(|| format!("reading table '{}' in {}", sql.table, self.shown))?;
         let t = sql.table.as_str();
-        let mut head = [0u8; 19];
-        read_exact(&mut r, &mut head, t)?;
-        if &head[..11] != SIGNATURE {
-            bail!("reading table '{t}': not a binary COPY stream");
-        }
-        let flags = u32::from_be_bytes([head[11], head[12], head[13], head[14]]);
-        if flags & (1 << 16) != 0 {
-            bail!("reading table '{t}': the COPY stream carries OIDs");
-        }
-        let ext = u32::from_be_bytes([head[15], head[16], head[17], head[18]]) as usize;
-        let mut field = vec![0u8; ext];
-        read_exact(&mut r, &mut field, t)?;
-        let mut scratch = String::new();
-        let mut block = Block::new(sql.width, block_rows);
-        let mut n = 0;
-        loop {
-            let mut count = [0u8; 2];
-            read_exact(&mut r, &mut count, t)?;
-            let fields = i16::from_be_bytes(count);
-            if fields == -1 {
-                break;
-            }
-            if fields as usize != sql.width {
-                bail!(
-                    "reading table '{t}': a row of {fields} fields, {} expected",
-                    sql.width
-                );
-            }
-            for &kind in &plan.kinds {
-                let mut len = [0u8; 4];
-                read_exact(&mut r, &mut len, t)?;
-                let len = i32::from_be_bytes(len);
-                if len < 0 {
-                    block.push(CellRef::Null);
-                    continue;
-                }
-                field.resize(len as usize, 0);
-                read_exact(&mut r, &mut field, t)?;
-                types::decode(kind, &field, &mut scratch, |c| block.push(c))
-                    .with_context(|| format!("reading table '{t}'"))?;
-            }
-            n += 1;
-            if n == block_rows {
-                n = 0;
-                let full = std::mem::replace(&mut block, Block::new(sql.width, block_rows));
-                if !f(full)? {
-                    return Ok(());
-                }
-            }
-        }
-        // The trailer is the end of the data: drain the stream so the
-        // statement completes.
-        let mut rest = Vec::new();
-        r.read_to_end(&mut rest)?;
-        if !rest.is_empty() {
-            bail!("reading table '{t}': data after the COPY trailer");
-        }
-        drop(r);
+        let mut stream = Stream {
+            kinds: &plan.kinds,
+            state: State::Header,
+            scratch: String::new(),
+            block: Block::new(sql.width, block_rows),
+            rows: 0,
+            block_rows,
+        };
+        // Bytes of a row (or of the header) not all there yet.
+        let mut pending: Vec<u8> = Vec::new();
+        let mut client = self.client()?;
+        client
+            .copy_out(&copy, &mut |piece| {
+                let go = if pending.is_empty() {
+                    let (used, go) = stream.take(piece, f)?;
+                    pending.extend_from_slice(&piece[used..]);
+                    go
+                } else {
+                    pending.extend_from_slice(piece);
+                    let buf = std::mem::take(&mut pending);
+                    let (used, go) = stream.take(&buf, f)?;
+                    pending.extend_from_slice(&buf[used..]);
+                    go
+                };
+                Ok(go)
+            })
+            .with_context(|| format!("reading table '{t}' in {}", self.shown))?;
         drop(client);
-        if !block.is_empty() {
-            f(block)?;
+        match stream.state {
+            State::Stopped => return Ok(()),
+            State::Done if pending.is_empty() => {}
+            State::Done => bail!("reading table '{t}': data after the COPY trailer"),
+            _ => bail!("reading table '{t}': the COPY stream ended early"),
+        }
+        if !stream.block.is_empty() {
+            f(stream.block)?;
         }
         Ok(())
+    }
+}
+
+/// Where a binary COPY stream is.
+#[derive(PartialEq)]
+enum State {
+    Header,
+    Rows,
+    /// The trailer was read.
+    Done,
+    /// The caller wanted no more rows.
+    Stopped,
+}
+
+/// A binary COPY stream being read into blocks.
+struct Stream<'k> {
+    kinds: &'k [types::Kind],
+    state: State,
+    scratch: String,
+    block: Block,
+    rows: usize,
+    block_rows: usize,
+}
+
+impl Stream<'_> {
+    /// Reads what `data` holds whole (the header, rows, the trailer),
+    /// handing full blocks to `f`; returns the bytes used and whether to go
+    /// on.
+    fn take(
+        &mut self,
+        data: &[u8],
+        f: &mut dyn FnMut(Block) -> Result<bool>,
+    ) -> Result<(usize, bool)> {
+        let mut at = 0;
+        loop {
+            let rest = &data[at..];
+            match self.state {
+                State::Header => {
+                    let Some(head) = rest.get(..19) else {
+                        return Ok((at, true));
+                    };
+                    if &head[..11] != SIGNATURE {
+                        bail!("not a binary COPY stream");
+                    }
+                    let flags = u32::from_be_bytes([head[11], head[12], head[13], head[14]]);
+                    if flags & (1 << 16) != 0 {
+                        bail!("the COPY stream carries OIDs");
+                    }
+                    let ext = u32::from_be_bytes([head[15], head[16], head[17], head[18]]) as usize;
+                    if rest.len() < 19 + ext {
+                        return Ok((at, true));
+                    }
+                    at += 19 + ext;
+                    self.state = State::Rows;
+                }
+                State::Rows => {
+                    match parse_row(rest, self.kinds, &mut self.scratch, &mut self.block)? {
+                        Some(Parsed::Row(len)) => {
+                            at += len;
+                            self.rows += 1;
+                            if self.rows == self.block_rows {
+                                self.rows = 0;
+                                let width = self.block.width();
+                                let full = std::mem::replace(
+                                    &mut self.block,
+                                    Block::new(width, self.block_rows),
+                                );
+                                if !f(full)? {
+                                    self.state = State::Stopped;
+                                    return Ok((at, false));
+                                }
+                            }
+                        }
+                        Some(Parsed::Trailer) => {
+                            at += 2;
+                            self.state = State::Done;
+                        }
+                        None => return Ok((at, true)),
+                    }
+                }
+                State::Done | State::Stopped => return Ok((at, true)),
+            }
+        }
     }
 }

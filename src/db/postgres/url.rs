@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 
 /// A parsed URL: the client's configuration and the schema.
 pub struct PgUrl {
-    pub config: postgres::Config,
+    pub config: tokio_postgres::Config,
     pub schema: String,
     /// The URL as messages show it: no password.
     pub shown: String,
@@ -76,7 +76,7 @@ impl PgUrl {
         } else {
             format!("{base}?{}", rest.join("&"))
         };
-        let mut config = postgres::Config::from_str(&client_url)
+        let mut config = tokio_postgres::Config::from_str(&client_url)
             .with_context(|| format!("'{}' is not a valid PostgreSQL URL", hide_password(url)))?;
         if config.get_dbname().is_none() {
             bail!(
@@ -123,7 +123,10 @@ mod tests {
         assert_eq!(u.config.get_dbname(), Some("shop"));
         assert_eq!(u.config.get_user(), Some("me"));
         assert_eq!(u.config.get_ports(), &[6543]);
-        assert_eq!(u.config.get_ssl_mode(), postgres::config::SslMode::Disable);
+        assert_eq!(
+            u.config.get_ssl_mode(),
+            tokio_postgres::config::SslMode::Disable
+        );
         assert!(!u.shown.contains("secret"));
         let u = PgUrl::parse("postgresql://me@localhost/shop")?;
         assert_eq!(u.schema, "public");

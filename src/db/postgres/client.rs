@@ -1,0 +1,154 @@
+//! The connection to the server: a `tokio-postgres` client driven by a
+//! single-threaded runtime of its own, behind the blocking calls the engine
+//! makes. A COPY is driven whole inside one `block_on`, so reading a table
+//! costs no runtime entry per row (the server sends a message a row).
+
+use std::pin::Pin;
+
+use anyhow::{Context, Result};
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use tokio::runtime::Runtime;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{CopyInSink, Error, NoTls, Row, Statement, ToStatement};
+
+/// One connection and the runtime that drives it.
+pub struct Client {
+    runtime: Runtime,
+    /// `None` only while it is dropped.
+    inner: Option<tokio_postgres::Client>,
+    /// The task that runs the connection.
+    connection: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Client {
+    /// Ends the session as the server expects (a Terminate message), not
+    /// by closing the socket under it.
+    fn drop(&mut self) {
+        self.inner = None;
+        if let Some(task) = self.connection.take() {
+            let _ = self.runtime.block_on(task);
+        }
+    }
+}
+
+impl Client {
+    /// Connects with `config`; the connection runs on the client's runtime
+    /// whenever a call waits on it.
+    pub fn connect(config: &tokio_postgres::Config) -> Result<Client> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the PostgreSQL client's runtime")?;
+        let (inner, connection) = runtime.block_on(config.connect(NoTls))?;
+        // The connection ends with an error when the server goes away; the
+        // next call reports it.
+        let connection = runtime.spawn(async move {
+            let _ = connection.await;
+        });
+        Ok(Client {
+            runtime,
+            inner: Some(inner),
+            connection: Some(connection),
+        })
+    }
+
+    fn inner(&self) -> &tokio_postgres::Client {
+        self.inner
+            .as_ref()
+            .expect("the client is only taken when it is dropped")
+    }
+
+    pub fn batch_execute(&mut self, sql: &str) -> Result<(), Error> {
+        self.runtime.block_on(self.inner().batch_execute(sql))
+    }
+
+    pub fn prepare(&mut self, sql: &str) -> Result<Statement, Error> {
+        self.runtime.block_on(self.inner().prepare(sql))
+    }
+
+    pub fn execute<T: ?Sized + ToStatement>(
+        &mut self,
+        statement: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, Error> {
+        self.runtime
+            .block_on(self.inner().execute(statement, params))
+    }
+
+    pub fn query<T: ?Sized + ToStatement>(
+        &mut self,
+        statement: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, Error> {
+        self.runtime.block_on(self.inner().query(statement, params))
+    }
+
+    pub fn query_one<T: ?Sized + ToStatement>(
+        &mut self,
+        statement: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Row, Error> {
+        self.runtime
+            .block_on(self.inner().query_one(statement, params))
+    }
+
+    pub fn query_opt<T: ?Sized + ToStatement>(
+        &mut self,
+        statement: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, Error> {
+        self.runtime
+            .block_on(self.inner().query_opt(statement, params))
+    }
+
+    /// Starts `COPY … FROM STDIN`: the data is sent through the returned
+    /// [`CopyIn`], which [`CopyIn::finish`] ends.
+    pub fn copy_in(&mut self, statement: &str) -> Result<CopyIn<'_>, Error> {
+        let sink = self.runtime.block_on(self.inner().copy_in(statement))?;
+        Ok(CopyIn {
+            runtime: &self.runtime,
+            sink: Box::pin(sink),
+        })
+    }
+
+    /// Runs `COPY … TO STDOUT` and hands each piece of data the server sends
+    /// to `f` as it arrives, until the end or until `f` returns `false`
+    /// (the rest is then read and dropped).
+    pub fn copy_out(
+        &mut self,
+        statement: &str,
+        f: &mut dyn FnMut(&[u8]) -> Result<bool>,
+    ) -> Result<()> {
+        let inner = self.inner();
+        self.runtime.block_on(async {
+            let stream = inner.copy_out(statement).await?;
+            let mut stream = std::pin::pin!(stream);
+            while let Some(piece) = stream.next().await {
+                if !f(&piece?)? {
+                    break;
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+/// A `COPY … FROM STDIN` under way.
+pub struct CopyIn<'a> {
+    runtime: &'a Runtime,
+    sink: Pin<Box<CopyInSink<Bytes>>>,
+}
+
+impl CopyIn<'_> {
+    /// Sends `data` (a part of the COPY's input).
+    pub fn write_all(&mut self, data: &[u8]) -> Result<(), Error> {
+        self.runtime
+            .block_on(self.sink.send(Bytes::copy_from_slice(data)))
+    }
+
+    /// Ends the COPY; the number of rows the server wrote.
+    pub fn finish(mut self) -> Result<u64, Error> {
+        self.runtime.block_on(self.sink.as_mut().finish())
+    }
+}
