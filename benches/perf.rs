@@ -2,6 +2,9 @@
 //! up, next to the references they are judged against (BENCHMARKS.md):
 //!
 //! - the floor: SQLite's own scan of one table, in process;
+//! - the reference merge-join `limit --threads 2` (`../shared/reference/limit`,
+//!   built into `target/reference`, or the binary `CUTOVER_BENCH_LIMIT`
+//!   names), hand-written for this one schema;
 //! - gate, check and load of `rows` rows per side (100 scattered mismatches);
 //! - replay of a journal of `min(rows, 1M)` mixed changes, against a plain
 //!   batched rusqlite loop writing the same changes (`synchronous=FULL`,
@@ -82,19 +85,51 @@ fn main() {
         "in process, one table".into(),
     );
 
-    let (t, rss, code) = cutover(d, &["gate", "--spec", "spec.toml", "--max-diffs", "5"]);
+    // The reference merge-join, then the gate, one after the other.
+    let limit = match reference_limit() {
+        Ok(bin) => {
+            let (t, rss, out) = run(Command::new(&bin).arg(d).args(["--threads", "2"]));
+            assert_eq!(
+                out.trim(),
+                "100",
+                "the reference must count the 100 mismatches"
+            );
+            say(
+                "reference: limit --threads 2",
+                rows,
+                t,
+                rss,
+                "hand-written merge-join of this one schema".into(),
+            );
+            Some(t)
+        }
+        Err(why) => {
+            println!("reference: limit --threads 2  skipped: {why}");
+            None
+        }
+    };
+    let (gate, gate_rss, code) = cutover(d, &["gate", "--spec", "spec.toml", "--max-diffs", "5"]);
     assert_eq!(code, 1, "the gate must find the 100 mismatches");
     say(
         "gate",
         rows,
-        t,
-        rss,
-        format!("{:.2}x the floor", t.as_secs_f64() / floor.as_secs_f64()),
+        gate,
+        gate_rss,
+        format!("{:.2}x the floor", gate.as_secs_f64() / floor.as_secs_f64()),
     );
 
-    let (t, rss, code) = cutover(d, &["check", "--spec", "spec.toml"]);
+    let (check, rss, code) = cutover(d, &["check", "--spec", "spec.toml"]);
     assert_eq!(code, 0);
-    say("check", rows, t, rss, String::new());
+    say(
+        "check",
+        rows,
+        check,
+        rss,
+        format!(
+            "{:.2}x the gate's time",
+            check.as_secs_f64() / gate.as_secs_f64()
+        ),
+    );
 
     // Load into an empty target, next to SQLite's own insert rate.
     std::fs::rename(d.join("target.db"), d.join("target-gate.db")).expect("rename");
@@ -107,16 +142,16 @@ fn main() {
         "prepared inserts, batches of 10,000".into(),
     );
     fresh(&d.join("target.db"), TARGET_DDL);
-    let (t, rss, code) = cutover(d, &["load", "--spec", "spec.toml"]);
+    let (load, rss, code) = cutover(d, &["load", "--spec", "spec.toml"]);
     assert_eq!(code, 0);
     say(
         "load",
         rows,
-        t,
+        load,
         rss,
         format!(
-            "validate, then write; {:.2}x the insert loop's time",
-            t.as_secs_f64() / inserts.as_secs_f64()
+            "{:.2}x the insert loop's rate",
+            inserts.as_secs_f64() / load.as_secs_f64()
         ),
     );
 
@@ -136,16 +171,16 @@ fn main() {
         None,
         "same changes, batches of 1,000".into(),
     );
-    let (t, rss, code) = cutover(d, &["replay", "--spec", "spec.toml"]);
+    let (replay, rss, code) = cutover(d, &["replay", "--spec", "spec.toml"]);
     assert_eq!(code, 0, "replay must end clean");
     say(
         "replay",
         entries,
-        t,
+        replay,
         rss,
         format!(
             "{:.2}x the loop's rate",
-            reference.as_secs_f64() / t.as_secs_f64()
+            reference.as_secs_f64() / replay.as_secs_f64()
         ),
     );
 
@@ -179,6 +214,116 @@ fn main() {
     println!("\n| measurement | time (s) | M rows/s | peak MB | note |\n|---|---|---|---|---|");
     for (what, t, rate, rss, note) in &results {
         println!("| {what} | {t} | {rate} | {rss} | {note} |");
+    }
+
+    // The ratios the project is judged by, in one table.
+    let secs = |t: Duration| t.as_secs_f64();
+    let met = |ok: bool| if ok { "met" } else { "missed" };
+    println!("\n| ratio | measured | target | |\n|---|---|---|---|");
+    match limit {
+        Some(l) => {
+            let r = secs(gate) / secs(l);
+            println!(
+                "| gate time ÷ limit --threads 2 | {r:.2} | ≤ 1.25 | {} |",
+                met(r <= 1.25)
+            );
+        }
+        None => println!("| gate time ÷ limit --threads 2 | - | ≤ 1.25 | not measured |"),
+    }
+    let mb = gate_rss.map_or(f64::NAN, |k| k as f64 / 1024.0);
+    println!(
+        "| gate peak memory (MB) | {mb:.1} | < 32 | {} |",
+        met(mb < 32.0)
+    );
+    let r = secs(check) / secs(gate);
+    println!(
+        "| check time ÷ gate time | {r:.2} | ≤ 1 | {} |",
+        met(r <= 1.0)
+    );
+    let r = secs(inserts) / secs(load);
+    println!(
+        "| load rate ÷ insert loop rate | {r:.2} | ≥ 0.8 | {} |",
+        met(r >= 0.8)
+    );
+    let r = secs(reference) / secs(replay);
+    println!(
+        "| replay rate ÷ loop rate | {r:.2} | ≥ 0.6 | {} |",
+        met(r >= 0.6)
+    );
+}
+
+/// The reference merge-join: `CUTOVER_BENCH_LIMIT` if set, else built from
+/// `../shared/reference/limit` (or `CUTOVER_REFERENCE_DIR`) into
+/// `target/reference`. Err says why there is none.
+fn reference_limit() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("CUTOVER_BENCH_LIMIT") {
+        let p = PathBuf::from(p);
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(format!("CUTOVER_BENCH_LIMIT={} is not a file", p.display()))
+        };
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let source = std::env::var_os("CUTOVER_REFERENCE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("../shared/reference/limit"));
+    let manifest = source.join("Cargo.toml");
+    if !manifest.is_file() {
+        return Err(format!(
+            "no {}; set CUTOVER_REFERENCE_DIR or CUTOVER_BENCH_LIMIT",
+            manifest.display()
+        ));
+    }
+    let target = root.join("target/reference");
+    let built = Command::new(env!("CARGO"))
+        .args(["build", "--release", "--quiet", "--manifest-path"])
+        .arg(&manifest)
+        .arg("--target-dir")
+        .arg(&target)
+        .status()
+        .map_err(|e| format!("cargo build of the reference: {e}"))?;
+    if !built.success() {
+        return Err(format!("cargo build of {} failed", manifest.display()));
+    }
+    Ok(target.join("release/limit"))
+}
+
+/// Runs a program to its end; its time, peak memory (KiB) and stdout.
+fn run(command: &mut Command) -> (Duration, Option<u64>, String) {
+    let out = tempfile::NamedTempFile::new().expect("an output file");
+    let start = Instant::now();
+    let mut child = command
+        .stdout(out.reopen().expect("the output file"))
+        .spawn()
+        .expect("running the reference");
+    let peak = watch(&mut child);
+    let elapsed = start.elapsed();
+    (
+        elapsed,
+        peak.1,
+        std::fs::read_to_string(out.path()).unwrap_or_default(),
+    )
+}
+
+/// Waits for `child`, reading its peak memory (KiB, VmHWM) from /proc while
+/// it runs; its exit code and that peak.
+fn watch(child: &mut std::process::Child) -> (i32, Option<u64>) {
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut peak = None;
+    loop {
+        if let Ok(s) = std::fs::read_to_string(&status_file)
+            && let Some(kb) = s
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        {
+            peak = Some(peak.map_or(kb, |p: u64| p.max(kb)));
+        }
+        if let Some(status) = child.try_wait().expect("waiting") {
+            return (status.code().unwrap_or(-1), peak);
+        }
+        std::thread::sleep(Duration::from_millis(2));
     }
 }
 
@@ -387,20 +532,6 @@ fn cutover(dir: &Path, args: &[&str]) -> (Duration, Option<u64>, i32) {
         .stdout(std::process::Stdio::null())
         .spawn()
         .expect("running cutover");
-    let status_file = format!("/proc/{}/status", child.id());
-    let mut peak = None;
-    loop {
-        if let Ok(s) = std::fs::read_to_string(&status_file)
-            && let Some(kb) = s
-                .lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        {
-            peak = Some(peak.map_or(kb, |p: u64| p.max(kb)));
-        }
-        if let Some(status) = child.try_wait().expect("waiting") {
-            return (start.elapsed(), peak, status.code().unwrap_or(-1));
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    let (code, peak) = watch(&mut child);
+    (start.elapsed(), peak, code)
 }
