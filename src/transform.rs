@@ -81,10 +81,14 @@ impl Transform {
             (Transform::Constant(c), _) => Ok((c.as_cell(), true)),
             (_, CellRef::Null) => Ok((CellRef::Null, true)),
             (Transform::DecimalToMinor { scale }, CellRef::Text(t)) => {
+                // Well-formed decimals are ASCII: no UTF-8 check on that path.
+                if let Some(d) = parse_plain(t, *scale) {
+                    return Ok((CellRef::Integer(d.minor), d.canonical));
+                }
                 let t = std::str::from_utf8(t).map_err(|_| {
                     Reject("expected decimal text, found bytes that are not UTF-8".into())
                 })?;
-                parse_decimal(t, *scale).map(|d| (CellRef::Integer(d.minor), d.canonical))
+                parse_decimal_explained(t, *scale).map(|d| (CellRef::Integer(d.minor), d.canonical))
             }
             // SQLite stores money in NUMERIC or REAL columns as an INTEGER
             // or a REAL, whatever the application wrote. An integer is a
@@ -106,7 +110,16 @@ impl Transform {
                 reject(format!("expected decimal text, found {} {v}", v.class()))
             }
             (Transform::Map { forward, .. }, CellRef::Text(code)) => {
-                match std::str::from_utf8(code).ok().and_then(|c| forward.get(c)) {
+                // A few codes are found fastest by their bytes, in order.
+                let word = if forward.len() <= 8 {
+                    forward
+                        .iter()
+                        .find(|(c, _)| c.as_bytes() == code)
+                        .map(|(_, w)| w)
+                } else {
+                    std::str::from_utf8(code).ok().and_then(|c| forward.get(c))
+                };
+                match word {
                     Some(word) => Ok((CellRef::Text(word.as_bytes()), true)),
                     None => reject(format!("code {} is not in the map", v.to_value())),
                 }
