@@ -12,6 +12,9 @@ use tokio::runtime::Runtime;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{CopyInSink, Error, NoTls, Row, Statement, ToStatement};
 
+/// How long closing a connection waits for it to end cleanly.
+const GOODBYE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// One connection and the runtime that drives it.
 pub struct Client {
     runtime: Runtime,
@@ -23,11 +26,15 @@ pub struct Client {
 
 impl Drop for Client {
     /// Ends the session as the server expects (a Terminate message), not
-    /// by closing the socket under it.
+    /// by closing the socket under it; a server that does not answer
+    /// within a few seconds is left to notice the closed socket.
     fn drop(&mut self) {
         self.inner = None;
         if let Some(task) = self.connection.take() {
-            let _ = self.runtime.block_on(task);
+            // The timer is made inside the runtime, which it needs.
+            let _ = self
+                .runtime
+                .block_on(async { tokio::time::timeout(GOODBYE, task).await });
         }
     }
 }
