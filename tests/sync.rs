@@ -201,8 +201,8 @@ fn evolve_adds_the_new_column_to_the_target_and_carries_it() {
     assert_eq!(value(&d, "SELECT count(*) FROM _cutover_evolved"), int(1));
 }
 
-fn quality_refusal(extra_rows: &str, what: &str) {
-    let d = customers("quality");
+fn quality_refusal(layout: Layout, extra_rows: &str, what: &str) {
+    let d = customers_on(layout, "quality");
     synced(&d, &["--snapshot", "snapshot-1.csv"], 0);
     let before = d.image("target.db");
     let mut snap = SNAP1.to_string();
@@ -218,37 +218,39 @@ fn quality_refusal(extra_rows: &str, what: &str) {
     );
 }
 
-#[test]
-fn quality_null_key_fails_the_batch_and_changes_nothing() {
-    quality_refusal(",2026-02-01T09:00:00Z,No Key,US\n", "null key");
+fn quality_null_key_fails_the_batch_and_changes_nothing(layout: Layout) {
+    quality_refusal(layout, ",2026-02-01T09:00:00Z,No Key,US\n", "null key");
 }
+each_layout!(quality_null_key_fails_the_batch_and_changes_nothing: [sqlite, sqlite_to_pg]);
 
-#[test]
-fn quality_duplicate_key_fails_the_batch_and_changes_nothing() {
+fn quality_duplicate_key_fails_the_batch_and_changes_nothing(layout: Layout) {
     quality_refusal(
+        layout,
         "31,2026-02-01T09:00:00Z,One,US\n31,2026-02-02T09:00:00Z,Two,US\n",
         "duplicate key",
     );
 }
+each_layout!(quality_duplicate_key_fails_the_batch_and_changes_nothing: [sqlite, sqlite_to_pg]);
 
-#[test]
-fn quality_empty_watermark_fails_the_batch_and_changes_nothing() {
-    quality_refusal("32,,Empty Mark,US\n", "empty watermark");
+fn quality_empty_watermark_fails_the_batch_and_changes_nothing(layout: Layout) {
+    quality_refusal(layout, "32,,Empty Mark,US\n", "empty watermark");
 }
+each_layout!(quality_empty_watermark_fails_the_batch_and_changes_nothing: [sqlite, sqlite_to_pg]);
 
-#[test]
-fn quality_mixed_width_or_non_iso_watermarks_fail_the_batch() {
-    quality_refusal("33,2026-2-1T09:00:00Z,Short,US\n", "mixed widths");
-    quality_refusal("34,yesterday,Words,US\n", "non-ISO text");
+fn quality_mixed_width_or_non_iso_watermarks_fail_the_batch(layout: Layout) {
+    quality_refusal(layout, "33,2026-2-1T09:00:00Z,Short,US\n", "mixed widths");
+    quality_refusal(layout, "34,yesterday,Words,US\n", "non-ISO text");
 }
+each_layout!(quality_mixed_width_or_non_iso_watermarks_fail_the_batch: [sqlite, sqlite_to_pg]);
 
-#[test]
-fn quality_a_row_the_transform_refuses_fails_the_batch() {
+fn quality_a_row_the_transform_refuses_fails_the_batch(layout: Layout) {
     quality_refusal(
+        layout,
         "35,2026-02-01T09:00:00Z,Lower Country,us\n",
         "country fails its pattern",
     );
 }
+each_layout!(quality_a_row_the_transform_refuses_fails_the_batch: [sqlite, sqlite_to_pg]);
 
 #[test]
 fn csv_a_ragged_row_is_refused_naming_the_line() {
@@ -306,15 +308,15 @@ fn csv_an_empty_file_is_refused() {
     assert!(r.stderr.contains("empty"), "{r}");
 }
 
-#[test]
-fn a_missing_snapshot_writes_nothing_and_keeps_the_cursor() {
-    let d = customers("missing-snapshot");
+fn a_missing_snapshot_writes_nothing_and_keeps_the_cursor(layout: Layout) {
+    let d = customers_on(layout, "missing-snapshot");
     synced(&d, &["--snapshot", "snapshot-1.csv"], 0);
     let before = d.snapshot();
     let r = synced(&d, &["--snapshot", "nope.csv"], 2);
     assert!(r.stderr.contains("nope.csv"), "{r}");
     d.assert_unchanged(&before, "a sync of a missing snapshot");
 }
+each_layout!(a_missing_snapshot_writes_nothing_and_keeps_the_cursor: [sqlite, sqlite_to_pg]);
 
 /// A spec for `items(id, v, price)` in `s.db` → `items(id, v, cents)` in
 /// `t.db`, watermark `v`.
