@@ -824,18 +824,24 @@ pub(crate) fn merge_join(
                 "source",
                 &table.source_table,
             )?;
-            while let Some((tb, tr)) = t.current() {
-                if tb.cmp_prefix(tr, &sb, sr, k) != Ordering::Less {
-                    break;
+            // Where the target's current row stands against this source
+            // row, once the target rows before it are passed.
+            let order = loop {
+                match t.current() {
+                    Some((tb, tr)) => {
+                        let o = tb.cmp_prefix(tr, &sb, sr, k);
+                        if o != Ordering::Less {
+                            break o;
+                        }
+                        visit(Met::TargetOnly(tb, tr))?;
+                        t.advance(k, &table.target_table)?;
+                    }
+                    None => break Ordering::Greater,
                 }
-                visit(Met::TargetOnly(tb, tr))?;
-                t.advance(k, &table.target_table)?;
-            }
+            };
             let forwarded = forward_row(table, &sb, sr, &mut fwd);
-            let target = match t.current() {
-                Some((tb, tr)) if tb.cmp_prefix(tr, &sb, sr, k) == Ordering::Equal => {
-                    Some((tb, tr))
-                }
+            let target = match order {
+                Ordering::Equal => t.current(),
                 _ => None,
             };
             let matched = target.is_some();
