@@ -89,6 +89,20 @@ key = ["id"]
 
 [[tables.columns]]
 source = "ref"
+
+[[tables]]
+name = "codes"
+key = ["code"]
+
+[[tables.columns]]
+source = "label"
+
+[[tables]]
+name = "days"
+key = ["day"]
+
+[[tables.columns]]
+source = "n"
 "#;
 
 /// Orders, items and refs with every kind of difference.
@@ -131,7 +145,13 @@ fn fixtures(source: &Postgres, target: &Postgres) -> Result<()> {
                 unnest(ARRAY['x', 'Y', 'y']) c, generate_series(1, 200) g;
          UPDATE items SET qty = -1 WHERE region = 'b' AND code = 'y7';
          CREATE TABLE refs (id int PRIMARY KEY, ref text);
-         INSERT INTO refs VALUES (1, '1250'), (2, NULL), (3, 'x');",
+         INSERT INTO refs VALUES (1, '1250'), (2, NULL), (3, 'x');
+         CREATE TABLE codes (code text COLLATE \"en-x-icu\" PRIMARY KEY, label text);
+         INSERT INTO codes
+           SELECT c || g, 'l' || g
+           FROM unnest(ARRAY['a', 'B', 'b', 'é', 'E', 'z']) c, generate_series(1, 500) g;
+         CREATE TABLE days (day date PRIMARY KEY, n int);
+         INSERT INTO days SELECT date '2000-01-01' + g, g FROM generate_series(1, 4000) g;",
     )?;
     target.execute_script(
         "CREATE TABLE orders (id bigint PRIMARY KEY, cents bigint, status text, currency text,
@@ -170,7 +190,17 @@ fn fixtures(source: &Postgres, target: &Postgres) -> Result<()> {
          DELETE FROM items WHERE region = 'B' AND code = 'x1';
          INSERT INTO items VALUES ('a', 'Z', 1, NULL);
          CREATE TABLE refs (id int PRIMARY KEY, ref bigint);
-         INSERT INTO refs VALUES (1, 1250), (2, NULL), (3, NULL);",
+         INSERT INTO refs VALUES (1, 1250), (2, NULL), (3, NULL);
+         CREATE TABLE codes (code text PRIMARY KEY, label text);
+         INSERT INTO codes
+           SELECT c || g, 'l' || g
+           FROM unnest(ARRAY['a', 'B', 'b', 'é', 'E', 'z']) c, generate_series(1, 500) g;
+         UPDATE codes SET label = 'changed' WHERE code = 'é17';
+         DELETE FROM codes WHERE code = 'B300';
+         INSERT INTO codes VALUES ('Z0', 'extra');
+         CREATE TABLE days (day date PRIMARY KEY, n int);
+         INSERT INTO days SELECT date '2000-01-01' + g, g FROM generate_series(1, 4000) g;
+         UPDATE days SET n = 0 WHERE day = date '2004-05-06';",
     )?;
     Ok(())
 }
@@ -214,11 +244,16 @@ fn digest_mode_equals_stream_mode_and_reads_fewer_rows() -> Result<()> {
             "max_diffs {max_diffs}"
         );
         assert!(stream.modes.is_empty());
-        assert_eq!(dig.modes.len(), 3);
+        assert_eq!(dig.modes.len(), 5);
         // The big tables are digested; `refs`, most of whose few key ranges
         // differ, is streamed whole, which reads less than splitting them.
         let modes: Vec<&str> = dig.modes.iter().map(|m| m.mode.as_str()).collect();
-        assert_eq!(modes, ["digest", "digest", "stream"], "{:?}", dig.modes);
+        assert_eq!(
+            modes,
+            ["digest", "digest", "stream", "digest", "digest"],
+            "{:?}",
+            dig.modes
+        );
         assert!(
             dig.modes[2]
                 .reason
@@ -265,6 +300,16 @@ fn digest_mode_equals_stream_mode_and_reads_fewer_rows() -> Result<()> {
     let refs = &rec.tables[2];
     // The text '1250' is not the integer 1250.
     assert_eq!((refs.changed, refs.matched), (2, 1), "{refs:?}");
+    // A text key cut by `width_bucket` in byte order, whatever collation
+    // the source's column declares; a date key by its text.
+    let codes = &rec.tables[3];
+    assert_eq!(
+        (codes.changed, codes.missing, codes.extra, codes.matched),
+        (1, 1, 1, 2998),
+        "{codes:?}"
+    );
+    let days = &rec.tables[4];
+    assert_eq!((days.changed, days.matched), (1, 3999), "{days:?}");
     assert!(!rec.clean());
     Ok(())
 }
