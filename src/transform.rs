@@ -81,14 +81,7 @@ impl Transform {
             (Transform::Constant(c), _) => Ok((c.as_cell(), true)),
             (_, CellRef::Null) => Ok((CellRef::Null, true)),
             (Transform::DecimalToMinor { scale }, CellRef::Text(t)) => {
-                // Well-formed decimals are ASCII: no UTF-8 check on that path.
-                if let Some(d) = parse_plain(t, *scale) {
-                    return Ok((CellRef::Integer(d.minor), d.canonical));
-                }
-                let t = std::str::from_utf8(t).map_err(|_| {
-                    Reject("expected decimal text, found bytes that are not UTF-8".into())
-                })?;
-                parse_decimal_explained(t, *scale).map(|d| (CellRef::Integer(d.minor), d.canonical))
+                parse_decimal_bytes(t, *scale).map(|d| (CellRef::Integer(d.minor), d.canonical))
             }
             // SQLite stores money in NUMERIC or REAL columns as an INTEGER
             // or a REAL, whatever the application wrote. An integer is a
@@ -197,10 +190,19 @@ pub struct Parsed {
 /// more fraction digits than the scale, and anything past the `i64` range.
 /// Runs in time linear in the text, however long.
 pub fn parse_decimal(text: &str, scale: u32) -> Result<Parsed, Reject> {
-    match parse_plain(text.as_bytes(), scale) {
-        Some(p) => Ok(p),
-        None => parse_decimal_explained(text, scale),
+    parse_decimal_bytes(text.as_bytes(), scale)
+}
+
+/// [`parse_decimal`] of a value's bytes as stored: a well-formed decimal is
+/// ASCII, so the hot path checks no UTF-8; anything else must be UTF-8 to
+/// be explained.
+pub fn parse_decimal_bytes(b: &[u8], scale: u32) -> Result<Parsed, Reject> {
+    if let Some(p) = parse_plain(b, scale) {
+        return Ok(p);
     }
+    let text = std::str::from_utf8(b)
+        .map_err(|_| Reject("expected decimal text, found bytes that are not UTF-8".into()))?;
+    parse_decimal_explained(text, scale)
 }
 
 /// The hot path: one pass over the bytes of a well-formed decimal. `None`
