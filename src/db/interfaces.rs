@@ -174,7 +174,8 @@ pub trait Digests {
     fn split_keys(&self, sql: &TableSql, range: &KeyRange, parts: usize) -> Result<Vec<Row>>;
     /// The count, notes, digest and money sums of the rows of each part of
     /// `range` cut at `bounds` (in key order, inside it): `bounds.len() + 1`
-    /// segments, each up to and including its bound, in one pass.
+    /// segments, each from its lower bound up to but excluding the next
+    /// (as [`KeyRange`]), in one pass.
     fn digest_ranges(
         &self,
         sql: &TableSql,

@@ -12,9 +12,10 @@
 //! `hashtextextended` over its bytes, bytes by their hex, NULL as a constant
 //! of the column. A row hashes its values' hashes combined, and a range is
 //! the exact sum of its rows' hashes: keys are unique, so the sum stands for
-//! the set of rows, and no sort is needed. Each range of one query is
-//! picked by a binary search over its bounds written as nested `CASE`s, so
-//! a table is digested into thousands of ranges in one pass.
+//! the set of rows, and no sort is needed. Each row's range is found by a
+//! binary search over the ranges' bounds (`width_bucket` for a key of one
+//! column, nested `CASE`s for a key of several), so a table is digested
+//! into thousands of ranges in one pass.
 //!
 //! The source's transforms run in SQL exactly as `transform` runs them:
 //! `decimal_to_minor` by the same grammar with exact NUMERIC arithmetic and

@@ -149,7 +149,6 @@ impl Postgres {
             state: State::Header,
             scratch: String::new(),
             block: Block::new(sql.width, block_rows),
-            rows: 0,
             block_rows,
         };
         // Bytes of a row (or of the header) not all there yet.
@@ -202,7 +201,6 @@ struct Stream<'k> {
     state: State,
     scratch: String,
     block: Block,
-    rows: usize,
     block_rows: usize,
 }
 
@@ -241,9 +239,7 @@ impl Stream<'_> {
                     match parse_row(rest, self.kinds, &mut self.scratch, &mut self.block)? {
                         Some(Parsed::Row(len)) => {
                             at += len;
-                            self.rows += 1;
-                            if self.rows == self.block_rows {
-                                self.rows = 0;
+                            if self.block.rows() == self.block_rows {
                                 let width = self.block.width();
                                 let full = std::mem::replace(
                                     &mut self.block,
