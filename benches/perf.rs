@@ -23,6 +23,9 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, params};
 
+mod support;
+use support::watch;
+
 const SPEC: &str = include_str!("../fixtures/orders/spec.toml");
 const SOURCE_DDL: &str =
     "CREATE TABLE orders (id INTEGER PRIMARY KEY, dollars TEXT NOT NULL, status TEXT NOT NULL)";
@@ -304,27 +307,6 @@ fn run(command: &mut Command) -> (Duration, Option<u64>, String) {
         peak.1,
         std::fs::read_to_string(out.path()).unwrap_or_default(),
     )
-}
-
-/// Waits for `child`, reading its peak memory (KiB, VmHWM) from /proc while
-/// it runs; its exit code and that peak.
-fn watch(child: &mut std::process::Child) -> (i32, Option<u64>) {
-    let status_file = format!("/proc/{}/status", child.id());
-    let mut peak = None;
-    loop {
-        if let Ok(s) = std::fs::read_to_string(&status_file)
-            && let Some(kb) = s
-                .lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        {
-            peak = Some(peak.map_or(kb, |p: u64| p.max(kb)));
-        }
-        if let Some(status) = child.try_wait().expect("waiting") {
-            return (status.code().unwrap_or(-1), peak);
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
 }
 
 fn fresh(path: &Path, ddl: &str) {

@@ -29,6 +29,9 @@ use postgres::types::ToSql;
 use postgres::{Client, NoTls};
 use rusqlite::Connection;
 
+mod support;
+use support::watch;
+
 const SPEC: &str = include_str!("../fixtures/orders/spec.toml");
 /// Rows per transaction, as `cutover load`'s default batch.
 const BATCH: i64 = 10_000;
@@ -626,22 +629,8 @@ fn run(mut command: Command, dir: &Path) -> (Duration, Option<u64>, i32, String)
         .stderr(Stdio::from(err))
         .spawn()
         .expect("running a child");
-    let status_file = format!("/proc/{}/status", child.id());
-    let mut peak = None;
-    loop {
-        if let Ok(s) = std::fs::read_to_string(&status_file)
-            && let Some(kb) = s
-                .lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        {
-            peak = Some(peak.map_or(kb, |p: u64| p.max(kb)));
-        }
-        if let Some(status) = child.try_wait().expect("waiting") {
-            let elapsed = start.elapsed();
-            let text = std::fs::read_to_string(&out_path).unwrap_or_default();
-            return (elapsed, peak, status.code().unwrap_or(-1), text);
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    let (code, peak) = watch(&mut child);
+    let elapsed = start.elapsed();
+    let text = std::fs::read_to_string(&out_path).unwrap_or_default();
+    (elapsed, peak, code, text)
 }
