@@ -15,8 +15,8 @@ use crate::db::{
     CellForm, ColumnForm, Db, Digests, KeyRange, Rows, SegmentDigest, TableForm, TableSql,
 };
 use crate::reconcile::{
-    self, BLOCK_ROWS, Cursor, Reconciliation, TableMode, Tally, merge_join, scan_thread,
-    source_sql_of, target_sql_of,
+    self, BLOCK_ROWS, CHANNEL_BLOCKS, Cursor, Reconciliation, TableMode, Tally, merge_join,
+    scan_thread, source_sql_of, target_sql_of,
 };
 use crate::spec::{Spec, Table};
 use crate::transform::Transform;
@@ -467,6 +467,7 @@ where
                 None => bail!("the source lost its digests"),
             },
             count,
+            CHANNEL_BLOCKS,
             scope,
         );
         let (t_rx, t_h) = scan_thread(
@@ -475,6 +476,7 @@ where
                 None => bail!("the target lost its digests"),
             },
             count,
+            CHANNEL_BLOCKS,
             scope,
         );
         let mut t: Cursor<Block> = Cursor::new(t_rx, "target");

@@ -287,21 +287,24 @@ pub(crate) fn reader_of<'scope, 'env, T: Send + 'scope, E: DbRows + Send + ?Size
             db.scan_into(&sql, None, BLOCK_ROWS, sink)
         },
         map,
+        CHANNEL_BLOCKS,
         scope,
     )
 }
 
 /// Starts a thread that runs `scan` (a key-ordered read handing out
-/// blocks), maps each block, and sends it through a bounded channel.
+/// blocks), maps each block, and sends it through a channel of `capacity`
+/// blocks.
 pub(crate) fn scan_thread<'scope, 'env, T: Send + 'scope>(
     scan: impl FnOnce(&mut dyn FnMut(Block) -> Result<bool>) -> Result<()> + Send + 'scope,
     map: impl Fn(Block) -> T + Send + 'scope,
+    capacity: usize,
     scope: &'scope std::thread::Scope<'scope, 'env>,
 ) -> (
     Receiver<T>,
     std::thread::ScopedJoinHandle<'scope, Result<()>>,
 ) {
-    let (tx, rx) = sync_channel::<T>(CHANNEL_BLOCKS);
+    let (tx, rx) = sync_channel::<T>(capacity);
     let h = scope.spawn(move || {
         // The merge hung up: it failed, and its error is the one to report.
         scan(&mut |b| Ok(tx.send(map(b)).is_ok()))

@@ -228,6 +228,12 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<LoadReport> {
         let bar = Progress::new(&format!("load {}", t.name), total);
         // Blocks no larger than a batch, so a batch is whole blocks.
         let block_rows = batch.min(reconcile::BLOCK_ROWS);
+        // Room for the next batch while this one is written, so reading and
+        // writing overlap instead of taking turns; capped, so a huge --batch
+        // does not hold a table in memory.
+        let ahead = batch
+            .div_ceil(block_rows)
+            .clamp(reconcile::CHANNEL_BLOCKS, 64);
         // The source is read and made canonical on its own thread while
         // this one writes the batches before it.
         std::thread::scope(|scope| -> Result<()> {
@@ -250,6 +256,7 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<LoadReport> {
                     });
                     (raw.rows(), canon.rows, invalid)
                 },
+                ahead,
                 scope,
             );
             for (read, rows, invalid) in blocks.iter() {
