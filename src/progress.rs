@@ -53,6 +53,11 @@ impl Progress {
         Progress(Some(bar))
     }
 
+    /// No bar: work in the background, beside one that is shown.
+    pub fn hidden() -> Progress {
+        Progress(None)
+    }
+
     pub fn add(&self, n: u64) {
         if let Some(b) = &self.0 {
             b.inc(n);

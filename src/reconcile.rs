@@ -447,21 +447,24 @@ pub struct SourceScan {
 /// is by definition what reverse writes back (the property tests of
 /// `transform` pin that), and a map is bijective. So only non-canonical rows
 /// need their reverse rendered.
+/// `shown`: a progress bar for the scan (none for one in the background).
 pub fn scan_source(
     table: &Table,
     source: &Db,
+    shown: bool,
     mut note: impl FnMut(Row, &Note) -> Result<bool>,
 ) -> Result<SourceScan> {
     let sql = source.source_sql(table);
     let k = table.key_len;
     let mut scan = SourceScan::default();
     let mut prev_last: Option<Row> = None;
-    let total = if progress::visible() {
-        Some(source.row_count(&sql)? as u64)
-    } else {
-        None
+    let bar = match shown {
+        true if progress::visible() => {
+            Progress::new(&table.name, Some(source.row_count(&sql)? as u64))
+        }
+        true => Progress::new(&table.name, None),
+        false => Progress::hidden(),
     };
-    let bar = Progress::new(&table.name, total);
     source.scan_blocks(&sql, None, BLOCK_ROWS, |raw| {
         bar.add(raw.rows() as u64);
         let canon = canonical_block(table, &raw);

@@ -99,18 +99,59 @@ fn load_resumes_after_its_last_committed_batch(layout: Layout) {
     d.cutover(&["load", "--batch", "1"])
         .env("CUTOVER_FAULT", "after-commit")
         .expect(FAULT_EXIT);
-    assert_eq!(
-        d.dump("target.db", "orders"),
-        loaded_target()[..1].to_vec(),
-        "the first batch committed before the crash"
+    // The first commit waits for the validation of every source row, which
+    // runs beside the writes: it holds the batches written by then, one row
+    // or more, in key order.
+    let all = loaded_target();
+    let committed = d.dump("target.db", "orders");
+    assert!(
+        !committed.is_empty() && all.starts_with(&committed),
+        "the first commit holds a prefix of the load: {committed:?}"
     );
     let json = d.json(&["load", "--batch", "1"], 0);
-    assert_eq!(json["tables"][0]["resumed_after"], json!([101]), "{json:#}");
-    assert_eq!(json["tables"][0]["loaded"], 2, "{json:#}");
-    assert_eq!(d.dump("target.db", "orders"), loaded_target());
+    let table = &json["tables"][0];
+    if committed.len() < all.len() {
+        // Keys 101, 102, 103: the last committed is 100 + rows committed.
+        let last = 100 + committed.len();
+        assert_eq!(table["resumed_after"], json!([last]), "{json:#}");
+        assert_eq!(table["loaded"], all.len() - committed.len(), "{json:#}");
+    } else {
+        assert_eq!(table["loaded"], 0, "{json:#}");
+    }
+    assert_eq!(d.dump("target.db", "orders"), all);
     d.run(&["gate"], 0);
 }
 each_layout!(load_resumes_after_its_last_committed_batch);
+
+/// 3,000 more source rows and an invalid one after them, so that a load in
+/// batches of 10 writes many batches before the validation running beside
+/// it reaches the last row.
+fn orders_invalid_at_the_end(layout: Layout, name: &str, last: &str) -> Dir {
+    let d = Dir::orders_on(layout, name);
+    d.exec(
+        "source.db",
+        &format!(
+            "WITH RECURSIVE n(i) AS (SELECT 1000 UNION ALL SELECT i + 1 FROM n WHERE i < 3999)
+             INSERT INTO orders (id, dollars, status) SELECT i, '1.00', 'A' FROM n;
+             {last}"
+        ),
+    );
+    d
+}
+
+fn load_of_a_source_invalid_at_its_last_row_writes_nothing(layout: Layout) {
+    let d = orders_invalid_at_the_end(
+        layout,
+        "load-invalid-last",
+        "INSERT INTO orders (id, dollars, status) VALUES (5000, '1.001', 'A');",
+    );
+    let before = d.snapshot();
+    let json = d.json(&["load", "--batch", "10"], 1);
+    assert_eq!(json["invalid"]["key"], json!([5000]), "{json:#}");
+    assert_eq!(json["invalid"]["column"], "dollars", "{json:#}");
+    d.assert_unchanged(&before, "a load refused for its last row");
+}
+each_layout!(load_of_a_source_invalid_at_its_last_row_writes_nothing);
 
 // --- gate ------------------------------------------------------------------
 

@@ -222,6 +222,10 @@ pub struct Engine<'a> {
     journal: String,
     /// Batches are savepoints of a transaction the caller rolls back.
     dry: bool,
+    /// Batches are savepoints of a transaction opened by [`Engine::hold`],
+    /// committed by [`Engine::commit_held`]: load holds its first commit
+    /// until every source row has been validated.
+    held: std::cell::Cell<bool>,
     /// The source row of the change being applied, as stored (storage
     /// classes included), kept only for tables with money columns: a money
     /// value written back keeps the class the row had (see
@@ -247,6 +251,7 @@ impl<'a> Engine<'a> {
             sql,
             journal: String::new(),
             dry: false,
+            held: std::cell::Cell::new(false),
             stored: std::cell::RefCell::new(None),
         }
     }
@@ -255,6 +260,44 @@ impl<'a> Engine<'a> {
     pub fn dry(mut self) -> Engine<'a> {
         self.dry = true;
         self
+    }
+
+    /// Opens a transaction that the next batches join, uncommitted, until
+    /// [`Engine::commit_held`] or [`Engine::rollback_held`].
+    pub fn hold(&self) -> Result<()> {
+        self.db.begin_write()?;
+        self.held.set(true);
+        Ok(())
+    }
+
+    /// Whether batches are still held uncommitted.
+    pub fn holding(&self) -> bool {
+        self.held.get()
+    }
+
+    /// Commits the held batches (a no-op when none are held). The crash
+    /// faults of a batch's commit fire here: this is their commit.
+    pub fn commit_held(&self) -> Result<()> {
+        if !self.held.replace(false) {
+            return Ok(());
+        }
+        crash_at(Fault::BeforeCommit);
+        if let Err(e) = self.db.commit() {
+            self.db.rollback();
+            return Err(e.context(format!(
+                "the held batches were rolled back; {} is as it was before them",
+                self.db.location()
+            )));
+        }
+        crash_at(Fault::AfterCommit);
+        Ok(())
+    }
+
+    /// Rolls back the held batches: none of them was ever committed.
+    pub fn rollback_held(&self) {
+        if self.held.replace(false) {
+            self.db.rollback();
+        }
     }
 
     /// The engine for replaying journal `journal` into the source.
@@ -296,9 +339,10 @@ impl<'a> Engine<'a> {
     }
 
     fn run(&self, batch: Batch<'_>, checkpoint: &dyn Checkpoint) -> Result<BatchOutcome> {
-        if self.dry {
+        if self.dry || self.held.get() {
             // A dry run: each batch inside the caller's transaction, which
-            // is rolled back at the end; nothing is ever committed.
+            // is rolled back at the end; nothing is ever committed. Held
+            // batches: inside the transaction `hold` opened.
             self.db.savepoint()?;
             return match self.apply_inside(batch, checkpoint) {
                 Ok(BatchOutcome::Committed(a)) => {

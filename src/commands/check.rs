@@ -150,7 +150,7 @@ pub fn run(spec: &Spec, strict: bool, max_diffs: usize) -> Result<CheckReport> {
     let mut found = 0u64;
     let mut summary: Vec<Finding> = Vec::new();
     for t in &spec.tables {
-        let scanned = reconcile::scan_source(t, &source, |key, note| {
+        let scanned = reconcile::scan_source(t, &source, true, |key, note| {
             found += 1;
             let (column, kind, reason) = match note {
                 crate::canonical::Note::Invalid(col, _, why) => {

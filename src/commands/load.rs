@@ -1,22 +1,25 @@
 //! `cutover load`: the full copy source → target through the forward
 //! transform, in batches written by the apply engine.
 //!
-//! Every source row is validated before the first write, so an invalid row
-//! stops the load with nothing written. Each batch commits with the table's
-//! load checkpoint (`_cutover_load`), so a load stopped part-way (a crash, a
-//! kill) resumes after its last committed key instead of starting over.
+//! Every source row is validated before the first commit, so an invalid row
+//! stops the load with nothing written. The validation reads the source over
+//! a second connection while the batches are written; they are held in one
+//! open transaction until it ends, so the two overlap instead of taking one
+//! pass each. Each batch after that commits with the table's load
+//! checkpoint (`_cutover_load`), so a load stopped part-way (a crash, a kill)
+//! resumes after its last committed key instead of starting over.
 
 use anyhow::{Result, bail};
 use serde::{Serialize, Serializer};
 
 use crate::apply::{BatchOutcome, Engine, LoadCheckpoint};
 use crate::canonical::{self, Note};
-use crate::db::Access;
+use crate::db::{Access, Db};
 use crate::progress::{self, Progress};
 use crate::reconcile;
 use crate::report::{self, Report, Verdict};
 use crate::schema;
-use crate::spec::{Side, Spec};
+use crate::spec::{Location, Side, Spec};
 use crate::value::{Block, Row, Value, display_key, key_from_json, key_json};
 
 #[derive(Debug, Serialize)]
@@ -31,7 +34,7 @@ pub struct TableLoad {
 }
 
 /// What `cutover load` did: the tables loaded, or the invalid row that
-/// stopped it before any write.
+/// stopped it with nothing committed.
 #[derive(Debug, Serialize)]
 pub struct LoadReport {
     pub verdict: Verdict,
@@ -82,38 +85,165 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<LoadReport> {
         }
     }
 
-    // Validate everything (every row, key order and uniqueness) before
-    // writing anything.
+    // Every row (its columns, key order and uniqueness) is validated
+    // before the first commit. A database source is validated over a second
+    // connection, on its own thread, while the load writes: the batches are
+    // held in one open transaction until the validation ends. A CSV source is
+    // materialised once, so it is validated first.
+    let beside = !matches!(spec.source, Location::Csv(_));
+    if !beside && let Some(bad) = validate(spec, &source)? {
+        return Ok(LoadReport::invalid(bad));
+    }
+    let engine = Engine::new(&spec.tables, &target, Side::Target);
+    std::thread::scope(|scope| {
+        let mut validation = Validation::Done;
+        if beside {
+            engine.hold()?;
+            validation = Validation::Running(scope.spawn(|| {
+                let source = schema::open_source(spec, None, Access::Read)?;
+                validate(spec, &source)
+            }));
+        }
+        let loaded = load_tables(
+            spec,
+            &mut source,
+            &target,
+            &engine,
+            batch,
+            replace,
+            &mut validation,
+        );
+        // The tables loaded, or the first invalid row.
+        let verdict: Result<std::result::Result<Vec<TableLoad>, Box<InvalidRow>>> = match loaded {
+            Ok(tables) => validation
+                .wait()
+                .map(|bad| bad.map_or(Ok(tables), |b| Err(Box::new(b)))),
+            Err(e) => match e.downcast::<Invalid>() {
+                Ok(Invalid(bad)) => Ok(Err(Box::new(bad))),
+                // While the batches are held, what the validation finds is
+                // the cause to report (a duplicate source key, say, that
+                // the writer met as a conflict).
+                Err(e) => match validation.wait() {
+                    Ok(Some(bad)) => Ok(Err(Box::new(bad))),
+                    Ok(None) => Err(e),
+                    Err(v) => Err(v),
+                },
+            },
+        };
+        match verdict {
+            Ok(Ok(tables)) => {
+                engine.commit_held()?;
+                Ok(LoadReport {
+                    verdict: Verdict::Pass,
+                    tables,
+                    invalid: None,
+                })
+            }
+            Ok(Err(bad)) => {
+                engine.rollback_held();
+                Ok(LoadReport::invalid(*bad))
+            }
+            Err(e) => {
+                engine.rollback_held();
+                Err(e)
+            }
+        }
+    })
+}
+
+/// The first source row of every spec table that the forward transform
+/// refuses; an error for a key out of order or repeated.
+fn validate(spec: &Spec, source: &Db) -> Result<Option<InvalidRow>> {
     for t in &spec.tables {
         let mut bad = None;
-        reconcile::scan_source(t, &source, |key, note| {
+        reconcile::scan_source(t, source, false, |key, note| {
             if let Note::Invalid(column, value, reason) = note {
-                bad = Some((key, column.clone(), value.clone(), reason.clone()));
+                bad = Some(InvalidRow {
+                    table: t.name.clone(),
+                    key,
+                    column: column.clone(),
+                    value: value.clone(),
+                    reason: reason.clone(),
+                });
                 return Ok(false);
             }
             Ok(true)
         })?;
-        if let Some((key, column, value, reason)) = bad {
-            return Ok(LoadReport {
-                verdict: Verdict::Fail,
-                tables: Vec::new(),
-                invalid: Some(InvalidRow {
-                    table: t.name.clone(),
-                    key,
-                    column,
-                    value,
-                    reason,
-                }),
-            });
+        if bad.is_some() {
+            return Ok(bad);
+        }
+    }
+    Ok(None)
+}
+
+/// An invalid source row found while batches were held: nothing of them
+/// is committed.
+#[derive(Debug)]
+struct Invalid(InvalidRow);
+
+impl std::fmt::Display for Invalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "table '{}', key {}, column '{}': invalid value {}",
+            self.0.table,
+            display_key(&self.0.key),
+            self.0.column,
+            self.0.value
+        )
+    }
+}
+
+impl std::error::Error for Invalid {}
+
+/// The validation of every source row, running beside the load until it
+/// ends.
+enum Validation<'s> {
+    Running(std::thread::ScopedJoinHandle<'s, Result<Option<InvalidRow>>>),
+    Done,
+}
+
+impl Validation<'_> {
+    /// What the validation found, once it has ended; `Ok(None)` after.
+    fn wait(&mut self) -> Result<Option<InvalidRow>> {
+        match std::mem::replace(self, Validation::Done) {
+            Validation::Running(h) => h
+                .join()
+                .map_err(|_| anyhow::anyhow!("the source validation panicked"))?,
+            Validation::Done => Ok(None),
         }
     }
 
-    let engine = Engine::new(&spec.tables, &target, Side::Target);
+    /// Between batches: once the validation has ended clean, the held
+    /// batches commit and each later batch commits on its own.
+    fn poll(&mut self, engine: &Engine) -> Result<()> {
+        if let Validation::Running(h) = self
+            && h.is_finished()
+        {
+            if let Some(bad) = self.wait()? {
+                return Err(Invalid(bad).into());
+            }
+            engine.commit_held()?;
+        }
+        Ok(())
+    }
+}
+
+/// Loads every spec table, parents first, in batches.
+fn load_tables(
+    spec: &Spec,
+    source: &mut Db,
+    target: &Db,
+    engine: &Engine,
+    batch: usize,
+    replace: bool,
+    validation: &mut Validation,
+) -> Result<Vec<TableLoad>> {
     let mut tables = Vec::new();
     // Parents before children. cutover's connections enforce no foreign key,
     // so any order would load; this one never leaves a committed child
     // without its parent should the load stop part-way.
-    for ti in spec.parents_first(&target)? {
+    for ti in spec.parents_first(target)? {
         let t = &spec.tables[ti];
         let s_sql = source.source_sql(t);
         let t_sql = target.target_sql(t);
@@ -237,11 +367,11 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<LoadReport> {
         // The source is read and made canonical on its own thread while
         // this one writes the batches before it.
         std::thread::scope(|scope| -> Result<()> {
-            let engine = source.engine_mut();
+            let reading = source.engine_mut();
             let (s_sql, resume) = (&s_sql, &resume);
             let (blocks, reader) = reconcile::scan_thread(
                 move |sink: &mut dyn FnMut(Block) -> Result<bool>| {
-                    engine.scan_into(s_sql, resume.as_deref(), block_rows, sink)
+                    reading.scan_into(s_sql, resume.as_deref(), block_rows, sink)
                 },
                 |raw: Block| {
                     let canon = canonical::canonical_block(t, &raw);
@@ -273,6 +403,7 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<LoadReport> {
                 if pending_rows >= batch {
                     pending_rows = 0;
                     flush(&mut pending, false)?;
+                    validation.poll(engine)?;
                 }
             }
             drop(blocks);
@@ -281,13 +412,20 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<LoadReport> {
                 .map_err(|_| anyhow::anyhow!("the source reader panicked"))?
         })?;
         flush(&mut pending, true)?;
+        validation.poll(engine)?;
         tables.push(tl);
     }
-    Ok(LoadReport {
-        verdict: Verdict::Pass,
-        tables,
-        invalid: None,
-    })
+    Ok(tables)
+}
+
+impl LoadReport {
+    fn invalid(bad: InvalidRow) -> LoadReport {
+        LoadReport {
+            verdict: Verdict::Fail,
+            tables: Vec::new(),
+            invalid: Some(bad),
+        }
+    }
 }
 
 /// The report as text: rows loaded per table, or the invalid row.
