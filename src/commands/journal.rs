@@ -556,3 +556,91 @@ pub fn next_run(
     run.truncate(best.unwrap_or(run.len()));
     Ok(run)
 }
+
+/// The runs of [`next_run`], read ahead on their own thread over a second
+/// connection to the target, so that reading the journal overlaps with
+/// applying the run before.
+pub struct RunsAhead<'scope, 'env> {
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    spec: &'env Spec,
+    boundary: i64,
+    limit: usize,
+    /// The seq the next run from the thread comes after.
+    from: i64,
+    runs: std::sync::mpsc::Receiver<Result<Vec<Entry>>>,
+}
+
+impl<'scope, 'env> RunsAhead<'scope, 'env> {
+    /// Starts reading the runs after `after`.
+    pub fn start(
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        spec: &'env Spec,
+        after: i64,
+        boundary: i64,
+        limit: usize,
+    ) -> Self {
+        RunsAhead {
+            scope,
+            spec,
+            boundary,
+            limit,
+            from: after,
+            runs: Self::spawn(scope, spec, after, boundary, limit),
+        }
+    }
+
+    fn spawn(
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        spec: &'env Spec,
+        mut after: i64,
+        boundary: i64,
+        limit: usize,
+    ) -> std::sync::mpsc::Receiver<Result<Vec<Entry>>> {
+        // Two runs ahead: one being applied, one waiting.
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        scope.spawn(move || {
+            let read = || -> Result<(Db, Reader)> {
+                let target = Db::open(&spec.target, Access::Read, "target")?;
+                let reader = Reader::new(spec, &target)?;
+                Ok((target, reader))
+            };
+            let (target, reader) = match read() {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            };
+            loop {
+                let run = next_run(spec, &target, &reader, after, boundary, limit);
+                let end = match &run {
+                    Ok(r) if !r.is_empty() => {
+                        after = r.iter().map(|e| e.seq).max().unwrap_or(after);
+                        false
+                    }
+                    _ => true,
+                };
+                // The applier hung up (it stopped, or starts again elsewhere).
+                if tx.send(run).is_err() || end {
+                    return;
+                }
+            }
+        });
+        rx
+    }
+
+    /// The run after `after`: the one read ahead when it follows the last
+    /// run handed out; otherwise the thread starts again from `after` (a
+    /// run to be read again, or another replay that committed first).
+    pub fn next(&mut self, after: i64) -> Result<Vec<Entry>> {
+        if after != self.from {
+            self.runs = Self::spawn(self.scope, self.spec, after, self.boundary, self.limit);
+        }
+        let run = self
+            .runs
+            .recv()
+            .map_err(|_| anyhow::anyhow!("the journal reader stopped"))??;
+        self.from = run.iter().map(|e| e.seq).max().unwrap_or(after);
+        Ok(run)
+    }
+}

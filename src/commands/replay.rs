@@ -192,7 +192,6 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         None
     };
 
-    let reader = crate::commands::journal::Reader::new(spec, &target)?;
     let fk_before = foreign_key_violations(spec, &source)?;
     let mut engine = Engine::for_journal(&spec.tables, &source, &journal);
     if dry_run {
@@ -230,65 +229,70 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
     };
     let mut after = last_applied;
     let bar = Progress::new("replay", Some((entries - applied_rows).max(0) as u64));
-    loop {
-        let run =
-            crate::commands::journal::next_run(spec, &target, &reader, after, boundary, batch)?;
-        if run.is_empty() {
-            break;
-        }
-        let seqs: Vec<i64> = run.iter().map(|e| e.seq).collect();
-        let last_seq = seqs.iter().copied().max().unwrap_or(after);
-        let n = run.len() as u64;
-        let changes: Vec<Change> = run
-            .into_iter()
-            .map(|e| to_change(spec, e))
-            .filter(|c| {
-                poisoned.is_empty() || record_keys(spec, c).iter().all(|k| !poisoned.contains(k))
-            })
-            .collect();
-        if let Some(b) = watch.recheck(&target, spec)? {
-            rep.breach = Some(b);
-            break;
-        }
-        let delivery = format!(
-            "journal:{}-{last_seq}",
-            seqs.iter().copied().min().unwrap_or(last_seq)
-        );
-        match engine.apply_batch(
-            &changes,
-            &JournalCheckpoint {
-                journal: &journal,
-                floor: start,
-                after,
-                seqs: &seqs,
-                delivery: &delivery,
-            },
-        )? {
-            BatchOutcome::Committed(a) => {
-                bar.add(n);
-                rep.applied += a.written;
-                rep.already_in_place += a.duplicate;
-                rep.batches += 1;
-            }
-            BatchOutcome::Conflict(c) => {
-                if dry_run && let Some(ch) = changes.iter().find(|x| x.tag == c.tag) {
-                    poisoned.extend(record_keys(spec, ch));
-                    conflicts.push(*c);
-                    continue;
-                }
-                rep.conflict = Some(*c);
+    std::thread::scope(|scope| -> Result<()> {
+        let mut runs =
+            crate::commands::journal::RunsAhead::start(scope, spec, after, boundary, batch);
+        loop {
+            let run = runs.next(after)?;
+            if run.is_empty() {
                 break;
             }
-            BatchOutcome::Raced => {
-                // Another replay committed first: carry on after what it did.
-                after = source.applied_last(&journal)?.max(start);
-                rep.raced = true;
-                continue;
+            let seqs: Vec<i64> = run.iter().map(|e| e.seq).collect();
+            let last_seq = seqs.iter().copied().max().unwrap_or(after);
+            let n = run.len() as u64;
+            let changes: Vec<Change> = run
+                .into_iter()
+                .map(|e| to_change(spec, e))
+                .filter(|c| {
+                    poisoned.is_empty()
+                        || record_keys(spec, c).iter().all(|k| !poisoned.contains(k))
+                })
+                .collect();
+            if let Some(b) = watch.recheck(&target, spec)? {
+                rep.breach = Some(b);
+                break;
             }
-            other => bail!("unexpected outcome of a replay batch: {other:?}"),
+            let delivery = format!(
+                "journal:{}-{last_seq}",
+                seqs.iter().copied().min().unwrap_or(last_seq)
+            );
+            match engine.apply_batch(
+                &changes,
+                &JournalCheckpoint {
+                    journal: &journal,
+                    floor: start,
+                    after,
+                    seqs: &seqs,
+                    delivery: &delivery,
+                },
+            )? {
+                BatchOutcome::Committed(a) => {
+                    bar.add(n);
+                    rep.applied += a.written;
+                    rep.already_in_place += a.duplicate;
+                    rep.batches += 1;
+                }
+                BatchOutcome::Conflict(c) => {
+                    if dry_run && let Some(ch) = changes.iter().find(|x| x.tag == c.tag) {
+                        poisoned.extend(record_keys(spec, ch));
+                        conflicts.push(*c);
+                        continue;
+                    }
+                    rep.conflict = Some(*c);
+                    break;
+                }
+                BatchOutcome::Raced => {
+                    // Another replay committed first: carry on after what it did.
+                    after = source.applied_last(&journal)?.max(start);
+                    rep.raced = true;
+                    continue;
+                }
+                other => bail!("unexpected outcome of a replay batch: {other:?}"),
+            }
+            after = last_seq;
         }
-        after = last_seq;
-    }
+        Ok(())
+    })?;
     drop(engine);
     if rep.breach.is_none() && rep.conflict.is_none() && !dry_run {
         carry_sequences(spec, &source, &target)?;
