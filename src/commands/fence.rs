@@ -40,8 +40,29 @@ pub struct Fingerprint {
 impl Fingerprint {
     /// Reads the fingerprint of a spec's fenced tables now: a scan of each.
     pub fn read(db: &Db, spec: &Spec) -> Result<Fingerprint> {
-        let content = spec
-            .tables
+        Fingerprint::with_content(db, spec, Fingerprint::content(db, spec))
+    }
+
+    /// [`Fingerprint::read`] of the spec's target, with the journal digested
+    /// over a second connection on its own thread while this one reads the
+    /// tables. For a target outside any transaction of this process: a
+    /// write between the two reads shows as a difference, as any other.
+    pub fn read_beside(db: &Db, spec: &Spec) -> Result<Fingerprint> {
+        std::thread::scope(|scope| {
+            let journal = scope.spawn(|| -> Result<String> {
+                let other = Db::open(&spec.target, crate::db::Access::Read, "target")?;
+                Ok(Fingerprint::journal_digest(&other))
+            });
+            let content = Fingerprint::content(db, spec);
+            let digest = journal
+                .join()
+                .map_err(|_| anyhow::anyhow!("the journal digest panicked"))??;
+            Fingerprint::with_digests(db, spec, content, digest)
+        })
+    }
+
+    fn content(db: &Db, spec: &Spec) -> Vec<(String, String)> {
+        spec.tables
             .iter()
             // A table dropped or altered behind the fence cannot be read as
             // the spec says: that is a difference, not an error.
@@ -51,8 +72,12 @@ impl Fingerprint {
                     .unwrap_or_else(|e| format!("unreadable: {e:#}"));
                 (t.target_table.clone(), d)
             })
-            .collect();
-        Fingerprint::with_content(db, spec, content)
+            .collect()
+    }
+
+    fn journal_digest(db: &Db) -> String {
+        db.journal_digest()
+            .unwrap_or_else(|e| format!("unreadable: {e:#}"))
     }
 
     /// The same, with the rows' digests already computed (by a reconcile
@@ -61,6 +86,15 @@ impl Fingerprint {
         db: &Db,
         spec: &Spec,
         content: Vec<(String, String)>,
+    ) -> Result<Fingerprint> {
+        Fingerprint::with_digests(db, spec, content, Fingerprint::journal_digest(db))
+    }
+
+    fn with_digests(
+        db: &Db,
+        spec: &Spec,
+        content: Vec<(String, String)>,
+        digest: String,
     ) -> Result<Fingerprint> {
         let names: Vec<&str> = spec
             .tables
@@ -76,9 +110,7 @@ impl Fingerprint {
             content,
             journal_rows,
             max_seq,
-            digest: db
-                .journal_digest()
-                .unwrap_or_else(|e| format!("unreadable: {e:#}")),
+            digest,
         })
     }
 
@@ -224,7 +256,7 @@ impl Watch {
             );
         };
         let change_token = target.change_token()?;
-        let now = Fingerprint::read(target, spec)?;
+        let now = Fingerprint::read_beside(target, spec)?;
         if let Some(what) = fence.breach_in(&now) {
             return Ok(Err(format!(
                 "fence breached: {what} (fenced at {}); nothing was replayed. Find what wrote to the target, then re-plan the rollback",
