@@ -1015,6 +1015,21 @@ fn a_dry_run_reports_every_conflict_and_writes_nothing() {
     let out = d.cutover(&["replay", "--dry-run", "--batch", "2"]).output();
     expect_code(&out, 1, "a dry run over two conflicts");
     out.assert_mentions(&["1003", "1008"]);
+    // Past each conflict the dry run reads its batch again without the
+    // conflicting record: 1004 and 1007, which share a batch with one, are
+    // applied, so only the two conflicting keys differ at the end.
+    let json = d.json(&["replay", "--dry-run", "--batch", "2"], 1);
+    let differing: Vec<&serde_json::Value> = json["reconciliation"]["diffs"]
+        .as_array()
+        .expect("the dry run's reconciliation")
+        .iter()
+        .map(|diff| &diff["key"])
+        .collect();
+    assert_eq!(
+        differing,
+        [&serde_json::json!([1003]), &serde_json::json!([1008])],
+        "{json:#}"
+    );
     assert_eq!(
         d.bytes("source.db"),
         source,

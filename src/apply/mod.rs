@@ -270,11 +270,6 @@ impl<'a> Engine<'a> {
         Ok(())
     }
 
-    /// Whether batches are still held uncommitted.
-    pub fn holding(&self) -> bool {
-        self.held.get()
-    }
-
     /// Commits the held batches (a no-op when none are held). The crash
     /// faults of a batch's commit fire here: this is their commit.
     pub fn commit_held(&self) -> Result<()> {
