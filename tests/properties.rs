@@ -11,7 +11,11 @@
 //!   (inserts, updates, deletes and key changes on a small key space);
 //! - `reconcile_of_the_same_rows_is_clean`: the same logical rows written to
 //!   the source (decimal text, codes) and the target (cents, words), tricky
-//!   text and NULLs included, pass the gate.
+//!   text and NULLs included, pass the gate;
+//! - `sync_carries_every_row_past_its_cursor_and_reports_the_rest`: rounds of
+//!   writes (ties on the watermark, rows written behind the cursor) each
+//!   followed by a sync, integer and time watermarks: the target and the
+//!   late rows are what a model of the cursor says.
 //!
 //! Case counts are small by default so the suite stays fast; set
 //! `PROPTEST_CASES` for a long run (CONTRIBUTING.md). On a failure proptest
@@ -542,6 +546,188 @@ proptest! {
         let json = d.json(&["check"], 0);
         prop_assert_eq!(&json["tables"][0]["invalid"], 0, "{:#}", json);
         prop_assert_eq!(&json["tables"][0]["non_canonical"], 0, "{:#}", json);
+    }
+}
+
+// --- sync carries every row past its cursor ---------------------------------------------
+
+/// One write of the sync source: item `id` gets `cents`; in time, its
+/// watermark is the clock moved on by `tick` (0: a tie with the write
+/// before); late, it keeps its watermark (a new item takes the oldest).
+#[derive(Clone, Debug)]
+struct SyncWrite {
+    id: i64,
+    cents: i64,
+    late: bool,
+    tick: i64,
+}
+
+/// The writes of one round, then `sync --batch batch`, with a lookback
+/// reaching behind every row when `lookback`.
+#[derive(Clone, Debug)]
+struct SyncRound {
+    writes: Vec<SyncWrite>,
+    batch: usize,
+    lookback: bool,
+}
+
+fn sync_round() -> impl Strategy<Value = SyncRound> {
+    (
+        proptest::collection::vec(
+            (
+                1i64..=12,
+                0i64..100_000,
+                prop::bool::weighted(0.25),
+                0i64..=1,
+            )
+                .prop_map(|(id, cents, late, tick)| SyncWrite {
+                    id,
+                    cents,
+                    late,
+                    tick,
+                }),
+            0..6,
+        ),
+        1usize..5,
+        prop::bool::weighted(0.2),
+    )
+        .prop_map(|(writes, batch, lookback)| SyncRound {
+            writes,
+            batch,
+            lookback,
+        })
+}
+
+/// A watermark as the source holds it: the clock, or that many seconds
+/// into a day, as ISO-8601 text with one offset.
+fn stamp(clock: i64, times: bool) -> String {
+    if times {
+        format!(
+            "'2026-01-01T{:02}:{:02}:{:02}+02:00'",
+            clock / 3600,
+            clock / 60 % 60,
+            clock % 60
+        )
+    } else {
+        clock.to_string()
+    }
+}
+
+/// Runs `rounds` against a model: rows whose (watermark, id) is past the
+/// cursor are carried, the cursor moves to the greatest carried, and a row
+/// at or behind it that the target does not hold as the source has it is
+/// late (exit 1, reported, not carried), unless the lookback reaches it
+/// (`on_change = "update"`: the source's row wins).
+fn sync_rounds(rounds: &[SyncRound], times: bool) -> Result<(), TestCaseError> {
+    let kind = if times { "TEXT" } else { "INTEGER" };
+    let d = Dir::new("prop-sync");
+    d.spec(
+        &Spec::new().source("s.db").target("t.db").table(
+            Table::new("items")
+                .key(["id"])
+                .watermark("v")
+                // A row rewritten behind the cursor keeps its watermark:
+                // the lookback's re-read of it wins.
+                .on_change("update")
+                .copy("v")
+                .decimal("price", "cents", 2),
+        ),
+    );
+    d.create_db(
+        "s.db",
+        &format!("CREATE TABLE items (id INTEGER PRIMARY KEY, v {kind}, price TEXT);"),
+    );
+    d.create_db(
+        "t.db",
+        &format!("CREATE TABLE items (id INTEGER PRIMARY KEY, v {kind}, cents INTEGER);"),
+    );
+    // id → (watermark clock, cents), in the source and in the target.
+    let mut source: BTreeMap<i64, (i64, i64)> = BTreeMap::new();
+    let mut target: BTreeMap<i64, (i64, i64)> = BTreeMap::new();
+    let mut cursor: Option<(i64, i64)> = None;
+    let mut clock = 1;
+    for round in rounds {
+        for w in &round.writes {
+            let v = match (w.late, source.get(&w.id)) {
+                (true, Some(&(v, _))) => v,
+                (true, None) => 0,
+                (false, _) => {
+                    clock += w.tick;
+                    clock
+                }
+            };
+            source.insert(w.id, (v, w.cents));
+            d.exec(
+                "s.db",
+                &format!(
+                    "INSERT INTO items VALUES ({}, {}, '{}.{:02}') ON CONFLICT (id) DO UPDATE SET v = excluded.v, price = excluded.price",
+                    w.id,
+                    stamp(v, times),
+                    w.cents / 100,
+                    w.cents % 100
+                ),
+            );
+        }
+        let before = cursor;
+        let carried = |id: i64, v: i64| round.lookback || before.is_none_or(|c| (v, id) > c);
+        let late: Vec<i64> = source
+            .iter()
+            .filter(|&(&id, &(v, cents))| !carried(id, v) && target.get(&id) != Some(&(v, cents)))
+            .map(|(&id, _)| id)
+            .collect();
+        for (&id, &(v, cents)) in &source {
+            if carried(id, v) {
+                target.insert(id, (v, cents));
+                cursor = cursor.max(Some((v, id)));
+            }
+        }
+        let batch = round.batch.to_string();
+        let lookback = if times { "1d" } else { "1000000" };
+        let mut args = vec!["sync", "--batch", &batch];
+        if round.lookback && before.is_some() {
+            args.extend(["--lookback", lookback]);
+        }
+        let json = d.json(&args, if late.is_empty() { 0 } else { 1 });
+        let t = &json["tables"][0];
+        prop_assert_eq!(&t["late"], late.len(), "{:#}", json);
+        let reported: Vec<i64> = t["late_keys"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|k| k[0].as_i64())
+            .collect();
+        prop_assert_eq!(&reported, &late, "{:#}", json);
+        let want: Vec<Vec<rusqlite::types::Value>> = target
+            .iter()
+            .map(|(&id, &(v, cents))| {
+                let v = if times {
+                    text(stamp(v, true).trim_matches('\''))
+                } else {
+                    int(v)
+                };
+                vec![int(id), v, int(cents)]
+            })
+            .collect();
+        prop_assert_eq!(
+            d.dump("t.db", "items"),
+            want,
+            "after {:?}\n{:#}",
+            round,
+            json
+        );
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(cases(12))]
+
+    #[test]
+    fn sync_carries_every_row_past_its_cursor_and_reports_the_rest(
+        rounds in proptest::collection::vec(sync_round(), 1..8),
+        times in any::<bool>(),
+    ) {
+        sync_rounds(&rounds, times)?;
     }
 }
 

@@ -19,6 +19,13 @@
 //! Rows at or below the cursor that the target does not hold as they are
 //! now are **late**: reported (exit 1), never silently skipped;
 //! `--lookback` re-reads a window behind the cursor to pick them up.
+//!
+//! The checks and the late rows come from one key-ordered pass over the
+//! source, the target read beside it ([`Survey`]). The carrying pass then
+//! reads, in watermark order, only the rows from the least watermark the
+//! survey wanted (a range the engine can seek when the watermark is
+//! indexed), and nothing when it wanted none: a sync with little to carry
+//! costs one pass and those rows.
 
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
@@ -37,7 +44,7 @@ use crate::schema;
 use crate::spec::{Column, Side, Spec, Table};
 use crate::transform::Transform;
 use crate::value::{Block, CellRef, Row, Value, display_key, key_cmp, key_from_json, key_json};
-use crate::watermark::{Shape, lower_bound, mark, shape, watermark_cmp};
+use crate::watermark::{Mark, Shape, lower_bound, mark, shape, watermark_cmp};
 
 /// What `cutover sync` was asked to do.
 pub struct Options<'a> {
@@ -126,43 +133,137 @@ impl Quality {
     }
 }
 
-/// Reads the whole source once in key order: keys present and unique,
-/// every watermark typed and of one shape, every row carried by the forward
-/// transform. Also used by the gate.
-fn quality(table: &Table, wm: Option<usize>, source: &Db, max: usize) -> Result<Quality> {
-    let sql = source.source_sql(table);
-    let k = table.key_len;
-    let mut q = Quality::default();
-    let mut shape0: Option<Shape> = None;
-    let mut prev: Option<Row> = None;
-    source.scan_blocks(&sql, None, reconcile::BLOCK_ROWS, |b| {
-        let canon = canonical::canonical_block(table, &b);
-        for r in 0..b.rows() {
-            q.rows += 1;
-            // Keys are built only for a finding, never per row.
-            let key = || display_key(&b.values(r, k));
-            let dup = if r > 0 {
-                b.cmp_prefix(r - 1, &b, r, k) == Ordering::Equal
-            } else {
-                prev.as_ref().is_some_and(|p| (0..k).all(|c| p[c].as_cell().sql_cmp(&b.get(r, c)) == Ordering::Equal))
-            };
-            if (0..k).any(|c| b.get(r, c) == CellRef::Null) {
-                q.null_keys += 1;
-                q.note(max, format!("key {}: a key column is NULL", key()));
-            } else if dup {
-                q.duplicate_keys += 1;
-                q.note(max, format!("key {}: appears twice in the snapshot", key()));
+/// Where a sync starts in a table: the cursor (the watermark and key of the
+/// last row carried) and the lookback window behind it.
+struct Position {
+    at: (Mark, Row),
+    lower: Option<Mark>,
+}
+
+impl Position {
+    /// The position of a table with a watermark and a cursor; `None` when
+    /// every row is wanted (no cursor yet).
+    fn of(
+        table: &Table,
+        cursor: &Option<(Value, String)>,
+        lookback: Option<&str>,
+    ) -> Result<Option<Position>> {
+        let Some((w, key)) = cursor else {
+            return Ok(None);
+        };
+        let key = key_from_json(&serde_json::from_str(key)?)?;
+        let at = mark(w.as_cell())
+            .map_err(|e| anyhow::anyhow!("the cursor of table '{}': {e}", table.name))?;
+        let lower = match lookback {
+            Some(lb) => {
+                Some(lower_bound(w, lb).map_err(|e| e.context(format!("table '{}'", table.name)))?)
             }
-            let Some(wm) = wm else { continue };
+            None => None,
+        };
+        Ok(Some(Position {
+            at: (at, key),
+            lower,
+        }))
+    }
+
+    /// Whether a row whose watermark reads as `m` is past the cursor, or
+    /// inside the lookback window.
+    fn wants(&self, m: Mark, key: &dyn Fn() -> Row) -> bool {
+        let (cm, ck) = &self.at;
+        match m.cmp(cm) {
+            Ordering::Greater => true,
+            Ordering::Equal if key_cmp(&key(), ck) == Ordering::Greater => true,
+            _ => self.lower.is_some_and(|lo| m >= lo),
+        }
+    }
+}
+
+/// What one key-ordered pass over a source table found: its quality and,
+/// when a cursor stands in it, the late rows and where the rows past the
+/// cursor start.
+#[derive(Default)]
+struct Survey {
+    quality: Quality,
+    /// The shape every watermark has (the first one's).
+    shape: Option<Shape>,
+    /// Rows past the cursor or inside the lookback window, and the least of
+    /// their watermarks in the engines' order (one shape: the typed order).
+    wanted: u64,
+    from: Option<Value>,
+    late: u64,
+    late_missing: u64,
+    late_changed: u64,
+    late_keys: Vec<Json>,
+    /// Every late key, when the sync carries the whole table and must leave
+    /// them out.
+    all_late: Option<std::collections::HashSet<String>>,
+}
+
+impl Survey {
+    /// Looks at source row `r` of `b`: its quality, then whether it is
+    /// carried or, behind the cursor, held by the target (read beside the
+    /// source under `target`, judged on the first `late_width` columns).
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one row of the pass and what it is judged against"
+    )]
+    fn row<'a>(
+        &mut self,
+        p: &'a Table,
+        wm: Option<usize>,
+        pos: Option<&Position>,
+        b: &'a Block,
+        r: usize,
+        prev: Option<&[Value]>,
+        fwd: &mut [CellRef<'a>],
+        target: Option<(&mut reconcile::Cursor<Block>, usize)>,
+        max: usize,
+    ) -> Result<()> {
+        let k = p.key_len;
+        let q = &mut self.quality;
+        q.rows += 1;
+        // Keys are built only for a finding, never per row.
+        let key = || display_key(&b.values(r, k));
+        let order = if r > 0 {
+            Some(b.cmp_prefix(r - 1, b, r, k))
+        } else {
+            prev.map(|p| {
+                (0..k)
+                    .map(|c| p[c].as_cell().sql_cmp(&b.get(r, c)))
+                    .find(|o| o.is_ne())
+                    .unwrap_or(Ordering::Equal)
+            })
+        };
+        if order == Some(Ordering::Greater) {
+            bail!(
+                "source table '{}' returned key {} out of order: the key column sorts with a collation other than BINARY; sync needs binary key order",
+                p.source_table,
+                key()
+            );
+        }
+        let null_key = (0..k).any(|c| b.get(r, c) == CellRef::Null);
+        let dup = order == Some(Ordering::Equal);
+        if null_key {
+            q.null_keys += 1;
+            q.note(max, format!("key {}: a key column is NULL", key()));
+        } else if dup {
+            q.duplicate_keys += 1;
+            q.note(max, format!("key {}: appears twice in the snapshot", key()));
+        }
+        let mut mark_of = None;
+        if let Some(wm) = wm {
             let w = b.get(r, wm);
             match mark(w) {
                 Err(e) => {
                     q.bad_watermarks += 1;
                     q.note(max, format!("key {}: {e}", key()));
                 }
-                Ok(_) => match (&shape0, shape(w)) {
-                    (None, s) => shape0 = s,
-                    (Some(a), Some(b)) if *a == b => {}
+                Ok(m) => match (&self.shape, shape(w)) {
+                    (None, s) => {
+                        self.shape = s;
+                        mark_of = Some(m);
+                    }
+                    (Some(a), Some(s)) if *a == s => mark_of = Some(m),
                     _ => {
                         q.bad_watermarks += 1;
                         q.note(max, format!("key {}: watermark {} is not of the shape of the others (mixed widths or kinds)", key(), w.to_value()));
@@ -170,22 +271,159 @@ fn quality(table: &Table, wm: Option<usize>, source: &Db, max: usize) -> Result<
                 },
             }
         }
-                        if b.rows() > 0 {
-            prev = Some(b.values(b.rows() - 1, k));
-        }
-        for (r, n) in &canon.notes {
+        let invalid = if let canonical::Forwarded::Invalid(Note::Invalid(column, value, reason)) =
+            canonical::forward_row(p, b, r, fwd)
+        {
             // A NULL key is counted as such above.
-            if (0..k).any(|c| b.get(*r, c) == CellRef::Null) {
-                continue;
-            }
-            if let Note::Invalid(column, value, reason) = n {
+            if !null_key {
                 q.invalid += 1;
-                q.note(max, format!("key {}, column '{column}': {value} ({reason})", display_key(&b.values(*r, k))));
+                q.note(
+                    max,
+                    format!("key {}, column '{column}': {value} ({reason})", key()),
+                );
+            }
+            true
+        } else {
+            false
+        };
+        // A row the quality checks refuse is neither carried nor late.
+        let (Some(wm), Some(m)) = (wm, mark_of) else {
+            return Ok(());
+        };
+        if null_key || dup || invalid {
+            return Ok(());
+        }
+        if pos.is_none_or(|pos| pos.wants(m, &|| b.values(r, k))) {
+            self.wanted += 1;
+            let w = b.get(r, wm);
+            if self
+                .from
+                .as_ref()
+                .is_none_or(|f| w.sql_cmp(&f.as_cell()) == Ordering::Less)
+            {
+                self.from = Some(w.to_value());
+            }
+            return Ok(());
+        }
+        let Some((t, width)) = target else {
+            return Ok(());
+        };
+        // The target rows before this key are not the source's business here.
+        let held = loop {
+            let o = match t.current() {
+                Some((tb, tr)) => tb.cmp_prefix(tr, b, r, k),
+                None => break None,
+            };
+            match o {
+                Ordering::Less => t.advance(k, &p.target_table)?,
+                Ordering::Greater => break None,
+                Ordering::Equal => {
+                    let (tb, tr) = t.current().expect("the row just compared");
+                    break Some((0..width).all(|c| reconcile::cells_equal(fwd[c], tb.get(tr, c))));
+                }
+            }
+        };
+        if held != Some(true) {
+            match held {
+                None => self.late_missing += 1,
+                Some(_) => self.late_changed += 1,
+            }
+            self.late += 1;
+            let json = key_json(&b.values(r, k));
+            if let Some(all) = self.all_late.as_mut() {
+                all.insert(json.to_string());
+            }
+            if self.late_keys.len() < max {
+                self.late_keys.push(json);
             }
         }
-        Ok(true)
-    })?;
-    Ok(q)
+        Ok(())
+    }
+
+    /// The pass over `source`: with a position, the target's rows (as
+    /// `late_plan` has them) are read beside it on their own thread.
+    #[allow(clippy::too_many_arguments, reason = "the pass's inputs, one by one")]
+    fn run(
+        p: &Table,
+        late_plan: &Table,
+        wm: Option<usize>,
+        pos: Option<&Position>,
+        whole: bool,
+        source: &mut Db,
+        target: &mut Db,
+        max: usize,
+    ) -> Result<Survey> {
+        let mut s = Survey {
+            all_late: whole.then(Default::default),
+            ..Default::default()
+        };
+        let k = p.key_len;
+        let s_sql = source.source_sql(p);
+        let mut t_sql = Some(target.target_sql(late_plan)).filter(|_| pos.is_some());
+        let width = late_plan.columns.len();
+        std::thread::scope(|scope| -> Result<()> {
+            let (s_rx, s_h) = reconcile::reader(source, s_sql, |b| b, scope);
+            let (mut t, t_h) = match t_sql.take() {
+                Some(sql) => {
+                    let (rx, h) = reconcile::reader(target, sql, |b| b, scope);
+                    (Some(reconcile::Cursor::new(rx, "target")), Some(h))
+                }
+                None => (None, None),
+            };
+            let mut prev: Option<Row> = None;
+            let walked = (|| -> Result<()> {
+                while let Ok(b) = s_rx.recv() {
+                    let mut fwd = vec![CellRef::Null; p.columns.len()];
+                    for r in 0..b.rows() {
+                        s.row(
+                            p,
+                            wm,
+                            pos,
+                            &b,
+                            r,
+                            prev.as_deref(),
+                            &mut fwd,
+                            t.as_mut().map(|t| (t, width)),
+                            max,
+                        )?;
+                    }
+                    if b.rows() > 0 {
+                        prev = Some(b.values(b.rows() - 1, k));
+                    }
+                }
+                Ok(())
+            })();
+            // The readers stop when their channels close.
+            drop(s_rx);
+            drop(t);
+            let s_done = s_h
+                .join()
+                .map_err(|_| anyhow::anyhow!("source reader panicked"))?;
+            let t_done = match t_h {
+                Some(h) => h
+                    .join()
+                    .map_err(|_| anyhow::anyhow!("target reader panicked"))?,
+                None => Ok(()),
+            };
+            walked?;
+            s_done?;
+            t_done
+        })?;
+        Ok(s)
+    }
+}
+
+/// Reads the whole source once in key order: keys present and unique,
+/// every watermark typed and of one shape, every row carried by the forward
+/// transform. The gate's view of a synced table.
+fn quality(
+    table: &Table,
+    wm: Option<usize>,
+    source: &mut Db,
+    target: &mut Db,
+    max: usize,
+) -> Result<Quality> {
+    Ok(Survey::run(table, table, wm, None, false, source, target, max)?.quality)
 }
 
 // --- the command ---------------------------------------------------------------
@@ -296,6 +534,7 @@ pub fn run(spec: &Spec, o: &Options<'_>) -> Result<SyncReport> {
     };
     // Every table is checked before any is written.
     let mut plans = Vec::new();
+    let mut fits = false;
     for t in &spec.tables {
         // A table without a watermark (a small lookup table) is compared in
         // full on each sync.
@@ -334,41 +573,73 @@ pub fn run(spec: &Spec, o: &Options<'_>) -> Result<SyncReport> {
             evolved.extend(ts.drift.new.iter().map(|c| (c.clone(), c.clone())));
         }
         let p = plan(t, &evolved);
-        if rep.verdict == Verdict::Pass {
-            ts.quality = quality(&p, wm, &source, o.max_keys)?;
-            if ts.quality.failures() > 0 {
-                rep.verdict = Verdict::Fail;
-            }
-        }
-        plans.push((t, p, before, wm, source_cols, evolving));
-        rep.tables.push(ts);
-    }
-    if rep.verdict == Verdict::Fail {
-        return Ok(rep);
-    }
-    rep.ran = true;
-    spec.check_target_columns(&target, &plans.iter().map(|(t, ..)| *t).collect::<Vec<_>>())?;
-
-    // The lookback of each table: --lookback where it fits the table's
-    // watermark kind, else the table's own. A flag that fits no table is
-    // refused before anything is written.
-    let mut lookbacks = Vec::new();
-    let mut fits = false;
-    for (t, ..) in &plans {
+        // The lookback of the table: --lookback where it fits the table's
+        // watermark kind, else the table's own. A flag that fits no table is
+        // refused before anything is written.
         let cursor = target.sync_cursor(&t.name)?;
-        let lb = match (o.lookback, &cursor) {
-            (Some(flag), Some((w, _))) if t.watermark.is_some() && lower_bound(w, flag).is_ok() => {
+        let lookback = match (o.lookback, &cursor) {
+            (Some(flag), Some((w, _))) if wm.is_some() && lower_bound(w, flag).is_ok() => {
                 fits = true;
                 Some(flag.to_string())
             }
             // No cursor yet: nothing is behind it, any flag is moot.
-            (Some(_), None) if t.watermark.is_some() => {
+            (Some(_), None) if wm.is_some() => {
                 fits = true;
                 None
             }
             _ => t.lookback.clone(),
         };
-        lookbacks.push(lb);
+        // After --evolve added columns, every row already in the target
+        // lacks them: this run carries the whole table again (the source's
+        // row wins), so that the next one is clean. A table without a
+        // watermark is always carried whole.
+        let whole = evolving || wm.is_none();
+        let pos = match wm {
+            Some(_) => Position::of(t, &cursor, lookback.as_deref())?,
+            None => None,
+        };
+        let mut found = Survey::default();
+        if rep.verdict == Verdict::Pass {
+            spec.check_target_columns(&target, &[t])?;
+            // One key-ordered pass: the quality checks and, behind the
+            // cursor, the late rows, judged on the columns the target had
+            // before this run (a column --evolve adds is empty in every row).
+            found = Survey::run(
+                &p,
+                &before,
+                wm,
+                pos.as_ref(),
+                whole,
+                &mut source,
+                &mut target,
+                o.max_keys,
+            )?;
+            ts.quality = std::mem::take(&mut found.quality);
+            if ts.quality.failures() > 0 {
+                rep.verdict = Verdict::Fail;
+            } else {
+                ts.rows_read = ts.quality.rows;
+                ts.late = found.late;
+                ts.late_missing = found.late_missing;
+                ts.late_changed = found.late_changed;
+                ts.late_keys = std::mem::take(&mut found.late_keys);
+            }
+        }
+        plans.push(Planned {
+            spec: t,
+            plan: p,
+            wm,
+            whole,
+            cursor,
+            pos,
+            found,
+            source_cols,
+            evolving,
+        });
+        rep.tables.push(ts);
+    }
+    if rep.verdict == Verdict::Fail {
+        return Ok(rep);
     }
     if let Some(flag) = o.lookback
         && !fits
@@ -382,13 +653,16 @@ pub fn run(spec: &Spec, o: &Options<'_>) -> Result<SyncReport> {
                 .join(", ")
         );
     }
-    for (i, (t, p, before, wm, source_cols, evolving)) in plans.iter().enumerate() {
+    rep.ran = true;
+    for (i, planned) in plans.iter_mut().enumerate() {
         let ts = &mut rep.tables[i];
-        if *evolving {
+        if planned.evolving {
+            let t = planned.spec;
             target.write(|| {
                 target.ensure_sync_tables()?;
                 for c in &ts.drift.new {
-                    let ty = source_cols
+                    let ty = planned
+                        .source_cols
                         .iter()
                         .find(|s| s.name == *c)
                         .map_or("", |s| s.decl_type.as_str());
@@ -399,28 +673,10 @@ pub fn run(spec: &Spec, o: &Options<'_>) -> Result<SyncReport> {
             ts.drift.evolved = std::mem::take(&mut ts.drift.new);
             ts.drift.spec_lines.clear();
         }
-        // After --evolve added columns, every row already in the target
-        // lacks them: this run carries the whole table again (the source's
-        // row wins), so that the next one is clean. A table without a
-        // watermark is always carried whole.
-        let full = *evolving || wm.is_none();
-        let mut run_p = (*p).clone();
-        if full {
-            run_p.on_change = crate::spec::OnChange::Update;
+        if planned.whole {
+            planned.plan.on_change = crate::spec::OnChange::Update;
         }
-        let lookback = lookbacks[i].clone();
-        sync_table(
-            &run_p,
-            before,
-            *wm,
-            full,
-            lookback.as_deref(),
-            source_cols,
-            &mut source,
-            &mut target,
-            o,
-            ts,
-        )?;
+        sync_table(planned, &source, &target, o, ts)?;
         if ts.conflict.is_some() || ts.late > 0 {
             rep.verdict = Verdict::Fail;
         }
@@ -428,75 +684,68 @@ pub fn run(spec: &Spec, o: &Options<'_>) -> Result<SyncReport> {
     Ok(rep)
 }
 
-#[allow(clippy::too_many_arguments, reason = "the one place a table is synced")]
-fn sync_table(
-    p: &Table,
-    late_plan: &Table,
+/// A table as checked, ready to be synced.
+struct Planned<'a> {
+    spec: &'a Table,
+    /// The table as sync carries it (evolved columns included).
+    plan: Table,
     wm: Option<usize>,
-    full: bool,
-    lookback: Option<&str>,
-    source_cols: &[ColumnInfo],
-    source: &mut Db,
-    target: &mut Db,
+    /// Whether every row is carried, not only those past the cursor.
+    whole: bool,
+    cursor: Option<(Value, String)>,
+    pos: Option<Position>,
+    found: Survey,
+    source_cols: Vec<ColumnInfo>,
+    evolving: bool,
+}
+
+/// Carries the rows of one table past its cursor (or, `whole`, every row
+/// but the late ones) through the apply engine, batch by batch.
+fn sync_table(
+    planned: &Planned<'_>,
+    source: &Db,
+    target: &Db,
     o: &Options<'_>,
     ts: &mut TableSync,
 ) -> Result<()> {
+    let p = &planned.plan;
+    let wm = planned.wm;
     let k = p.key_len;
-    let cursor = target.sync_cursor(&p.name)?;
+    let cursor = &planned.cursor;
     ts.cursor_before = Cursor::of(cursor.clone());
-    let cursor_key = match &cursor {
+    let cursor_key = match cursor {
         Some((_, key)) => Some(key_from_json(&serde_json::from_str(key)?)?),
         None => None,
     };
-    let lower = match (&cursor, lookback, wm) {
-        (Some((w, _)), Some(lb), Some(_)) => {
-            Some(lower_bound(w, lb).map_err(|e| e.context(format!("table '{}'", p.name)))?)
+    let found = &planned.found;
+    // Past a cursor, only the rows from the least watermark the survey
+    // wanted are read again; none wanted, none read. The cursor's own
+    // watermark lowers that bound when it has the table's shape, so that a
+    // row written since the survey, past the cursor, is carried too.
+    let from = match (&planned.pos, wm) {
+        (Some(_), Some(_)) if !planned.whole => {
+            if found.wanted == 0 {
+                ts.cursor_after = ts.cursor_before.clone();
+                return Ok(());
+            }
+            let mut from = found.from.clone();
+            if let (Some((cw, _)), Some(f)) = (cursor, from.as_ref())
+                && found.shape.is_some()
+                && shape(cw.as_cell()) == found.shape
+                && cw.as_cell().sql_cmp(&f.as_cell()) == Ordering::Less
+            {
+                from = Some(cw.clone());
+            }
+            from
         }
         _ => None,
     };
-    let at = match (&cursor, &cursor_key) {
-        _ if wm.is_none() => None,
-        (Some((w, _)), Some(key)) => Some((
-            mark(w.as_cell())
-                .map_err(|e| anyhow::anyhow!("the cursor of table '{}': {e}", p.name))?,
-            key.clone(),
-        )),
-        _ => None,
-    };
-    // Whether a row is past the cursor, or inside the lookback window.
-    let wanted = |w: Option<CellRef<'_>>, key: &dyn Fn() -> Row| -> bool {
-        let Some(w) = w else { return true };
-        let Some((cm, ck)) = &at else { return true };
-        match mark(w) {
-            Ok(m) if m > *cm => true,
-            Ok(m) if m == *cm && key_cmp(&key(), ck) == Ordering::Greater => true,
-            Ok(m) => lower.is_some_and(|lo| m >= lo),
-            Err(_) => false,
-        }
-    };
-    // Late rows are judged on the columns the target had before this run
-    // (`late_plan`): a column --evolve just added is empty in every row.
-    let mut late: Option<std::collections::HashSet<String>> = full.then(Default::default);
-    if let (Some(_), Some(w)) = (&at, wm) {
-        let behind = |c: CellRef<'_>, key: &dyn Fn() -> Row| wanted(Some(c), key);
-        late_rows(
-            late_plan,
-            w,
-            source,
-            target,
-            &behind,
-            o.max_keys,
-            ts,
-            late.as_mut(),
-        )?;
-    }
-    let (source, target): (&Db, &Db) = (source, target);
-    // The engine works on the plan (evolved columns included).
     let engine = Engine::new(std::slice::from_ref(p), target, Side::Target);
     let s_sql = match wm {
         Some(w) => source.table_sql(&p.source_table, &p.source_names(), k, Some(w)),
         None => source.source_sql(p),
     };
+    let source_cols = &planned.source_cols;
     let mut pending: Vec<Change> = Vec::new();
     let mut failure: Option<anyhow::Error> = None;
     let flush = |pending: &mut Vec<Change>, ts: &mut TableSync| -> Result<bool> {
@@ -579,31 +828,44 @@ fn sync_table(
         pending.clear();
         Ok(go_on)
     };
-    source.scan_blocks(&s_sql, None, reconcile::BLOCK_ROWS, |b| {
+    let mut read = 0i64;
+    let after = from.map(|f| vec![f]);
+    source.scan_blocks(&s_sql, after.as_deref(), reconcile::BLOCK_ROWS, |b| {
         let mut fwd = vec![CellRef::Null; p.columns.len()];
         for r in 0..b.rows() {
-                        ts.rows_read += 1;
-            let take = match &late {
+            read += 1;
+            let take = match (&found.all_late, &planned.pos, wm) {
                 // A whole pass (after --evolve): every row but the late ones,
                 // which stay reported, not carried.
-                Some(late) => !late.contains(&key_json(&b.values(r, k)).to_string()),
-                None => wanted(wm.map(|w| b.get(r, w)), &|| b.values(r, k)),
+                (Some(late), ..) => !late.contains(&key_json(&b.values(r, k)).to_string()),
+                (None, Some(pos), Some(w)) => {
+                    mark(b.get(r, w)).is_ok_and(|m| pos.wants(m, &|| b.values(r, k)))
+                }
+                (None, ..) => true,
             };
             if !take {
                 continue;
             }
             let key = b.values(r, k);
-            if let canonical::Forwarded::Invalid(Note::Invalid(column, value, reason)) = canonical::forward_row(p, &b, r, &mut fwd) {
+            if let canonical::Forwarded::Invalid(Note::Invalid(column, value, reason)) =
+                canonical::forward_row(p, &b, r, &mut fwd)
+            {
                 failure = Some(anyhow::anyhow!("table '{}', key {}, column '{column}': {value} ({reason}); the source changed during the sync", p.name, display_key(&key)));
                 return Ok(false);
             }
-                        let row: Row = fwd.iter().map(CellRef::to_value).collect();
+            let row: Row = fwd.iter().map(CellRef::to_value).collect();
             ts.candidates += 1;
             let rule = match wm {
                 Some(w) => Rule::Watermark(w),
                 None => Rule::Plain,
             };
-            pending.push(Change { table: 0, key, rule, after: Some(row), tag: ts.rows_read as i64 });
+            pending.push(Change {
+                table: 0,
+                key,
+                rule,
+                after: Some(row),
+                tag: read,
+            });
             if pending.len() >= o.batch && !flush(&mut pending, ts)? {
                 return Ok(false);
             }
@@ -618,74 +880,6 @@ fn sync_table(
     }
     ts.cursor_after = Cursor::of(target.sync_cursor(&p.name)?);
     Ok(())
-}
-
-/// Rows at or below the cursor (and outside the lookback window) that the
-/// target does not hold as the source has them now: late. A key-ordered merge
-/// of source and target, each read on its own thread, as reconcile does.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the late check's inputs, one by one"
-)]
-fn late_rows(
-    p: &Table,
-    wm: usize,
-    source: &mut Db,
-    target: &mut Db,
-    wanted: &(dyn Fn(CellRef<'_>, &dyn Fn() -> Row) -> bool + Sync),
-    max: usize,
-    ts: &mut TableSync,
-    mut all: Option<&mut std::collections::HashSet<String>>,
-) -> Result<()> {
-    let k = p.key_len;
-    let width = p.columns.len();
-    let s_sql = source.source_sql(p);
-    let t_sql = target.target_sql(p);
-    std::thread::scope(|scope| -> Result<()> {
-        let (s_rx, s_h) = reconcile::reader(source, s_sql, |b| b, scope);
-        let (t_rx, t_h) = reconcile::reader(target, t_sql, |b| b, scope);
-        let mut t: reconcile::Cursor<Block> = reconcile::Cursor::new(t_rx, "target");
-        reconcile::merge_join(p, &s_rx, &mut t, |met| {
-            let reconcile::Met::Source {
-                block: sb,
-                row: sr,
-                fwd,
-                forwarded,
-                target,
-            } = met
-            else {
-                return Ok(());
-            };
-            if wanted(sb.get(sr, wm), &|| sb.values(sr, k)) {
-                return Ok(());
-            }
-            if let canonical::Forwarded::Invalid(_) = forwarded {
-                return Ok(()); // the quality checks report it
-            }
-            let held = target
-                .map(|(tb, tr)| (0..width).all(|c| reconcile::cells_equal(fwd[c], tb.get(tr, c))));
-            if held != Some(true) {
-                match held {
-                    None => ts.late_missing += 1,
-                    Some(_) => ts.late_changed += 1,
-                }
-                ts.late += 1;
-                if let Some(all) = all.as_deref_mut() {
-                    all.insert(key_json(&sb.values(sr, k)).to_string());
-                }
-                if ts.late_keys.len() < max {
-                    ts.late_keys.push(key_json(&sb.values(sr, k)));
-                }
-            }
-            Ok(())
-        })?;
-        drop(t);
-        s_h.join()
-            .map_err(|_| anyhow::anyhow!("source reader panicked"))??;
-        t_h.join()
-            .map_err(|_| anyhow::anyhow!("target reader panicked"))??;
-        Ok(())
-    })
 }
 
 /// The report as text: counts per table, then drift, quality, late rows,
@@ -821,11 +1015,16 @@ pub struct CommittedBatch {
     pub committed_at: String,
 }
 
-pub fn provenance(spec: &Spec, source: &Db, target: &Db, max: usize) -> Result<Vec<Provenance>> {
+pub fn provenance(
+    spec: &Spec,
+    source: &mut Db,
+    target: &mut Db,
+    max: usize,
+) -> Result<Vec<Provenance>> {
     let mut out = Vec::new();
     for t in &spec.tables {
         let Some(wm) = t.watermark else { continue };
-        let q = quality(t, Some(wm), source, max)?;
+        let q = quality(t, Some(wm), source, target, max)?;
         let batches = target
             .sync_batches(&t.name)?
             .into_iter()

@@ -105,6 +105,8 @@ pub trait Rows {
     fn row_count(&self, sql: &TableSql) -> Result<i64>;
     /// Streams the table in key order (optionally only keys after `after`),
     /// handing rows out in blocks of `block_rows` until `sink` returns `false`.
+    /// A scan ordered by a column `first` takes one value as `after`: only
+    /// the rows whose `first` is at or past it, in the engine-neutral order.
     fn scan_into(
         &self,
         sql: &TableSql,

@@ -35,6 +35,10 @@ pub struct Plan {
     pub(super) key_exprs: Vec<String>,
     /// The key order (`ORDER BY` list).
     pub(super) key_order: String,
+    /// The column scans are ordered by before the key, if any, and that
+    /// order (`ORDER BY` list).
+    pub(super) first: Option<usize>,
+    pub(super) scan_order: String,
 }
 
 /// A column of the catalogue as [`TableSql`] needs it.
@@ -202,6 +206,8 @@ impl Plan {
             list,
             key_exprs,
             key_order,
+            first,
+            scan_order,
         };
         Ok((plan, sql))
     }
@@ -234,8 +240,28 @@ impl Plan {
     }
 
     /// The key-ordered read of the table after `after`, with the key as
-    /// literals (a COPY takes no parameters).
+    /// literals (a COPY takes no parameters); for a scan ordered by a column
+    /// first, the read of the rows whose column is at or past `after`'s one
+    /// value.
     pub fn scan_after(&self, after: &[Value]) -> Result<String> {
+        if let Some(f) = self.first {
+            let [from] = after else {
+                bail!(
+                    "table '{}': {} values where the scan from column '{}' takes one",
+                    self.table,
+                    after.len(),
+                    self.names[f]
+                );
+            };
+            return Ok(format!(
+                "SELECT {} FROM {} WHERE {} >= {} ORDER BY {}",
+                self.list,
+                self.qualified,
+                self.kinds[f].order(&quote_ident(&self.names[f])),
+                literal(self.kinds[f], from)?,
+                self.scan_order
+            ));
+        }
         if after.len() != self.key_len {
             bail!(
                 "table '{}': a key of {} values for a key of {} columns",

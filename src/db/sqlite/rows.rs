@@ -258,6 +258,12 @@ fn ordered_by(table: &str, columns: &[&str], key_len: usize, first: usize) -> Ta
         cols.join(", "),
         quote_ident(table)
     );
+    sql.scan_after = format!(
+        "SELECT {} FROM {} WHERE {} >= ?1 ORDER BY {order}",
+        cols.join(", "),
+        quote_ident(table),
+        binary(&cols[first])
+    );
     sql
 }
 
