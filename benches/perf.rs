@@ -15,7 +15,8 @@
 //!   without and with the journal triggers.
 //!
 //! `cargo bench --bench perf` runs 100,000 rows; `CUTOVER_BENCH_ROWS=10000000`
-//! the full size. The tool runs as the release binary in a child process,
+//! the full size; `CUTOVER_BENCH_KEEP=1` keeps the folder (and the replay's
+//! databases as they were before it) to profile one part by hand. The tool runs as the release binary in a child process,
 //! whose peak memory is read from /proc. Ratios compare runs made in the same
 //! process, one after another, so a busy machine skews both sides alike.
 
@@ -43,6 +44,9 @@ fn main() {
         .map(PathBuf::from)
         .unwrap_or_else(std::env::temp_dir);
     let dir = tempfile::tempdir_in(base).expect("a temporary folder");
+    // CUTOVER_BENCH_KEEP: the folder stays, with the replay's databases as
+    // they were before it (`*.before-replay.db`), to profile one part.
+    let keep = std::env::var_os("CUTOVER_BENCH_KEEP").is_some();
     let d = dir.path();
     let mut results: Vec<(String, String, String, String, String)> = Vec::new();
     let mut say = |what: &str, n: i64, t: Duration, rss: Option<u64>, note: String| {
@@ -191,6 +195,15 @@ fn main() {
     write_changes(&d.join("target.db"), rows, entries);
     let (_, _, code) = cutover(d, &["fence", "on", "--spec", "spec.toml"]);
     assert_eq!(code, 0);
+    if keep {
+        for db in ["source", "target"] {
+            std::fs::copy(
+                d.join(format!("{db}.db")),
+                d.join(format!("{db}.before-replay.db")),
+            )
+            .expect("copy");
+        }
+    }
     let reference = plain_replay(&d.join("target.db"), &d.join("source-ref.db"));
     say(
         "reference: rusqlite loop",
@@ -283,6 +296,9 @@ fn main() {
         "| sync no-op time ÷ one pass (check) | {r:.2} | ≤ 1 | {} |",
         met(r <= 1.0)
     );
+    if keep {
+        println!("(kept {})", dir.keep().display());
+    }
 }
 
 /// The reference merge-join: `CUTOVER_BENCH_LIMIT` if set, else built from

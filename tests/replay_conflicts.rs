@@ -12,7 +12,7 @@
 mod support;
 
 use serde_json::json;
-use support::{Dir, int, text};
+use support::{Dir, Spec, Table, int, text};
 
 /// The running example, loaded and journaled, after `writes` on the target,
 /// fenced.
@@ -53,6 +53,58 @@ fn a_source_row_deleted_after_the_cutover_is_a_conflict_and_its_batch_rolls_back
     let out = d.run(&["replay"], 1);
     out.assert_mentions(&["CONFLICT at seq 2", "'orders'", "[102]", "(no row)"]);
     d.assert_unchanged(&before, "replay (text report)");
+}
+
+/// `notes(id, body, n)`: in the source `body` compares without case and
+/// `n` has NUMERIC affinity, so SQLite's own `=` calls values equal that are
+/// not; in the target `n` is declared `target_n`. Loaded and journaled, then
+/// `writes` on the target, fenced.
+fn notes_fenced_after(name: &str, target_n: &str, writes: &str) -> Dir {
+    let d = Dir::with(
+        name,
+        &Spec::new().table(Table::new("notes").key(["id"]).copy("body").copy("n")),
+        "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT COLLATE NOCASE, n NUMERIC);
+         INSERT INTO notes VALUES (1, 'Hello', 7), (2, 'World', 8);",
+        &format!("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT, n {target_n});"),
+    );
+    d.run(&["load"], 0);
+    d.run(&["journal", "install"], 0);
+    d.exec("target.db", writes);
+    d.run(&["fence", "on"], 0);
+    d
+}
+
+#[test]
+fn a_source_row_equal_only_to_sqlites_own_comparison_is_a_conflict() {
+    // The source row changed after the cutover only in letter case, which
+    // its column's collation does not see.
+    let d = notes_fenced_after(
+        "equal-without-case",
+        "NUMERIC",
+        "UPDATE notes SET body = 'Bye' WHERE id = 1;",
+    );
+    d.exec("source.db", "UPDATE notes SET body = 'HELLO' WHERE id = 1");
+    let before = d.snapshot();
+    let json = d.json(&["replay"], 1);
+    assert_eq!(json["conflict"]["key"], json!([1]), "{json:#}");
+    assert_eq!(json["conflict"]["found"]["body"], "HELLO", "{json:#}");
+    d.assert_unchanged(&before, "replay that met a row equal only without case");
+
+    // The target holds the text '8' where the source holds the integer 8:
+    // NUMERIC affinity makes them equal to SQLite, not to the journal.
+    let d = notes_fenced_after(
+        "equal-by-affinity",
+        "TEXT",
+        "UPDATE notes SET body = 'Planet' WHERE id = 2;",
+    );
+    assert_eq!(
+        d.query("target.db", "SELECT typeof(n) FROM notes WHERE id = 2"),
+        vec![vec![text("text")]]
+    );
+    let before = d.snapshot();
+    let json = d.json(&["replay"], 1);
+    assert_eq!(json["conflict"]["key"], json!([2]), "{json:#}");
+    d.assert_unchanged(&before, "replay that met a row of another storage class");
 }
 
 #[test]

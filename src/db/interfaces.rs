@@ -131,6 +131,21 @@ pub trait Rows {
     /// own key when the key changed).
     fn update_row(&self, sql: &TableSql, old_key: &[Value], row: &[Value]) -> Result<usize>;
     fn delete_row(&self, sql: &TableSql, key: &[Value]) -> Result<usize>;
+    /// Writes `after` (`None`: deletes) under the key of the rows given, in
+    /// one statement, only if the row stored there is exactly `before`, each
+    /// value of the same storage class and bytes (`None`: no row holds the
+    /// key). `Some(true)`: written; `Some(false)`: nothing was written (the
+    /// row is another, or the database refused or swallowed the write, and
+    /// the transaction goes on); `None`: the engine has no such write, and
+    /// the caller reads the row first.
+    fn write_if(
+        &self,
+        _sql: &TableSql,
+        _before: Option<&[Value]>,
+        _after: Option<&[Value]>,
+    ) -> Result<Option<bool>> {
+        Ok(None)
+    }
     /// Deletes every row of a table (load `--replace`).
     fn clear_table(&self, table: &str) -> Result<usize>;
     /// The largest integer in a column.

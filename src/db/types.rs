@@ -98,6 +98,18 @@ pub struct TableSql {
     pub(crate) real: Option<Vec<usize>>,
     pub(crate) delete: String,
     pub(crate) count: String,
+    /// The writes that happen only on the row expected, where the engine
+    /// has them ([`crate::db::Rows::write_if`]).
+    pub(crate) conditional: Option<Conditional>,
+}
+
+/// An insert that does nothing when the key is taken, and an update and a
+/// delete that do nothing unless the stored row is exactly the one given.
+#[derive(Clone, Debug)]
+pub(crate) struct Conditional {
+    pub(crate) insert: String,
+    pub(crate) update: String,
+    pub(crate) delete: String,
 }
 
 impl TableSql {

@@ -195,6 +195,9 @@ impl Plan {
             real: (real.len() < columns.len()).then_some(real),
             delete: format!("DELETE FROM {qualified} WHERE {}", keys_from(1)),
             count: format!("SELECT count(*) FROM {qualified}"),
+            // A failed statement spoils a PostgreSQL transaction: every
+            // write reads its row first.
+            conditional: None,
         };
         let plan = Plan {
             table: table.to_string(),
@@ -236,6 +239,7 @@ impl Plan {
             real: None,
             delete: text,
             count: format!("SELECT count(*) FROM {q}"),
+            conditional: None,
         }
     }
 

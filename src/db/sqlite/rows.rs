@@ -4,6 +4,7 @@
 use anyhow::{Context, Result, bail};
 
 use super::*;
+use crate::db::types::Conditional;
 
 impl Rows for Sqlite {
     fn table_sql(
@@ -125,6 +126,39 @@ impl Rows for Sqlite {
             .conn
             .prepare_cached(&sql.update)?
             .execute(rusqlite::params_from_iter(binds))?)
+    }
+
+    fn write_if(
+        &self,
+        sql: &TableSql,
+        before: Option<&[Value]>,
+        after: Option<&[Value]>,
+    ) -> Result<Option<bool>> {
+        let Some(w) = &sql.conditional else {
+            return Ok(None);
+        };
+        let k = sql.key_len;
+        let (text, binds): (&str, Vec<&Value>) = match (before, after) {
+            (None, Some(a)) => (&w.insert, sql.written(a, 0).collect()),
+            (Some(b), Some(a)) if a[..k] == b[..k] => (
+                &w.update,
+                sql.written(a, k).chain(sql.written(b, 0)).collect(),
+            ),
+            (Some(b), None) => (&w.delete, sql.written(b, 0).collect()),
+            _ => return Ok(None),
+        };
+        let mut st = self.conn.prepare_cached(text)?;
+        match st.execute(rusqlite::params_from_iter(binds.into_iter().map(Bind))) {
+            Ok(n) => Ok(Some(n == 1)),
+            // Only this statement is undone: the caller's write, made the
+            // long way, meets the same refusal and says what it is.
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::ConstraintViolation =>
+            {
+                Ok(Some(false))
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     fn delete_row(&self, sql: &TableSql, key: &[Value]) -> Result<usize> {
@@ -293,6 +327,10 @@ fn table_sql(table: &str, columns: &[&str], key_len: usize) -> TableSql {
         .join(", ");
     let n = cols.len();
     let w = written.len();
+    let keys_written = (0..key_len).all(|i| real.contains(&i));
+    // Each column adds two levels to the condition's expression tree, which
+    // SQLite caps at a depth of 1,000: a wider table reads its row first.
+    let narrow = written.len() <= 256;
     TableSql {
         table: table.to_string(),
         key_len,
@@ -325,6 +363,34 @@ fn table_sql(table: &str, columns: &[&str], key_len: usize) -> TableSql {
         }),
         delete: format!("DELETE FROM {t} WHERE {}", assign(keys, 1, " AND ")),
         count: format!("SELECT count(*) FROM {t}"),
+        conditional: (keys_written && narrow && !rest.is_empty()).then(|| {
+            // `?first…`: the stored row, each value exactly (its storage
+            // class, and BINARY whatever the column's collation).
+            let exactly = |first: usize| {
+                keys.iter()
+                    .enumerate()
+                    .map(|(i, k)| format!("{k} = ?{}", first + i))
+                    .chain(written.iter().enumerate().map(|(i, c)| {
+                        let p = first + i;
+                        format!("typeof({c}) = typeof(?{p}) AND {c} IS ?{p} COLLATE BINARY")
+                    }))
+                    .collect::<Vec<_>>()
+                    .join(" AND ")
+            };
+            Conditional {
+                insert: format!(
+                    "INSERT INTO {t} ({}) VALUES ({}) ON CONFLICT DO NOTHING",
+                    written.join(", "),
+                    params(w, 1)
+                ),
+                update: format!(
+                    "UPDATE {t} SET {} WHERE {}",
+                    assign(&rest, 1, ", "),
+                    exactly(rest.len() + 1)
+                ),
+                delete: format!("DELETE FROM {t} WHERE {}", exactly(1)),
+            }
+        }),
     }
 }
 
