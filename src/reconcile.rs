@@ -18,7 +18,7 @@ use crate::progress::{self, Progress};
 use crate::spec::{Spec, Table};
 use crate::value::{Block, CellRef, Row, Value, key_json};
 
-use crate::canonical::{Forwarded, Note, canonical_block, forward_row};
+use crate::canonical::{Forwarded, Note, forward_row};
 
 /// Rows per block handed from a reader thread to the merge.
 pub const BLOCK_ROWS: usize = 1024;
@@ -448,9 +448,10 @@ pub struct SourceScan {
 /// `transform` pin that), and a map is bijective. So only non-canonical rows
 /// need their reverse rendered.
 /// `shown`: a progress bar for the scan (none for one in the background).
+/// The table is read on its own thread, beside the transform.
 pub fn scan_source(
     table: &Table,
-    source: &Db,
+    source: &mut Db,
     shown: bool,
     mut note: impl FnMut(Row, &Note) -> Result<bool>,
 ) -> Result<SourceScan> {
@@ -465,33 +466,50 @@ pub fn scan_source(
         true => Progress::new(&table.name, None),
         false => Progress::hidden(),
     };
-    source.scan_blocks(&sql, None, BLOCK_ROWS, |raw| {
-        bar.add(raw.rows() as u64);
-        let canon = canonical_block(table, &raw);
-        for r in 0..raw.rows() {
-            check_order(
-                &raw,
-                r,
-                prev_last.as_deref(),
-                k,
-                "source",
-                &table.source_table,
-            )?;
-        }
-        scan.rows += raw.rows() as u64;
-        for (r, n) in &canon.notes {
-            match n {
-                Note::Invalid(..) => scan.invalid += 1,
-                Note::NonCanonical(..) => scan.non_canonical += 1,
+    std::thread::scope(|scope| -> Result<()> {
+        let (rx, reading) = reader(source, sql, |b| b, scope);
+        let walked = (|| -> Result<()> {
+            while let Ok(raw) = rx.recv() {
+                bar.add(raw.rows() as u64);
+                let mut fwd = vec![CellRef::Null; table.columns.len()];
+                for r in 0..raw.rows() {
+                    check_order(
+                        &raw,
+                        r,
+                        prev_last.as_deref(),
+                        k,
+                        "source",
+                        &table.source_table,
+                    )?;
+                    scan.rows += 1;
+                    let n = match forward_row(table, &raw, r, &mut fwd) {
+                        Forwarded::Ok => continue,
+                        Forwarded::NonCanonical(n) => {
+                            scan.non_canonical += 1;
+                            n
+                        }
+                        Forwarded::Invalid(n) => {
+                            scan.invalid += 1;
+                            n
+                        }
+                    };
+                    if !note(raw.values(r, k), &n)? {
+                        return Ok(());
+                    }
+                }
+                if raw.rows() > 0 {
+                    prev_last = Some(raw.values(raw.rows() - 1, k));
+                }
             }
-            if !note(raw.values(*r, k), n)? {
-                return Ok(false);
-            }
-        }
-        if raw.rows() > 0 {
-            prev_last = Some(raw.values(raw.rows() - 1, k));
-        }
-        Ok(true)
+            Ok(())
+        })();
+        // The reader stops when its channel closes.
+        drop(rx);
+        let read = reading
+            .join()
+            .map_err(|_| anyhow!("source reader panicked"))?;
+        walked?;
+        read
     })?;
     Ok(scan)
 }

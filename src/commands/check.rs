@@ -144,13 +144,13 @@ fn durability(db: &Db) -> Result<Durability> {
 }
 
 pub fn run(spec: &Spec, strict: bool, max_diffs: usize) -> Result<CheckReport> {
-    let (source, target, notes) = schema::open(spec, Access::Read, Access::Read)?;
+    let (mut source, target, notes) = schema::open(spec, Access::Read, Access::Read)?;
     let mut tables = Vec::new();
     let mut diffs = Vec::new();
     let mut found = 0u64;
     let mut summary: Vec<Finding> = Vec::new();
     for t in &spec.tables {
-        let scanned = reconcile::scan_source(t, &source, true, |key, note| {
+        let scanned = reconcile::scan_source(t, &mut source, true, |key, note| {
             found += 1;
             let (column, kind, reason) = match note {
                 crate::canonical::Note::Invalid(col, _, why) => {

@@ -91,7 +91,7 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<LoadReport> {
     // held in one open transaction until the validation ends. A CSV source is
     // materialised once, so it is validated first.
     let beside = !matches!(spec.source, Location::Csv(_));
-    if !beside && let Some(bad) = validate(spec, &source)? {
+    if !beside && let Some(bad) = validate(spec, &mut source)? {
         return Ok(LoadReport::invalid(bad));
     }
     let engine = Engine::new(&spec.tables, &target, Side::Target);
@@ -100,8 +100,8 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<LoadReport> {
         if beside {
             engine.hold()?;
             validation = Validation::Running(scope.spawn(|| {
-                let source = schema::open_source(spec, None, Access::Read)?;
-                validate(spec, &source)
+                let mut source = schema::open_source(spec, None, Access::Read)?;
+                validate(spec, &mut source)
             }));
         }
         let loaded = load_tables(
@@ -153,7 +153,7 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<LoadReport> {
 
 /// The first source row of every spec table that the forward transform
 /// refuses; an error for a key out of order or repeated.
-fn validate(spec: &Spec, source: &Db) -> Result<Option<InvalidRow>> {
+fn validate(spec: &Spec, source: &mut Db) -> Result<Option<InvalidRow>> {
     for t in &spec.tables {
         let mut bad = None;
         reconcile::scan_source(t, source, false, |key, note| {
