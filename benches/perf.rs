@@ -9,8 +9,8 @@
 //! - replay of a journal of `min(rows, 1M)` mixed changes, against a plain
 //!   batched rusqlite loop writing the same changes (`synchronous=FULL`,
 //!   batches of 1,000, prepared statements);
-//! - incremental sync with nothing to do, against check's one key-ordered
-//!   pass over the source;
+//! - incremental sync with nothing to do, against the gate's one key-ordered
+//!   pass over both sides (check's over the source alone is shown too);
 //! - journal overhead: the same single-row updates in batches of 1,000,
 //!   without and with the journal triggers.
 //!
@@ -191,9 +191,10 @@ fn main() {
         ),
     );
 
-    // Incremental sync when nothing changed, next to one key-ordered pass
-    // over the source (check's). The key doubles as the watermark; the first
-    // sync sets the cursor, the next ones are the no-op measured.
+    // Incremental sync when nothing changed, next to one key-ordered pass:
+    // the gate's, which reads both sides as sync must to find late rows
+    // (check reads the source only). The key doubles as the watermark; the
+    // first sync sets the cursor, the next ones are the no-op measured.
     std::fs::write(
         d.join("sync.toml"),
         SPEC.replace("key = [\"id\"]", "key = [\"id\"]\nwatermark = \"id\""),
@@ -212,7 +213,8 @@ fn main() {
         sync,
         rss,
         format!(
-            "{:.2}x check's one pass",
+            "{:.2}x the gate's pass ({:.2}x check's, source only)",
+            sync.as_secs_f64() / gate.as_secs_f64(),
             sync.as_secs_f64() / check.as_secs_f64()
         ),
     );
@@ -329,9 +331,9 @@ fn main() {
         "| replay rate ÷ loop rate | {r:.2} | ≥ 0.6 | {} |",
         met(r >= 0.6)
     );
-    let r = secs(sync) / secs(check);
+    let r = secs(sync) / secs(gate);
     println!(
-        "| sync no-op time ÷ one pass (check) | {r:.2} | ≤ 1 | {} |",
+        "| sync no-op time ÷ one key-ordered pass (gate) | {r:.2} | ≤ 1 | {} |",
         met(r <= 1.0)
     );
     if keep {
