@@ -392,6 +392,27 @@ impl<T: Rows> Cursor<T> {
     }
 }
 
+/// How the key of the row before `row` (in its block, or `prev_last`, the
+/// last key of the block before) compares with `row`'s; `None` for the
+/// first row of all.
+pub(crate) fn order_after(
+    rows: &Block,
+    row: usize,
+    prev_last: Option<&[Value]>,
+    k: usize,
+) -> Option<Ordering> {
+    if row > 0 {
+        Some(rows.cmp_prefix(row - 1, rows, row, k))
+    } else {
+        prev_last.map(|p| {
+            (0..k)
+                .map(|c| p[c].as_cell().sql_cmp(&rows.get(row, c)))
+                .find(|o| o.is_ne())
+                .unwrap_or(Ordering::Equal)
+        })
+    }
+}
+
 /// Keys must arrive strictly increasing in SQLite's order; a repeat is a
 /// duplicate key, a step back means the engine ordered differently than we
 /// compare (a non-binary collation on the key), and a merge would lie.
@@ -404,17 +425,7 @@ fn check_order(
     side: &str,
     table: &str,
 ) -> Result<()> {
-    let prev = if row > 0 {
-        Some(rows.cmp_prefix(row - 1, rows, row, k))
-    } else {
-        prev_last.map(|p| {
-            (0..k)
-                .map(|c| p[c].as_cell().sql_cmp(&rows.get(row, c)))
-                .find(|o| o.is_ne())
-                .unwrap_or(Ordering::Equal)
-        })
-    };
-    if let Some(o) = prev
+    if let Some(o) = order_after(rows, row, prev_last, k)
         && o.is_ge()
     {
         let key = crate::value::display_key(&rows.values(row, k));

@@ -17,7 +17,11 @@ use support::{Dir, Spec, Table, int, text};
 /// The running example, loaded and journaled, after `writes` on the target,
 /// fenced.
 fn fenced_after(name: &str, writes: &str) -> Dir {
-    let d = Dir::orders_loaded(name);
+    journaled_and_fenced(Dir::orders_loaded(name), writes)
+}
+
+/// `d`'s target journaled, then `writes` on it, then fenced.
+fn journaled_and_fenced(d: Dir, writes: &str) -> Dir {
     d.run(&["journal", "install"], 0);
     d.exec("target.db", writes);
     d.run(&["fence", "on"], 0);
@@ -68,10 +72,7 @@ fn notes_fenced_after(name: &str, target_n: &str, writes: &str) -> Dir {
         &format!("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT, n {target_n});"),
     );
     d.run(&["load"], 0);
-    d.run(&["journal", "install"], 0);
-    d.exec("target.db", writes);
-    d.run(&["fence", "on"], 0);
-    d
+    journaled_and_fenced(d, writes)
 }
 
 #[test]

@@ -224,16 +224,7 @@ impl Survey {
         q.rows += 1;
         // Keys are built only for a finding, never per row.
         let key = || display_key(&b.values(r, k));
-        let order = if r > 0 {
-            Some(b.cmp_prefix(r - 1, b, r, k))
-        } else {
-            prev.map(|p| {
-                (0..k)
-                    .map(|c| p[c].as_cell().sql_cmp(&b.get(r, c)))
-                    .find(|o| o.is_ne())
-                    .unwrap_or(Ordering::Equal)
-            })
-        };
+        let order = reconcile::order_after(b, r, prev, k);
         if order == Some(Ordering::Greater) {
             bail!(
                 "source table '{}' returned key {} out of order: the key column sorts with a collation other than BINARY; sync needs binary key order",
