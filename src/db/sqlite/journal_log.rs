@@ -87,13 +87,15 @@ impl JournalLog for Sqlite {
             let width = t.columns.len();
             let parts = journal_parts(t.img, width);
             let first = &parts[0];
+            // The limit is written into the statement: bound as a parameter,
+            // SQLite prepares the statement again at every page.
             let mut st = self.conn.prepare_cached(&format!(
-                "SELECT seq, op, {}, {} FROM {} WHERE seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT ?3",
+                "SELECT seq, op, {}, {} FROM {} WHERE seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT {limit}",
                 prefixed("o", first.1.clone()),
                 prefixed("n", first.1.clone()),
                 quote_ident(&first.0)
             ))?;
-            let mut rows = st.query(params![after, upto, limit as i64])?;
+            let mut rows = st.query(params![after, upto])?;
             let mut run = std::collections::VecDeque::new();
             while let Some(r) = rows.next()? {
                 let seq: i64 = r.get(0)?;
