@@ -129,9 +129,7 @@ fn main() {
         }
     };
     let (gate, gate_rss) = best(runs, || {
-        let (t, rss, code) = cutover(d, &["gate", "--spec", "spec.toml", "--max-diffs", "5"]);
-        assert_eq!(code, 1, "the gate must find the 100 mismatches");
-        (t, rss)
+        ran(d, &["gate", "--spec", "spec.toml", "--max-diffs", "5"], 1)
     });
     say(
         "gate",
@@ -144,11 +142,7 @@ fn main() {
         ),
     );
 
-    let (check, rss) = best(runs, || {
-        let (t, rss, code) = cutover(d, &["check", "--spec", "spec.toml"]);
-        assert_eq!(code, 0);
-        (t, rss)
-    });
+    let (check, rss) = best(runs, || ran(d, &["check", "--spec", "spec.toml"], 0));
     say(
         "check",
         rows,
@@ -176,9 +170,7 @@ fn main() {
     let (load, rss) = best(runs, || {
         let _ = std::fs::remove_file(d.join("target.db"));
         fresh(&d.join("target.db"), TARGET_DDL);
-        let (t, rss, code) = cutover(d, &["load", "--spec", "spec.toml"]);
-        assert_eq!(code, 0);
-        (t, rss)
+        ran(d, &["load", "--spec", "spec.toml"], 0)
     });
     say(
         "load",
@@ -200,13 +192,8 @@ fn main() {
         SPEC.replace("key = [\"id\"]", "key = [\"id\"]\nwatermark = \"id\""),
     )
     .expect("spec");
-    let (_, _, code) = cutover(d, &["sync", "--spec", "sync.toml"]);
-    assert_eq!(code, 0);
-    let (sync, rss) = best(runs, || {
-        let (t, rss, code) = cutover(d, &["sync", "--spec", "sync.toml"]);
-        assert_eq!(code, 0);
-        (t, rss)
-    });
+    ran(d, &["sync", "--spec", "sync.toml"], 0);
+    let (sync, rss) = best(runs, || ran(d, &["sync", "--spec", "sync.toml"], 0));
     say(
         "sync, nothing changed",
         rows,
@@ -222,11 +209,9 @@ fn main() {
     // Replay: a journal of mixed changes on the loaded target. Each run
     // starts from the same source (`source.before-replay.db`).
     let entries = rows.min(1_000_000);
-    let (_, _, code) = cutover(d, &["journal", "install", "--spec", "spec.toml"]);
-    assert_eq!(code, 0);
+    ran(d, &["journal", "install", "--spec", "spec.toml"], 0);
     write_changes(&d.join("target.db"), rows, entries);
-    let (_, _, code) = cutover(d, &["fence", "on", "--spec", "spec.toml"]);
-    assert_eq!(code, 0);
+    ran(d, &["fence", "on", "--spec", "spec.toml"], 0);
     for db in ["source", "target"] {
         std::fs::copy(
             d.join(format!("{db}.db")),
@@ -250,9 +235,7 @@ fn main() {
     );
     let (replay, rss) = best(runs, || {
         std::fs::copy(d.join("source.before-replay.db"), d.join("source.db")).expect("copy");
-        let (t, rss, code) = cutover(d, &["replay", "--spec", "spec.toml"]);
-        assert_eq!(code, 0, "replay must end clean");
-        (t, rss)
+        ran(d, &["replay", "--spec", "spec.toml"], 0)
     });
     say(
         "replay",
@@ -281,8 +264,7 @@ fn main() {
     );
     let spec = d.join("overhead.toml");
     std::fs::write(&spec, SPEC.replace("target.db", "overhead-journal.db")).expect("spec");
-    let (_, _, code) = cutover(d, &["journal", "install", "--spec", "overhead.toml"]);
-    assert_eq!(code, 0);
+    ran(d, &["journal", "install", "--spec", "overhead.toml"], 0);
     let with = updates(&journaled, rows, entries);
     say(
         "updates with journal",
@@ -602,9 +584,9 @@ fn updates(db: &Path, rows: i64, n: i64) -> Duration {
     start.elapsed()
 }
 
-/// Runs the release binary in `dir`; its time, peak memory (KiB, from
-/// /proc while it runs) and exit code.
-fn cutover(dir: &Path, args: &[&str]) -> (Duration, Option<u64>, i32) {
+/// Runs the release binary in `dir`, which must exit with `code`; its time
+/// and peak memory (KiB, from /proc while it runs).
+fn ran(dir: &Path, args: &[&str], code: i32) -> (Duration, Option<u64>) {
     let start = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_cutover"))
         .current_dir(dir)
@@ -613,6 +595,7 @@ fn cutover(dir: &Path, args: &[&str]) -> (Duration, Option<u64>, i32) {
         .stdout(std::process::Stdio::null())
         .spawn()
         .expect("running cutover");
-    let (code, peak) = watch(&mut child);
-    (start.elapsed(), peak, code)
+    let (got, peak) = watch(&mut child);
+    assert_eq!(got, code, "cutover {}", args.join(" "));
+    (start.elapsed(), peak)
 }

@@ -485,11 +485,8 @@ where
             Ok(())
         })?;
         drop(t);
-        s_h.join()
-            .map_err(|_| anyhow!("source reader panicked"))??;
-        t_h.join()
-            .map_err(|_| anyhow!("target reader panicked"))??;
-        Ok(())
+        crate::reconcile::joined(s_h, "source")?;
+        crate::reconcile::joined(t_h, "target")
     })?;
     Ok(read.into_inner())
 }

@@ -292,6 +292,17 @@ pub(crate) fn reader_of<'scope, 'env, T: Send + 'scope, E: DbRows + Send + ?Size
     )
 }
 
+/// The end of a reader thread: its own result, or an error naming `side`
+/// if it panicked.
+pub(crate) fn joined(
+    reader: std::thread::ScopedJoinHandle<'_, Result<()>>,
+    side: &str,
+) -> Result<()> {
+    reader
+        .join()
+        .map_err(|_| anyhow!("the {side} reader panicked"))?
+}
+
 /// Starts a thread that runs `scan` (a key-ordered read handing out
 /// blocks), maps each block, and sends it through a channel of `capacity`
 /// blocks.
@@ -367,6 +378,30 @@ impl<T: Rows> Cursor<T> {
 
     pub(crate) fn current(&self) -> Option<(&T, usize)> {
         self.block.as_ref().map(|b| (b, self.row))
+    }
+
+    /// Moves past the rows whose key is below that of row `r` of `b`,
+    /// handing each to `passed`; then how the current row's key stands
+    /// against it (`Greater` once the rows are all passed).
+    pub(crate) fn seek(
+        &mut self,
+        b: &Block,
+        r: usize,
+        k: usize,
+        table: &str,
+        mut passed: impl FnMut(&T, usize) -> Result<()>,
+    ) -> Result<Ordering> {
+        loop {
+            let Some((tb, tr)) = self.current() else {
+                return Ok(Ordering::Greater);
+            };
+            let o = tb.block().cmp_prefix(tr, b, r, k);
+            if o != Ordering::Less {
+                return Ok(o);
+            }
+            passed(tb, tr)?;
+            self.advance(k, table)?;
+        }
     }
 
     /// Moves to the next row, first checking that the keys strictly increase.
@@ -516,9 +551,7 @@ pub fn scan_source(
         })();
         // The reader stops when its channel closes.
         drop(rx);
-        let read = reading
-            .join()
-            .map_err(|_| anyhow!("source reader panicked"))?;
+        let read = joined(reading, "source");
         walked?;
         read
     })?;
@@ -795,11 +828,8 @@ where
             Ok(())
         })?;
         drop(t);
-        s_h.join()
-            .map_err(|_| anyhow!("source reader panicked"))??;
-        t_h.join()
-            .map_err(|_| anyhow!("target reader panicked"))??;
-        Ok(())
+        joined(s_h, "source")?;
+        joined(t_h, "target")
     })?;
 
     let report = tally.finish();
@@ -834,8 +864,9 @@ pub(crate) enum Met<'b, 'f> {
 /// source blocks arrive on `s_rx`, the target moves under `t`. Both sides'
 /// key order is checked; every row of both is handed to `visit` once, in
 /// key order (a target row the source lacks before the source row after
-/// it). The gate (and so replay's closing reconcile) and sync's late-row
-/// check both walk their tables through it.
+/// it). The gate (and so replay's closing reconcile) walks its tables
+/// through it; sync's survey, which counts a repeated source key rather than
+/// stopping at it, moves its own target [`Cursor`] with [`Cursor::seek`].
 pub(crate) fn merge_join(
     table: &Table,
     s_rx: &Receiver<Block>,
@@ -861,19 +892,9 @@ pub(crate) fn merge_join(
             )?;
             // Where the target's current row stands against this source
             // row, once the target rows before it are passed.
-            let order = loop {
-                match t.current() {
-                    Some((tb, tr)) => {
-                        let o = tb.cmp_prefix(tr, &sb, sr, k);
-                        if o != Ordering::Less {
-                            break o;
-                        }
-                        visit(Met::TargetOnly(tb, tr))?;
-                        t.advance(k, &table.target_table)?;
-                    }
-                    None => break Ordering::Greater,
-                }
-            };
+            let order = t.seek(&sb, sr, k, &table.target_table, |tb, tr| {
+                visit(Met::TargetOnly(tb, tr))
+            })?;
             let forwarded = forward_row(table, &sb, sr, &mut fwd);
             let target = match order {
                 Ordering::Equal => t.current(),

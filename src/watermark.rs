@@ -138,15 +138,33 @@ pub(crate) fn shape(v: CellRef<'_>) -> Option<Shape> {
     match v {
         CellRef::Integer(_) => Some(Shape::Int),
         CellRef::Text(t) => {
-            let t = std::str::from_utf8(t).ok()?;
-            // Two offsets of one length would sort as text in one order and
-            // as times in another: one zone per table.
-            let tail = t.get(19..).unwrap_or("");
-            let zone = tail.find(['Z', '+', '-']).map_or("", |i| &tail[i..]);
+            let zone = std::str::from_utf8(zone(t)).ok()?;
             Some(Shape::Text(t.len(), zone.to_string()))
         }
         _ => None,
     }
+}
+
+impl Shape {
+    /// Whether `v` has this shape; asked of every row, so it allocates
+    /// nothing.
+    pub(crate) fn fits(&self, v: CellRef<'_>) -> bool {
+        match (self, v) {
+            (Shape::Int, CellRef::Integer(_)) => true,
+            (Shape::Text(len, z), CellRef::Text(t)) => t.len() == *len && zone(t) == z.as_bytes(),
+            _ => false,
+        }
+    }
+}
+
+/// The zone designator of ISO-8601 text (`Z`, `+02:00`, or nothing). Two
+/// offsets of one length would sort as text in one order and as times in
+/// another: one zone per table.
+fn zone(t: &[u8]) -> &[u8] {
+    let tail = t.get(19..).unwrap_or(b"");
+    tail.iter()
+        .position(|c| matches!(c, b'Z' | b'+' | b'-'))
+        .map_or(b"", |i| &tail[i..])
 }
 
 /// `--lookback`: an integer for integer watermarks, a duration (`90s`,
@@ -206,6 +224,25 @@ mod tests {
         assert_eq!(watermark_cmp(&t("2024-1-5"), &t("2024-01-05")), None);
         assert_eq!(watermark_cmp(&t(""), &t("2024-01-05")), None);
         assert_eq!(watermark_cmp(&Value::Integer(1), &t("2024-01-05")), None);
+    }
+
+    #[test]
+    fn a_shape_fits_only_text_of_its_length_and_zone() {
+        let t = |s: &'static str| CellRef::Text(s.as_bytes());
+        let Some(plus) = shape(t("2024-01-05T10:00:00+02:00")) else {
+            panic!("no shape")
+        };
+        assert!(plus.fits(t("2024-01-06T11:30:00+02:00")));
+        // The same length, another offset: text order is not time order.
+        assert!(!plus.fits(t("2024-01-06T11:30:00-05:00")));
+        assert!(!plus.fits(t("2024-01-06T11:30:00.5+02:00")));
+        assert!(!plus.fits(CellRef::Integer(7)));
+        let Some(z) = shape(t("2024-01-05T10:00:00Z")) else {
+            panic!("no shape")
+        };
+        assert!(z.fits(t("2024-01-05T10:00:01Z")));
+        assert!(!z.fits(t("2024-01-05T10:00:01")));
+        assert!(shape(CellRef::Integer(1)).is_some_and(|s| s.fits(CellRef::Integer(-4))));
     }
 
     #[test]

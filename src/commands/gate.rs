@@ -94,7 +94,7 @@ pub fn run_in(
     let rec = digest::reconcile(spec, &mut source, &mut target, max_diffs, mode)?;
     // Tables kept up by sync: the quality of the source now, and where every
     // synced row came from.
-    let provenance = crate::commands::sync::provenance(spec, &mut source, &mut target, max_diffs)?;
+    let provenance = crate::commands::sync::provenance(spec, &mut source, &target, max_diffs)?;
     let holds = rec.clean() && provenance.iter().all(|p| p.quality_failures == 0);
     Ok(GateReport {
         verdict: Verdict::of(holds),

@@ -407,9 +407,7 @@ fn load_tables(
                 }
             }
             drop(blocks);
-            reader
-                .join()
-                .map_err(|_| anyhow::anyhow!("the source reader panicked"))?
+            reconcile::joined(reader, "source")
         })?;
         flush(&mut pending, true)?;
         validation.poll(engine)?;

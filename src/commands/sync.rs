@@ -44,7 +44,7 @@ use crate::schema;
 use crate::spec::{Column, Side, Spec, Table};
 use crate::transform::Transform;
 use crate::value::{Block, CellRef, Row, Value, display_key, key_cmp, key_from_json, key_json};
-use crate::watermark::{Mark, Shape, lower_bound, mark, shape, watermark_cmp};
+use crate::watermark::{Mark, Shape, lower_bound, mark, shape};
 
 /// What `cutover sync` was asked to do.
 pub struct Options<'a> {
@@ -166,15 +166,17 @@ impl Position {
         }))
     }
 
+    /// Where a row whose watermark reads as `m` stands against the cursor,
+    /// in `(watermark, key)` order.
+    fn cmp(&self, m: Mark, key: &dyn Fn() -> Row) -> Ordering {
+        let (cm, ck) = &self.at;
+        m.cmp(cm).then_with(|| key_cmp(&key(), ck))
+    }
+
     /// Whether a row whose watermark reads as `m` is past the cursor, or
     /// inside the lookback window.
     fn wants(&self, m: Mark, key: &dyn Fn() -> Row) -> bool {
-        let (cm, ck) = &self.at;
-        match m.cmp(cm) {
-            Ordering::Greater => true,
-            Ordering::Equal if key_cmp(&key(), ck) == Ordering::Greater => true,
-            _ => self.lower.is_some_and(|lo| m >= lo),
-        }
+        self.cmp(m, key) == Ordering::Greater || self.lower.is_some_and(|lo| m >= lo)
     }
 }
 
@@ -249,12 +251,12 @@ impl Survey {
                     q.bad_watermarks += 1;
                     q.note(max, format!("key {}: {e}", key()));
                 }
-                Ok(m) => match (&self.shape, shape(w)) {
-                    (None, s) => {
-                        self.shape = s;
+                Ok(m) => match &self.shape {
+                    None => {
+                        self.shape = shape(w);
                         mark_of = Some(m);
                     }
-                    (Some(a), Some(s)) if *a == s => mark_of = Some(m),
+                    Some(s) if s.fits(w) => mark_of = Some(m),
                     _ => {
                         q.bad_watermarks += 1;
                         q.note(max, format!("key {}: watermark {} is not of the shape of the others (mixed widths or kinds)", key(), w.to_value()));
@@ -300,19 +302,11 @@ impl Survey {
             return Ok(());
         };
         // The target rows before this key are not the source's business here.
-        let held = loop {
-            let o = match t.current() {
-                Some((tb, tr)) => tb.cmp_prefix(tr, b, r, k),
-                None => break None,
-            };
-            match o {
-                Ordering::Less => t.advance(k, &p.target_table)?,
-                Ordering::Greater => break None,
-                Ordering::Equal => {
-                    let (tb, tr) = t.current().expect("the row just compared");
-                    break Some((0..width).all(|c| reconcile::cells_equal(fwd[c], tb.get(tr, c))));
-                }
-            }
+        let held = match t.seek(b, r, k, &p.target_table, |_, _| Ok(()))? {
+            Ordering::Equal => t
+                .current()
+                .map(|(tb, tr)| (0..width).all(|c| reconcile::cells_equal(fwd[c], tb.get(tr, c)))),
+            _ => None,
         };
         if held != Some(true) {
             match held {
@@ -331,17 +325,16 @@ impl Survey {
         Ok(())
     }
 
-    /// The pass over `source`: with a position, the target's rows (as
-    /// `late_plan` has them) are read beside it on their own thread.
-    #[allow(clippy::too_many_arguments, reason = "the pass's inputs, one by one")]
+    /// The pass over `source`. With a position, `beside` is the target and
+    /// the plan its rows are judged on (the columns it had before this run),
+    /// read on its own thread.
     fn run(
         p: &Table,
-        late_plan: &Table,
         wm: Option<usize>,
         pos: Option<&Position>,
         whole: bool,
         source: &mut Db,
-        target: &mut Db,
+        beside: Option<(&mut Db, &Table)>,
         max: usize,
     ) -> Result<Survey> {
         let mut s = Survey {
@@ -350,14 +343,15 @@ impl Survey {
         };
         let k = p.key_len;
         let s_sql = source.source_sql(p);
-        let mut t_sql = Some(target.target_sql(late_plan)).filter(|_| pos.is_some());
-        let width = late_plan.columns.len();
+        let beside = beside.filter(|_| pos.is_some());
         std::thread::scope(|scope| -> Result<()> {
             let (s_rx, s_h) = reconcile::reader(source, s_sql, |b| b, scope);
-            let (mut t, t_h) = match t_sql.take() {
-                Some(sql) => {
+            let (mut t, t_h) = match beside {
+                Some((target, late_plan)) => {
+                    let sql = target.target_sql(late_plan);
+                    let width = late_plan.columns.len();
                     let (rx, h) = reconcile::reader(target, sql, |b| b, scope);
-                    (Some(reconcile::Cursor::new(rx, "target")), Some(h))
+                    (Some((reconcile::Cursor::new(rx, "target"), width)), Some(h))
                 }
                 None => (None, None),
             };
@@ -374,7 +368,7 @@ impl Survey {
                             r,
                             prev.as_deref(),
                             &mut fwd,
-                            t.as_mut().map(|t| (t, width)),
+                            t.as_mut().map(|(t, width)| (t, *width)),
                             max,
                         )?;
                     }
@@ -387,15 +381,8 @@ impl Survey {
             // The readers stop when their channels close.
             drop(s_rx);
             drop(t);
-            let s_done = s_h
-                .join()
-                .map_err(|_| anyhow::anyhow!("source reader panicked"))?;
-            let t_done = match t_h {
-                Some(h) => h
-                    .join()
-                    .map_err(|_| anyhow::anyhow!("target reader panicked"))?,
-                None => Ok(()),
-            };
+            let s_done = reconcile::joined(s_h, "source");
+            let t_done = t_h.map_or(Ok(()), |h| reconcile::joined(h, "target"));
             walked?;
             s_done?;
             t_done
@@ -407,14 +394,8 @@ impl Survey {
 /// Reads the whole source once in key order: keys present and unique,
 /// every watermark typed and of one shape, every row carried by the forward
 /// transform. The gate's view of a synced table.
-fn quality(
-    table: &Table,
-    wm: Option<usize>,
-    source: &mut Db,
-    target: &mut Db,
-    max: usize,
-) -> Result<Quality> {
-    Ok(Survey::run(table, table, wm, None, false, source, target, max)?.quality)
+fn quality(table: &Table, wm: Option<usize>, source: &mut Db, max: usize) -> Result<Quality> {
+    Ok(Survey::run(table, wm, None, false, source, None, max)?.quality)
 }
 
 // --- the command ---------------------------------------------------------------
@@ -597,12 +578,11 @@ pub fn run(spec: &Spec, o: &Options<'_>) -> Result<SyncReport> {
             // before this run (a column --evolve adds is empty in every row).
             found = Survey::run(
                 &p,
-                &before,
                 wm,
                 pos.as_ref(),
                 whole,
                 &mut source,
-                &mut target,
+                Some((&mut target, &before)),
                 o.max_keys,
             )?;
             ts.quality = std::mem::take(&mut found.quality);
@@ -704,25 +684,20 @@ fn sync_table(
     let k = p.key_len;
     let cursor = &planned.cursor;
     ts.cursor_before = Cursor::of(cursor.clone());
-    let cursor_key = match cursor {
-        Some((_, key)) => Some(key_from_json(&serde_json::from_str(key)?)?),
-        None => None,
-    };
     let found = &planned.found;
     // Past a cursor, only the rows from the least watermark the survey
     // wanted are read again; none wanted, none read. The cursor's own
     // watermark lowers that bound when it has the table's shape, so that a
     // row written since the survey, past the cursor, is carried too.
-    let from = match (&planned.pos, wm) {
-        (Some(_), Some(_)) if !planned.whole => {
+    let from = match &planned.pos {
+        Some(_) if !planned.whole => {
             if found.wanted == 0 {
                 ts.cursor_after = ts.cursor_before.clone();
                 return Ok(());
             }
             let mut from = found.from.clone();
             if let (Some((cw, _)), Some(f)) = (cursor, from.as_ref())
-                && found.shape.is_some()
-                && shape(cw.as_cell()) == found.shape
+                && found.shape.as_ref().is_some_and(|s| s.fits(cw.as_cell()))
                 && cw.as_cell().sql_cmp(&f.as_cell()) == Ordering::Less
             {
                 from = Some(cw.clone());
@@ -767,18 +742,12 @@ fn sync_table(
         let mut last_key = key_json(&last_row[..k.min(last_row.len())]).to_string();
         // A lookback re-reads rows behind the cursor; the cursor never moves
         // back.
-        if let (Some((cw, ck)), Some(ckey)) = (&cursor, &cursor_key) {
-            let behind = match watermark_cmp(&last, cw) {
-                Some(Ordering::Less) => true,
-                Some(Ordering::Equal) => {
-                    key_cmp(&last_row[..k.min(last_row.len())], ckey) == Ordering::Less
-                }
-                _ => false,
-            };
-            if behind {
-                last = cw.clone();
-                last_key = ck.clone();
-            }
+        if let (Some((cw, ck)), Some(pos)) = (cursor, &planned.pos)
+            && let Ok(m) = mark(last.as_cell())
+            && pos.cmp(m, &|| last_row[..k.min(last_row.len())].to_vec()) == Ordering::Less
+        {
+            last = cw.clone();
+            last_key = ck.clone();
         }
         let cp = SyncCheckpoint {
             table: &p.name,
@@ -1009,13 +978,13 @@ pub struct CommittedBatch {
 pub fn provenance(
     spec: &Spec,
     source: &mut Db,
-    target: &mut Db,
+    target: &Db,
     max: usize,
 ) -> Result<Vec<Provenance>> {
     let mut out = Vec::new();
     for t in &spec.tables {
         let Some(wm) = t.watermark else { continue };
-        let q = quality(t, Some(wm), source, target, max)?;
+        let q = quality(t, Some(wm), source, max)?;
         let batches = target
             .sync_batches(&t.name)?
             .into_iter()
