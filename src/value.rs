@@ -194,13 +194,27 @@ pub struct Block {
     bytes: Vec<u8>,
 }
 
+/// The memory a block's cells and bytes may take before a scan hands it
+/// on, whatever its row count: wide rows make short blocks, so the blocks in
+/// flight between a reader and the merge stay a fixed amount of memory.
+pub const BLOCK_BYTES: usize = 256 * 1024;
+
 impl Block {
     pub fn new(width: usize, rows: usize) -> Block {
+        let cells = (width * rows).min(BLOCK_BYTES / std::mem::size_of::<Cell>());
         Block {
             width,
-            cells: Vec::with_capacity(width * rows),
-            bytes: Vec::with_capacity(rows * width * 8),
+            cells: Vec::with_capacity(cells),
+            bytes: Vec::with_capacity((rows * width * 8).min(BLOCK_BYTES)),
         }
+    }
+
+    /// Whether a scan filling this block should hand it on: it holds
+    /// `rows` rows, or [`BLOCK_BYTES`] of memory (checked between rows, so a
+    /// block always holds whole rows, and one row however large).
+    pub fn full(&self, rows: usize) -> bool {
+        self.cells.len() >= rows * self.width
+            || self.cells.len() * std::mem::size_of::<Cell>() + self.bytes.len() >= BLOCK_BYTES
     }
 
     pub fn width(&self) -> usize {

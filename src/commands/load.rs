@@ -22,6 +22,9 @@ use crate::schema;
 use crate::spec::{Location, Side, Spec};
 use crate::value::{Block, Row, Value, display_key, key_from_json, key_json};
 
+/// Rows per block read for load: a batch is whole blocks.
+const BATCH_BLOCK_ROWS: usize = 1024;
+
 #[derive(Debug, Serialize)]
 pub struct TableLoad {
     pub name: String,
@@ -356,8 +359,9 @@ fn load_tables(
             None
         };
         let bar = Progress::new(&format!("load {}", t.name), total);
-        // Blocks no larger than a batch, so a batch is whole blocks.
-        let block_rows = batch.min(reconcile::BLOCK_ROWS);
+        // Blocks no larger than a batch, so a batch is whole blocks, and
+        // small, so a batch passes its size by less than a block.
+        let block_rows = batch.min(BATCH_BLOCK_ROWS);
         // Room for the next batch while this one is written, so reading and
         // writing overlap instead of taking turns; capped, so a huge --batch
         // does not hold a table in memory.

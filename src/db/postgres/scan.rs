@@ -239,7 +239,7 @@ impl Stream<'_> {
                     match parse_row(rest, self.kinds, &mut self.scratch, &mut self.block)? {
                         Some(Parsed::Row(len)) => {
                             at += len;
-                            if self.block.rows() == self.block_rows {
+                            if self.block.full(self.block_rows) {
                                 let width = self.block.width();
                                 let full = std::mem::replace(
                                     &mut self.block,

@@ -45,14 +45,11 @@ impl Rows for Sqlite {
             .with_context(|| format!("reading table '{}' in {}", sql.table, self.location))?;
         let mut rows = st.query(rusqlite::params_from_iter(binds.iter()))?;
         let mut block = Block::new(sql.width, block_rows);
-        let mut n = 0;
         while let Some(r) = rows.next()? {
             for i in 0..sql.width {
                 block.push(cell(r.get_ref(i)?));
             }
-            n += 1;
-            if n == block_rows {
-                n = 0;
+            if block.full(block_rows) {
                 let full = std::mem::replace(&mut block, Block::new(sql.width, block_rows));
                 if !f(full)? {
                     return Ok(());
