@@ -264,7 +264,7 @@ fn after_the_writes(d: &Dir, rng: &mut Rng, tally: &mut Tally) -> Result<(), Str
             "after replay (exit 0), the source differs from the target mapped back:\n{report}"
         ));
     }
-    let applied = d.int("source.db", "SELECT count(*) FROM _cutover_applied");
+    let applied = d.applied_entries("source.db");
     if applied != entries {
         return Err(format!(
             "{applied} applied rows in the source for {entries} journal entries at or below boundary {boundary}"
@@ -365,8 +365,7 @@ fn explain(d: &Dir, report: &str) -> String {
 /// Applied entries so far, read from a copy so that the folder stays as the
 /// kill left it (a hot rollback journal included) for the next run.
 fn applied(d: &Dir) -> i64 {
-    d.copy("workload-peek")
-        .count("source.db", "_cutover_applied")
+    d.copy("workload-peek").applied_entries("source.db")
 }
 
 /// `replay --batch 7`, SIGKILLed after seeded random delays inside a clean

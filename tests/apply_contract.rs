@@ -773,13 +773,7 @@ fn orders(s: &Dir, db: &str) -> Vec<Vec<rusqlite::types::Value>> {
 }
 
 fn applied_seqs(s: &Dir, db: &str) -> Vec<i64> {
-    s.query(db, "SELECT seq FROM _cutover_applied ORDER BY seq")
-        .into_iter()
-        .map(|r| match r[0] {
-            rusqlite::types::Value::Integer(i) => i,
-            ref other => panic!("seq {other:?}"),
-        })
-        .collect()
+    s.applied_seqs(db, "target.db")
 }
 
 fn export(s: &Dir, out: &str, size: &str) -> Cmd {
@@ -1240,4 +1234,25 @@ fn rule_batch_order_of_a_failing_batch_changes_the_reported_line_not_the_state()
         states.push(s.items_rows("target.db"));
     }
     assert_eq!(states[0], states[1]);
+}
+
+/// The applied set on SQLite: batches as runs that never overlap, a feed's
+/// entries one by one ([`support::applied_set_contract`], shared with
+/// PostgreSQL).
+#[test]
+fn the_applied_set_records_each_entry_once_on_sqlite() -> anyhow::Result<()> {
+    let d = Dir::new("applied-set-contract");
+    std::fs::write(d.join("fresh.db"), b"")?;
+    let db = cutover::db::Db::open_file(&d.join("fresh.db"), cutover::db::Access::Write, "source")?;
+    support::applied_set_contract(&*db)
+}
+
+/// A source replayed by a cutover that recorded one row per entry keeps its
+/// rows, read as runs of one, and replay goes on after them.
+#[test]
+fn an_applied_set_of_single_entries_gains_runs_on_sqlite() -> anyhow::Result<()> {
+    let d = Dir::new("applied-set-upgrade");
+    std::fs::write(d.join("fresh.db"), b"")?;
+    let db = cutover::db::Db::open_file(&d.join("fresh.db"), cutover::db::Access::Write, "source")?;
+    support::older_applied_set_upgrades(&*db)
 }

@@ -427,15 +427,31 @@ each_layout!(replay_rolls_the_source_back_to_the_target_through_the_reverse_tran
 fn replay_records_each_applied_journal_seq_in_the_source(layout: Layout) {
     let d = Dir::orders_fenced_on(layout, "replay-applied");
     d.run(&["replay", "--batch", "2"], 0);
-    let seqs = d.query("target.db", "SELECT seq FROM _cutover_journal ORDER BY seq");
-    let applied = d.query("source.db", "SELECT seq FROM _cutover_applied ORDER BY seq");
+    let seqs: Vec<i64> = d
+        .query("target.db", "SELECT seq FROM _cutover_journal ORDER BY seq")
+        .iter()
+        .map(|r| match r[0] {
+            rusqlite::types::Value::Integer(i) => i,
+            ref other => panic!("seq {other:?}"),
+        })
+        .collect();
+    let applied = d.applied_seqs("source.db", "target.db");
     assert_eq!(applied, seqs);
     // Three entries, one per write; on PostgreSQL the numbers the journal's
     // proof took and rolled back are skipped, so only their order is fixed.
     assert_eq!(applied.len(), 3, "{applied:?}");
     if layout == Layout::Sqlite {
-        assert_eq!(applied, vec![vec![int(1)], vec![int(2)], vec![int(3)]]);
+        assert_eq!(applied, vec![1, 2, 3]);
     }
+    // One run per batch of two: entries 1–2, then 3.
+    assert_eq!(
+        d.query(
+            "source.db",
+            "SELECT entries FROM _cutover_applied ORDER BY seq"
+        ),
+        vec![vec![int(2)], vec![int(1)]]
+    );
+    assert_eq!(d.applied_entries("source.db"), 3);
 }
 each_layout!(replay_records_each_applied_journal_seq_in_the_source);
 

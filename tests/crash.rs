@@ -18,16 +18,16 @@ const SEED: u64 = 0x00C0_FFEE_2024;
 
 /// What a clean replay leaves in the source: every row, and the applied
 /// sequence numbers (without times or delivery labels).
-fn source_state(d: &Dir) -> (Rows, Rows) {
+fn source_state(d: &Dir) -> (Rows, Vec<i64>) {
     (
         d.dump("source.db", "orders"),
-        d.query("source.db", "SELECT seq FROM _cutover_applied ORDER BY seq"),
+        d.applied_seqs("source.db", "target.db"),
     )
 }
 
 /// Entries recorded as applied in the source (0 before the first replay).
 fn applied(d: &Dir) -> i64 {
-    d.count("source.db", "_cutover_applied")
+    d.applied_entries("source.db")
 }
 
 /// Applied entries as a copy of the folder shows them, so that the folder
@@ -42,7 +42,7 @@ fn applied_in_copy(d: &Dir) -> (i64, bool) {
 
 /// A clean, uninterrupted replay of a copy of `d`: the expected end state,
 /// and how long it took.
-fn clean_replay(d: &Dir, batch: &str) -> ((Rows, Rows), Duration) {
+fn clean_replay(d: &Dir, batch: &str) -> ((Rows, Vec<i64>), Duration) {
     let clean = d.copy("clean");
     let started = Instant::now();
     let json = clean.json(&["replay", "--batch", batch], 0);
@@ -190,8 +190,15 @@ fn replay_crashed_at_each_point_then_rerun_ends_as_one_replay(layout: Layout) {
         assert_eq!(json["previously_applied"], committed, "{fault}: {json:#}");
         assert_eq!(json["applied"], 3 - committed, "{fault}: {json:#}");
         assert_eq!(d.dump("source.db", "orders"), rolled_back, "{fault}");
-        let seqs = d.query("source.db", "SELECT seq FROM _cutover_applied ORDER BY seq");
-        let journal = d.query("target.db", "SELECT seq FROM _cutover_journal ORDER BY seq");
+        let seqs = d.applied_seqs("source.db", "target.db");
+        let journal: Vec<i64> = d
+            .query("target.db", "SELECT seq FROM _cutover_journal ORDER BY seq")
+            .iter()
+            .map(|r| match r[0] {
+                rusqlite::types::Value::Integer(i) => i,
+                ref other => panic!("seq {other:?}"),
+            })
+            .collect();
         assert_eq!(seqs, journal, "{fault}: each entry applied once");
     }
 }

@@ -1,12 +1,17 @@
 -- Control tables of the source, in the spec's schema ({{schema}}, quoted):
--- every journal entry replayed into it, per journal identity, written in the
--- same transaction as the rows it changed.
+-- the journal entries replayed into it, per journal identity, written in the
+-- same transaction as the rows they changed. A row is a run: the `entries`
+-- journal entries from `first_seq` to `seq` (a replay batch), or the one
+-- entry `seq` when `first_seq` is NULL (rows written before runs were
+-- recorded). Runs never overlap.
 CREATE TABLE IF NOT EXISTS {{schema}}._cutover_applied (
     journal    text NOT NULL,
     seq        bigint NOT NULL,
     delivery   text NOT NULL,
     applied_at text NOT NULL
         DEFAULT to_char(statement_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+    first_seq  bigint,
+    entries    bigint NOT NULL DEFAULT 1,
     PRIMARY KEY (journal, seq)
 );
 

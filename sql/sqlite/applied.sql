@@ -1,10 +1,15 @@
--- Control tables of the source: every journal entry replayed into it, per
--- journal identity, written in the same transaction as the rows it changed.
+-- Control tables of the source: the journal entries replayed into it, per
+-- journal identity, written in the same transaction as the rows they changed.
+-- A row is a run: the `entries` journal entries from `first_seq` to `seq`
+-- (a replay batch), or the one entry `seq` when `first_seq` is NULL (rows
+-- written before runs were recorded). Runs never overlap.
 CREATE TABLE IF NOT EXISTS _cutover_applied (
     journal    TEXT NOT NULL,
     seq        INTEGER NOT NULL,
     delivery   TEXT NOT NULL,
     applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    first_seq  INTEGER,
+    entries    INTEGER NOT NULL DEFAULT 1,
     PRIMARY KEY (journal, seq)
 ) WITHOUT ROWID;
 

@@ -112,10 +112,9 @@ impl Checkpoint for JournalCheckpoint<'_> {
         let recorded = db.record_applied_all(self.journal, self.seqs, self.delivery)?;
         if recorded != self.seqs.len() {
             bail!(
-                "{} of the journal entries {}..{} are already recorded as applied; another replay is running against this source",
-                self.seqs.len() - recorded,
-                self.seqs.first().copied().unwrap_or(0),
-                self.seqs.last().copied().unwrap_or(0)
+                "journal entries {}..{} are already recorded as applied, some or all; another replay is running against this source",
+                self.seqs.iter().min().copied().unwrap_or(0),
+                self.seqs.iter().max().copied().unwrap_or(0)
             );
         }
         Ok(())

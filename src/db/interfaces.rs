@@ -211,11 +211,12 @@ pub trait Digests {
 }
 
 /// The source's record of journal entries replayed into it
-/// (`_cutover_applied`, per journal identity), and the columns replay keeps
-/// for rows it deletes (`_cutover_kept`).
+/// (`_cutover_applied`, per journal identity, as runs of entries that never
+/// overlap: one per replay batch, one per entry a feed applies), and the
+/// columns replay keeps for rows it deletes (`_cutover_kept`).
 pub trait AppliedSet {
     /// Creates both tables; an applied set from a cutover that recorded no
-    /// journal identity is refused.
+    /// journal identity is refused, one from before runs gains their columns.
     fn ensure_applied_table(&self) -> Result<()>;
     /// `(entries, last seq applied)` of a journal; zeros when absent.
     fn applied_progress(&self, journal: &str) -> Result<(i64, i64)>;
@@ -224,9 +225,12 @@ pub trait AppliedSet {
     /// Whether journal entry `seq` was applied. Called per change inside a
     /// batch, after [`AppliedSet::ensure_applied_table`].
     fn is_applied(&self, journal: &str, seq: i64) -> Result<bool>;
-    /// Records an entry as applied at `at`; `false` if it already was.
+    /// Records an entry as applied at `at`, a run of one; `false` if it
+    /// already was.
     fn record_applied(&self, journal: &str, seq: i64, delivery: &str, at: &str) -> Result<bool>;
-    /// Records a batch's entries as applied; returns how many were new.
+    /// Records a batch's entries (every journal entry from the least of
+    /// `seqs` to the greatest) as one run; returns how many were new: all,
+    /// or none when the run meets one already recorded.
     fn record_applied_all(&self, journal: &str, seqs: &[i64], delivery: &str) -> Result<usize>;
     /// Keeps the columns of a row the spec does not carry, as replay deletes
     /// it (`row` is a JSON object of those columns).

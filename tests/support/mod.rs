@@ -277,6 +277,63 @@ impl Dir {
         self.engine.count(name, table)
     }
 
+    /// Journal entries recorded as applied in `name` (the source): the sum
+    /// of its runs; 0 before the first replay.
+    pub fn applied_entries(&self, name: &str) -> i64 {
+        if !self.has_table(name, "_cutover_applied") {
+            return 0;
+        }
+        self.int(
+            name,
+            "SELECT CAST(coalesce(sum(entries), 0) AS bigint) FROM _cutover_applied",
+        )
+    }
+
+    /// The journal seqs recorded as applied in `name` (the source), in
+    /// order: each run (`first_seq..=seq`) read over the seqs the journal of
+    /// `journal` (the target) holds, so that a run across a gap in the
+    /// numbering reads right. Panics when a run holds other than its
+    /// `entries` journal entries, or two runs overlap.
+    pub fn applied_seqs(&self, name: &str, journal: &str) -> Vec<i64> {
+        if !self.has_table(name, "_cutover_applied") {
+            return Vec::new();
+        }
+        let int = |v: &Value| match v {
+            Value::Integer(i) => *i,
+            other => panic!("{other:?} is not an integer"),
+        };
+        let held: Vec<i64> = self
+            .query(journal, "SELECT seq FROM _cutover_journal ORDER BY seq")
+            .iter()
+            .map(|r| int(&r[0]))
+            .collect();
+        let mut out = Vec::new();
+        let mut last_of_previous = i64::MIN;
+        for run in self.query(
+            name,
+            "SELECT coalesce(first_seq, seq), seq, entries FROM _cutover_applied ORDER BY seq",
+        ) {
+            let (first, last, entries) = (int(&run[0]), int(&run[1]), int(&run[2]));
+            assert!(
+                first > last_of_previous && first <= last,
+                "applied run {first}..{last} overlaps the one before (ending {last_of_previous})"
+            );
+            let covered: Vec<i64> = held
+                .iter()
+                .copied()
+                .filter(|s| (first..=last).contains(s))
+                .collect();
+            assert_eq!(
+                covered.len() as i64,
+                entries,
+                "applied run {first}..{last} records {entries} entries; the journal holds {covered:?} there"
+            );
+            out.extend(covered);
+            last_of_previous = last;
+        }
+        out
+    }
+
     /// Whether a database has a table (control tables included).
     pub fn has_table(&self, name: &str, table: &str) -> bool {
         self.engine.tables(name).contains(table)
@@ -530,3 +587,95 @@ macro_rules! each_layout {
     };
 }
 pub(crate) use each_layout;
+
+/// The applied set's contract on any engine, in a fresh database: replay
+/// batches are recorded as runs that never overlap, a feed's entries one by
+/// one, per journal, rolled back with their transaction.
+pub fn applied_set_contract<D>(db: &D) -> anyhow::Result<()>
+where
+    D: cutover::db::AppliedSet + cutover::db::Connection + ?Sized,
+{
+    let write = |f: &dyn Fn() -> anyhow::Result<()>| -> anyhow::Result<()> {
+        db.begin_write()?;
+        match f() {
+            Ok(()) => db.commit(),
+            Err(e) => {
+                db.rollback();
+                Err(e)
+            }
+        }
+    };
+    assert_eq!(db.applied_progress("j1")?, (0, 0));
+    assert_eq!(db.applied_last("j1")?, 0);
+    write(&|| db.ensure_applied_table())?;
+    write(&|| db.ensure_applied_table())?;
+    let at = db.now()?;
+    write(&|| {
+        // A feed's entry, one by one: once only.
+        assert!(db.record_applied("j1", 1, "d1", &at)?);
+        assert!(!db.record_applied("j1", 1, "d1", &at)?);
+        // A batch: entries 2, 3 and 5 (the journal has no 4), one run.
+        assert_eq!(db.record_applied_all("j1", &[2, 3, 5], "d2")?, 3);
+        // Any run meeting a recorded one records nothing: the same batch,
+        // one that only shares an entry inside it, or one that covers it.
+        assert_eq!(db.record_applied_all("j1", &[2, 3, 5], "d2")?, 0);
+        assert_eq!(db.record_applied_all("j1", &[3], "d2")?, 0);
+        assert_eq!(db.record_applied_all("j1", &[0, 6], "d2")?, 0);
+        // A feed's entry inside a recorded run was applied.
+        assert!(!db.record_applied("j1", 4, "d1", &at)?);
+        assert_eq!(db.record_applied_all("j2", &[], "d2")?, 0);
+        assert_eq!(db.record_applied_all("j2", &[7], "d3")?, 1);
+        Ok(())
+    })?;
+    for (seq, applied) in [
+        (0, false),
+        (1, true),
+        (2, true),
+        (3, true),
+        (5, true),
+        (6, false),
+    ] {
+        assert_eq!(db.is_applied("j1", seq)?, applied, "entry {seq} of j1");
+    }
+    assert!(!db.is_applied("j2", 5)?);
+    assert!(db.is_applied("j2", 7)?);
+    assert_eq!(db.applied_progress("j1")?, (4, 5));
+    assert_eq!(db.applied_last("j1")?, 5);
+    assert_eq!(db.applied_progress("j2")?, (1, 7));
+    assert_eq!(db.applied_progress("j3")?, (0, 0));
+
+    // Rolled back with the transaction, like the rows it describes.
+    db.begin_write()?;
+    db.record_applied_all("j1", &[9, 10], "d4")?;
+    db.rollback();
+    assert_eq!(db.applied_last("j1")?, 5);
+    assert_eq!(db.applied_progress("j1")?, (4, 5));
+    Ok(())
+}
+
+/// An applied set written before runs were recorded (one row per entry,
+/// without `first_seq` and `entries`) gains the run columns and reads as
+/// runs of one; replay goes on after it. `db` is a fresh database.
+pub fn older_applied_set_upgrades<D>(db: &D) -> anyhow::Result<()>
+where
+    D: cutover::db::AppliedSet + cutover::db::Connection + cutover::db::Fixtures + ?Sized,
+{
+    db.execute_script(
+        "CREATE TABLE _cutover_applied (
+             journal TEXT NOT NULL, seq bigint NOT NULL, delivery TEXT NOT NULL,
+             applied_at TEXT NOT NULL, PRIMARY KEY (journal, seq));
+         INSERT INTO _cutover_applied VALUES
+             ('j1', 1, 'd1', '2026-01-01T00:00:00.000Z'),
+             ('j1', 2, 'd1', '2026-01-01T00:00:00.000Z');",
+    )?;
+    db.begin_write()?;
+    db.ensure_applied_table()?;
+    assert_eq!(db.applied_progress("j1")?, (2, 2));
+    assert!(db.is_applied("j1", 2)?);
+    assert_eq!(db.record_applied_all("j1", &[2, 3], "d2")?, 0);
+    assert_eq!(db.record_applied_all("j1", &[3, 4], "d2")?, 2);
+    db.commit()?;
+    assert_eq!(db.applied_progress("j1")?, (4, 4));
+    assert!(!db.is_applied("j1", 5)?);
+    Ok(())
+}

@@ -9,16 +9,7 @@ use super::{Dir, ORDERS_SPEC, ORDERS_TARGET, Rng, dollars};
 /// The journal `seq`s recorded as applied in the source, in order (empty
 /// before the first replay).
 pub fn applied_seqs(d: &Dir) -> Vec<i64> {
-    if !d.has_table("source.db", "_cutover_applied") {
-        return Vec::new();
-    }
-    d.query("source.db", "SELECT seq FROM _cutover_applied ORDER BY seq")
-        .into_iter()
-        .map(|r| match r[0] {
-            Value::Integer(i) => i,
-            ref other => panic!("_cutover_applied.seq holds {other:?}"),
-        })
-        .collect()
+    d.applied_seqs("source.db", "target.db")
 }
 
 /// The journal `seq`s of the target at or below `boundary`, in order.

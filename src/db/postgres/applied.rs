@@ -9,6 +9,13 @@ use crate::db::{AppliedSet, Catalogue};
 
 const APPLIED_DDL: &str = include_str!("../../../sql/postgres/applied.sql");
 
+/// Whether a recorded run of journal `$1` meets the seqs `$2..=$3`: the
+/// first run ending at or after `$2` starts at or before `$3` (runs never
+/// overlap, so no other can). One look-up in the primary key.
+const COVERS: &str =
+    "coalesce((SELECT coalesce(first_seq, seq) <= $3::bigint FROM {{schema}}._cutover_applied
+     WHERE journal = $1::text AND seq >= $2::bigint ORDER BY seq LIMIT 1), false)";
+
 impl AppliedSet for Postgres {
     /// Creates the source's applied set (per journal identity) and kept
     /// columns in the spec's schema. An applied set without a journal
@@ -24,16 +31,31 @@ impl AppliedSet for Postgres {
             APPLIED_DDL,
             &["_cutover_applied", "_cutover_kept"],
             "the applied set",
-        )
+        )?;
+        // An applied set from before runs were recorded gains their columns;
+        // its rows read as runs of one entry.
+        if !self
+            .table_columns("_cutover_applied")?
+            .iter()
+            .any(|c| c.name == "first_seq")
+        {
+            self.ctl_execute(
+                "ALTER TABLE {{schema}}._cutover_applied
+                 ADD COLUMN IF NOT EXISTS first_seq bigint,
+                 ADD COLUMN IF NOT EXISTS entries bigint NOT NULL DEFAULT 1",
+                &[],
+            )?;
+        }
+        Ok(())
     }
 
-    /// `(rows, last seq applied)` of journal `journal`; zeros when absent.
+    /// `(entries, last seq applied)` of journal `journal`; zeros when absent.
     fn applied_progress(&self, journal: &str) -> Result<(i64, i64)> {
         if !self.has_applied()? {
             return Ok((0, 0));
         }
         let r = self.ctl_query(
-            "SELECT count(*), coalesce(max(seq), 0) FROM {{schema}}._cutover_applied WHERE journal = $1",
+            "SELECT coalesce(sum(entries), 0)::bigint, coalesce(max(seq), 0) FROM {{schema}}._cutover_applied WHERE journal = $1",
             &[&journal],
         )?;
         Ok((r[0].get(0), r[0].get(1)))
@@ -52,37 +74,46 @@ impl AppliedSet for Postgres {
         Ok(r[0].get(0))
     }
 
-    /// Whether journal entry `seq` was applied. Called per change inside a
-    /// batch, after [`AppliedSet::ensure_applied_table`]: no catalogue
-    /// look-up.
+    /// Whether journal entry `seq` was applied: the first run ending at or
+    /// after it starts at or before it. Called per change inside a batch,
+    /// after [`AppliedSet::ensure_applied_table`]: no catalogue look-up.
     fn is_applied(&self, journal: &str, seq: i64) -> Result<bool> {
-        Ok(self
-            .ctl_opt(
-                "SELECT 1 FROM {{schema}}._cutover_applied WHERE journal = $1 AND seq = $2",
-                &[&journal, &seq],
-            )?
-            .is_some())
+        let r = self.ctl_query(&format!("SELECT {COVERS}"), &[&journal, &seq, &seq])?;
+        Ok(r[0].get(0))
     }
 
-    /// Records a journal entry as applied at `at`; `false` if it already was.
+    /// Records a journal entry as applied at `at`, a run of one; `false` if
+    /// it already was.
     fn record_applied(&self, journal: &str, seq: i64, delivery: &str, at: &str) -> Result<bool> {
+        self.lock_applied()?;
         let n = self.ctl_execute(
-            "INSERT INTO {{schema}}._cutover_applied (journal, seq, delivery, applied_at)
-             VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
-            &[&journal, &seq, &delivery, &at],
+            &format!(
+                "INSERT INTO {{{{schema}}}}._cutover_applied (journal, seq, delivery, applied_at, first_seq, entries)
+                 SELECT $1::text, $2::bigint, $4::text, $5::text, $2::bigint, 1 WHERE NOT {COVERS}
+                 ON CONFLICT DO NOTHING"
+            ),
+            &[&journal, &seq, &seq, &delivery, &at],
         )?;
         Ok(n == 1)
     }
 
-    /// Records a batch's journal entries as applied in one statement;
-    /// returns how many were new.
+    /// Records a batch's journal entries (every entry of the journal from
+    /// the least of `seqs` to the greatest) as one run; returns how many
+    /// were new: all of them, or none when the run meets one recorded.
     fn record_applied_all(&self, journal: &str, seqs: &[i64], delivery: &str) -> Result<usize> {
-        let text = format!(
-            "INSERT INTO {{{{schema}}}}._cutover_applied (journal, seq, delivery, applied_at)
-             SELECT $1, s, $3, {NOW} FROM unnest($2::bigint[]) AS s
-             ON CONFLICT DO NOTHING"
-        );
-        Ok(self.ctl_execute(&text, &[&journal, &seqs, &delivery])? as usize)
+        let (Some(&first), Some(&last)) = (seqs.iter().min(), seqs.iter().max()) else {
+            return Ok(0);
+        };
+        self.lock_applied()?;
+        let n = self.ctl_execute(
+            &format!(
+                "INSERT INTO {{{{schema}}}}._cutover_applied (journal, seq, delivery, applied_at, first_seq, entries)
+                 SELECT $1::text, $3::bigint, $4::text, {NOW}, $2::bigint, $5::bigint WHERE NOT {COVERS}
+                 ON CONFLICT DO NOTHING"
+            ),
+            &[&journal, &first, &last, &delivery, &(seqs.len() as i64)],
+        )?;
+        Ok(if n == 1 { seqs.len() } else { 0 })
     }
 
     /// Keeps the columns of a source row that the spec does not carry, as
@@ -111,6 +142,18 @@ impl AppliedSet for Postgres {
 }
 
 impl Postgres {
+    /// Holds the applied set against every other writer until this
+    /// transaction ends. Two runs that overlap without sharing their last
+    /// seq do not meet in the primary key; under this lock the second sees
+    /// the first committed, and records nothing.
+    fn lock_applied(&self) -> Result<()> {
+        self.ctl_execute(
+            "LOCK TABLE {{schema}}._cutover_applied IN SHARE ROW EXCLUSIVE MODE",
+            &[],
+        )?;
+        Ok(())
+    }
+
     /// Whether the applied set can name a journal: false when there is no
     /// applied set yet (or only an older one, without journal identities).
     fn has_applied(&self) -> Result<bool> {

@@ -6,6 +6,12 @@ use rusqlite::{OptionalExtension, params};
 
 use super::*;
 
+/// Whether a recorded run of journal `?1` meets the seqs `?2..=?3`: the
+/// first run ending at or after `?2` starts at or before `?3` (runs never
+/// overlap, so no other can). One look-up in the primary key.
+const COVERS: &str = "coalesce((SELECT coalesce(first_seq, seq) <= ?3 FROM _cutover_applied
+     WHERE journal = ?1 AND seq >= ?2 ORDER BY seq LIMIT 1), 0)";
+
 impl AppliedSet for Sqlite {
     /// Creates the source's applied set (per journal identity) and kept
     /// columns. A source replayed by an older cutover, whose applied set had
@@ -17,17 +23,27 @@ impl AppliedSet for Sqlite {
                 self.location
             );
         }
+        // An applied set from before runs were recorded gains their columns;
+        // its rows read as runs of one entry.
+        if self.has_table("_cutover_applied")?
+            && !self.has_column("_cutover_applied", "first_seq")?
+        {
+            self.conn.execute_batch(
+                "ALTER TABLE _cutover_applied ADD COLUMN first_seq INTEGER;
+                 ALTER TABLE _cutover_applied ADD COLUMN entries INTEGER NOT NULL DEFAULT 1;",
+            )?;
+        }
         Ok(self.conn.execute_batch(APPLIED_DDL)?)
     }
 
-    /// `(rows, last seq applied)` of journal `journal` in `_cutover_applied`;
-    /// zeros when absent.
+    /// `(entries, last seq applied)` of journal `journal` in
+    /// `_cutover_applied`; zeros when absent.
     fn applied_progress(&self, journal: &str) -> Result<(i64, i64)> {
         if !self.has_applied()? {
             return Ok((0, 0));
         }
         Ok(self.conn.query_row(
-            "SELECT count(*), coalesce(max(seq), 0) FROM _cutover_applied WHERE journal = ?1",
+            "SELECT coalesce(sum(entries), 0), coalesce(max(seq), 0) FROM _cutover_applied WHERE journal = ?1",
             [journal],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )?)
@@ -47,39 +63,44 @@ impl AppliedSet for Sqlite {
             .query_row([journal], |r| r.get(0))?)
     }
 
-    /// Whether journal entry `seq` was applied. Called per change inside a
-    /// batch, after [`Db::ensure_applied_table`]: no catalogue look-up.
+    /// Whether journal entry `seq` was applied: the first run ending at or
+    /// after it starts at or before it. Called per change inside a batch,
+    /// after [`Db::ensure_applied_table`]: no catalogue look-up.
     fn is_applied(&self, journal: &str, seq: i64) -> Result<bool> {
         Ok(self
             .conn
-            .prepare_cached("SELECT 1 FROM _cutover_applied WHERE journal = ?1 AND seq = ?2")?
-            .query_row(params![journal, seq], |_| Ok(()))
-            .optional()?
-            .is_some())
+            .prepare_cached(&format!("SELECT {COVERS}"))?
+            .query_row(params![journal, seq, seq], |r| r.get(0))?)
     }
 
-    /// Records a journal entry as applied; `false` if it already was.
-    /// `at` is the batch's commit time ([`Db::now`]): formatting a time per
-    /// row costs more than the insert itself.
+    /// Records a journal entry as applied, a run of one; `false` if it
+    /// already was. `at` is the batch's commit time ([`Db::now`]).
     fn record_applied(&self, journal: &str, seq: i64, delivery: &str, at: &str) -> Result<bool> {
         let n = self
             .conn
-            .prepare_cached("INSERT OR IGNORE INTO _cutover_applied (journal, seq, delivery, applied_at) VALUES (?1, ?2, ?3, ?4)")?
-            .execute(params![journal, seq, delivery, at])?;
+            .prepare_cached(&format!(
+                "INSERT OR IGNORE INTO _cutover_applied (journal, seq, delivery, applied_at, first_seq, entries)
+                 SELECT ?1, ?2, ?4, ?5, ?2, 1 WHERE NOT {COVERS}"
+            ))?
+            .execute(params![journal, seq, seq, delivery, at])?;
         Ok(n == 1)
     }
 
-    /// Records a batch's journal entries as applied in one statement;
-    /// returns how many were new.
+    /// Records a batch's journal entries (every entry of the journal from
+    /// the least of `seqs` to the greatest) as one run; returns how many
+    /// were new: all of them, or none when the run meets one recorded.
     fn record_applied_all(&self, journal: &str, seqs: &[i64], delivery: &str) -> Result<usize> {
-        let list = serde_json::to_string(seqs)?;
-        Ok(self
+        let (Some(&first), Some(&last)) = (seqs.iter().min(), seqs.iter().max()) else {
+            return Ok(0);
+        };
+        let n = self
             .conn
-            .prepare_cached(
-                "INSERT OR IGNORE INTO _cutover_applied (journal, seq, delivery, applied_at)
-                 SELECT ?1, value, ?3, at FROM json_each(?2), (SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now') AS at)",
-            )?
-            .execute(params![journal, list, delivery])?)
+            .prepare_cached(&format!(
+                "INSERT OR IGNORE INTO _cutover_applied (journal, seq, delivery, applied_at, first_seq, entries)
+                 SELECT ?1, ?3, ?4, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), ?2, ?5 WHERE NOT {COVERS}"
+            ))?
+            .execute(params![journal, first, last, delivery, seqs.len() as i64])?;
+        Ok(if n == 1 { seqs.len() } else { 0 })
     }
 
     /// Keeps the columns of a source row that the spec does not carry, as
