@@ -1242,9 +1242,7 @@ fn rule_batch_order_of_a_failing_batch_changes_the_reported_line_not_the_state()
 #[test]
 fn the_applied_set_records_each_entry_once_on_sqlite() -> anyhow::Result<()> {
     let d = Dir::new("applied-set-contract");
-    std::fs::write(d.join("fresh.db"), b"")?;
-    let db = cutover::db::Db::open_file(&d.join("fresh.db"), cutover::db::Access::Write, "source")?;
-    support::applied_set_contract(&*db)
+    support::applied_set_contract(&*empty_sqlite(&d)?)
 }
 
 /// A source replayed by a cutover that recorded one row per entry keeps its
@@ -1252,7 +1250,11 @@ fn the_applied_set_records_each_entry_once_on_sqlite() -> anyhow::Result<()> {
 #[test]
 fn an_applied_set_of_single_entries_gains_runs_on_sqlite() -> anyhow::Result<()> {
     let d = Dir::new("applied-set-upgrade");
+    support::older_applied_set_upgrades(&*empty_sqlite(&d)?)
+}
+
+/// A new, empty SQLite database in `d`, opened for writing.
+fn empty_sqlite(d: &Dir) -> anyhow::Result<cutover::db::Db> {
     std::fs::write(d.join("fresh.db"), b"")?;
-    let db = cutover::db::Db::open_file(&d.join("fresh.db"), cutover::db::Access::Write, "source")?;
-    support::older_applied_set_upgrades(&*db)
+    cutover::db::Db::open_file(&d.join("fresh.db"), cutover::db::Access::Write, "source")
 }

@@ -427,14 +427,7 @@ each_layout!(replay_rolls_the_source_back_to_the_target_through_the_reverse_tran
 fn replay_records_each_applied_journal_seq_in_the_source(layout: Layout) {
     let d = Dir::orders_fenced_on(layout, "replay-applied");
     d.run(&["replay", "--batch", "2"], 0);
-    let seqs: Vec<i64> = d
-        .query("target.db", "SELECT seq FROM _cutover_journal ORDER BY seq")
-        .iter()
-        .map(|r| match r[0] {
-            rusqlite::types::Value::Integer(i) => i,
-            ref other => panic!("seq {other:?}"),
-        })
-        .collect();
+    let seqs = support::journal_seqs(&d, i64::MAX);
     let applied = d.applied_seqs("source.db", "target.db");
     assert_eq!(applied, seqs);
     // Three entries, one per write; on PostgreSQL the numbers the journal's

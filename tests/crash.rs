@@ -191,14 +191,7 @@ fn replay_crashed_at_each_point_then_rerun_ends_as_one_replay(layout: Layout) {
         assert_eq!(json["applied"], 3 - committed, "{fault}: {json:#}");
         assert_eq!(d.dump("source.db", "orders"), rolled_back, "{fault}");
         let seqs = d.applied_seqs("source.db", "target.db");
-        let journal: Vec<i64> = d
-            .query("target.db", "SELECT seq FROM _cutover_journal ORDER BY seq")
-            .iter()
-            .map(|r| match r[0] {
-                rusqlite::types::Value::Integer(i) => i,
-                ref other => panic!("seq {other:?}"),
-            })
-            .collect();
+        let journal = support::journal_seqs(&d, i64::MAX);
         assert_eq!(seqs, journal, "{fault}: each entry applied once");
     }
 }

@@ -82,6 +82,47 @@ pub struct Change {
     /// Where the change came from, for reports: a journal `seq`, a feed
     /// position, a source row number.
     pub tag: i64,
+    /// The before-image (of [`Rule::Expect`]) and `after` as the source
+    /// stores them ([`source_form`]), when the change's maker computed them
+    /// ahead, off the applying thread (replay's journal reader); `None`
+    /// otherwise, or when an image has no source form.
+    pub source_images: Option<(Option<Row>, Option<Row>)>,
+}
+
+/// `row` (canonical) as the source stores it: each column checked, then
+/// carried back by its transform. What the engine writes into a source
+/// whose stored row's storage classes it has not read.
+pub fn source_form(table: &Table, row: &Row) -> Result<Row, (String, String)> {
+    check_row(table, row)?;
+    table
+        .columns
+        .iter()
+        .zip(row)
+        .map(|(col, v)| reverse_column(col, v))
+        .collect()
+}
+
+/// The spec's checks of every column of a canonical row.
+fn check_row(table: &Table, row: &Row) -> Result<(), (String, String)> {
+    for (col, v) in table.columns.iter().zip(row) {
+        col.checks
+            .check(v)
+            .map_err(|why| (col.target.clone(), why))?;
+    }
+    Ok(())
+}
+
+/// One canonical value carried back to its source column.
+fn reverse_column(col: &crate::spec::Column, v: &Value) -> Result<Value, (String, String)> {
+    col.transform.reverse(v).map_err(|r| {
+        (
+            col.target.clone(),
+            format!(
+                "{v} cannot be carried back to source column '{}': {r}",
+                col.source
+            ),
+        )
+    })
 }
 
 /// A change that the database's current state does not allow.
@@ -478,6 +519,7 @@ impl<'a> Engine<'a> {
                                     rule: Rule::Plain,
                                     after: Some(b.values(r, b.width())),
                                     tag,
+                                    source_images: None,
                                 };
                                 match self
                                     .apply_one(&c, delivery)
@@ -644,16 +686,22 @@ impl<'a> Engine<'a> {
             return Ok(false);
         }
         // The stored form of a new value follows the class of the stored
-        // one, which the condition pins to `before`'s own.
+        // one, which the condition pins to `before`'s own: the source form,
+        // computed ahead when the change carries it.
         *self.stored.borrow_mut() = None;
-        let stored = |r: Option<&Row>| r.map(|r| self.stored_form(table, r)).transpose();
-        let (Ok(b), Ok(a)) = (stored(before), stored(c.after.as_ref())) else {
-            return Ok(false);
+        let computed;
+        let (b, a) = match &c.source_images {
+            Some((b, a)) if self.side == Side::Source => (b.as_deref(), a.as_deref()),
+            _ => {
+                let stored = |r: Option<&Row>| r.map(|r| self.stored_form(table, r)).transpose();
+                let (Ok(b), Ok(a)) = (stored(before), stored(c.after.as_ref())) else {
+                    return Ok(false);
+                };
+                computed = (b, a);
+                (computed.0.as_deref(), computed.1.as_deref())
+            }
         };
-        Ok(self
-            .db
-            .write_if(&self.sql[c.table], b.as_deref(), a.as_deref())?
-            == Some(true))
+        Ok(self.db.write_if(&self.sql[c.table], b, a)? == Some(true))
     }
 
     /// The replay rule, including a change of key.
@@ -1047,34 +1095,26 @@ impl<'a> Engine<'a> {
 
     /// The canonical row as this side stores it, after the column checks.
     fn stored_form(&self, table: &Table, row: &Row) -> Result<Row, (String, String)> {
-        for (col, v) in table.columns.iter().zip(row) {
-            col.checks
-                .check(v)
-                .map_err(|why| (col.target.clone(), why))?;
-        }
         match self.side {
-            Side::Target => Ok(row.clone()),
+            Side::Target => {
+                check_row(table, row)?;
+                Ok(row.clone())
+            }
             Side::Source => {
                 let stored = self.stored.borrow();
+                let Some(was) = stored.as_ref() else {
+                    return source_form(table, row);
+                };
+                check_row(table, row)?;
                 table
                     .columns
                     .iter()
                     .zip(row)
-                    .enumerate()
-                    .map(|(i, (col, v))| {
-                        let back = col.transform.reverse(v).map_err(|r| {
-                            (
-                                col.target.clone(),
-                                format!(
-                                    "{v} cannot be carried back to source column '{}': {r}",
-                                    col.source
-                                ),
-                            )
-                        })?;
-                        Ok(match (&col.transform, stored.as_ref().map(|s| &s[i])) {
-                            (Transform::DecimalToMinor { scale }, Some(was)) => {
-                                keep_class(back, v, was, *scale)
-                            }
+                    .zip(was)
+                    .map(|((col, v), was)| {
+                        let back = reverse_column(col, v)?;
+                        Ok(match &col.transform {
+                            Transform::DecimalToMinor { scale } => keep_class(back, v, was, *scale),
                             _ => back,
                         })
                     })

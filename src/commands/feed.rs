@@ -269,6 +269,7 @@ pub fn parse_line(
             rule,
             after: row,
             tag: position,
+            source_images: None,
         },
         canonical: serde_json::to_string(&json).unwrap_or_default(),
     })

@@ -560,32 +560,37 @@ pub fn next_run(
 /// The runs of [`next_run`], read ahead on their own thread over a second
 /// connection to the target, so that reading the journal overlaps with
 /// applying the run before.
-pub struct RunsAhead<'scope, 'env> {
+pub struct RunsAhead<'scope, 'env, T> {
     scope: &'scope std::thread::Scope<'scope, 'env>,
     spec: &'env Spec,
     boundary: i64,
     limit: usize,
+    /// What the thread makes of each entry, beside its seq.
+    map: fn(&Spec, Entry) -> T,
     /// The seq the next run from the thread comes after.
     from: i64,
-    runs: std::sync::mpsc::Receiver<Result<Vec<Entry>>>,
+    runs: std::sync::mpsc::Receiver<Result<Vec<(i64, T)>>>,
 }
 
-impl<'scope, 'env> RunsAhead<'scope, 'env> {
-    /// Starts reading the runs after `after`.
+impl<'scope, 'env, T: Send + 'scope> RunsAhead<'scope, 'env, T> {
+    /// Starts reading the runs after `after`, each entry made into what
+    /// `map` makes of it on the reading thread.
     pub fn start(
         scope: &'scope std::thread::Scope<'scope, 'env>,
         spec: &'env Spec,
         after: i64,
         boundary: i64,
         limit: usize,
+        map: fn(&Spec, Entry) -> T,
     ) -> Self {
         RunsAhead {
             scope,
             spec,
             boundary,
             limit,
+            map,
             from: after,
-            runs: Self::spawn(scope, spec, after, boundary, limit),
+            runs: Self::spawn(scope, spec, after, boundary, limit, map),
         }
     }
 
@@ -595,7 +600,8 @@ impl<'scope, 'env> RunsAhead<'scope, 'env> {
         mut after: i64,
         boundary: i64,
         limit: usize,
-    ) -> std::sync::mpsc::Receiver<Result<Vec<Entry>>> {
+        map: fn(&Spec, Entry) -> T,
+    ) -> std::sync::mpsc::Receiver<Result<Vec<(i64, T)>>> {
         // Two runs ahead: one being applied, one waiting.
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         scope.spawn(move || {
@@ -612,10 +618,14 @@ impl<'scope, 'env> RunsAhead<'scope, 'env> {
                 }
             };
             loop {
-                let run = next_run(spec, &target, &reader, after, boundary, limit);
+                let run = next_run(spec, &target, &reader, after, boundary, limit).map(|r| {
+                    r.into_iter()
+                        .map(|e| (e.seq, map(spec, e)))
+                        .collect::<Vec<_>>()
+                });
                 let end = match &run {
                     Ok(r) if !r.is_empty() => {
-                        after = r.iter().map(|e| e.seq).max().unwrap_or(after);
+                        after = r.iter().map(|(seq, _)| *seq).max().unwrap_or(after);
                         false
                     }
                     _ => true,
@@ -632,15 +642,22 @@ impl<'scope, 'env> RunsAhead<'scope, 'env> {
     /// The run after `after`: the one read ahead when it follows the last
     /// run handed out; otherwise the thread starts again from `after` (a
     /// run to be read again, or another replay that committed first).
-    pub fn next(&mut self, after: i64) -> Result<Vec<Entry>> {
+    pub fn next(&mut self, after: i64) -> Result<Vec<(i64, T)>> {
         if after != self.from {
-            self.runs = Self::spawn(self.scope, self.spec, after, self.boundary, self.limit);
+            self.runs = Self::spawn(
+                self.scope,
+                self.spec,
+                after,
+                self.boundary,
+                self.limit,
+                self.map,
+            );
         }
         let run = self
             .runs
             .recv()
             .map_err(|_| anyhow::anyhow!("the journal reader stopped"))??;
-        self.from = run.iter().map(|e| e.seq).max().unwrap_or(after);
+        self.from = run.iter().map(|(seq, _)| *seq).max().unwrap_or(after);
         Ok(run)
     }
 }

@@ -107,15 +107,28 @@ impl Report for Replay {
 }
 
 /// Turns one journal entry into a change in canonical form, addressed by
-/// the key the row had before it (a key change moves it from there).
+/// the key the row had before it (a key change moves it from there), with
+/// both images in the source's form: made on the journal's reading thread,
+/// so the applying one only writes.
 fn to_change(spec: &Spec, e: crate::commands::journal::Entry) -> Change {
-    let k = spec.tables[e.table].key_len;
+    let t = &spec.tables[e.table];
+    let k = t.key_len;
     let at = e
         .before
         .as_ref()
         .or(e.after.as_ref())
         .map(|r| r[..k].to_vec())
         .unwrap_or_default();
+    let form = |r: &Option<crate::value::Row>| {
+        r.as_ref()
+            .map(|r| crate::apply::source_form(t, r))
+            .transpose()
+    };
+    let source_images = match (form(&e.before), form(&e.after)) {
+        (Ok(b), Ok(a)) => Some((b, a)),
+        // The applying thread meets the same refusal and reports it.
+        _ => None,
+    };
     Change {
         table: e.table,
         key: at,
@@ -125,6 +138,7 @@ fn to_change(spec: &Spec, e: crate::commands::journal::Entry) -> Change {
         },
         after: e.after,
         tag: e.seq,
+        source_images,
     }
 }
 
@@ -230,19 +244,20 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
     let mut after = last_applied;
     let bar = Progress::new("replay", Some((entries - applied_rows).max(0) as u64));
     std::thread::scope(|scope| -> Result<()> {
-        let mut runs =
-            crate::commands::journal::RunsAhead::start(scope, spec, after, boundary, batch);
+        let mut runs = crate::commands::journal::RunsAhead::start(
+            scope, spec, after, boundary, batch, to_change,
+        );
         loop {
             let run = runs.next(after)?;
             if run.is_empty() {
                 break;
             }
-            let seqs: Vec<i64> = run.iter().map(|e| e.seq).collect();
+            let seqs: Vec<i64> = run.iter().map(|(seq, _)| *seq).collect();
             let last_seq = seqs.iter().copied().max().unwrap_or(after);
             let n = run.len() as u64;
             let changes: Vec<Change> = run
                 .into_iter()
-                .map(|e| to_change(spec, e))
+                .map(|(_, c)| c)
                 .filter(|c| {
                     poisoned.is_empty()
                         || record_keys(spec, c).iter().all(|k| !poisoned.contains(k))

@@ -825,6 +825,7 @@ fn sync_table(
                 rule,
                 after: Some(row),
                 tag: read,
+                source_images: None,
             });
             if pending.len() >= o.batch && !flush(&mut pending, ts)? {
                 return Ok(false);
