@@ -56,7 +56,7 @@ fn the_applied_set_records_each_entry_once() -> Result<()> {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(times.len(), 3, "one row for the feed entry, one per run");
+    assert_eq!(times.len(), 5, "one row per feed entry, one per run");
     assert!(times.iter().all(|t| is_utc_text(t)), "{times:?}");
 
     // Kept columns: kept, replaced by a later delete, taken back once.
@@ -72,6 +72,39 @@ fn the_applied_set_records_each_entry_once() -> Result<()> {
         db.take_kept_columns("j2", "artist", "[1]")?.as_deref(),
         Some(r#"{"note":"c"}"#)
     );
+    Ok(())
+}
+
+/// Two replays recording overlapping runs with different last seqs (so the
+/// primary key cannot tell): the second waits for the first to commit, then
+/// sees its run and records nothing, and its batch fails.
+#[test]
+fn overlapping_runs_from_two_sessions_are_recorded_once() -> Result<()> {
+    let Some(t) = TestDb::new("overlapping_runs_from_two_sessions_are_recorded_once") else {
+        return Ok(());
+    };
+    let first = t.engine(Access::Write, "source");
+    write(&first, || first.ensure_applied_table())?;
+    first.begin_write()?;
+    assert_eq!(first.record_applied_all("j1", &[1, 2, 3], "a")?, 3);
+    let second = t.engine(Access::Write, "source");
+    let racing = std::thread::spawn(move || -> Result<(usize, Duration)> {
+        let started = Instant::now();
+        second.begin_write()?;
+        let n = second.record_applied_all("j1", &[2, 3, 4, 5], "b")?;
+        second.rollback();
+        Ok((n, started.elapsed()))
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        !racing.is_finished(),
+        "the second run must wait for the first"
+    );
+    first.commit()?;
+    let (n, waited) = racing.join().expect("the racing session")?;
+    assert_eq!(n, 0, "the second run meets the first, committed");
+    assert!(waited >= Duration::from_millis(500), "{waited:?}");
+    assert_eq!(first.applied_progress("j1")?, (3, 3));
     Ok(())
 }
 

@@ -236,9 +236,8 @@ impl Checkpoint for DeliveryCheckpoint<'_> {
         )?;
         if side == Side::Source {
             let at = db.now()?;
-            for &seq in self.seqs.iter().filter(|&&s| s > 0) {
-                db.record_applied(self.feed, seq, self.delivery, &at)?;
-            }
+            let seqs: Vec<i64> = self.seqs.iter().copied().filter(|&s| s > 0).collect();
+            db.record_applied(self.feed, &seqs, self.delivery, &at)?;
         }
         Ok(())
     }

@@ -225,9 +225,15 @@ pub trait AppliedSet {
     /// Whether journal entry `seq` was applied. Called per change inside a
     /// batch, after [`AppliedSet::ensure_applied_table`].
     fn is_applied(&self, journal: &str, seq: i64) -> Result<bool>;
-    /// Records an entry as applied at `at`, a run of one; `false` if it
-    /// already was.
-    fn record_applied(&self, journal: &str, seq: i64, delivery: &str, at: &str) -> Result<bool>;
+    /// Records each of a delivery's entries as applied at `at`, a run of
+    /// one, skipping those already recorded; returns how many were new.
+    fn record_applied(
+        &self,
+        journal: &str,
+        seqs: &[i64],
+        delivery: &str,
+        at: &str,
+    ) -> Result<usize>;
     /// Records a batch's entries (every journal entry from the least of
     /// `seqs` to the greatest) as one run; returns how many were new: all,
     /// or none when the run meets one already recorded.

@@ -611,9 +611,9 @@ where
     write(&|| db.ensure_applied_table())?;
     let at = db.now()?;
     write(&|| {
-        // A feed's entry, one by one: once only.
-        assert!(db.record_applied("j1", 1, "d1", &at)?);
-        assert!(!db.record_applied("j1", 1, "d1", &at)?);
+        // A feed's entries, each a run of one: once only.
+        assert_eq!(db.record_applied("j1", &[1], "d1", &at)?, 1);
+        assert_eq!(db.record_applied("j1", &[1], "d1", &at)?, 0);
         // A batch: entries 2, 3 and 5 (the journal has no 4), one run.
         assert_eq!(db.record_applied_all("j1", &[2, 3, 5], "d2")?, 3);
         // Any run meeting a recorded one records nothing: the same batch,
@@ -621,8 +621,9 @@ where
         assert_eq!(db.record_applied_all("j1", &[2, 3, 5], "d2")?, 0);
         assert_eq!(db.record_applied_all("j1", &[3], "d2")?, 0);
         assert_eq!(db.record_applied_all("j1", &[0, 6], "d2")?, 0);
-        // A feed's entry inside a recorded run was applied.
-        assert!(!db.record_applied("j1", 4, "d1", &at)?);
+        // A feed's entry inside a recorded run was applied; the others of
+        // its delivery are recorded, each once.
+        assert_eq!(db.record_applied("j1", &[4, 6, 7], "d1", &at)?, 2);
         assert_eq!(db.record_applied_all("j2", &[], "d2")?, 0);
         assert_eq!(db.record_applied_all("j2", &[7], "d3")?, 1);
         Ok(())
@@ -633,14 +634,16 @@ where
         (2, true),
         (3, true),
         (5, true),
-        (6, false),
+        (6, true),
+        (7, true),
+        (8, false),
     ] {
         assert_eq!(db.is_applied("j1", seq)?, applied, "entry {seq} of j1");
     }
     assert!(!db.is_applied("j2", 5)?);
     assert!(db.is_applied("j2", 7)?);
-    assert_eq!(db.applied_progress("j1")?, (4, 5));
-    assert_eq!(db.applied_last("j1")?, 5);
+    assert_eq!(db.applied_progress("j1")?, (6, 7));
+    assert_eq!(db.applied_last("j1")?, 7);
     assert_eq!(db.applied_progress("j2")?, (1, 7));
     assert_eq!(db.applied_progress("j3")?, (0, 0));
 
@@ -648,8 +651,8 @@ where
     db.begin_write()?;
     db.record_applied_all("j1", &[9, 10], "d4")?;
     db.rollback();
-    assert_eq!(db.applied_last("j1")?, 5);
-    assert_eq!(db.applied_progress("j1")?, (4, 5));
+    assert_eq!(db.applied_last("j1")?, 7);
+    assert_eq!(db.applied_progress("j1")?, (6, 7));
     Ok(())
 }
 

@@ -82,19 +82,29 @@ impl AppliedSet for Postgres {
         Ok(r[0].get(0))
     }
 
-    /// Records a journal entry as applied at `at`, a run of one; `false` if
-    /// it already was.
-    fn record_applied(&self, journal: &str, seq: i64, delivery: &str, at: &str) -> Result<bool> {
+    /// Records each of a delivery's journal entries as applied at `at`, a
+    /// run of one, skipping those already recorded, in one statement;
+    /// returns how many were new.
+    fn record_applied(
+        &self,
+        journal: &str,
+        seqs: &[i64],
+        delivery: &str,
+        at: &str,
+    ) -> Result<usize> {
+        if seqs.is_empty() {
+            return Ok(0);
+        }
         self.lock_applied()?;
         let n = self.ctl_execute(
-            &format!(
-                "INSERT INTO {{{{schema}}}}._cutover_applied (journal, seq, delivery, applied_at, first_seq, entries)
-                 SELECT $1::text, $2::bigint, $4::text, $5::text, $2::bigint, 1 WHERE NOT {COVERS}
-                 ON CONFLICT DO NOTHING"
-            ),
-            &[&journal, &seq, &seq, &delivery, &at],
+            "INSERT INTO {{schema}}._cutover_applied (journal, seq, delivery, applied_at, first_seq, entries)
+             SELECT $1::text, s, $3::text, $4::text, s, 1 FROM unnest($2::bigint[]) AS s
+             WHERE NOT coalesce((SELECT coalesce(a.first_seq, a.seq) <= s FROM {{schema}}._cutover_applied a
+                                 WHERE a.journal = $1::text AND a.seq >= s ORDER BY a.seq LIMIT 1), false)
+             ON CONFLICT DO NOTHING",
+            &[&journal, &seqs, &delivery, &at],
         )?;
-        Ok(n == 1)
+        Ok(n as usize)
     }
 
     /// Records a batch's journal entries (every entry of the journal from

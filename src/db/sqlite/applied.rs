@@ -73,17 +73,25 @@ impl AppliedSet for Sqlite {
             .query_row(params![journal, seq, seq], |r| r.get(0))?)
     }
 
-    /// Records a journal entry as applied, a run of one; `false` if it
-    /// already was. `at` is the batch's commit time ([`Db::now`]).
-    fn record_applied(&self, journal: &str, seq: i64, delivery: &str, at: &str) -> Result<bool> {
-        let n = self
-            .conn
-            .prepare_cached(&format!(
-                "INSERT OR IGNORE INTO _cutover_applied (journal, seq, delivery, applied_at, first_seq, entries)
-                 SELECT ?1, ?2, ?4, ?5, ?2, 1 WHERE NOT {COVERS}"
-            ))?
-            .execute(params![journal, seq, seq, delivery, at])?;
-        Ok(n == 1)
+    /// Records each of a delivery's journal entries as applied, a run of
+    /// one, skipping those already recorded; returns how many were new.
+    /// `at` is the batch's commit time ([`Db::now`]).
+    fn record_applied(
+        &self,
+        journal: &str,
+        seqs: &[i64],
+        delivery: &str,
+        at: &str,
+    ) -> Result<usize> {
+        let mut st = self.conn.prepare_cached(&format!(
+            "INSERT OR IGNORE INTO _cutover_applied (journal, seq, delivery, applied_at, first_seq, entries)
+             SELECT ?1, ?2, ?4, ?5, ?2, 1 WHERE NOT {COVERS}"
+        ))?;
+        let mut new = 0;
+        for &seq in seqs {
+            new += st.execute(params![journal, seq, seq, delivery, at])?;
+        }
+        Ok(new)
     }
 
     /// Records a batch's journal entries (every entry of the journal from
