@@ -433,6 +433,7 @@ impl<T: Rows> Cursor<T> {
 /// How the key of the row before `row` (in its block, or `prev_last`, the
 /// last key of the block before) compares with `row`'s; `None` for the
 /// first row of all.
+#[inline]
 pub(crate) fn order_after(
     rows: &Block,
     row: usize,
@@ -455,6 +456,7 @@ pub(crate) fn order_after(
 /// duplicate key, a step back means the engine ordered differently than we
 /// compare (a non-binary collation on the key), and a merge would lie.
 /// `prev_last` is the key of the row before the block's first.
+#[inline]
 fn check_order(
     rows: &Block,
     row: usize,
@@ -463,20 +465,33 @@ fn check_order(
     side: &str,
     table: &str,
 ) -> Result<()> {
-    if let Some(o) = order_after(rows, row, prev_last, k)
-        && o.is_ge()
-    {
-        let key = crate::value::display_key(&rows.values(row, k));
-        if o.is_eq() {
-            bail!(
-                "{side} table '{table}' holds two rows with key {key}; the spec's key must be unique (add a unique index, or fix the key in the spec)"
-            );
-        }
-        bail!(
-            "{side} table '{table}' returned key {key} out of order: the key column sorts with a collation other than BINARY; reconcile needs binary key order"
+    match order_after(rows, row, prev_last, k) {
+        Some(o) if o.is_ge() => Err(out_of_order(rows, row, k, o, side, table)),
+        _ => Ok(()),
+    }
+}
+
+/// The error for a key that did not strictly increase; kept out of line so
+/// the per-row check stays small.
+#[cold]
+#[inline(never)]
+fn out_of_order(
+    rows: &Block,
+    row: usize,
+    k: usize,
+    o: Ordering,
+    side: &str,
+    table: &str,
+) -> anyhow::Error {
+    let key = crate::value::display_key(&rows.values(row, k));
+    if o.is_eq() {
+        return anyhow!(
+            "{side} table '{table}' holds two rows with key {key}; the spec's key must be unique (add a unique index, or fix the key in the spec)"
         );
     }
-    Ok(())
+    anyhow!(
+        "{side} table '{table}' returned key {key} out of order: the key column sorts with a collation other than BINARY; reconcile needs binary key order"
+    )
 }
 
 /// What a pass over the source found for one table.

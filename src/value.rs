@@ -235,6 +235,7 @@ impl Block {
     }
 
     /// Appends one cell; a row is complete after `width` pushes.
+    #[inline(always)]
     pub fn push(&mut self, v: CellRef<'_>) {
         let mut span = |b: &[u8]| {
             let at = self.bytes.len() as u32;
@@ -257,6 +258,7 @@ impl Block {
         self.cells.push(cell);
     }
 
+    #[inline]
     pub fn get(&self, row: usize, col: usize) -> CellRef<'_> {
         let slice = |a: u32, n: u32| &self.bytes[a as usize..(a + n) as usize];
         match self.cells[row * self.width + col] {
@@ -283,10 +285,16 @@ impl Block {
 
     /// Compares the first `n` cells of two rows in SQLite's order.
     pub fn cmp_prefix(&self, row: usize, other: &Block, other_row: usize, n: usize) -> Ordering {
-        for c in 0..n {
-            match self.get(row, c).sql_cmp(&other.get(other_row, c)) {
-                Ordering::Equal => continue,
-                o => return o,
+        let mine = &self.cells[row * self.width..][..n];
+        let theirs = &other.cells[other_row * other.width..][..n];
+        for (c, (a, b)) in mine.iter().zip(theirs).enumerate() {
+            // Integer keys, the common case, compare without building cells.
+            let o = match (a, b) {
+                (Cell::Integer(a), Cell::Integer(b)) => a.cmp(b),
+                _ => self.get(row, c).sql_cmp(&other.get(other_row, c)),
+            };
+            if o.is_ne() {
+                return o;
             }
         }
         Ordering::Equal
