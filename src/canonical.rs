@@ -3,7 +3,7 @@
 //! engine all compare and write. One place, so every command reads a source
 //! row the same way.
 
-use crate::spec::Table;
+use crate::spec::{Column, Table};
 use crate::value::{Block, CellRef, Row, Value};
 
 /// Forward-transforms and checks one source row (paths that are not hot).
@@ -65,6 +65,7 @@ pub enum Forwarded {
 /// Forward-transforms and checks row `r` of a block of source rows into
 /// `out` (one cell per spec column), borrowing: no allocation unless the
 /// row needs a note.
+#[inline]
 pub fn forward_row<'a>(
     table: &'a Table,
     raw: &'a Block,
@@ -75,39 +76,54 @@ pub fn forward_row<'a>(
     for (c, col) in table.columns.iter().enumerate() {
         let v = raw.get(r, c);
         if c < table.key_len && v == CellRef::Null {
-            return Forwarded::Invalid(Note::Invalid(
-                col.source.clone(),
-                Value::Null,
-                format!(
-                    "key column '{}' is null: the row has no identity",
-                    col.source
-                ),
-            ));
+            return null_key(col);
         }
         match col.transform.forward_ref(v) {
             Ok((f, canonical)) => {
                 if let Err(why) = col.checks.check_ref(f) {
-                    return Forwarded::Invalid(Note::Invalid(
-                        col.source.clone(),
-                        v.to_value(),
-                        why,
-                    ));
+                    return invalid(col, v, why);
                 }
                 if !canonical && nc.is_none() {
-                    let back = col.transform.reverse(&f.to_value()).unwrap_or(Value::Null);
-                    nc = Some(Note::NonCanonical(c, v.to_value(), back));
+                    nc = Some(non_canonical(c, col, v, f));
                 }
                 out[c] = f;
             }
-            Err(rej) => {
-                return Forwarded::Invalid(Note::Invalid(col.source.clone(), v.to_value(), rej.0));
-            }
+            Err(rej) => return invalid(col, v, rej.0),
         }
     }
     match nc {
         Some(n) => Forwarded::NonCanonical(n),
         None => Forwarded::Ok,
     }
+}
+
+// The notes are built out of line: they are rare, and building them inline
+// would weigh on every row's call.
+
+#[cold]
+#[inline(never)]
+fn null_key(col: &Column) -> Forwarded {
+    Forwarded::Invalid(Note::Invalid(
+        col.source.clone(),
+        Value::Null,
+        format!(
+            "key column '{}' is null: the row has no identity",
+            col.source
+        ),
+    ))
+}
+
+#[cold]
+#[inline(never)]
+fn invalid(col: &Column, v: CellRef<'_>, why: String) -> Forwarded {
+    Forwarded::Invalid(Note::Invalid(col.source.clone(), v.to_value(), why))
+}
+
+#[cold]
+#[inline(never)]
+fn non_canonical(c: usize, col: &Column, v: CellRef<'_>, f: CellRef<'_>) -> Note {
+    let back = col.transform.reverse(&f.to_value()).unwrap_or(Value::Null);
+    Note::NonCanonical(c, v.to_value(), back)
 }
 
 /// Forward-transforms a block of source rows: load's input.

@@ -194,11 +194,18 @@ impl Checks {
         self.check_ref(v.as_cell())
     }
 
-    /// The same, on a borrowed cell (the hot path).
+    /// The same, on a borrowed cell (the hot path: most columns have no
+    /// checks, and the rest are checked out of line).
+    #[inline]
     pub fn check_ref(&self, v: CellRef<'_>) -> Result<(), String> {
         if matches!(v, CellRef::Null) || self.is_empty() {
             return Ok(());
         }
+        self.check_present(v)
+    }
+
+    #[inline(never)]
+    fn check_present(&self, v: CellRef<'_>) -> Result<(), String> {
         let shown = || v.to_value();
         if (self.integer || self.min.is_some()) && !matches!(v, CellRef::Integer(_)) {
             return Err(format!(
@@ -233,6 +240,7 @@ impl Checks {
         Ok(())
     }
 
+    #[inline]
     fn is_empty(&self) -> bool {
         !self.integer && self.min.is_none() && self.values.is_none() && self.pattern.is_none()
     }

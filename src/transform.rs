@@ -45,6 +45,7 @@ impl fmt::Display for Reject {
     }
 }
 
+#[cold]
 fn reject<T>(why: impl Into<String>) -> Result<T, Reject> {
     Err(Reject(why.into()))
 }
@@ -75,6 +76,7 @@ impl Transform {
     /// Source value → target value, borrowing (the hot path of reconcile,
     /// check and load): the forwarded cell, and whether the source text is
     /// already canonical (what reverse would write back).
+    #[inline]
     pub fn forward_ref<'a>(&'a self, v: CellRef<'a>) -> Result<(CellRef<'a>, bool), Reject> {
         match (self, v) {
             (Transform::Copy, v) => Ok((v, true)),
