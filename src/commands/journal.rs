@@ -557,6 +557,9 @@ pub fn next_run(
     Ok(run)
 }
 
+/// The runs a [`RunsAhead`] thread reads, each entry with its seq.
+type Runs<T> = std::sync::mpsc::Receiver<Result<Vec<(i64, T)>>>;
+
 /// The runs of [`next_run`], read ahead on their own thread over a second
 /// connection to the target, so that reading the journal overlaps with
 /// applying the run before.
@@ -569,7 +572,9 @@ pub struct RunsAhead<'scope, 'env, T> {
     map: fn(&Spec, Entry) -> T,
     /// The seq the next run from the thread comes after.
     from: i64,
-    runs: std::sync::mpsc::Receiver<Result<Vec<(i64, T)>>>,
+    runs: Runs<T>,
+    /// Runs handed back once applied, freed on the reading thread.
+    spent: std::sync::mpsc::Sender<Vec<T>>,
 }
 
 impl<'scope, 'env, T: Send + 'scope> RunsAhead<'scope, 'env, T> {
@@ -583,6 +588,7 @@ impl<'scope, 'env, T: Send + 'scope> RunsAhead<'scope, 'env, T> {
         limit: usize,
         map: fn(&Spec, Entry) -> T,
     ) -> Self {
+        let (runs, spent) = Self::spawn(scope, spec, after, boundary, limit, map);
         RunsAhead {
             scope,
             spec,
@@ -590,7 +596,8 @@ impl<'scope, 'env, T: Send + 'scope> RunsAhead<'scope, 'env, T> {
             limit,
             map,
             from: after,
-            runs: Self::spawn(scope, spec, after, boundary, limit, map),
+            runs,
+            spent,
         }
     }
 
@@ -601,9 +608,10 @@ impl<'scope, 'env, T: Send + 'scope> RunsAhead<'scope, 'env, T> {
         boundary: i64,
         limit: usize,
         map: fn(&Spec, Entry) -> T,
-    ) -> std::sync::mpsc::Receiver<Result<Vec<(i64, T)>>> {
+    ) -> (Runs<T>, std::sync::mpsc::Sender<Vec<T>>) {
         // Two runs ahead: one being applied, one waiting.
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let (spent_tx, spent) = std::sync::mpsc::channel::<Vec<T>>();
         scope.spawn(move || {
             let read = || -> Result<(Db, Reader)> {
                 let target = Db::open(&spec.target, Access::Read, "target")?;
@@ -634,9 +642,23 @@ impl<'scope, 'env, T: Send + 'scope> RunsAhead<'scope, 'env, T> {
                 if tx.send(run).is_err() || end {
                     return;
                 }
+                // At most the run applied since the last send: each is freed
+                // here, by the thread whose allocator made it.
+                while let Ok(applied) = spent.try_recv() {
+                    drop(applied);
+                }
             }
         });
-        rx
+        (rx, spent_tx)
+    }
+
+    /// Hands back a run once applied, to be freed on the reading thread:
+    /// freeing a thousand changes made there took the applying thread about
+    /// a seventh of its time (glibc returns each block to the arena of the
+    /// thread that allocated it, under that arena's lock).
+    pub fn give_back(&self, applied: Vec<T>) {
+        // The thread has stopped: the run is freed here instead.
+        let _ = self.spent.send(applied);
     }
 
     /// The run after `after`: the one read ahead when it follows the last
@@ -644,7 +666,7 @@ impl<'scope, 'env, T: Send + 'scope> RunsAhead<'scope, 'env, T> {
     /// run to be read again, or another replay that committed first).
     pub fn next(&mut self, after: i64) -> Result<Vec<(i64, T)>> {
         if after != self.from {
-            self.runs = Self::spawn(
+            (self.runs, self.spent) = Self::spawn(
                 self.scope,
                 self.spec,
                 after,

@@ -304,6 +304,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
                 }
                 other => bail!("unexpected outcome of a replay batch: {other:?}"),
             }
+            runs.give_back(changes);
             after = last_seq;
         }
         Ok(())
