@@ -15,7 +15,7 @@ pub mod types;
 use std::path::Path;
 
 use anyhow::{Result, bail};
-use sha2::{Digest, Sha256};
+use sha2::Digest;
 
 pub use interfaces::{
     AppliedSet, BatchInsert, Capture, Catalogue, Connection, Database, Digests, Fence, Fixtures,
@@ -136,11 +136,15 @@ impl Db {
     /// its kind ([`Block::hash_into`]). Reconcile's target reader computes
     /// the same digest as it goes.
     pub fn digest_rows(&self, sql: &TableSql) -> Result<String> {
-        let mut h = Sha256::new();
-        self.scan_blocks(sql, None, 1024, |b| {
-            b.hash_into(&mut h);
-            Ok(true)
-        })?;
+        let ((), h) = crate::value::hashed_beside(
+            |h, b: Block| b.hash_into(h),
+            |hash| {
+                self.scan_blocks(sql, None, 1024, |b| {
+                    hash(b);
+                    Ok(true)
+                })
+            },
+        )?;
         Ok(hex::encode(h.finalize()))
     }
 }

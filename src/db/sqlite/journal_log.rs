@@ -4,10 +4,13 @@
 use anyhow::{Result, bail};
 use rusqlite::{OptionalExtension, params};
 
-use sha2::{Digest, Sha256};
+use sha2::Digest;
 
 use super::capture::{journal_parts, prefixed};
 use super::*;
+
+/// How many bytes the journal's digest gathers before hashing them.
+const DIGEST_BUFFER: usize = 64 * 1024;
 
 impl JournalLog for Sqlite {
     /// Every journaled table (and earlier column lists of the same table).
@@ -180,37 +183,10 @@ impl JournalLog for Sqlite {
     /// SHA-256 over the journal: every entry in `seq` order and every image
     /// row in rowid order, each cell with its storage class.
     fn journal_digest(&self) -> Result<String> {
-        let mut h = Sha256::new();
-        if self.has_journal()? {
-            let mut st = self
-                .conn
-                .prepare("SELECT seq, img, op FROM _cutover_journal ORDER BY seq")?;
-            let mut rows = st.query([])?;
-            while let Some(r) = rows.next()? {
-                h.update(r.get::<_, i64>(0)?.to_le_bytes());
-                h.update(r.get::<_, i64>(1)?.to_le_bytes());
-                let op = r.get_ref(2)?.as_bytes().unwrap_or(b"");
-                h.update((op.len() as u64).to_le_bytes());
-                h.update(op);
-            }
-            for t in self.journal_image_tables()? {
-                // Each journal table in seq order, every column (op and both
-                // images) with its storage class.
-                h.update((t.len() as u64).to_le_bytes());
-                h.update(t.as_bytes());
-                let mut st = self.conn.prepare(&format!(
-                    "SELECT rowid, * FROM {} ORDER BY rowid",
-                    quote_ident(&t)
-                ))?;
-                let width = st.column_count();
-                let mut rows = st.query([])?;
-                while let Some(r) = rows.next()? {
-                    for i in 0..width {
-                        crate::value::hash_cell(&mut h, cell(r.get_ref(i)?));
-                    }
-                }
-            }
-        }
+        let ((), h) = crate::value::hashed_beside(
+            |h, buf: Vec<u8>| h.update(&buf),
+            |hash| self.journal_bytes(hash),
+        )?;
         Ok(hex::encode(h.finalize()))
     }
 
@@ -247,5 +223,55 @@ impl JournalLog for Sqlite {
             last = last.max(m);
         }
         Ok(last)
+    }
+}
+
+impl Sqlite {
+    /// The journal's digest form, in order, a buffer at a time: every
+    /// entry's seq, image and op, then each journal table in seq order,
+    /// every column (op and both images) with its storage class.
+    fn journal_bytes(&self, hash: &mut dyn FnMut(Vec<u8>)) -> Result<()> {
+        use crate::value::CellSink;
+        let mut buf: Vec<u8> = Vec::with_capacity(2 * DIGEST_BUFFER);
+        let mut flush = |buf: &mut Vec<u8>, now: bool| {
+            if now || buf.len() >= DIGEST_BUFFER {
+                hash(std::mem::replace(
+                    buf,
+                    Vec::with_capacity(2 * DIGEST_BUFFER),
+                ));
+            }
+        };
+        if self.has_journal()? {
+            let mut st = self
+                .conn
+                .prepare("SELECT seq, img, op FROM _cutover_journal ORDER BY seq")?;
+            let mut rows = st.query([])?;
+            while let Some(r) = rows.next()? {
+                buf.put(&r.get::<_, i64>(0)?.to_le_bytes());
+                buf.put(&r.get::<_, i64>(1)?.to_le_bytes());
+                let op = r.get_ref(2)?.as_bytes().unwrap_or(b"");
+                buf.put(&(op.len() as u64).to_le_bytes());
+                buf.put(op);
+                flush(&mut buf, false);
+            }
+            for t in self.journal_image_tables()? {
+                buf.put(&(t.len() as u64).to_le_bytes());
+                buf.put(t.as_bytes());
+                let mut st = self.conn.prepare(&format!(
+                    "SELECT rowid, * FROM {} ORDER BY rowid",
+                    quote_ident(&t)
+                ))?;
+                let width = st.column_count();
+                let mut rows = st.query([])?;
+                while let Some(r) = rows.next()? {
+                    for i in 0..width {
+                        crate::value::hash_cell(&mut buf, cell(r.get_ref(i)?));
+                    }
+                    flush(&mut buf, false);
+                }
+            }
+        }
+        flush(&mut buf, true);
+        Ok(())
     }
 }
