@@ -78,15 +78,14 @@ pub fn forward_row<'a>(
         if c < table.key_len && v == CellRef::Null {
             return null_key(col);
         }
-        match col.transform.forward_ref(v) {
-            Ok((f, canonical)) => {
-                if let Err(why) = col.checks.check_ref(f) {
+        match col.transform.forward_into(v, &mut out[c]) {
+            Ok(canonical) => {
+                if let Err(why) = col.checks.check_ref(out[c]) {
                     return invalid(col, v, why);
                 }
                 if !canonical && nc.is_none() {
-                    nc = Some(non_canonical(c, col, v, f));
+                    nc = Some(non_canonical(c, col, v, out[c]));
                 }
-                out[c] = f;
             }
             Err(rej) => return invalid(col, v, rej.0),
         }

@@ -198,7 +198,7 @@ impl Checks {
     /// checks, and the rest are checked out of line).
     #[inline]
     pub fn check_ref(&self, v: CellRef<'_>) -> Result<(), String> {
-        if matches!(v, CellRef::Null) || self.is_empty() {
+        if self.is_empty() || matches!(v, CellRef::Null) {
             return Ok(());
         }
         self.check_present(v)

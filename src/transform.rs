@@ -78,12 +78,38 @@ impl Transform {
     /// already canonical (what reverse would write back).
     #[inline]
     pub fn forward_ref<'a>(&'a self, v: CellRef<'a>) -> Result<(CellRef<'a>, bool), Reject> {
+        let mut out = CellRef::Null;
+        let canonical = self.forward_into(v, &mut out)?;
+        Ok((out, canonical))
+    }
+
+    /// [`Transform::forward_ref`] writing the forwarded cell in place: the
+    /// merge's per-row step, where moving the cell out of a returned tuple
+    /// stalled on reading back what had just been written.
+    #[inline]
+    pub fn forward_into<'a>(
+        &'a self,
+        v: CellRef<'a>,
+        out: &mut CellRef<'a>,
+    ) -> Result<bool, Reject> {
         match (self, v) {
-            (Transform::Copy, v) => Ok((v, true)),
-            (Transform::Constant(c), _) => Ok((c.as_cell(), true)),
-            (_, CellRef::Null) => Ok((CellRef::Null, true)),
+            (Transform::Copy, v) => {
+                *out = v;
+                Ok(true)
+            }
+            (Transform::Constant(c), _) => {
+                *out = c.as_cell();
+                Ok(true)
+            }
+            (_, CellRef::Null) => {
+                *out = CellRef::Null;
+                Ok(true)
+            }
             (Transform::DecimalToMinor { scale }, CellRef::Text(t)) => {
-                parse_decimal_bytes(t, *scale).map(|d| (CellRef::Integer(d.minor), d.canonical))
+                parse_decimal_bytes(t, *scale).map(|d| {
+                    *out = CellRef::Integer(d.minor);
+                    d.canonical
+                })
             }
             // SQLite stores money in NUMERIC or REAL columns as an INTEGER
             // or a REAL, whatever the application wrote. An integer is a
@@ -91,15 +117,20 @@ impl Transform {
             // that reads back to the same bits, and must fit the scale.
             (Transform::DecimalToMinor { scale }, CellRef::Integer(i)) => i
                 .checked_mul(10i64.pow(*scale))
-                .map(|m| (CellRef::Integer(m), true))
+                .map(|m| {
+                    *out = CellRef::Integer(m);
+                    true
+                })
                 .ok_or_else(|| {
                     Reject(format!(
                         "the integer {i} at scale {scale} is past the 64-bit range of minor units"
                     ))
                 }),
-            (Transform::DecimalToMinor { scale }, CellRef::Real(r)) => {
-                real_to_minor(r, *scale).map(|m| (CellRef::Integer(m), true))
-            }
+            (Transform::DecimalToMinor { scale }, CellRef::Real(r)) => real_to_minor(r, *scale)
+                .map(|m| {
+                    *out = CellRef::Integer(m);
+                    true
+                }),
             (Transform::DecimalToMinor { .. }, other) => {
                 let v = other.to_value();
                 reject(format!("expected decimal text, found {} {v}", v.class()))
@@ -115,7 +146,10 @@ impl Transform {
                     std::str::from_utf8(code).ok().and_then(|c| forward.get(c))
                 };
                 match word {
-                    Some(word) => Ok((CellRef::Text(word.as_bytes()), true)),
+                    Some(word) => {
+                        *out = CellRef::Text(word.as_bytes());
+                        Ok(true)
+                    }
                     None => reject(format!("code {} is not in the map", v.to_value())),
                 }
             }
