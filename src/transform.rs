@@ -28,6 +28,10 @@ pub enum Transform {
     Map {
         forward: BTreeMap<String, String>,
         reverse: BTreeMap<String, String>,
+        /// The codes as [`packed`] integers with their words, when there are
+        /// a few and each is short: the per-row lookup, one integer compare
+        /// per code.
+        packed: Option<Vec<(u64, String)>>,
     },
     /// A target-only column holding one value (`value = "USD"`): the
     /// source has no such column; reverse requires the target row to hold
@@ -43,6 +47,21 @@ impl fmt::Display for Reject {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
+}
+
+/// A text of at most seven bytes as one integer: its bytes, then its length
+/// in the top byte, so that two texts are equal exactly when their integers
+/// are. `None` for a longer text.
+#[inline]
+fn packed(b: &[u8]) -> Option<u64> {
+    if b.len() > 7 {
+        return None;
+    }
+    let mut x = (b.len() as u64) << 56;
+    for (i, &c) in b.iter().enumerate() {
+        x |= u64::from(c) << (8 * i);
+    }
+    Some(x)
 }
 
 #[cold]
@@ -61,7 +80,19 @@ impl Transform {
                 ));
             }
         }
-        Ok(Transform::Map { forward, reverse })
+        let packed = (forward.len() <= 16)
+            .then(|| {
+                forward
+                    .iter()
+                    .map(|(c, w)| packed(c.as_bytes()).map(|p| (p, w.clone())))
+                    .collect()
+            })
+            .flatten();
+        Ok(Transform::Map {
+            forward,
+            reverse,
+            packed,
+        })
     }
 
     pub fn name(&self) -> &'static str {
@@ -135,15 +166,17 @@ impl Transform {
                 let v = other.to_value();
                 reject(format!("expected decimal text, found {} {v}", v.class()))
             }
-            (Transform::Map { forward, .. }, CellRef::Text(code)) => {
-                // A few codes are found fastest by their bytes, in order.
-                let word = if forward.len() <= 8 {
-                    forward
-                        .iter()
-                        .find(|(c, _)| c.as_bytes() == code)
-                        .map(|(_, w)| w)
-                } else {
-                    std::str::from_utf8(code).ok().and_then(|c| forward.get(c))
+            (
+                Transform::Map {
+                    forward, packed: p, ..
+                },
+                CellRef::Text(code),
+            ) => {
+                let word = match (p, packed(code)) {
+                    (Some(codes), Some(c)) => codes.iter().find(|(k, _)| *k == c).map(|(_, w)| w),
+                    // A code too long to pack is in no packed table.
+                    (Some(_), None) => None,
+                    (None, _) => std::str::from_utf8(code).ok().and_then(|c| forward.get(c)),
                 };
                 match word {
                     Some(word) => {
@@ -551,6 +584,52 @@ mod tests {
         assert!(m.forward(&Value::Text("а".into())).is_err()); // Cyrillic look-alike
         assert!(m.reverse(&Value::Text("gone".into())).is_err());
         assert!(m.forward(&Value::Integer(1)).is_err());
+        Ok(())
+    }
+
+    /// The per-row lookup compares codes as packed integers: a code found
+    /// is exactly the code given, whatever its length, trailing NUL bytes
+    /// included, and a table with a code too long to pack looks codes up by
+    /// text.
+    #[test]
+    fn map_finds_exactly_the_code_given() -> Result<(), String> {
+        let word = |m: &Transform, s: &str| match m.forward_ref(CellRef::Text(s.as_bytes())) {
+            Ok((CellRef::Text(w), _)) => Some(String::from_utf8(w.to_vec()).unwrap()),
+            _ => None,
+        };
+        let short = Transform::map(BTreeMap::from([
+            ("".into(), "empty".into()),
+            ("A".into(), "one".into()),
+            ("A\0".into(), "one and nul".into()),
+            ("ABCDEFG".into(), "seven".into()),
+        ]))?;
+        assert!(matches!(
+            short,
+            Transform::Map {
+                packed: Some(_),
+                ..
+            }
+        ));
+        let long = Transform::map(BTreeMap::from([
+            ("A".into(), "one".into()),
+            ("ABCDEFGH".into(), "eight".into()),
+        ]))?;
+        assert!(matches!(long, Transform::Map { packed: None, .. }));
+        for (m, code, want) in [
+            (&short, "", Some("empty")),
+            (&short, "A", Some("one")),
+            (&short, "A\0", Some("one and nul")),
+            (&short, "A\0\0", None),
+            (&short, "\0", None),
+            (&short, "ABCDEFG", Some("seven")),
+            (&short, "ABCDEFGH", None),
+            (&short, "B", None),
+            (&long, "A", Some("one")),
+            (&long, "ABCDEFGH", Some("eight")),
+            (&long, "ABCDEFG", None),
+        ] {
+            assert_eq!(word(m, code).as_deref(), want, "code {code:?}");
+        }
         Ok(())
     }
 
