@@ -22,7 +22,7 @@
 //! form, so value-equal but non-canonical text (`12.5`) is not a conflict.
 //! The replay rule's common changes (an update that keeps its key, an
 //! insert, a delete) first go in one conditional statement where the engine
-//! has one ([`crate::db::Rows::write_if`]): written only when the stored row
+//! has one ([`crate::db::ConditionalWrite`]): written only when the stored row
 //! is exactly the before-image in stored form, the one case where the rule
 //! writes anyway; anything else reads the row and runs the rule.
 //!
@@ -41,7 +41,7 @@ use serde::Serialize;
 use serde_json::Value as Json;
 
 use crate::canonical::canonical;
-use crate::db::{Db, TableSql};
+use crate::db::{ConditionalWrite, Db, TableSql};
 use crate::spec::{OnChange, Side, Table};
 use crate::transform::Transform;
 use crate::value::{Block, Row, Value, display_key, key_cmp, key_json};
@@ -277,7 +277,13 @@ pub struct Engine<'a> {
     /// value written back keeps the class the row had (see
     /// [`Engine::stored_form`]).
     stored: std::cell::RefCell<Option<Row>>,
+    /// Each table's conditional writes, made on first use (`None` inside:
+    /// the database has none).
+    writers: std::cell::RefCell<Vec<Option<Option<Writer<'a>>>>>,
 }
+
+/// A table's conditional writes on one database.
+type Writer<'a> = Box<dyn ConditionalWrite + 'a>;
 
 impl<'a> Engine<'a> {
     /// The engine writing `tables` (a spec's, or sync's plan of one) into
@@ -299,6 +305,7 @@ impl<'a> Engine<'a> {
             dry: false,
             held: std::cell::Cell::new(false),
             stored: std::cell::RefCell::new(None),
+            writers: std::cell::RefCell::new((0..tables.len()).map(|_| None).collect()),
         }
     }
 
@@ -701,7 +708,17 @@ impl<'a> Engine<'a> {
                 (computed.0.as_deref(), computed.1.as_deref())
             }
         };
-        Ok(self.db.write_if(&self.sql[c.table], b, a)? == Some(true))
+        let db: &'a Db = self.db;
+        let mut writers = self.writers.borrow_mut();
+        let slot = &mut writers[c.table];
+        let writer = match slot {
+            Some(w) => w,
+            None => slot.insert(db.conditional_writer(&self.sql[c.table])?),
+        };
+        match writer {
+            Some(w) => w.write_if(b, a),
+            None => Ok(false),
+        }
     }
 
     /// The replay rule, including a change of key.

@@ -87,6 +87,20 @@ pub trait BatchInsert {
     fn insert(&mut self, block: &Block, row: usize) -> Result<bool>;
 }
 
+/// Writes one row of a table only if the row stored under its key is
+/// exactly the one expected: replay's per-entry write, one statement
+/// instead of a read and a write.
+pub trait ConditionalWrite {
+    /// Writes `after` (`None`: deletes) under the key of the rows given, in
+    /// one statement, only if the row stored there is exactly `before`, each
+    /// value of the same storage class and bytes (`None`: no row holds the
+    /// key). `true`: written; `false`: nothing was written (the row is
+    /// another, the database refused or swallowed the write, or the change
+    /// moves the key, which this write does not do), and the transaction
+    /// goes on.
+    fn write_if(&mut self, before: Option<&[Value]>, after: Option<&[Value]>) -> Result<bool>;
+}
+
 /// Rows: key-ordered scans and keyed writes. Key order is the engine-neutral
 /// order of [`crate::value::CellRef::sql_cmp`], whatever a column's collation.
 pub trait Rows {
@@ -131,19 +145,13 @@ pub trait Rows {
     /// own key when the key changed).
     fn update_row(&self, sql: &TableSql, old_key: &[Value], row: &[Value]) -> Result<usize>;
     fn delete_row(&self, sql: &TableSql, key: &[Value]) -> Result<usize>;
-    /// Writes `after` (`None`: deletes) under the key of the rows given, in
-    /// one statement, only if the row stored there is exactly `before`, each
-    /// value of the same storage class and bytes (`None`: no row holds the
-    /// key). `Some(true)`: written; `Some(false)`: nothing was written (the
-    /// row is another, or the database refused or swallowed the write, and
-    /// the transaction goes on); `None`: the engine has no such write, and
-    /// the caller reads the row first.
-    fn write_if(
-        &self,
+    /// The conditional writes of a table, through statements prepared once
+    /// ([`ConditionalWrite`]); `None`: the engine has no such write, and the
+    /// caller reads each row first.
+    fn conditional_writer<'a>(
+        &'a self,
         _sql: &TableSql,
-        _before: Option<&[Value]>,
-        _after: Option<&[Value]>,
-    ) -> Result<Option<bool>> {
+    ) -> Result<Option<Box<dyn ConditionalWrite + 'a>>> {
         Ok(None)
     }
     /// Deletes every row of a table (load `--replace`).

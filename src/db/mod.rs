@@ -18,8 +18,8 @@ use anyhow::{Result, bail};
 use sha2::Digest;
 
 pub use interfaces::{
-    AppliedSet, BatchInsert, Capture, Catalogue, Connection, Database, Digests, Fence, Fixtures,
-    JournalLog, Progress, Receipts, Rows,
+    AppliedSet, BatchInsert, Capture, Catalogue, ConditionalWrite, Connection, Database, Digests,
+    Fence, Fixtures, JournalLog, Progress, Receipts, Rows,
 };
 pub use types::{
     Access, CellForm, ColumnForm, ColumnInfo, Durability, FenceRecord, ForeignKey,

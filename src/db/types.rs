@@ -99,7 +99,7 @@ pub struct TableSql {
     pub(crate) delete: String,
     pub(crate) count: String,
     /// The writes that happen only on the row expected, where the engine
-    /// has them ([`crate::db::Rows::write_if`]).
+    /// has them ([`crate::db::ConditionalWrite`]).
     pub(crate) conditional: Option<Conditional>,
 }
 

@@ -125,37 +125,20 @@ impl Rows for Sqlite {
             .execute(rusqlite::params_from_iter(binds))?)
     }
 
-    fn write_if(
-        &self,
+    fn conditional_writer<'a>(
+        &'a self,
         sql: &TableSql,
-        before: Option<&[Value]>,
-        after: Option<&[Value]>,
-    ) -> Result<Option<bool>> {
-        let Some(w) = &sql.conditional else {
+    ) -> Result<Option<Box<dyn ConditionalWrite + 'a>>> {
+        if sql.conditional.is_none() {
             return Ok(None);
-        };
-        let k = sql.key_len;
-        let (text, binds): (&str, Vec<&Value>) = match (before, after) {
-            (None, Some(a)) => (&w.insert, sql.written(a, 0).collect()),
-            (Some(b), Some(a)) if a[..k] == b[..k] => (
-                &w.update,
-                sql.written(a, k).chain(sql.written(b, 0)).collect(),
-            ),
-            (Some(b), None) => (&w.delete, sql.written(b, 0).collect()),
-            _ => return Ok(None),
-        };
-        let mut st = self.conn.prepare_cached(text)?;
-        match st.execute(rusqlite::params_from_iter(binds.into_iter().map(Bind))) {
-            Ok(n) => Ok(Some(n == 1)),
-            // Only this statement is undone: the caller's write, made the
-            // long way, meets the same refusal and says what it is.
-            Err(rusqlite::Error::SqliteFailure(e, _))
-                if e.code == rusqlite::ErrorCode::ConstraintViolation =>
-            {
-                Ok(Some(false))
-            }
-            Err(e) => Err(e.into()),
         }
+        Ok(Some(Box::new(ConditionalWriter {
+            conn: &self.conn,
+            sql: sql.clone(),
+            insert: None,
+            update: None,
+            delete: None,
+        })))
     }
 
     fn delete_row(&self, sql: &TableSql, key: &[Value]) -> Result<usize> {
@@ -424,6 +407,61 @@ fn assign(cols: &[String], first: usize, sep: &str) -> String {
 }
 
 /// Inserts rows straight from blocks, binding each cell as it is.
+/// A table's conditional statements, each prepared on its first use and
+/// then held: looking one up in the connection's cache for every entry (a
+/// hash of its long text) cost a replay about a twentieth of its time.
+struct ConditionalWriter<'a> {
+    conn: &'a rusqlite::Connection,
+    sql: TableSql,
+    insert: Option<rusqlite::CachedStatement<'a>>,
+    update: Option<rusqlite::CachedStatement<'a>>,
+    delete: Option<rusqlite::CachedStatement<'a>>,
+}
+
+impl ConditionalWrite for ConditionalWriter<'_> {
+    fn write_if(&mut self, before: Option<&[Value]>, after: Option<&[Value]>) -> Result<bool> {
+        let ConditionalWriter {
+            conn,
+            sql,
+            insert,
+            update,
+            delete,
+        } = self;
+        let Some(w) = &sql.conditional else {
+            return Ok(false);
+        };
+        let k = sql.key_len;
+        let (slot, text, binds): (_, &str, Vec<&Value>) = match (before, after) {
+            (None, Some(a)) => (insert, &w.insert, sql.written(a, 0).collect()),
+            (Some(b), Some(a)) if a[..k] == b[..k] => (
+                update,
+                &w.update,
+                sql.written(a, k).chain(sql.written(b, 0)).collect(),
+            ),
+            (Some(b), None) => (delete, &w.delete, sql.written(b, 0).collect()),
+            _ => return Ok(false),
+        };
+        let st = match slot {
+            Some(st) => st,
+            None => slot.insert(conn.prepare_cached(text)?),
+        };
+        for (i, v) in binds.into_iter().enumerate() {
+            st.raw_bind_parameter(i + 1, Bind(v))?;
+        }
+        match st.raw_execute() {
+            Ok(n) => Ok(n == 1),
+            // Only this statement is undone: the caller's write, made the
+            // long way, meets the same refusal and says what it is.
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::ConstraintViolation =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
 struct Inserter<'a> {
     st: rusqlite::CachedStatement<'a>,
     /// The block columns bound, in order.
