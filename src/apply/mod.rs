@@ -277,9 +277,8 @@ pub struct Engine<'a> {
     /// value written back keeps the class the row had (see
     /// [`Engine::stored_form`]).
     stored: std::cell::RefCell<Option<Row>>,
-    /// Each table's conditional writes, made on first use (`None` inside:
-    /// the database has none).
-    writers: std::cell::RefCell<Vec<Option<Option<Writer<'a>>>>>,
+    /// Each table's conditional writes (`None`: the database has none).
+    writers: std::cell::RefCell<Vec<Option<Writer<'a>>>>,
 }
 
 /// A table's conditional writes on one database.
@@ -289,13 +288,14 @@ impl<'a> Engine<'a> {
     /// The engine writing `tables` (a spec's, or sync's plan of one) into
     /// `db`, the database on `side`.
     pub fn new(tables: &'a [Table], db: &'a Db, side: Side) -> Engine<'a> {
-        let sql = tables
+        let sql: Vec<TableSql> = tables
             .iter()
             .map(|t| match side {
                 Side::Source => db.source_sql(t),
                 Side::Target => db.target_sql(t),
             })
             .collect();
+        let writers = sql.iter().map(|s| db.conditional_writer(s)).collect();
         Engine {
             tables,
             db,
@@ -305,7 +305,7 @@ impl<'a> Engine<'a> {
             dry: false,
             held: std::cell::Cell::new(false),
             stored: std::cell::RefCell::new(None),
-            writers: std::cell::RefCell::new((0..tables.len()).map(|_| None).collect()),
+            writers: std::cell::RefCell::new(writers),
         }
     }
 
@@ -689,7 +689,7 @@ impl<'a> Engine<'a> {
             .into_iter()
             .flatten()
             .all(|r| key_cmp(&r[..k], &c.key).is_eq());
-        if !plain || !same_key {
+        if !plain || !same_key || self.writers.borrow()[c.table].is_none() {
             return Ok(false);
         }
         // The stored form of a new value follows the class of the stored
@@ -708,14 +708,7 @@ impl<'a> Engine<'a> {
                 (computed.0.as_deref(), computed.1.as_deref())
             }
         };
-        let db: &'a Db = self.db;
-        let mut writers = self.writers.borrow_mut();
-        let slot = &mut writers[c.table];
-        let writer = match slot {
-            Some(w) => w,
-            None => slot.insert(db.conditional_writer(&self.sql[c.table])?),
-        };
-        match writer {
+        match &mut self.writers.borrow_mut()[c.table] {
             Some(w) => w.write_if(b, a),
             None => Ok(false),
         }

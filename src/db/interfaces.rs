@@ -145,14 +145,12 @@ pub trait Rows {
     /// own key when the key changed).
     fn update_row(&self, sql: &TableSql, old_key: &[Value], row: &[Value]) -> Result<usize>;
     fn delete_row(&self, sql: &TableSql, key: &[Value]) -> Result<usize>;
-    /// The conditional writes of a table, through statements prepared once
-    /// ([`ConditionalWrite`]); `None`: the engine has no such write, and the
-    /// caller reads each row first.
-    fn conditional_writer<'a>(
-        &'a self,
-        _sql: &TableSql,
-    ) -> Result<Option<Box<dyn ConditionalWrite + 'a>>> {
-        Ok(None)
+    /// The conditional writes of a table, through statements prepared on
+    /// first use and then held ([`ConditionalWrite`]); `None`: the engine
+    /// has no such write (or the table none), and the caller reads each row
+    /// first.
+    fn conditional_writer<'a>(&'a self, _sql: &TableSql) -> Option<Box<dyn ConditionalWrite + 'a>> {
+        None
     }
     /// Deletes every row of a table (load `--replace`).
     fn clear_table(&self, table: &str) -> Result<usize>;

@@ -233,8 +233,8 @@ impl Sqlite {
     fn journal_bytes(&self, hash: &mut dyn FnMut(Vec<u8>)) -> Result<()> {
         use crate::value::CellSink;
         let mut buf: Vec<u8> = Vec::with_capacity(2 * DIGEST_BUFFER);
-        let mut flush = |buf: &mut Vec<u8>, now: bool| {
-            if now || buf.len() >= DIGEST_BUFFER {
+        let mut flush = |buf: &mut Vec<u8>| {
+            if buf.len() >= DIGEST_BUFFER {
                 hash(std::mem::replace(
                     buf,
                     Vec::with_capacity(2 * DIGEST_BUFFER),
@@ -252,7 +252,7 @@ impl Sqlite {
                 let op = r.get_ref(2)?.as_bytes().unwrap_or(b"");
                 buf.put(&(op.len() as u64).to_le_bytes());
                 buf.put(op);
-                flush(&mut buf, false);
+                flush(&mut buf);
             }
             for t in self.journal_image_tables()? {
                 buf.put(&(t.len() as u64).to_le_bytes());
@@ -267,11 +267,11 @@ impl Sqlite {
                     for i in 0..width {
                         crate::value::hash_cell(&mut buf, cell(r.get_ref(i)?));
                     }
-                    flush(&mut buf, false);
+                    flush(&mut buf);
                 }
             }
         }
-        flush(&mut buf, true);
+        hash(buf);
         Ok(())
     }
 }

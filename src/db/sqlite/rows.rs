@@ -125,20 +125,15 @@ impl Rows for Sqlite {
             .execute(rusqlite::params_from_iter(binds))?)
     }
 
-    fn conditional_writer<'a>(
-        &'a self,
-        sql: &TableSql,
-    ) -> Result<Option<Box<dyn ConditionalWrite + 'a>>> {
-        if sql.conditional.is_none() {
-            return Ok(None);
-        }
-        Ok(Some(Box::new(ConditionalWriter {
+    fn conditional_writer<'a>(&'a self, sql: &TableSql) -> Option<Box<dyn ConditionalWrite + 'a>> {
+        sql.conditional.as_ref()?;
+        Some(Box::new(ConditionalWriter {
             conn: &self.conn,
             sql: sql.clone(),
             insert: None,
             update: None,
             delete: None,
-        })))
+        }))
     }
 
     fn delete_row(&self, sql: &TableSql, key: &[Value]) -> Result<usize> {
@@ -406,7 +401,6 @@ fn assign(cols: &[String], first: usize, sep: &str) -> String {
         .join(sep)
 }
 
-/// Inserts rows straight from blocks, binding each cell as it is.
 /// A table's conditional statements, each prepared on its first use and
 /// then held: looking one up in the connection's cache for every entry (a
 /// hash of its long text) cost a replay about a twentieth of its time.
@@ -431,21 +425,23 @@ impl ConditionalWrite for ConditionalWriter<'_> {
             return Ok(false);
         };
         let k = sql.key_len;
-        let (slot, text, binds): (_, &str, Vec<&Value>) = match (before, after) {
-            (None, Some(a)) => (insert, &w.insert, sql.written(a, 0).collect()),
-            (Some(b), Some(a)) if a[..k] == b[..k] => (
-                update,
-                &w.update,
-                sql.written(a, k).chain(sql.written(b, 0)).collect(),
-            ),
-            (Some(b), None) => (delete, &w.delete, sql.written(b, 0).collect()),
+        // What is bound, in order: the written columns of one row from a
+        // column on, then of the other from the first (no allocation).
+        let none: &[Value] = &[];
+        let (slot, text, first, then) = match (before, after) {
+            (None, Some(a)) => (insert, &w.insert, (a, 0), (none, 0)),
+            (Some(b), Some(a)) if a[..k] == b[..k] => (update, &w.update, (a, k), (b, 0)),
+            (Some(b), None) => (delete, &w.delete, (b, 0), (none, 0)),
             _ => return Ok(false),
         };
         let st = match slot {
             Some(st) => st,
             None => slot.insert(conn.prepare_cached(text)?),
         };
-        for (i, v) in binds.into_iter().enumerate() {
+        let binds = sql
+            .written(first.0, first.1)
+            .chain(sql.written(then.0, then.1));
+        for (i, v) in binds.enumerate() {
             st.raw_bind_parameter(i + 1, Bind(v))?;
         }
         match st.raw_execute() {
@@ -462,6 +458,7 @@ impl ConditionalWrite for ConditionalWriter<'_> {
     }
 }
 
+/// Inserts rows straight from blocks, binding each cell as it is.
 struct Inserter<'a> {
     st: rusqlite::CachedStatement<'a>,
     /// The block columns bound, in order.
