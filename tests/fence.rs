@@ -280,3 +280,44 @@ fn fence_on_gives_up_when_a_writer_holds_the_lock_and_leaves_no_fence() {
     assert_eq!(json["fenced"], false, "{json:#}");
     d.exec("target.db", "UPDATE orders SET cents = 5 WHERE id = 102");
 }
+
+/// The fingerprint's digests, recomputed by Python from the target file
+/// with the bytes docs/journal.md gives: a fence set by one version of
+/// cutover is checked alike by the next (the digests are read and hashed on
+/// separate threads, a buffer at a time; the bytes must not change).
+#[test]
+fn the_fence_fingerprint_is_sha256_over_the_documented_bytes() {
+    let d = Dir::orders_fenced("fingerprint-bytes");
+    let script = r#"
+import hashlib, json, sqlite3, struct, sys
+db = sqlite3.connect("target.db")
+def value(v):
+    if v is None: return b"\x00"
+    if isinstance(v, int): return b"\x01" + struct.pack("<q", v)
+    if isinstance(v, float): return b"\x02" + struct.pack("<d", v)
+    if isinstance(v, str): v = v.encode(); return b"\x03" + struct.pack("<Q", len(v)) + v
+    return b"\x04" + struct.pack("<Q", len(v)) + v
+parts = json.loads(db.execute("SELECT parts FROM _cutover_fence").fetchone()[0])
+rows = hashlib.sha256()
+for row in db.execute("SELECT id, cents, status FROM orders ORDER BY id"):
+    rows.update(b"".join(value(v) for v in row))
+journal = hashlib.sha256()
+for seq, img, op in db.execute("SELECT seq, img, op FROM _cutover_journal ORDER BY seq"):
+    op = op.encode()
+    journal.update(struct.pack("<qqQ", seq, img, len(op)) + op)
+tables = [r[0] for r in db.execute(
+    "SELECT name FROM sqlite_schema WHERE type = 'table' AND name GLOB '_cutover_journal_[0-9]*' ORDER BY name")]
+assert tables == ["_cutover_journal_1"], tables
+for t in tables:
+    journal.update(struct.pack("<Q", len(t)) + t.encode())
+    for row in db.execute(f'SELECT rowid, * FROM "{t}" ORDER BY rowid'):
+        journal.update(b"".join(value(v) for v in row))
+assert parts["journal_rows"] > 0, parts["journal_rows"]
+assert parts["content"] == [["orders", rows.hexdigest()]], (parts["content"], rows.hexdigest())
+assert parts["digest"] == journal.hexdigest(), (parts["digest"], journal.hexdigest())
+print("ok")
+"#;
+    let (code, out) = support::python(d.path(), script, &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("ok"), "{out}");
+}
