@@ -33,6 +33,7 @@ pub mod progress;
 pub mod reconcile;
 pub mod report;
 pub mod schema;
+pub mod side_effects;
 pub mod spec;
 pub mod transform;
 pub mod value;

@@ -47,6 +47,10 @@ struct RawTable {
     on_change: Option<String>,
     #[serde(default)]
     ignore: Vec<String>,
+    /// Replay's decision for a trigger or rule of the source table, by
+    /// name, where the default does not fit.
+    #[serde(default)]
+    replay_policy: BTreeMap<String, Decision>,
     #[serde(default)]
     columns: Vec<RawColumn>,
 }
@@ -160,6 +164,19 @@ pub struct Table {
     /// never written by load, never compared, never carried back.
     pub target_defaults: Vec<String>,
     pub on_change: OnChange,
+    /// Replay's decision for a trigger or rule of the source table, by
+    /// name (`replay_policy = { touch = "fire" }`), overriding the default.
+    pub replay_policy: BTreeMap<String, Decision>,
+}
+
+/// What replay does about one trigger or rule of the source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// It acts on replay's writes as on the application's.
+    Fire,
+    /// It does not act on replay's writes.
+    Suppress,
 }
 
 /// What a different row under a known key does when there is no revision.
@@ -483,6 +500,7 @@ fn resolve_table(t: RawTable) -> Result<Table> {
         lookback: t.lookback,
         target_defaults,
         on_change,
+        replay_policy: t.replay_policy,
     })
 }
 

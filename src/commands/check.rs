@@ -9,6 +9,7 @@ use crate::db::{Access, Db};
 use crate::reconcile::{self, Diff};
 use crate::report::{self, Report, Verdict};
 use crate::schema;
+use crate::side_effects::Policy;
 use crate::spec::Spec;
 
 #[derive(Debug, Serialize)]
@@ -44,9 +45,10 @@ pub struct CheckReport {
     /// The foreign keys of the spec's tables on both sides, and what load
     /// and replay do about each.
     pub foreign_keys: Vec<ForeignKey>,
-    /// The source's own triggers on the spec's tables, which replay writes
-    /// through.
-    pub source_triggers: Vec<(String, String)>,
+    /// The source's own triggers, rules and foreign-key actions on the
+    /// spec's tables, with what replay does about each and whether the
+    /// source's role can hold it.
+    pub side_effects: Policy,
 }
 
 impl Report for CheckReport {
@@ -202,7 +204,12 @@ pub fn run(spec: &Spec, strict: bool, max_diffs: usize) -> Result<CheckReport> {
     }
     let invalid: u64 = tables.iter().map(|t| t.invalid).sum();
     let non_canonical: u64 = tables.iter().map(|t| t.non_canonical).sum();
-    let holds = invalid == 0 && (!strict || non_canonical == 0);
+    let side_effects = Policy::read(spec, &source)?;
+    // A trigger or rule the role cannot hold as the policy says would make
+    // replay refuse: the rollback is not ready.
+    let holds = invalid == 0
+        && (!strict || non_canonical == 0)
+        && side_effects.unheld_triggers().next().is_none();
     let rep = CheckReport {
         verdict: Verdict::of(holds),
         strict,
@@ -217,15 +224,7 @@ pub fn run(spec: &Spec, strict: bool, max_diffs: usize) -> Result<CheckReport> {
             fks.extend(foreign_keys(spec, &target, "target")?);
             fks
         },
-        source_triggers: {
-            let mut trg = Vec::new();
-            for t in &spec.tables {
-                for name in source.app_triggers(&t.source_table)? {
-                    trg.push((t.source_table.clone(), name));
-                }
-            }
-            trg
-        },
+        side_effects,
     };
     Ok(rep)
 }
@@ -283,11 +282,7 @@ pub fn render(rep: &CheckReport) -> String {
             fk.handling
         ));
     }
-    for (t, name) in &rep.source_triggers {
-        text.push_str(&format!(
-            "source trigger: '{name}' on '{t}': replay writes through it; if it ignores a replayed write (RAISE(IGNORE)) the replay stops with a conflict, and whatever else it writes is not checked by cutover\n"
-        ));
-    }
+    text.push_str(&crate::side_effects::render(&rep.side_effects));
     for (t, c) in rep
         .tables
         .iter()
@@ -342,6 +337,11 @@ pub fn render(rep: &CheckReport) -> String {
         }
     } else if invalid > 0 {
         format!("check: FAIL ({invalid} invalid source rows; fix them in the source, or the spec, and run check again)\n")
+    } else if let Some(d) = rep.side_effects.unheld_triggers().next() {
+        format!(
+            "check: FAIL (the rollback is not ready: replay cannot hold the source {} '{}' on '{}' as its policy says, and would refuse; see CANNOT HOLD above)\n",
+            d.effect.kind, d.effect.name, d.effect.table
+        )
     } else {
         format!("check: FAIL under --strict ({non_canonical} non-canonical texts)\n")
     });

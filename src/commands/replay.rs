@@ -20,6 +20,7 @@ use crate::progress::Progress;
 use crate::reconcile;
 use crate::report::{self, Report, Verdict};
 use crate::schema;
+use crate::side_effects::Policy;
 use crate::spec::Spec;
 
 /// A key of the source that the pending entries change.
@@ -80,8 +81,17 @@ pub struct ReplayReport {
     /// not before it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub foreign_keys: Vec<String>,
+    /// Entries that would set off a foreign-key action of the source that
+    /// its role cannot switch off: found before anything was written, and
+    /// nothing was.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<Conflict>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reconciliation: Option<reconcile::Reconciliation>,
+    /// What the closing reconciliation's differences can be traced to: the
+    /// source's triggers and rules that fired and set a differing column.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub causes: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
 }
@@ -207,19 +217,14 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
     };
 
     let fk_before = foreign_key_violations(spec, &source)?;
-    let mut engine = Engine::for_journal(&spec.tables, &source, &journal);
-    if dry_run {
-        if source.is_read_only()? {
-            // A source this process may not write cannot host the rolled-back
-            // replay: the plan alone, and say so.
-            return Ok(Replay::DryRun(DryRunReport {
-                plan: planned.context("a dry run has its plan")?,
-                tried: None,
-                source: source.location().to_string(),
-            }));
-        }
-        source.begin_write()?;
-        engine = engine.dry();
+    if dry_run && source.is_read_only()? {
+        // A source this process may not write cannot host the rolled-back
+        // replay: the plan alone, and say so.
+        return Ok(Replay::DryRun(DryRunReport {
+            plan: planned.context("a dry run has its plan")?,
+            tried: None,
+            source: source.location().to_string(),
+        }));
     }
     // A dry run goes on past a conflict, leaving out every later entry of
     // that record, so that it lists every conflict the replay would meet.
@@ -238,9 +243,60 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         conflict: None,
         breach: None,
         foreign_keys: Vec::new(),
+        refused: Vec::new(),
         reconciliation: None,
+        causes: Vec::new(),
         summary: None,
     };
+    // The source's triggers, rules and foreign-key actions: what the role
+    // cannot hold is refused before anything is written.
+    let policy = Policy::read(spec, &source)?;
+    let unheld: Vec<String> = policy
+        .unheld_triggers()
+        .map(|d| {
+            format!(
+                "source {} '{}' on '{}': {}",
+                d.effect.kind,
+                d.effect.name,
+                d.effect.table,
+                d.cannot.as_deref().unwrap_or_default()
+            )
+        })
+        .collect();
+    if !unheld.is_empty() {
+        bail!(
+            "replay cannot keep its promise on source {} and wrote nothing:\n  {}",
+            source.location(),
+            unheld.join("\n  ")
+        );
+    }
+    if policy.live_actions().next().is_some() {
+        let refused = refused_by_actions(spec, &source, &target, &policy, last_applied, boundary)?;
+        if !refused.is_empty() {
+            if let Some(plan) = planned {
+                return Ok(Replay::DryRun(DryRunReport {
+                    plan,
+                    tried: Some(DryRunTried {
+                        verdict: Verdict::Fail,
+                        conflicts: refused,
+                        breach: None,
+                        foreign_keys: Vec::new(),
+                        reconciliation: None,
+                    }),
+                    source: source.location().to_string(),
+                }));
+            }
+            rep.refused = refused;
+            return Ok(Replay::Ran(rep));
+        }
+    }
+    policy.hold(&source)?;
+    let mut engine =
+        Engine::for_journal(&spec.tables, &source, &journal).acting(policy.acting(spec));
+    if dry_run {
+        source.begin_write()?;
+        engine = engine.dry();
+    }
     let mut after = last_applied;
     let bar = Progress::new("replay", Some((entries - applied_rows).max(0) as u64));
     std::thread::scope(|scope| -> Result<()> {
@@ -329,6 +385,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         let mut rec = reconcile::reconcile_digesting(spec, &mut source, &mut target, max_diffs)?;
         rep.breach = watch.verify(&target, spec, std::mem::take(&mut rec.target_digests))?;
         rep.summary = Some(crate::commands::gate::summary(spec, &rec));
+        rep.causes = causes(spec, &policy, &rec);
         if rec.clean() && rep.breach.is_none() && rep.foreign_keys.is_empty() {
             rep.verdict = Verdict::Pass;
         }
@@ -474,7 +531,7 @@ fn cause(c: &Conflict) -> String {
     let again = "then run `cutover replay` again";
     if c.reason.contains("changed no row") {
         return format!(
-            "A trigger of the source swallowed the write: drop or adjust it for the rollback, {again}"
+            "A trigger or rule of the source swallowed the write: give it replay_policy = {{ NAME = \"suppress\" }} in the spec's table (where the engine can switch it off), or drop or adjust it for the rollback, {again}"
         );
     }
     if c.reason.contains("refuses the row") {
@@ -513,26 +570,164 @@ fn cause(c: &Conflict) -> String {
     }
 }
 
-/// Every row of the spec's source tables that breaks one of their foreign
-/// keys, described with table, key and the parent table it misses. Empty
-/// (and free) when no spec table declares a foreign key.
+/// Every row of the source that breaks a foreign key of a spec table or a
+/// foreign key referring to one (from any table of the source, in the
+/// spec or not), described with table, key and the parent table it misses.
+/// Empty (and free) when no such foreign key exists.
 fn foreign_key_violations(spec: &Spec, source: &Db) -> Result<Vec<String>> {
-    let mut out = Vec::new();
-    for t in &spec.tables {
-        if source.foreign_keys(&t.source_table)?.is_empty() {
-            continue;
+    let mut tables: Vec<(String, Vec<String>)> = Vec::new();
+    let mut add = |name: &str, key: Vec<String>| {
+        if !tables.iter().any(|(t, _)| t == name) {
+            tables.push((name.to_string(), key));
         }
-        let key_names = t.source_names()[..t.key_len].to_vec();
-        for (table, key, parent) in source.foreign_key_violations(&t.source_table, &key_names)? {
-            let key = key.map_or("(a row without rowid)".to_string(), |k| {
+    };
+    for t in &spec.tables {
+        if !source.foreign_keys(&t.source_table)?.is_empty() {
+            add(
+                &t.source_table,
+                t.source_names()[..t.key_len]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect(),
+            );
+        }
+        for child in source.referencing_tables(&t.source_table)? {
+            match spec.tables.iter().find(|s| s.source_table == child) {
+                Some(s) => add(
+                    &child,
+                    s.source_names()[..s.key_len]
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect(),
+                ),
+                None => {
+                    // A table outside the spec: its own primary key names it.
+                    let mut pk: Vec<_> = source
+                        .table_columns(&child)?
+                        .into_iter()
+                        .filter(|c| c.pk > 0)
+                        .collect();
+                    pk.sort_by_key(|c| c.pk);
+                    add(&child, pk.into_iter().map(|c| c.name).collect());
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (table, key) in &tables {
+        let key_names: Vec<&str> = key.iter().map(String::as_str).collect();
+        for (child, key, parent) in source.foreign_key_violations(table, &key_names)? {
+            let key = key.map_or("(a row without a key to name it by)".to_string(), |k| {
                 crate::value::display_key(&k)
             });
-            out.push(format!(
-                "table '{table}', key {key}: its parent in table '{parent}' is missing"
-            ));
+            let v =
+                format!("table '{child}', key {key}: its parent in table '{parent}' is missing");
+            if !out.contains(&v) {
+                out.push(v);
+            }
         }
     }
     Ok(out)
+}
+
+/// The pending entries that would set off a foreign-key action the role
+/// cannot switch off (a delete, or a change of the referenced columns, of a
+/// row other rows refer to), each a conflict naming the rows it would
+/// change. Read before anything is written.
+fn refused_by_actions(
+    spec: &Spec,
+    source: &Db,
+    target: &Db,
+    policy: &Policy,
+    after: i64,
+    boundary: i64,
+) -> Result<Vec<Conflict>> {
+    let reader = crate::commands::journal::Reader::new(spec, target)?;
+    let mut out = Vec::new();
+    let mut from = after;
+    loop {
+        let page = target.journal_page(from, boundary, 1000)?;
+        let Some(last) = page.last() else { break };
+        from = last.seq;
+        for e in page {
+            let e = reader.entry(spec, target, e)?;
+            let t = &spec.tables[e.table];
+            let Some(before) = &e.before else { continue };
+            for d in policy
+                .live_actions()
+                .filter(|d| d.effect.table == t.source_table)
+            {
+                let Some(a) = &d.effect.action else { continue };
+                let idx: Option<Vec<usize>> = a
+                    .parent_columns
+                    .iter()
+                    .map(|p| t.columns.iter().position(|c| c.source == *p))
+                    .collect();
+                let Some(idx) = idx else { continue };
+                let Ok(src) = crate::apply::source_form(t, before) else {
+                    continue;
+                };
+                let sets_off = match &e.after {
+                    None => a.on_delete,
+                    Some(after) => a.on_update && idx.iter().any(|&i| after[i] != before[i]),
+                };
+                if !sets_off {
+                    continue;
+                }
+                let values: Vec<crate::value::Value> =
+                    idx.iter().map(|&i| src[i].clone()).collect();
+                let rows = source.referencing_rows(&d.effect, &values, 5)?;
+                if rows.is_empty() {
+                    continue;
+                }
+                out.push(Conflict {
+                    tag: e.seq,
+                    table: t.name.clone(),
+                    key: crate::value::key_json(&before[..t.key_len]),
+                    column: None,
+                    reason: format!(
+                        "its {} would set off foreign-key action '{}' ({}) of the source, changing rows the journal does not name: {}{}; {}",
+                        if e.after.is_none() { "delete" } else { "change of key" },
+                        d.effect.name,
+                        d.effect.when,
+                        rows.join(", "),
+                        if rows.len() == 5 { ", …" } else { "" },
+                        d.cannot.as_deref().unwrap_or_default()
+                    ),
+                    expected: Some(crate::apply::row_json(t, before)),
+                    found: None,
+                    wanted: e.after.as_ref().map(|a| crate::apply::row_json(t, a)),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What the closing reconciliation's differences can be traced to: for each
+/// differing column, the source's triggers and rules that fired on replay's
+/// writes and set it. Only what cutover can see is named.
+fn causes(spec: &Spec, policy: &Policy, rec: &reconcile::Reconciliation) -> Vec<String> {
+    let mut out = Vec::new();
+    for d in &rec.diffs {
+        let Some(t) = spec.table(&d.table) else {
+            continue;
+        };
+        let Some(col) = &d.column else { continue };
+        let Some(c) = t.columns.iter().find(|c| c.target == *col) else {
+            continue;
+        };
+        for w in policy.writers_of(&t.source_table, &c.source) {
+            let line = format!(
+                "column '{}' of '{}' is set by source {} '{}' ({}), which fired on replay's writes",
+                c.source, t.source_table, w.effect.kind, w.effect.name, w.effect.when
+            );
+            if !out.contains(&line) {
+                out.push(line);
+            }
+        }
+    }
+    out
 }
 
 fn breached(breach: String, boundary: i64, entries: i64) -> Result<Replay> {
@@ -549,7 +744,9 @@ fn breached(breach: String, boundary: i64, entries: i64) -> Result<Replay> {
         conflict: None,
         breach: Some(breach),
         foreign_keys: Vec::new(),
+        refused: Vec::new(),
         reconciliation: None,
+        causes: Vec::new(),
         summary: None,
     }))
 }
@@ -625,6 +822,16 @@ fn render_replay(spec: &Spec, rep: &ReplayReport) -> String {
             cause(c)
         ));
     }
+    for c in &rep.refused {
+        text.push_str(&conflict_text(spec, c));
+    }
+    if !rep.refused.is_empty() {
+        text.push_str(&format!(
+            "\nreplay: REFUSED before writing anything: {} entr{} would set off a foreign-key action of the source that its role cannot switch off. Run replay as a superuser or a role granted SET on session_replication_role, or settle the referring rows in the source by hand, then run `cutover replay` again\n",
+            rep.refused.len(),
+            if rep.refused.len() == 1 { "y" } else { "ies" }
+        ));
+    }
     if let Some(b) = &rep.breach {
         text.push_str(&format!(
             "\n{b}\nreplay stopped; batches already committed stay applied\n"
@@ -647,10 +854,17 @@ fn render_replay(spec: &Spec, rep: &ReplayReport) -> String {
         if let Some(s) = &rep.summary {
             text.push_str(&format!("{s}\n"));
         }
-        text.push_str(if holds {
-            "replay: done; the source holds exactly the target's data. Switch the application back to the source and keep the fence on\n"
+        for c in &rep.causes {
+            text.push_str(&format!("cause: {c}\n"));
+        }
+        text.push_str(&if holds {
+            "replay: done; the source holds exactly the target's data. Switch the application back to the source and keep the fence on\n".to_string()
+        } else if !rep.causes.is_empty() {
+            "replay: FAIL; the source does not reconcile with the target after the replay: the causes above changed what replay wrote. Give them a replay_policy in the spec (suppress), correct the rows by hand, then run `cutover replay` again; do not switch back yet\n".to_string()
+        } else if rec.clean() {
+            "replay: FAIL; see above; do not switch back yet\n".to_string()
         } else {
-            "replay: FAIL; the source does not reconcile with the target after the replay (a write that bypassed the journal?); do not switch back yet\n"
+            "replay: FAIL; the source does not reconcile with the target after the replay, and no trigger or rule of the source that fired sets a differing column: the journal did not see a write (one made with the journal's triggers off, or before `journal install`), or the source was written during the replay. Find the rows above in both databases; do not switch back yet\n".to_string()
         });
     }
     text

@@ -12,8 +12,8 @@
 use anyhow::Result;
 
 use super::types::{
-    ColumnInfo, Durability, FenceRecord, ForeignKey, ForeignKeyViolation, JournalEntry,
-    JournalTable, KeyRange, SegmentDigest, SyncBatch, TableForm, TableSql,
+    ColumnInfo, Decision, Durability, FenceRecord, ForeignKey, ForeignKeyViolation, JournalEntry,
+    JournalTable, KeyRange, Powers, SegmentDigest, SideEffect, SyncBatch, TableForm, TableSql,
 };
 use crate::value::{Block, Row, Value};
 
@@ -466,6 +466,33 @@ pub trait Fixtures {
     fn snapshot(&self) -> Result<Vec<(String, Vec<String>)>>;
 }
 
+/// What a source does by itself when replay writes a row (its triggers,
+/// rules and foreign-key actions), what this connection's role can switch
+/// off, and replay's hold on them.
+pub trait SideEffects {
+    /// The triggers, rules and foreign-key actions (from any table) that a
+    /// write to `table` sets off; not cutover's own.
+    fn side_effects(&self, table: &str) -> Result<Vec<SideEffect>>;
+    /// What this connection's role may switch off on `tables`.
+    fn powers(&self, tables: &[&str]) -> Result<Powers>;
+    /// From now on every write transaction of this connection lets exactly
+    /// the side effects decided `Fire` act, within what `powers` allows;
+    /// undone inside the transaction before it commits, so no other session
+    /// sees a change.
+    fn hold_side_effects(&self, decided: &[(SideEffect, Decision)], powers: &Powers) -> Result<()>;
+    /// Up to `limit` rows (as JSON text) that a foreign-key action would
+    /// change when the row of `effect.table` holding `parent` (its
+    /// referenced columns, in source form) is deleted or rekeyed.
+    fn referencing_rows(
+        &self,
+        effect: &SideEffect,
+        parent: &[Value],
+        limit: usize,
+    ) -> Result<Vec<String>>;
+    /// The tables (in this database) that declare a foreign key to `table`.
+    fn referencing_tables(&self, table: &str) -> Result<Vec<String>>;
+}
+
 /// An engine: every interface, on one connection that can move to a reader
 /// thread.
 pub trait Database:
@@ -479,6 +506,7 @@ pub trait Database:
     + JournalLog
     + Fence
     + Fixtures
+    + SideEffects
     + Send
 {
 }

@@ -19,12 +19,12 @@ use sha2::Digest;
 
 pub use interfaces::{
     AppliedSet, BatchInsert, Capture, Catalogue, ConditionalWrite, Connection, Database, Digests,
-    Fence, Fixtures, JournalLog, Progress, Receipts, Rows,
+    Fence, Fixtures, JournalLog, Progress, Receipts, Rows, SideEffects,
 };
 pub use types::{
-    Access, CellForm, ColumnForm, ColumnInfo, Durability, FenceRecord, ForeignKey,
-    ForeignKeyViolation, JournalEntry, JournalTable, KeyRange, MoneyGroup, SegmentDigest,
-    SyncBatch, TableForm, TableSql,
+    Access, CellForm, ColumnForm, ColumnInfo, Decision, Durability, FenceRecord, ForeignKey,
+    ForeignKeyAction, ForeignKeyViolation, JournalEntry, JournalTable, KeyRange, MoneyGroup,
+    Powers, SegmentDigest, SideEffect, SideEffectKind, SyncBatch, TableForm, TableSql,
 };
 
 use crate::spec::{Location, Table};
@@ -153,5 +153,23 @@ impl Db {
 /// foreign key constraint), the database's message; the apply engine
 /// reports it as a conflict on that row rather than as a failure of the tool.
 pub fn constraint_violation(err: &anyhow::Error) -> Option<String> {
+    if let Some(v) = err.chain().find_map(|e| e.downcast_ref::<ValueRefused>()) {
+        return Some(v.0.clone());
+    }
     sqlite::constraint_violation(err).or_else(|| postgres::constraint_violation(err))
 }
+
+/// A value the column it is written to cannot hold exactly (too long, past
+/// the column's scale or range, of another kind): the engine refuses it
+/// before the database sees it, and the apply engine reports a conflict on
+/// the row, as for a constraint.
+#[derive(Debug)]
+pub struct ValueRefused(pub String);
+
+impl std::fmt::Display for ValueRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ValueRefused {}

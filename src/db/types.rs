@@ -207,3 +207,80 @@ pub struct SegmentDigest {
     pub digest: Vec<u8>,
     pub money: Vec<MoneyGroup>,
 }
+
+/// Something a source database does by itself when a row of a table is
+/// written: what replay must either let happen or switch off.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct SideEffect {
+    /// The table whose writes set it off (the source table's name).
+    pub table: String,
+    pub kind: SideEffectKind,
+    /// The trigger's, rule's or foreign key's name.
+    pub name: String,
+    /// When it acts, in the engine's words (`BEFORE INSERT OR UPDATE FOR
+    /// EACH ROW`, `ON DELETE CASCADE from rental (customer_id)`).
+    pub when: String,
+    /// The columns of the written row it sets; `None` when the engine
+    /// cannot tell (a trigger in C or another language).
+    pub writes: Option<Vec<String>>,
+    /// An insert rule that sends the row into another table (a partition
+    /// of an inheritance tree): the row is then read back through `table`.
+    pub routes: bool,
+    /// Whether it acts at all when the application writes (a disabled
+    /// trigger never does, and replay leaves it so).
+    pub enabled: bool,
+    /// For a foreign-key action: the table whose rows it changes, its
+    /// columns, and the referenced columns of `table`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action: Option<ForeignKeyAction>,
+}
+
+/// What a side effect is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SideEffectKind {
+    Trigger,
+    Rule,
+    ForeignKeyAction,
+}
+
+impl std::fmt::Display for SideEffectKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SideEffectKind::Trigger => "trigger",
+            SideEffectKind::Rule => "rule",
+            SideEffectKind::ForeignKeyAction => "foreign-key action",
+        })
+    }
+}
+
+/// A foreign key whose action (`CASCADE`, `SET NULL`, `SET DEFAULT`) changes
+/// rows of `child` when a row of the referenced table is deleted or its
+/// referenced columns change.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ForeignKeyAction {
+    pub child: String,
+    pub columns: Vec<String>,
+    pub parent_columns: Vec<String>,
+    /// Whether it acts on a delete, and on an update of the referenced columns.
+    pub on_delete: bool,
+    pub on_update: bool,
+}
+
+pub use crate::spec::Decision;
+
+/// What the connection's role can do about side effects while it writes.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Powers {
+    /// The role's name, for messages.
+    pub role: String,
+    /// It can switch off every trigger, rule and foreign-key action of the
+    /// engine for its own session (PostgreSQL: `session_replication_role`).
+    pub session_off: bool,
+    /// The tables whose triggers and rules it may switch on and off for its
+    /// own transaction (PostgreSQL: the tables it owns).
+    pub owns: Vec<String>,
+    /// The engine cannot switch a trigger off for one connection at all
+    /// (SQLite): its triggers fire, its foreign-key actions never do.
+    pub triggers_always_fire: bool,
+}

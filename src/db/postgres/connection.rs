@@ -44,9 +44,16 @@ impl Connection for Postgres {
     }
 
     fn begin_write(&self) -> Result<()> {
-        self.client()?
-            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-            .with_context(|| format!("starting a write transaction on {}", self.shown))
+        let hold = self.hold.borrow();
+        let setup = hold.as_ref().map_or("", |(s, _)| s.as_str());
+        let mut c = self.client()?;
+        let r = c
+            .batch_execute(&format!("BEGIN ISOLATION LEVEL REPEATABLE READ; {setup}"))
+            .with_context(|| format!("starting a write transaction on {}", self.shown));
+        if r.is_err() {
+            let _ = c.batch_execute("ROLLBACK");
+        }
+        r
     }
 
     fn begin_read(&self) -> Result<()> {
@@ -56,8 +63,12 @@ impl Connection for Postgres {
     }
 
     fn commit(&self) -> Result<()> {
+        // Replay's hold on the source's triggers is undone inside the
+        // transaction, so what commits leaves them as they were.
+        let hold = self.hold.borrow();
+        let restore = hold.as_ref().map_or("", |(_, r)| r.as_str());
         self.client()?
-            .batch_execute("COMMIT")
+            .batch_execute(&format!("{restore} COMMIT"))
             .with_context(|| format!("committing to {}", self.shown))
     }
 
@@ -96,13 +107,17 @@ impl Connection for Postgres {
 }
 
 /// When `err` is PostgreSQL refusing a row — an integrity constraint (class
-/// 23: unique, not null, check, foreign key, exclusion) or a trigger raising
-/// an error — the server's message; the apply engine reports it as a
+/// 23: unique, not null, check, foreign key, exclusion), a value the column
+/// cannot hold (class 22) or a trigger raising an error — the server's
+/// message; the apply engine reports it as a
 /// conflict on that row rather than as a failure of the tool.
 pub fn constraint_violation(err: &anyhow::Error) -> Option<String> {
     err.chain().find_map(|e| {
         let db = e.downcast_ref::<tokio_postgres::Error>()?.as_db_error()?;
         let code = db.code().code();
-        (code.starts_with("23") || code == "P0001").then(|| db.message().to_string())
+        // Class 22 is a value the column cannot hold (too long for a
+        // varchar, past a numeric's precision): a conflict on the row too.
+        (code.starts_with("23") || code.starts_with("22") || code == "P0001")
+            .then(|| db.message().to_string())
     })
 }

@@ -42,6 +42,7 @@ pub mod progress;
 pub mod receipts;
 pub mod rows;
 pub mod scan;
+pub mod side_effects;
 pub mod table_sql;
 pub mod types;
 pub mod url;
@@ -93,6 +94,10 @@ pub struct Postgres {
     plans: RefCell<HashMap<String, Result<Arc<table_sql::Plan>, String>>>,
     /// Statements prepared on this connection, by their text.
     prepared: RefCell<HashMap<String, Statement>>,
+    /// Replay's hold on the source's side effects: what every write
+    /// transaction runs first, and what it runs before it commits
+    /// ([`side_effects`]).
+    hold: RefCell<Option<(String, String)>>,
 }
 
 impl Postgres {
@@ -135,6 +140,7 @@ impl Postgres {
             shown: u.shown,
             plans: RefCell::default(),
             prepared: RefCell::default(),
+            hold: RefCell::default(),
         })
     }
 

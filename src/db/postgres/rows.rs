@@ -81,8 +81,14 @@ impl Postgres {
             .into_iter()
             .filter(|&i| i >= from)
             .map(|i| {
-                bind(plan.kinds[i], row[i].as_cell())
-                    .with_context(|| format!("table '{}', column '{}'", plan.table, plan.names[i]))
+                // A value the column cannot hold is the row's conflict, as
+                // a constraint the server checks would be.
+                bind(plan.kinds[i], row[i].as_cell()).map_err(|e| {
+                    anyhow::Error::new(crate::db::ValueRefused(format!(
+                        "column '{}' of table '{}' cannot hold it: {e:#}",
+                        plan.names[i], plan.table
+                    )))
+                })
             })
             .collect()
     }

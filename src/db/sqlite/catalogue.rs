@@ -122,6 +122,8 @@ impl Catalogue for Sqlite {
         for (child, rowid, parent) in rows {
             // A WITHOUT ROWID table's violation has no rowid to find it by.
             let key = match rowid {
+                // A table without a named key is named by its rowid.
+                Some(r) if key_names.is_empty() => Some(vec![Value::Integer(r)]),
                 Some(r) => self.key_of_rowid(&child, key_names, r)?,
                 None => None,
             };

@@ -26,6 +26,7 @@ mod journal_log;
 mod progress;
 mod receipts;
 mod rows;
+mod side_effects;
 
 const CONTROL_DDL: &str = include_str!("../../../sql/sqlite/control.sql");
 const APPLIED_DDL: &str = include_str!("../../../sql/sqlite/applied.sql");

@@ -1,0 +1,306 @@
+//! Replay's policy on what a source does by itself: its triggers, rules and
+//! foreign-key actions. The rollback's promise is that the source ends
+//! equal to the target reverse-transformed, changing exactly the rows the
+//! journal names, so by default:
+//!
+//! - a foreign-key action (`CASCADE`, `SET NULL`, `SET DEFAULT`) never acts:
+//!   the journal already holds what the application's own delete did to the
+//!   children, and replay checks foreign keys itself at the end;
+//! - a trigger that sets only columns the spec carries is suppressed (their
+//!   values come from the journal); one that sets a column the spec does not
+//!   carry (a `tsvector` kept from carried text, a column the target lacks)
+//!   fires, since nothing else keeps that column; one whose writes cannot be
+//!   told is suppressed;
+//! - a rule that routes an insert into another table (a partition) fires,
+//!   and the row is read back through its table; any other rule is
+//!   suppressed.
+//!
+//! The spec's `replay_policy` overrides a trigger's or rule's decision. An
+//! engine that cannot switch triggers off for a session (SQLite) lets every
+//! trigger fire. Where the role cannot hold what the policy says, `check`
+//! says so before the switch and replay refuses before writing.
+
+use anyhow::{Result, bail};
+use serde::Serialize;
+
+use crate::db::{Decision, Powers, SideEffect, SideEffectKind};
+use crate::spec::{Spec, Table};
+
+/// One side effect with replay's decision and why.
+#[derive(Clone, Debug, Serialize)]
+pub struct Decided {
+    #[serde(flatten)]
+    pub effect: SideEffect,
+    pub decision: Decision,
+    pub why: String,
+    /// The spec's `replay_policy` made the decision.
+    pub from_spec: bool,
+    /// Why the role cannot hold the decision; `None` when it can.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cannot: Option<String>,
+}
+
+/// The source's side effects on every spec table, decided.
+#[derive(Debug, Default, Serialize)]
+pub struct Policy {
+    pub role: String,
+    pub decided: Vec<Decided>,
+    #[serde(skip)]
+    pub powers: Powers,
+}
+
+impl Policy {
+    /// Reads the source's side effects and decides each one. A name in a
+    /// table's `replay_policy` that is neither a trigger nor a rule of the
+    /// table is a spec error.
+    pub fn read(spec: &Spec, source: &crate::db::Db) -> Result<Policy> {
+        let tables: Vec<&str> = spec
+            .tables
+            .iter()
+            .map(|t| t.source_table.as_str())
+            .collect();
+        let powers = source.powers(&tables)?;
+        let mut decided = Vec::new();
+        for t in &spec.tables {
+            let effects = source.side_effects(&t.source_table)?;
+            for name in t.replay_policy.keys() {
+                if !effects
+                    .iter()
+                    .any(|e| e.kind != SideEffectKind::ForeignKeyAction && &e.name == name)
+                {
+                    let known: Vec<&str> = effects
+                        .iter()
+                        .filter(|e| e.kind != SideEffectKind::ForeignKeyAction)
+                        .map(|e| e.name.as_str())
+                        .collect();
+                    bail!(
+                        "table '{}': replay_policy names '{name}', which is no trigger or rule of source table '{}' (it has: {}); correct the name or remove the line",
+                        t.name,
+                        t.source_table,
+                        if known.is_empty() {
+                            "none".to_string()
+                        } else {
+                            known.join(", ")
+                        }
+                    );
+                }
+            }
+            for e in effects {
+                decided.push(decide(t, e, &powers));
+            }
+        }
+        Ok(Policy {
+            role: powers.role.clone(),
+            decided,
+            powers,
+        })
+    }
+
+    /// The side effects the role cannot hold as decided.
+    pub fn unheld(&self) -> impl Iterator<Item = &Decided> {
+        self.decided.iter().filter(|d| d.cannot.is_some())
+    }
+
+    /// The foreign-key actions that will act on replay's writes because the
+    /// role cannot stop them: replay must prove no pending entry sets one off.
+    pub fn live_actions(&self) -> impl Iterator<Item = &Decided> {
+        self.unheld()
+            .filter(|d| d.effect.kind == SideEffectKind::ForeignKeyAction)
+    }
+
+    /// The triggers and rules that cannot be held: replay refuses.
+    pub fn unheld_triggers(&self) -> impl Iterator<Item = &Decided> {
+        self.unheld()
+            .filter(|d| d.effect.kind != SideEffectKind::ForeignKeyAction)
+    }
+
+    /// The side effects that fire on replay's writes to `table` and set
+    /// `column` (or whose writes cannot be told): the causes a closing
+    /// reconciliation can name.
+    pub fn writers_of(&self, table: &str, column: &str) -> Vec<&Decided> {
+        self.decided
+            .iter()
+            .filter(|d| {
+                d.effect.table == table
+                    && d.effect.enabled
+                    && (d.decision == Decision::Fire || d.cannot.is_some())
+                    && d.effect
+                        .writes
+                        .as_ref()
+                        .is_none_or(|w| w.iter().any(|c| c == column))
+            })
+            .collect()
+    }
+
+    /// Per spec table, the triggers and rules that act on replay's writes,
+    /// as a swallowed write's conflict names them.
+    pub fn acting(&self, spec: &Spec) -> Vec<Vec<String>> {
+        spec.tables
+            .iter()
+            .map(|t| {
+                self.decided
+                    .iter()
+                    .filter(|d| {
+                        d.effect.table == t.source_table
+                            && d.effect.enabled
+                            && d.effect.kind != SideEffectKind::ForeignKeyAction
+                            && d.decision == Decision::Fire
+                    })
+                    .map(|d| format!("{} '{}' ({})", d.effect.kind, d.effect.name, d.effect.when))
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Holds the decisions on `source`'s write transactions from now on.
+    pub fn hold(&self, source: &crate::db::Db) -> Result<()> {
+        let pairs: Vec<(SideEffect, Decision)> = self
+            .decided
+            .iter()
+            .filter(|d| d.effect.enabled && d.cannot.is_none())
+            .map(|d| (d.effect.clone(), d.decision))
+            .collect();
+        source.hold_side_effects(&pairs, &self.powers)
+    }
+}
+
+fn decide(t: &Table, e: SideEffect, powers: &Powers) -> Decided {
+    let (decision, why, from_spec) = if e.kind == SideEffectKind::ForeignKeyAction {
+        (
+            Decision::Suppress,
+            "the journal holds what it did on the target; replay checks foreign keys itself"
+                .to_string(),
+            false,
+        )
+    } else if let Some(d) = t.replay_policy.get(&e.name) {
+        (*d, "the spec's replay_policy says so".to_string(), true)
+    } else if powers.triggers_always_fire && e.kind == SideEffectKind::Trigger {
+        (
+            Decision::Fire,
+            "this engine cannot switch a trigger off for one connection".to_string(),
+            false,
+        )
+    } else if e.kind == SideEffectKind::Rule {
+        if e.routes {
+            (
+                Decision::Fire,
+                "it routes inserts into another table (a partition); the row is read back through its table".to_string(),
+                false,
+            )
+        } else {
+            (
+                Decision::Suppress,
+                "replay changes only the rows the journal names".to_string(),
+                false,
+            )
+        }
+    } else {
+        match &e.writes {
+            None => (
+                Decision::Suppress,
+                "which columns it sets cannot be told; say fire in the table's replay_policy to let it run".to_string(),
+                false,
+            ),
+            Some(cols) => {
+                let kept: Vec<&String> = cols.iter().filter(|c| !carries(t, c)).collect();
+                if kept.is_empty() {
+                    (
+                        Decision::Suppress,
+                        if cols.is_empty() {
+                            "it sets no column of the row; replay changes only the rows the journal names".to_string()
+                        } else {
+                            format!(
+                                "it sets only columns the spec carries ({}); their values come from the journal",
+                                cols.join(", ")
+                            )
+                        },
+                        false,
+                    )
+                } else {
+                    (
+                        Decision::Fire,
+                        format!(
+                            "it keeps {}, which the spec does not carry",
+                            kept.iter().map(|c| format!("'{c}'")).collect::<Vec<_>>().join(", ")
+                        ),
+                        false,
+                    )
+                }
+            }
+        }
+    };
+    let cannot = if !e.enabled {
+        None
+    } else {
+        cannot_hold(&e, decision, powers)
+    };
+    Decided {
+        effect: e,
+        decision,
+        why,
+        from_spec,
+        cannot,
+    }
+}
+
+/// Whether the spec carries a source column of the table.
+fn carries(t: &Table, column: &str) -> bool {
+    t.columns.iter().any(|c| c.source == column)
+}
+
+/// Why the role cannot hold a decision, if it cannot.
+fn cannot_hold(e: &SideEffect, d: Decision, p: &Powers) -> Option<String> {
+    let role = if p.role.is_empty() {
+        "this connection".to_string()
+    } else {
+        format!("role '{}'", p.role)
+    };
+    let owns = p.owns.contains(&e.table);
+    match (e.kind, d) {
+        (_, Decision::Fire) if p.triggers_always_fire => None,
+        (SideEffectKind::Trigger, Decision::Suppress) if p.triggers_always_fire => Some(
+            "this engine cannot switch a trigger off for one connection; drop the trigger for the rollback or say fire in the table's replay_policy".to_string(),
+        ),
+        (SideEffectKind::ForeignKeyAction, _) if p.triggers_always_fire || p.session_off => None,
+        (SideEffectKind::ForeignKeyAction, _) => Some(format!(
+            "{role} may not switch foreign-key actions off (only a superuser, or a role granted SET on session_replication_role, may): replay stops before writing if an entry would set it off; grant it with GRANT SET ON PARAMETER session_replication_role TO {}",
+            if p.role.is_empty() { "ROLE" } else { &p.role }
+        )),
+        // Held by the replica session alone (suppress), or by switching it
+        // on or off inside replay's transactions, which needs the table.
+        (_, Decision::Suppress) if p.session_off || owns => None,
+        (_, Decision::Fire) if !p.session_off || owns => None,
+        (_, Decision::Suppress) => Some(format!(
+            "{role} neither owns table '{}' nor may set session_replication_role, so it cannot keep this {} from acting on replay's writes; run replay as the table's owner or a role granted SET on session_replication_role, or say fire in the table's replay_policy",
+            e.table, e.kind
+        )),
+        (_, Decision::Fire) => Some(format!(
+            "{role} runs replay as a replica session, which switches this {} off, and does not own table '{}' to switch it back on; run replay as the table's owner, or say suppress in the table's replay_policy",
+            e.kind, e.table
+        )),
+    }
+}
+
+/// The policy as `check` and replay print it: one line per side effect.
+pub fn render(policy: &Policy) -> String {
+    let mut text = String::new();
+    for d in &policy.decided {
+        let e = &d.effect;
+        let verdict = if !e.enabled {
+            "disabled in the source; replay leaves it so".to_string()
+        } else {
+            match d.decision {
+                Decision::Fire => format!("replay lets it fire ({})", d.why),
+                Decision::Suppress => format!("replay suppresses it ({})", d.why),
+            }
+        };
+        text.push_str(&format!(
+            "source {} '{}' on '{}' ({}): {verdict}\n",
+            e.kind, e.name, e.table, e.when
+        ));
+        if let Some(c) = &d.cannot {
+            text.push_str(&format!("  CANNOT HOLD: {c}\n"));
+        }
+    }
+    text
+}
