@@ -404,19 +404,22 @@ fn the_whole_runbook_on_a_sample_shaped_postgres_source_rolls_back_exactly() {
         "the source's tables after the rollback"
     );
     // Nothing of the hold on the source's triggers outlives the replay.
-    let states: Vec<String> = r
-        .db
-        .client()
-        .query(
-            "SELECT tgname || ':' || tgenabled FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
-             JOIN pg_namespace n ON n.oid = c.relnamespace
-             WHERE n.nspname = 'source' AND NOT tgisinternal ORDER BY 1",
-            &[],
-        )
-        .expect("trigger states")
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
+    let states: Vec<String> =
+        r.db.client()
+            .query(
+                "SELECT tgname::text || ':' || tgenabled::text FROM pg_trigger t
+             JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname = 'source' AND NOT tgisinternal
+             UNION ALL
+             SELECT rulename::text || ':' || ev_enabled::text FROM pg_rewrite r
+             JOIN pg_class c ON c.oid = r.ev_class JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname = 'source' AND rulename <> '_RETURN' ORDER BY 1",
+                &[],
+            )
+            .expect("trigger states")
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
     assert!(states.iter().all(|s| s.ends_with(":O")), "{states:?}");
     let again = r.json(&["replay"], 0);
     assert_eq!(again["applied"], 0, "{again}");
@@ -424,8 +427,6 @@ fn the_whole_runbook_on_a_sample_shaped_postgres_source_rolls_back_exactly() {
     r.run(&["status"], 0);
     r.run(&["fence", "off"], 0);
     r.run(&["journal", "remove"], 0);
-    r.run(&["status"], 0);
-    assert!(r.path().join("spec.toml").exists());
 }
 
 #[test]
@@ -473,4 +474,100 @@ fn a_deleted_customer_does_not_cascade_in_the_source_and_its_orphans_are_reporte
         before.rows["customer"].len() - 2
     );
     assert_eq!(r.dump("source").rows, oracle(&r, &before).rows);
+}
+
+impl Rental {
+    /// Gives the spec's table `name` a `replay_policy` line.
+    fn policy(&self, table: &str, line: &str) {
+        let path = self.path().join("spec.toml");
+        let spec = std::fs::read_to_string(&path).expect("the spec");
+        let at = format!("name = \"{table}\"\n");
+        let spec = spec.replacen(&at, &format!("{at}replay_policy = {{ {line} }}\n"), 1);
+        std::fs::write(path, spec).expect("the spec");
+    }
+}
+
+#[test]
+fn a_value_the_source_column_cannot_hold_is_a_conflict_the_dry_run_lists() {
+    let Some(r) = Rental::new("pg_real_overflow", None) else {
+        return;
+    };
+    r.run(&["load"], 0);
+    r.run(&["journal", "install"], 0);
+    // The target's email is text; the source's is varchar(50).
+    let long = format!("{}@example.org", "x".repeat(60));
+    r.application(&format!(
+        "UPDATE customer SET email = '{long}' WHERE customer_id = 2;
+         UPDATE customer SET email = 'fine@example.org' WHERE customer_id = 1;"
+    ));
+    r.run(&["fence", "on"], 0);
+    let before = r.dump("source");
+    let dry = r.json(&["replay", "--dry-run"], 1);
+    let conflicts = dry["conflicts"].as_array().expect("the conflicts");
+    assert_eq!(conflicts.len(), 1, "{dry}");
+    assert_eq!(conflicts[0]["table"], "customer");
+    assert_eq!(conflicts[0]["key"], serde_json::json!([2]));
+    assert!(
+        conflicts[0]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("too long"),
+        "{dry}"
+    );
+    assert_eq!(r.dump("source"), before, "the dry run wrote");
+    let rep = r.json(&["replay"], 1);
+    assert_eq!(rep["conflict"]["key"], serde_json::json!([2]), "{rep}");
+    assert!(
+        !rep.to_string().contains("\"\":"),
+        "a stray empty field: {rep}"
+    );
+}
+
+#[test]
+fn a_write_a_source_trigger_swallows_is_named_by_that_trigger() {
+    let Some(r) = Rental::new("pg_real_swallow", None) else {
+        return;
+    };
+    r.db.client()
+        .batch_execute(
+            "CREATE FUNCTION source.skip_ignored() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN IF NEW.last_name = 'Ignored' THEN RETURN NULL; END IF; RETURN NEW; END $$;
+             CREATE TRIGGER skip_ignored BEFORE INSERT ON source.customer
+               FOR EACH ROW EXECUTE FUNCTION source.skip_ignored();",
+        )
+        .expect("a swallowing trigger");
+    r.policy("customer", "skip_ignored = \"fire\"");
+    let check = r.json(&["check"], 0);
+    assert_eq!(decision(&check, "customer", "skip_ignored"), "fire");
+    r.run(&["load"], 0);
+    r.run(&["journal", "install"], 0);
+    r.application(
+        "INSERT INTO customer (first_name, last_name, active, last_update)
+         VALUES ('Nobody', 'Ignored', true, '2026-12-01 10:00:00');",
+    );
+    r.run(&["fence", "on"], 0);
+    let out = r.run(&["replay"], 1);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("changed no row"), "{text}");
+    assert!(text.contains("trigger 'skip_ignored'"), "{text}");
+    assert!(!text.contains("RAISE(IGNORE)"), "{text}");
+}
+
+#[test]
+fn a_trigger_the_spec_lets_fire_is_named_as_the_cause_of_what_differs() {
+    let Some(r) = Rental::new("pg_real_cause", None) else {
+        return;
+    };
+    r.policy("customer", "last_updated = \"fire\"");
+    r.run(&["load"], 0);
+    r.run(&["journal", "install"], 0);
+    r.application("UPDATE customer SET email = 'cause@example.org' WHERE customer_id = 3;");
+    r.run(&["fence", "on"], 0);
+    let rep = r.json(&["replay"], 1);
+    let causes = rep["causes"].to_string();
+    assert!(
+        causes.contains("last_updated") && causes.contains("last_update"),
+        "{rep}"
+    );
+    assert_eq!(rep["reconciliation"]["tables"][0]["changed"], 1, "{rep}");
 }

@@ -761,7 +761,13 @@ fn source_form(spec: &Spec, table: &str, row: &serde_json::Value) -> String {
         return String::new();
     };
     let mut out = serde_json::Map::new();
-    for (c, v) in t.columns.iter().zip(&values) {
+    // A target-only column has no source column to show.
+    for (c, v) in t
+        .columns
+        .iter()
+        .zip(&values)
+        .filter(|(c, _)| !c.source.is_empty())
+    {
         match c.transform.reverse(v) {
             Ok(s) => {
                 out.insert(c.source.clone(), s.to_json());
