@@ -70,6 +70,17 @@ impl Rental {
     /// as `runner`: `None` for the superuser the tests connect as; `Some`
     /// to make a plain role of that name own the source schema's tables.
     fn new(test: &str, runner: Option<&str>) -> Option<Rental> {
+        Rental::with(test, runner, SOURCE_SQL, TARGET_SQL, SPEC)
+    }
+
+    /// The same for another pair of schemas and spec.
+    fn with(
+        test: &str,
+        runner: Option<&str>,
+        source_sql: &str,
+        target_sql: &str,
+        spec: &str,
+    ) -> Option<Rental> {
         let db = TestDb::new(test)?;
         let suffix = db.name.trim_start_matches("cutover_t_").to_string();
         let app = format!("app_{suffix}");
@@ -80,7 +91,7 @@ impl Rental {
         };
         let mut c = db.client();
         c.batch_execute(&format!(
-            "CREATE SCHEMA source; CREATE SCHEMA target; SET search_path = source;\n{SOURCE_SQL}\nSET search_path = target;\n{TARGET_SQL}"
+            "CREATE SCHEMA source; CREATE SCHEMA target; SET search_path = source;\n{source_sql}\nSET search_path = target;\n{target_sql}"
         ))
         .expect("the fixture schemas");
         c.batch_execute(&format!(
@@ -124,7 +135,7 @@ impl Rental {
             }
         };
         let url = as_user(&db.url, &runner);
-        let spec = SPEC
+        let spec = spec
             .replace("SOURCE_URL", &format!("{url}?schema=source"))
             .replace("TARGET_URL", &format!("{url}?schema=target"));
         let dir = tempfile::tempdir().expect("a temporary folder");
@@ -570,4 +581,194 @@ fn a_trigger_the_spec_lets_fire_is_named_as_the_cause_of_what_differs() {
         "{rep}"
     );
     assert_eq!(rep["reconciliation"]["tables"][0]["changed"], 1, "{rep}");
+}
+
+const SWAP_SOURCE: &str = "
+CREATE TABLE parent (id integer PRIMARY KEY, name text NOT NULL);
+CREATE TABLE child (id integer PRIMARY KEY, parent_id integer NOT NULL REFERENCES parent);
+INSERT INTO parent VALUES (1, 'one'), (2, 'two'), (3, 'three');
+INSERT INTO child VALUES (10, 3);
+";
+const SWAP_TARGET: &str = "
+CREATE TABLE parent (id bigint PRIMARY KEY DEFERRABLE INITIALLY DEFERRED,
+                     name text NOT NULL UNIQUE DEFERRABLE INITIALLY DEFERRED);
+";
+const SWAP_SPEC: &str = "
+[source]
+url = \"SOURCE_URL\"
+[target]
+url = \"TARGET_URL\"
+[[tables]]
+name = \"parent\"
+key = [\"id\"]
+[[tables.columns]]
+source = \"name\"
+";
+
+/// Keys swapped in one `UPDATE` under a deferrable key, names swapped under
+/// a deferrable UNIQUE, and a row other rows refer to deleted and inserted
+/// again in one transaction: on a source whose key, UNIQUE and foreign key
+/// are checked statement by statement, replay writes each record's net
+/// effect, as plain or owner role.
+fn swaps_and_reinserts_roll_back(runner: Option<&str>) {
+    let Some(r) = Rental::with("pg_real_swap", runner, SWAP_SOURCE, SWAP_TARGET, SWAP_SPEC) else {
+        return;
+    };
+    r.run(&["load"], 0);
+    r.run(&["journal", "install"], 0);
+    r.application(
+        "UPDATE parent SET id = 3 - id WHERE id IN (1, 2);
+         BEGIN; DELETE FROM parent WHERE id = 3; INSERT INTO parent VALUES (3, 'three again'); COMMIT;",
+    );
+    r.run(&["fence", "on"], 0);
+    let before = r.dump("source");
+    r.run(&["replay", "--dry-run"], 0);
+    assert_eq!(r.dump("source"), before, "the dry run wrote");
+    let rep = r.json(&["replay"], 0);
+    assert_eq!(
+        rep["applied"].as_u64().unwrap_or(0) + rep["already_in_place"].as_u64().unwrap_or(0),
+        4,
+        "{rep}"
+    );
+    let after = r.dump("source");
+    assert_eq!(
+        after.rows["parent"],
+        vec!["(1,two)", "(2,one)", "(3,\"three again\")"],
+        "{after:?}"
+    );
+    assert_eq!(after.rows["child"], before.rows["child"]);
+}
+
+#[test]
+fn swapped_keys_and_a_reinserted_parent_roll_back_as_superuser() {
+    swaps_and_reinserts_roll_back(None);
+}
+
+#[test]
+fn names_swapped_under_a_unique_the_source_checks_at_once_are_a_conflict_naming_it() {
+    let source = SWAP_SOURCE.replace("name text NOT NULL)", "name text NOT NULL UNIQUE)");
+    let Some(r) = Rental::with("pg_real_unique", None, &source, SWAP_TARGET, SWAP_SPEC) else {
+        return;
+    };
+    r.run(&["load"], 0);
+    r.run(&["journal", "install"], 0);
+    r.application(
+        "UPDATE parent SET name = CASE name WHEN 'one' THEN 'two' ELSE 'one' END WHERE id IN (1, 2);",
+    );
+    r.run(&["fence", "on"], 0);
+    let before = r.dump("source");
+    let dry = r.json(&["replay", "--dry-run"], 1);
+    assert!(
+        dry["conflicts"].to_string().contains("parent_name_key"),
+        "{dry}"
+    );
+    assert_eq!(r.dump("source"), before, "the dry run wrote");
+}
+
+/// The SQLite source's tables as text rows, sorted (the oracle's form).
+fn sqlite_rows(path: &Path, sql: &str) -> Vec<String> {
+    let c = rusqlite::Connection::open(path).expect("the SQLite source");
+    let mut st = c.prepare(sql).expect("a query of the source");
+    let mut v: Vec<String> = st
+        .query_map([], |r| r.get::<_, String>(0))
+        .expect("the source's rows")
+        .collect::<Result<_, _>>()
+        .expect("the source's rows");
+    v.sort();
+    v
+}
+
+#[test]
+fn the_whole_runbook_from_sqlite_into_a_sample_shaped_postgres_target_rolls_back_exactly() {
+    let Some(r) = Rental::with(
+        "pg_real_from_sqlite",
+        None,
+        "",
+        include_str!("../fixtures/pg_rental/target_rich.sql"),
+        include_str!("../fixtures/pg_rental/spec_sqlite.toml"),
+    ) else {
+        return;
+    };
+    let spec_path = r.path().join("spec.toml");
+    let spec = std::fs::read_to_string(&spec_path).expect("the spec");
+    let source_url = spec
+        .lines()
+        .find(|l| l.starts_with("url") && l.contains("schema=source"))
+        .expect("the source's url")
+        .to_string();
+    std::fs::write(
+        &spec_path,
+        spec.replacen(&source_url, "url = \"sqlite://source.db\"", 1),
+    )
+    .expect("the spec");
+    let source = r.path().join("source.db");
+    rusqlite::Connection::open(&source)
+        .and_then(|c| c.execute_batch(include_str!("../fixtures/pg_rental/source.sqlite.sql")))
+        .expect("the SQLite source");
+    r.db.client()
+        .batch_execute(&format!(
+            "GRANT USAGE ON ALL SEQUENCES IN SCHEMA target TO {}",
+            r.app
+        ))
+        .expect("the application's grants");
+    r.run(&["check"], 0);
+    r.run(&["load"], 0);
+    r.run(&["gate"], 0);
+    r.run(&["gate", "--inject-mismatch"], 1);
+    r.run(&["journal", "install"], 0);
+    r.application(
+        "UPDATE customer SET email = 'mary@example.net' WHERE customer_id = 1;
+         INSERT INTO customer (first_name, last_name, email, active, last_update)
+             VALUES ('Elizabeth', 'Brown', NULL, true, '2026-12-01 10:00:00');
+         INSERT INTO film (title, description, rating, rental_cents, last_update)
+             VALUES ('Zorro Ark', 'A Intrepid Panorama', 'PG-13', 499, '2026-12-01 10:00:00');
+         UPDATE film SET title = 'Academy Dinosaur II' WHERE film_id = 1;
+         DELETE FROM customer WHERE customer_id = 2;
+         INSERT INTO payment (customer_id, amount_cents, payment_date) VALUES (5, 350, '2007-02-20 10:00:00');",
+    );
+    r.run(&["fence", "on"], 0);
+    let before = std::fs::read(&source).expect("the source file");
+    r.run(&["replay", "--dry-run"], 0);
+    assert_eq!(
+        std::fs::read(&source).expect("the source file"),
+        before,
+        "the dry run wrote"
+    );
+    r.run(&["replay"], 0);
+    // The oracle: the target's rows in source form, by SQL written here.
+    let mut c = r.db.client();
+    let mut want = |sql: &str| -> Vec<String> {
+        let mut v: Vec<String> = c
+            .query(sql, &[])
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        sqlite_rows(&source, "SELECT json_array(customer_id, first_name, last_name, email, active, last_update) FROM customer"),
+        want("SELECT json_build_array(customer_id, first_name, last_name, email, active::int, to_char(last_update, 'YYYY-MM-DD HH24:MI:SS') || CASE WHEN extract(microseconds FROM last_update)::bigint % 1000000 = 0 THEN '' ELSE rtrim(to_char(extract(microseconds FROM last_update)::bigint % 1000000, 'FM.000000'), '0') END)::text FROM target.customer")
+            .into_iter()
+            .map(|s| s.replace(", ", ","))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        sqlite_rows(&source, "SELECT json_array(film_id, title, description, rating, rental_rate) FROM film"),
+        want("SELECT json_build_array(film_id, title, description, rating, to_char(rental_cents / 100.0, 'FM9990.00'))::text FROM target.film")
+            .into_iter()
+            .map(|s| s.replace(", ", ","))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        sqlite_rows(&source, "SELECT json_array(payment_id, customer_id, amount) FROM payment"),
+        want("SELECT json_build_array(payment_id, customer_id, to_char(amount_cents / 100.0, 'FM9990.00'))::text FROM target.payment")
+            .into_iter()
+            .map(|s| s.replace(", ", ","))
+            .collect::<Vec<_>>()
+    );
+    r.run(&["replay"], 0);
+    r.run(&["fence", "off"], 0);
+    r.run(&["journal", "remove"], 0);
 }

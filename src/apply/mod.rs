@@ -87,6 +87,10 @@ pub struct Change {
     /// ahead, off the applying thread (replay's journal reader); `None`
     /// otherwise, or when an image has no source form.
     pub source_images: Option<(Option<Row>, Option<Row>)>,
+    /// How many journal entries or feed lines the change stands for: more
+    /// than one when replay folded a record's changes in a batch into their
+    /// net effect, none for the other records of such a fold.
+    pub entries: u64,
 }
 
 /// `row` (canonical) as the source stores it: each column checked, then
@@ -463,11 +467,11 @@ impl<'a> Engine<'a> {
             Batch::Rows { table, .. } => [*table].into(),
         };
         let mut done = Applied::default();
-        let mut count = |effect: Effect, i: usize| {
+        let mut count = |effect: Effect, i: usize, n: u64| {
             match effect {
-                Effect::Written => done.written += 1,
-                Effect::Duplicate => done.duplicate += 1,
-                Effect::Stale => done.stale += 1,
+                Effect::Written => done.written += n,
+                Effect::Duplicate => done.duplicate += n,
+                Effect::Stale => done.stale += n,
             }
             if i == 0 {
                 crash_at(Fault::MidBatch);
@@ -482,14 +486,14 @@ impl<'a> Engine<'a> {
                         && seq > 0
                         && self.db.is_applied(journal, seq)?
                     {
-                        count(Effect::Duplicate, i);
+                        count(Effect::Duplicate, i, c.entries);
                         continue;
                     }
                     match self.apply_one(c, delivery).with_context(|| FailedChange {
                         index: i,
                         tag: c.tag,
                     })? {
-                        Ok(effect) => count(effect, i),
+                        Ok(effect) => count(effect, i, c.entries),
                         Err(conflict) => return Ok(BatchOutcome::Conflict(conflict)),
                     }
                 }
@@ -515,7 +519,7 @@ impl<'a> Engine<'a> {
                 };
                 if let Some(n) = bulk {
                     for i in 0..n as usize {
-                        count(Effect::Written, i);
+                        count(Effect::Written, i, 1);
                     }
                 } else {
                     let mut ins = self.db.inserter(sql)?;
@@ -528,7 +532,7 @@ impl<'a> Engine<'a> {
                                     .insert(b, r)
                                     .with_context(|| FailedChange { index: i, tag })?
                             {
-                                count(Effect::Written, i);
+                                count(Effect::Written, i, 1);
                             } else {
                                 // A collision (or no unique key to rely on): the
                                 // plain rule decides, on the stored row.
@@ -539,12 +543,13 @@ impl<'a> Engine<'a> {
                                     after: Some(b.values(r, b.width())),
                                     tag,
                                     source_images: None,
+                                    entries: 1,
                                 };
                                 match self
                                     .apply_one(&c, delivery)
                                     .with_context(|| FailedChange { index: i, tag })?
                                 {
-                                    Ok(effect) => count(effect, i),
+                                    Ok(effect) => count(effect, i, 1),
                                     Err(conflict) => return Ok(BatchOutcome::Conflict(conflict)),
                                 }
                             }

@@ -270,6 +270,7 @@ pub fn parse_line(
             after: row,
             tag: position,
             source_images: None,
+            entries: 1,
         },
         canonical: serde_json::to_string(&json).unwrap_or_default(),
     })

@@ -826,6 +826,7 @@ fn sync_table(
                 after: Some(row),
                 tag: read,
                 source_images: None,
+                entries: 1,
             });
             if pending.len() >= o.batch && !flush(&mut pending, ts)? {
                 return Ok(false);

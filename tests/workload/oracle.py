@@ -82,12 +82,18 @@ def explain(names):
                 txn = line
             elif re.search(re.escape(name) + r"\b", line):
                 print("  [%s]\n  %s" % (txn, line.strip()))
-        print("journal entries naming %s (seq, op, key, old_key, old, new):" % name)
-        for r in con.execute(
-                "SELECT seq, op, key, old_key, old, new FROM _cutover_journal "
-                "WHERE tbl = ? AND (key = json_array(?) OR old_key = json_array(?)) ORDER BY seq",
-                (table, int(key), int(key))):
-            print("  %r" % (r,))
+        # The key is the first column of both images (o1, n1).
+        print("journal entries naming %s (seq, op, before-image, after-image):" % name)
+        for img, in con.execute(
+                "SELECT img FROM _cutover_journal_tables WHERE tbl = ? ORDER BY img", (table,)):
+            cols = [c[1] for c in con.execute("PRAGMA table_info(_cutover_journal_%d)" % img)]
+            olds = [c for c in cols if re.fullmatch(r"o[0-9]+", c)]
+            news = [c for c in cols if re.fullmatch(r"n[0-9]+", c)]
+            for r in con.execute(
+                    "SELECT seq, op, %s, %s FROM _cutover_journal_%d WHERE o1 = ? OR n1 = ? ORDER BY seq"
+                    % (", ".join(olds), ", ".join(news), img),
+                    (int(key), int(key))):
+                print("  %r %s %r %r" % (r[0], r[1], r[2:2 + len(olds)], r[2 + len(olds):]))
     con.close()
 
 
