@@ -294,13 +294,21 @@ fn kill_until_done(m: &Migration, args: &[&str], rng: &mut Rng, max_ms: u64) -> 
         let mut child = m
             .command(args)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("starting cutover");
         let deadline = Instant::now() + Duration::from_millis(rng.below(max_ms));
         loop {
             if let Some(status) = child.try_wait().expect("waiting") {
-                assert_eq!(status.code(), Some(0), "cutover {args:?} failed on its own");
+                let mut stderr = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut e, &mut stderr);
+                }
+                assert_eq!(
+                    status.code(),
+                    Some(0),
+                    "cutover {args:?} failed on its own after {killed} killed runs:\n{stderr}"
+                );
                 return killed;
             }
             if Instant::now() >= deadline {

@@ -54,7 +54,8 @@ pub struct LoadCheckpoint<'a> {
     pub done: bool,
     pub clear: bool,
     /// The source table's id sequence, carried to the target with the last
-    /// batch.
+    /// batch, which also moves every sequence feeding the target table past
+    /// the largest value of its column.
     pub sequence: Option<i64>,
 }
 
@@ -76,8 +77,8 @@ impl Checkpoint for LoadCheckpoint<'_> {
     }
 
     fn record(&self, db: &Db, _side: Side, _done: &Applied) -> Result<()> {
-        if let (true, Some(n)) = (self.done, self.sequence) {
-            db.raise_sequence(self.target_table, n)?;
+        if self.done {
+            db.raise_sequence(self.target_table, self.sequence.unwrap_or(0))?;
         }
         let last = match &self.last_key {
             Some(k) => Some(k.clone()),

@@ -129,6 +129,31 @@ fn reverse_column(col: &crate::spec::Column, v: &Value) -> Result<Value, (String
     })
 }
 
+/// Where the id sequences feeding a spec's tables stood before a run that
+/// is rolled back (a dry run, the rehearsal): a rollback does not undo
+/// PostgreSQL's `nextval` or `setval`, so [`Sequences::restore`] puts back
+/// each one the run moved.
+pub struct Sequences(Vec<crate::db::SequenceMark>);
+
+impl Sequences {
+    /// The sequences of `tables` on `side`, as they stand now.
+    pub fn mark(db: &Db, tables: &[Table], side: Side) -> Result<Sequences> {
+        let names: Vec<&str> = tables
+            .iter()
+            .map(|t| match side {
+                Side::Source => t.source_table.as_str(),
+                Side::Target => t.target_table.as_str(),
+            })
+            .collect();
+        Ok(Sequences(db.sequence_marks(&names)?))
+    }
+
+    /// Puts each marked sequence back where it stood, after the rollback.
+    pub fn restore(self, db: &Db) -> Result<()> {
+        db.restore_sequences(&self.0).map(drop)
+    }
+}
+
 /// A change that the database's current state does not allow.
 #[derive(Clone, Debug, Serialize)]
 pub struct Conflict {
@@ -562,8 +587,8 @@ impl<'a> Engine<'a> {
         // Rows are written with their own ids: the id generator of each
         // table written moves past them (PostgreSQL's sequences do not
         // follow inserted ids), so the application's next insert takes a
-        // new one.
-        if done.written > 0 {
+        // new one. Not in a dry run: a sequence moved is not rolled back.
+        if done.written > 0 && !self.dry {
             for &ti in &written_tables {
                 self.db.raise_sequence(&self.sql[ti].table, 0)?;
             }

@@ -14,7 +14,7 @@ use crate::digest::{self, Mode};
 use crate::reconcile::{self, DiffKind, Reconciliation};
 use crate::report::{self, Report, Verdict};
 use crate::schema;
-use crate::spec::{Spec, Table};
+use crate::spec::{Side, Spec, Table};
 use crate::value::{Row, Value, display_key, key_json};
 
 /// The gate's verdict on source against target.
@@ -215,10 +215,13 @@ pub fn rehearse(spec: &Spec, max_diffs: usize) -> Result<RehearsalReport> {
         "the rehearsal writes inside a rolled-back transaction, which the fence forbids. Rehearse before the cutover, or on a copy",
     )?;
     let baseline = reconcile::reconcile(spec, &mut source, &mut target, 0)?;
+    let sequences = crate::apply::Sequences::mark(&target, &spec.tables, Side::Target)?;
     target.begin_write()?;
     let result = inject_and_reconcile(spec, &mut source, &mut target, &baseline, max_diffs);
-    // Always rolled back, whatever happened: the target stays as it was.
+    // Always rolled back, whatever happened: the target stays as it was,
+    // its sequences included.
     target.rollback();
+    sequences.restore(&target)?;
     let (faults, rec) = result?;
     if faults.is_empty() {
         bail!("the rehearsal found no target rows to change; load the target first");
@@ -283,6 +286,16 @@ fn inject_and_reconcile(
     max_diffs: usize,
 ) -> Result<(Vec<Injected>, Reconciliation)> {
     let mut faults = Vec::new();
+    // The change and the deletion go with no foreign key checked or acted
+    // on (a parent row deleted, a key column nudged); the extra row is
+    // inserted as the application would, its triggers filling what they
+    // fill.
+    let tables: Vec<&str> = spec
+        .tables
+        .iter()
+        .map(|t| t.target_table.as_str())
+        .collect();
+    target.suspend_foreign_keys(&tables, true)?;
     for t in &spec.tables {
         let sql = target.target_sql(t);
         let mut rows: Vec<Row> = Vec::new();
@@ -329,6 +342,7 @@ fn inject_and_reconcile(
         let mut extra = rows[0].clone();
         if let Some(k) = extra_key {
             extra.splice(..t.key_len, k);
+            target.suspend_foreign_keys(&tables, false)?;
             target.insert_row(&sql, &extra)?;
             faults.push(Injected {
                 kind: DiffKind::Extra,

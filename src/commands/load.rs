@@ -88,6 +88,16 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<LoadReport> {
         }
     }
 
+    // A stopped load's session may still be ending on the server: its
+    // transaction settles (rolled back, or committed) before the
+    // checkpoints are read.
+    let tables: Vec<&str> = spec
+        .tables
+        .iter()
+        .map(|t| t.target_table.as_str())
+        .collect();
+    target.await_other_runs(&tables, &mut |m| eprintln!("load: {m}"))?;
+
     // Every row (its columns, key order and uniqueness) is validated
     // before the first commit. A database source is validated over a second
     // connection, on its own thread, while the load writes: the batches are
@@ -253,9 +263,17 @@ fn load_tables(
         let checkpoint = target.load_checkpoint(&t.name)?;
         let mut resume: Option<Vec<crate::value::Value>> = None;
         let mut rows_before = 0;
+        // The checkpoint's row count as this load found it: its first batch
+        // expects it unchanged (another load that committed meanwhile
+        // changed it), and then its own count.
+        let mut seen = 0;
+        let held = match (&checkpoint, replace) {
+            (Some(_), false) => target.row_count(&t_sql)?,
+            _ => 0,
+        };
         match (&checkpoint, replace) {
             (_, true) => {}
-            (Some((_, rows, true)), false) if target.row_count(&t_sql)? == *rows => {
+            (Some((_, rows, true)), false) if held == *rows => {
                 // A rerun after a completed load (say, after a crash that hit
                 // once the last batch had committed) has nothing to do.
                 tables.push(TableLoad {
@@ -268,26 +286,38 @@ fn load_tables(
                 });
                 continue;
             }
-            (Some((last, rows, false)), false) => {
+            (Some((last, rows, false)), false) if held == *rows => {
                 rows_before = *rows;
+                seen = *rows;
                 if let Some(k) = last {
                     resume = Some(key_from_json(&serde_json::from_str(k)?)?);
                 }
             }
             _ => {
-                let n = target.row_count(&t_sql)?;
+                let n = match checkpoint {
+                    Some(_) => held,
+                    None => target.row_count(&t_sql)?,
+                };
                 if n > 0 {
                     bail!(
                         "target table '{}' in {} already holds {n} rows{}; pass --replace to delete them and load again. Nothing was written",
                         t.target_table,
                         target.location(),
-                        if matches!(checkpoint, Some((_, _, true))) {
-                            ", not the count its completed load recorded (the target changed since)"
-                        } else {
-                            ""
+                        match checkpoint {
+                            Some((_, rows, true)) => format!(
+                                ", not the {rows} its completed load recorded (the target changed since)"
+                            ),
+                            Some((_, rows, false)) => format!(
+                                ", not the {rows} its interrupted load recorded (the target changed since)"
+                            ),
+                            None => String::new(),
                         }
                     );
                 }
+                // Empty (emptied by hand since a load, say by TRUNCATE): a
+                // fresh load over the old checkpoint, which its first batch
+                // replaces.
+                seen = checkpoint.as_ref().map_or(0, |c| c.1);
             }
         }
         let mut tl = TableLoad {
@@ -315,7 +345,7 @@ fn load_tables(
                 table: &t.name,
                 target_table: &t.target_table,
                 last_key,
-                expect_rows: total,
+                expect_rows: seen,
                 rows: total + n as i64,
                 done,
                 clear: std::mem::take(&mut clear),
@@ -324,6 +354,7 @@ fn load_tables(
             match engine.load_rows(ti, pending, total + 1, &checkpoint)? {
                 BatchOutcome::Committed(a) => {
                     total += n as i64;
+                    seen = total;
                     tl.loaded += a.written;
                     tl.already_present += a.duplicate;
                     tl.batches += u64::from(n > 0);

@@ -497,6 +497,8 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
     policy.hold(&source)?;
     let mut engine =
         Engine::for_journal(&spec.tables, &source, &journal).acting(policy.acting(spec));
+    let sequences =
+        crate::apply::Sequences::mark(&source, &spec.tables, crate::spec::Side::Source)?;
     if dry_run {
         source.begin_write()?;
         engine = engine.dry();
@@ -599,6 +601,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
     match planned {
         Some(plan) => {
             source.rollback();
+            sequences.restore(&source)?;
             let would_pass = conflicts.is_empty() && rep.verdict == Verdict::Pass;
             Ok(Replay::DryRun(DryRunReport {
                 plan,
@@ -706,27 +709,20 @@ fn render_dry_run(spec: &Spec, dry: &DryRunReport) -> String {
     text
 }
 
-/// Raises each source table's AUTOINCREMENT high-water mark to the
-/// target's, so that the source, in use again, never hands out an id the
-/// target already gave. Its own transaction after the last batch; a rerun
-/// does it again.
+/// Moves each source table's id generators past the target's and past
+/// every id the source table now holds (`Catalogue::raise_sequence`), so
+/// that the source, in use again, never hands out an id already used. Its
+/// own transaction after the last batch; a rerun does it again.
 fn carry_sequences(spec: &Spec, source: &Db, target: &Db) -> Result<()> {
-    let marks: Vec<(&str, i64)> = spec
+    let marks: Vec<(&str, Option<i64>)> = spec
         .tables
         .iter()
-        .filter_map(|t| match target.sequence(&t.target_table) {
-            Ok(Some(n)) => Some(Ok((t.source_table.as_str(), n))),
-            Ok(None) => None,
-            Err(e) => Some(Err(e)),
-        })
+        .map(|t| Ok((t.source_table.as_str(), target.sequence(&t.target_table)?)))
         .collect::<Result<_>>()?;
-    if marks.is_empty() {
-        return Ok(());
-    }
     source.write(|| {
         marks
             .iter()
-            .try_for_each(|(t, n)| source.raise_sequence(t, *n))
+            .try_for_each(|(t, n)| source.raise_sequence(t, n.unwrap_or(0)))
     })
 }
 

@@ -13,7 +13,8 @@ use anyhow::Result;
 
 use super::types::{
     ColumnInfo, Decision, Durability, FenceRecord, ForeignKey, ForeignKeyViolation, JournalEntry,
-    JournalTable, KeyRange, Powers, SegmentDigest, SideEffect, SyncBatch, TableForm, TableSql,
+    JournalTable, KeyRange, Powers, SegmentDigest, SequenceMark, SideEffect, SyncBatch, TableForm,
+    TableSql,
 };
 use crate::value::{Block, Row, Value};
 
@@ -43,6 +44,13 @@ pub trait Connection {
     fn release(&self) -> Result<()>;
     /// Undoes the nested transaction's work and closes it.
     fn rollback_savepoint(&self);
+    /// `suspend`: until called again with `false` (or the open write
+    /// transaction ends), the writes on these tables neither check nor act
+    /// on a foreign key: nothing cascades, nothing is refused half-way (the
+    /// rehearsal). An error, before anything is written, when the engine
+    /// cannot promise it to this role. `false`: writes go as the
+    /// application's would again.
+    fn suspend_foreign_keys(&self, tables: &[&str], suspend: bool) -> Result<()>;
     /// The current UTC time as the control tables write it.
     fn now(&self) -> Result<String>;
 }
@@ -73,11 +81,24 @@ pub trait Catalogue {
     /// The definition of the given tables and of the control tables: every
     /// table, index and trigger, as `(name, definition)` in name order.
     fn schema_of(&self, tables: &[&str]) -> Result<Vec<(String, String)>>;
-    /// The id generator's high-water mark of a table, if it has one.
+    /// The id generator's high-water mark of a table, if it has one: on
+    /// PostgreSQL the first column's (by position) that a sequence feeds.
     fn sequence(&self, table: &str) -> Result<Option<i64>>;
-    /// Raises a table's id generator to at least `to`, so it never hands out
-    /// an id the other database already used. Nothing for a table without one.
+    /// Moves every id generator that feeds a column of the table so that
+    /// its next value is past the largest value of each column it feeds,
+    /// and the table's own (the one [`Catalogue::sequence`] reports) past
+    /// `to` as well, so it never hands out an id either database already
+    /// used. A generator already past is left alone; nothing for a table
+    /// without one.
     fn raise_sequence(&self, table: &str, to: i64) -> Result<()>;
+    /// Where every id generator feeding a column of these tables stands, for
+    /// [`Catalogue::restore_sequences`]. Empty where the generators are
+    /// transactional (SQLite's `sqlite_sequence`): a rollback restores them.
+    fn sequence_marks(&self, tables: &[&str]) -> Result<Vec<SequenceMark>>;
+    /// Puts back each generator of `marks` that stands elsewhere now (a
+    /// rolled-back run moved it: PostgreSQL never undoes `nextval` or
+    /// `setval`); returns the names of those it put back.
+    fn restore_sequences(&self, marks: &[SequenceMark]) -> Result<Vec<String>>;
 }
 
 /// Inserts rows straight from blocks.
@@ -302,6 +323,12 @@ pub trait Receipts {
 /// How far load and sync got: the load checkpoint, the sync cursor and its
 /// provenance, the source schema sync last saw and the columns it added.
 pub trait Progress {
+    /// Waits, bounded, until no other session of cutover writes these
+    /// tables (or the load checkpoint): a killed run's session may still be
+    /// ending on the server, its transaction not yet rolled back (or, killed
+    /// while committing, committed). `waiting` hears, once, which sessions
+    /// are waited for; an error names them when they outlast the wait.
+    fn await_other_runs(&self, tables: &[&str], waiting: &mut dyn FnMut(&str)) -> Result<()>;
     /// Creates the target's control tables (journal identity, fence, load).
     fn ensure_control_tables(&self) -> Result<()>;
     fn ensure_sync_tables(&self) -> Result<()>;

@@ -43,6 +43,16 @@ pub struct Durability {
     pub synchronous: String,
 }
 
+/// Where an id sequence stood: its name (as the engine quotes it), the
+/// last value it handed out or was set to, and whether that value was
+/// handed out (`false`: the next value is `last_value` itself).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SequenceMark {
+    pub name: String,
+    pub last_value: i64,
+    pub is_called: bool,
+}
+
 /// The row of `_cutover_fence`.
 #[derive(Clone, Debug)]
 pub struct FenceRecord {

@@ -18,7 +18,7 @@ use tokio_postgres::error::SqlState;
 use super::journal_log::image_table;
 use super::{Postgres, quote_ident, quote_literal};
 use crate::db::{Capture, JournalLog, Rows};
-use crate::value::Value;
+use crate::value::{Row, Value};
 
 const CONTROL: &str = include_str!("../../../sql/postgres/journal_control.sql");
 const TRIGGERS: &str = include_str!("../../../sql/postgres/journal_triggers.sql");
@@ -450,12 +450,14 @@ impl Postgres {
     }
 
     /// The proof's writes: the first row (by key) deleted, inserted again
-    /// and updated to itself; the journal's entries of this transaction
-    /// for the table must be exactly those, with that row as their images.
-    /// A superuser writes as a replica session (`session_replication_role`),
-    /// which skips foreign-key and ordinary triggers but not the journal's.
-    /// Otherwise a row that other rows refer to cannot be deleted, and a
-    /// key generated ALWAYS cannot be inserted again: only the update is
+    /// and updated to itself, written as the application writes them —
+    /// its triggers fire, its foreign keys hold — inside the caller's
+    /// rolled-back savepoint. The journal's entries of this transaction for
+    /// the table must be exactly those, each image the row as the table
+    /// held it around that write (read back, so a trigger of the
+    /// application that fills or touches a column is journaled as stored).
+    /// A row that other rows refer to cannot be deleted, and a key
+    /// generated ALWAYS cannot be inserted again: then only the update is
     /// proved.
     fn prove_writes(
         &self,
@@ -477,22 +479,19 @@ impl Postgres {
         })?;
         let Some(row) = first else { return Ok(()) };
         let key: Vec<Value> = row[..key_len].to_vec();
-        let superuser: String = self
-            .client()?
-            .query_one("SELECT current_setting('is_superuser')", &[])?
-            .get(0);
-        if superuser == "on" {
-            self.client()?
-                .batch_execute("SET LOCAL session_replication_role = replica")?;
-        }
         let start = self.last_seq_now()?;
         let all = self.nested("cutover_prove_rows", true, || {
             let gone = self.delete_row(&sql, &key)?;
             let back = self.insert_row(&sql, &row)?;
             Ok((gone, back))
         });
-        let expect: &[&str] = match all {
-            Ok((1, 1)) => &["delete", "insert", "update"],
+        let (expect, before): (&[&str], Row) = match all {
+            Ok((1, 1)) => (
+                &["delete", "insert", "update"],
+                self.get_row(&sql, &key)?.with_context(|| {
+                    format!("the row of '{name}' inserted again is not there under its key")
+                })?,
+            ),
             Ok((gone, back)) => bail!(
                 "deleting and inserting again one row of '{name}' wrote {gone} and {back} rows"
             ),
@@ -501,50 +500,66 @@ impl Postgres {
             Err(e)
                 if matches!(
                     sql_state(&e),
-                    Some(SqlState::FOREIGN_KEY_VIOLATION | SqlState::GENERATED_ALWAYS)
+                    Some(
+                        SqlState::FOREIGN_KEY_VIOLATION
+                            | SqlState::RESTRICT_VIOLATION
+                            | SqlState::GENERATED_ALWAYS
+                    )
                 ) =>
             {
-                &["update"]
+                (&["update"], row.clone())
             }
             Err(e) => return Err(e),
         };
-        let changed = self.update_row(&sql, &key, &row)?;
+        let changed = self.update_row(&sql, &key, &before)?;
         if changed != 1 {
             bail!("updating one row of '{name}' to itself wrote {changed} rows");
         }
+        let after = self.get_row(&sql, &key)?.with_context(|| {
+            format!("the row of '{name}' updated to itself is not there under its key")
+        })?;
+        // What each entry must hold: the row as stored before and after it.
+        let images = |op: &str| -> (Option<&Row>, Option<&Row>) {
+            match op {
+                "delete" => (Some(&row), None),
+                "insert" => (None, Some(&before)),
+                _ => (Some(&before), Some(&after)),
+            }
+        };
         let entries = self.entries_of_this_transaction(img, start)?;
         let ops: Vec<&str> = entries.iter().map(|e| e.op.as_str()).collect();
         let exact = entries.len() >= expect.len()
             && entries.iter().zip(expect).all(|(e, op)| {
+                let (old, new) = images(op);
                 e.op == *op
-                    && match e.op.as_str() {
-                        "insert" => e.new.as_ref() == Some(&row),
-                        "delete" => e.old.as_ref() == Some(&row),
-                        _ => e.old.as_ref() == Some(&row) && e.new.as_ref() == Some(&row),
-                    }
+                    && (old.is_none() || e.old.as_ref() == old)
+                    && (new.is_none() || e.new.as_ref() == new)
             });
         if !exact {
-            let first_differing = entries.iter().find(|e| {
-                e.old.as_ref().is_some_and(|o| *o != row)
-                    || e.new.as_ref().is_some_and(|n| *n != row)
+            let first_differing = entries.iter().zip(expect).find(|(e, op)| {
+                let (old, new) = images(op);
+                (old.is_some() && e.old.as_ref() != old) || (new.is_some() && e.new.as_ref() != new)
             });
             bail!(
-                "writing one row of '{name}' ({}) journaled {} entries ({}) instead of those, with the row as their images{}",
+                "writing one row of '{name}' ({}) journaled {} entries ({}) instead of those, with the row as stored around each write as their images{}",
                 expect.join(", "),
                 entries.len(),
                 ops.join(", "),
                 match first_differing {
-                    Some(e) => format!(
-                        "; the row read {} but seq {} journaled {} / {}",
-                        crate::value::display_key(&row),
-                        e.seq,
-                        e.old
-                            .as_deref()
-                            .map_or("-".to_string(), crate::value::display_key),
-                        e.new
-                            .as_deref()
-                            .map_or("-".to_string(), crate::value::display_key)
-                    ),
+                    Some((e, op)) => {
+                        let (old, new) = images(op);
+                        let show = |r: Option<&Row>| {
+                            r.map_or("-".to_string(), |r| crate::value::display_key(r))
+                        };
+                        format!(
+                            "; the table held {} / {} but seq {} journaled {} / {}",
+                            show(old),
+                            show(new),
+                            e.seq,
+                            show(e.old.as_ref()),
+                            show(e.new.as_ref())
+                        )
+                    }
                     None => String::new(),
                 }
             );

@@ -15,7 +15,7 @@ use super::scan::Raw;
 use super::table_sql::Column;
 use super::types::{self, Kind};
 use super::{Postgres, quote_ident};
-use crate::db::{Catalogue, ColumnInfo, ForeignKey, ForeignKeyViolation};
+use crate::db::{Catalogue, ColumnInfo, ForeignKey, ForeignKeyViolation, SequenceMark};
 use crate::value::{Row, Value};
 
 impl Postgres {
@@ -249,84 +249,168 @@ impl Catalogue for Postgres {
         Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
     }
 
-    /// The last value handed out by the sequence behind the table's
-    /// identity or serial column (the first such column), if it handed one.
+    /// The last value handed out by the table's own sequence (the first
+    /// column's, by position, that a sequence feeds), if it handed one.
     fn sequence(&self, table: &str) -> Result<Option<i64>> {
-        let Some(seq) = self.owned_sequence(table)? else {
+        let Some((_, seq, _)) = self.feeding_sequences(table)?.into_iter().next() else {
             return Ok(None);
         };
-        let row = self.client()?.query_one(
-            "SELECT last_value FROM pg_sequences WHERE schemaname = $1 AND sequencename = $2",
-            &[&seq.0, &seq.1],
-        )?;
-        Ok(row.get(0))
+        let mark = self.mark_of(&seq)?;
+        Ok(mark.is_called.then_some(mark.last_value))
     }
 
-    /// Moves the table's identity or serial sequence so that it never hands
-    /// out `to` or less, nor an id the table already holds (rows loaded or
-    /// replayed with their ids leave the sequence where it was); nothing
-    /// for a table without one.
+    /// Sets each sequence that feeds a column of the table — owned by it
+    /// (serial), its identity, or called by its default (`DEFAULT
+    /// nextval('…')`, found through the default's dependency on the
+    /// sequence, whoever owns it) — so that its next value is past the
+    /// largest integer in every such column, and the table's own sequence
+    /// also past `to`. A sequence already past, or one that counts down,
+    /// is left alone.
     fn raise_sequence(&self, table: &str, to: i64) -> Result<()> {
-        let Some((schema, name)) = self.owned_sequence(table)? else {
-            return Ok(());
-        };
-        let held: Option<i64> = match self.sequence_column(table)? {
-            Some(column) => self
-                .client()?
-                .query_one(
-                    &format!(
-                        "SELECT max({})::bigint FROM {}",
-                        quote_ident(&column),
-                        self.qualified(table)
-                    ),
-                    &[],
-                )?
-                .get(0),
-            None => None,
-        };
-        let to = to.max(held.unwrap_or(0));
-        if to < 1 || self.sequence(table)?.is_some_and(|v| v >= to) {
-            return Ok(());
+        let feeding = self.feeding_sequences(table)?;
+        let mut want: Vec<(String, i64)> = Vec::new();
+        for (i, (column, seq, integer)) in feeding.iter().enumerate() {
+            let held: Option<i64> = if *integer {
+                self.client()?
+                    .query_one(
+                        &format!(
+                            "SELECT ceil(max({})::numeric)::int8 FROM {}",
+                            quote_ident(column),
+                            self.qualified(table)
+                        ),
+                        &[],
+                    )
+                    .with_context(|| {
+                        format!(
+                            "reading the largest '{column}' of '{table}' in {}",
+                            self.shown
+                        )
+                    })?
+                    .get(0)
+            } else {
+                None
+            };
+            let floor = held.unwrap_or(0).max(if i == 0 { to } else { 0 });
+            match want.iter_mut().find(|(s, _)| s == seq) {
+                Some((_, w)) => *w = (*w).max(floor),
+                None => want.push((seq.clone(), floor)),
+            }
         }
-        let seq = format!("{}.{}", quote_ident(&schema), quote_ident(&name));
-        self.client()?
-            .execute("SELECT setval(to_regclass($1), $2, true)", &[&seq, &to])
-            .with_context(|| format!("raising the sequence of '{table}' to {to}"))?;
+        for (seq, floor) in want {
+            if floor < 1 {
+                continue;
+            }
+            let mark = self.mark_of(&seq)?;
+            let row = self.client()?.query_one(
+                "SELECT seqincrement FROM pg_sequence WHERE seqrelid = to_regclass($1)",
+                &[&seq],
+            )?;
+            let step: i64 = row.get(0);
+            let next = match mark.is_called {
+                true => mark.last_value.saturating_add(step),
+                false => mark.last_value,
+            };
+            if step < 0 || next > floor {
+                continue;
+            }
+            self.client()?
+                .execute("SELECT setval(to_regclass($1), $2, true)", &[&seq, &floor])
+                .with_context(|| {
+                    format!(
+                        "setting sequence {seq} (feeding '{table}') past {floor} in {}",
+                        self.shown
+                    )
+                })?;
+        }
         Ok(())
+    }
+
+    fn sequence_marks(&self, tables: &[&str]) -> Result<Vec<SequenceMark>> {
+        let mut names: Vec<String> = Vec::new();
+        for t in tables {
+            for (_, seq, _) in self.feeding_sequences(t)? {
+                if !names.contains(&seq) {
+                    names.push(seq);
+                }
+            }
+        }
+        names.iter().map(|n| self.mark_of(n)).collect()
+    }
+
+    fn restore_sequences(&self, marks: &[SequenceMark]) -> Result<Vec<String>> {
+        let mut moved = Vec::new();
+        for m in marks {
+            if self.mark_of(&m.name)? == *m {
+                continue;
+            }
+            self.client()?
+                .execute(
+                    "SELECT setval(to_regclass($1), $2, $3)",
+                    &[&m.name, &m.last_value, &m.is_called],
+                )
+                .with_context(|| format!("putting sequence {} back in {}", m.name, self.shown))?;
+            moved.push(m.name.clone());
+        }
+        Ok(moved)
     }
 }
 
 impl Postgres {
-    /// The column whose identity or serial sequence [`Self::owned_sequence`]
-    /// finds.
-    fn sequence_column(&self, table: &str) -> Result<Option<String>> {
-        let row = self.client()?.query_opt(
-            "SELECT a.attname::text
-             FROM pg_depend d
-             JOIN pg_class s ON s.oid = d.objid AND s.relkind = 'S'
-             JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
-             WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass
-               AND d.refobjid = to_regclass($1) AND d.deptype IN ('a', 'i')
-             ORDER BY d.refobjsubid LIMIT 1",
-            &[&self.regclass(table)],
-        )?;
-        Ok(row.map(|r| r.get(0)))
+    /// The sequences feeding the table's columns, in column order: `(column,
+    /// sequence as a qualified quoted name, whether the column holds
+    /// integers)`. A sequence feeds a column it is owned by (serial, `OWNED
+    /// BY`), the identity it generates, or a column whose default depends
+    /// on it (`DEFAULT nextval('…')`, owned or not): each found through
+    /// `pg_depend`, never by reading the default's text.
+    fn feeding_sequences(&self, table: &str) -> Result<Vec<(String, String, bool)>> {
+        let rows = self
+            .client()?
+            .query(
+                "WITH fed(attnum, seq) AS (
+                   SELECT d.refobjsubid, d.objid
+                   FROM pg_depend d
+                   WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass
+                     AND d.refobjid = to_regclass($1) AND d.refobjsubid > 0 AND d.deptype IN ('a', 'i')
+                   UNION
+                   SELECT ad.adnum, d.refobjid
+                   FROM pg_attrdef ad
+                   JOIN pg_depend d ON d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid
+                                   AND d.refclassid = 'pg_class'::regclass
+                   WHERE ad.adrelid = to_regclass($1)
+                 )
+                 SELECT a.attname::text, format('%I.%I', n.nspname, s.relname),
+                        coalesce(nullif(t.typbasetype, 0), t.oid)
+                          IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype, 'numeric'::regtype)
+                 FROM fed
+                 JOIN pg_class s ON s.oid = fed.seq AND s.relkind = 'S'
+                 JOIN pg_namespace n ON n.oid = s.relnamespace
+                 JOIN pg_attribute a ON a.attrelid = to_regclass($1) AND a.attnum = fed.attnum
+                                    AND NOT a.attisdropped
+                 JOIN pg_type t ON t.oid = a.atttypid
+                 ORDER BY a.attnum, 2",
+                &[&self.regclass(table)],
+            )
+            .with_context(|| {
+                format!("finding the sequences of '{table}' in {}", self.shown)
+            })?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect())
     }
 
-    /// The sequence an identity or serial column of the table owns, as
-    /// `(schema, name)`: the first column's that has one.
-    fn owned_sequence(&self, table: &str) -> Result<Option<(String, String)>> {
-        let row = self.client()?.query_opt(
-            "SELECT n.nspname::text, s.relname::text
-             FROM pg_depend d
-             JOIN pg_class s ON s.oid = d.objid AND s.relkind = 'S'
-             JOIN pg_namespace n ON n.oid = s.relnamespace
-             WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass
-               AND d.refobjid = to_regclass($1) AND d.deptype IN ('a', 'i')
-             ORDER BY d.refobjsubid LIMIT 1",
-            &[&self.regclass(table)],
-        )?;
-        Ok(row.map(|r| (r.get(0), r.get(1))))
+    /// Where a sequence stands (read from the sequence itself, which a
+    /// rollback does not change).
+    fn mark_of(&self, seq: &str) -> Result<SequenceMark> {
+        let row = self
+            .client()?
+            .query_one(&format!("SELECT last_value, is_called FROM {seq}"), &[])
+            .with_context(|| format!("reading sequence {seq} in {}", self.shown))?;
+        Ok(SequenceMark {
+            name: seq.to_string(),
+            last_value: row.get(0),
+            is_called: row.get(1),
+        })
     }
 
     /// How each column of a table is read, in declaration order; domains

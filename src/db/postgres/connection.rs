@@ -93,6 +93,45 @@ impl Connection for Postgres {
         }
     }
 
+    /// As a replica session (`SET LOCAL session_replication_role =
+    /// replica`) where the role may set it (a superuser, or a role granted
+    /// `SET` on the parameter): the triggers that enforce foreign keys, and
+    /// the application's ordinary triggers, do not fire; cutover's journal
+    /// and fence triggers (enabled ALWAYS) still do. Resumed (`origin`),
+    /// the application's triggers fire again. Any other role gets its
+    /// deferrable foreign keys deferred (never checked: the transaction is
+    /// rolled back), and a refusal naming the constraint when one on these
+    /// tables is not deferrable or has an action (CASCADE, SET NULL, SET
+    /// DEFAULT, RESTRICT), which no deferral stops.
+    fn suspend_foreign_keys(&self, tables: &[&str], suspend: bool) -> Result<()> {
+        if self.may_replicate()? {
+            return self
+                .client()?
+                .batch_execute(if suspend {
+                    "SET LOCAL session_replication_role = replica"
+                } else {
+                    "SET LOCAL session_replication_role = origin"
+                })
+                .with_context(|| format!("suspending foreign keys on {}", self.shown));
+        }
+        if !suspend {
+            return Ok(());
+        }
+        self.client()?
+            .batch_execute("SET CONSTRAINTS ALL DEFERRED")
+            .with_context(|| format!("deferring foreign keys on {}", self.shown))?;
+        let binding = self.binding_foreign_keys(tables)?;
+        if let Some(fk) = binding.first() {
+            anyhow::bail!(
+                "{}: foreign key {fk} would be enforced or would act on cutover's writes: its role {} may not set session_replication_role, and the key is not DEFERRABLE or has an action. Run as a superuser, or `GRANT SET ON PARAMETER session_replication_role TO {}` (PostgreSQL 15), or make the key DEFERRABLE with NO ACTION; nothing was written",
+                self.shown,
+                self.role()?,
+                self.role()?
+            );
+        }
+        Ok(())
+    }
+
     /// The statement's time in UTC, to the millisecond, as SQLite's
     /// control tables write it (`2024-03-15T13:45:00.123Z`).
     fn now(&self) -> Result<String> {
@@ -103,6 +142,93 @@ impl Connection for Postgres {
                 &[],
             )?
             .get(0))
+    }
+}
+
+impl Postgres {
+    /// Whether this session may set `session_replication_role`: a
+    /// superuser, or a role granted `SET` on it.
+    pub(super) fn may_replicate(&self) -> Result<bool> {
+        Ok(self
+            .client()?
+            .query_one(
+                "SELECT has_parameter_privilege('session_replication_role', 'SET')",
+                &[],
+            )?
+            .get(0))
+    }
+
+    /// The role this session runs as.
+    pub(super) fn role(&self) -> Result<String> {
+        Ok(self
+            .client()?
+            .query_one("SELECT current_user::text", &[])?
+            .get(0))
+    }
+
+    /// The foreign keys declared on or referring to these tables that a
+    /// deferral does not stop: not DEFERRABLE, or with an action on delete
+    /// or update (CASCADE, SET NULL, SET DEFAULT, RESTRICT), each as
+    /// `name (child → parent)`.
+    fn binding_foreign_keys(&self, tables: &[&str]) -> Result<Vec<String>> {
+        let names: Vec<String> = tables.iter().map(|t| self.qualified(t)).collect();
+        let rows = self.client()?.query(
+            "SELECT DISTINCT format('%I (%s → %s)', c.conname, c.conrelid::regclass, c.confrelid::regclass)
+             FROM pg_constraint c, unnest($1::text[]) AS t(name)
+             WHERE c.contype = 'f' AND to_regclass(t.name) IN (c.conrelid, c.confrelid)
+               AND (NOT c.condeferrable OR c.confdeltype <> 'a' OR c.confupdtype <> 'a')
+             ORDER BY 1",
+            &[&names],
+        )?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    /// Deletes every row of `table` with no foreign key enforced or acted
+    /// on (see [`Connection::suspend_foreign_keys`]); a role that may not
+    /// suspend them is refused, before deleting, when a row of another
+    /// table refers to one of them.
+    pub(super) fn delete_all(&self, table: &str) -> Result<usize> {
+        let text = format!("DELETE FROM {}", self.qualified(table));
+        if self.may_replicate()? {
+            let mut c = self.client()?;
+            let was: String = c
+                .query_one("SELECT current_setting('session_replication_role')", &[])?
+                .get(0);
+            c.batch_execute("SET LOCAL session_replication_role = replica")?;
+            let n = c
+                .execute(text.as_str(), &[])
+                .with_context(|| format!("emptying '{table}' in {}", self.shown))?;
+            c.batch_execute(&format!(
+                "SET LOCAL session_replication_role = {}",
+                super::quote_literal(&was)?
+            ))?;
+            return Ok(n as usize);
+        }
+        let referring = self.client()?.query(
+            "SELECT c.conname::text, c.conrelid::regclass::text FROM pg_constraint c
+             WHERE c.contype = 'f' AND c.confrelid = to_regclass($1) AND c.conrelid <> c.confrelid
+             ORDER BY 1",
+            &[&self.qualified(table)],
+        )?;
+        for r in &referring {
+            let (name, child): (String, String) = (r.get(0), r.get(1));
+            let held: bool = self
+                .client()?
+                .query_one(&format!("SELECT EXISTS (SELECT 1 FROM {child})"), &[])?
+                .get(0);
+            if held {
+                anyhow::bail!(
+                    "emptying '{table}' in {}: rows of {child} refer to it (foreign key {name}), and cutover's role {} may not set session_replication_role to empty it without the key refusing or cascading. Run as a superuser, or `GRANT SET ON PARAMETER session_replication_role TO {}` (PostgreSQL 15), or empty {child} and '{table}' yourself (TRUNCATE … ) and run `cutover load`; nothing was deleted",
+                    self.shown,
+                    self.role()?,
+                    self.role()?
+                );
+            }
+        }
+        Ok(self
+            .client()?
+            .execute(text.as_str(), &[])
+            .with_context(|| format!("emptying '{table}' in {}", self.shown))? as usize)
     }
 }
 

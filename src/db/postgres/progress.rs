@@ -55,6 +55,63 @@ fn watermark_of(r: &tokio_postgres::Row, kind: usize) -> Result<Value> {
 }
 
 impl Progress for Postgres {
+    /// Polls `pg_locks` for other sessions with this session's
+    /// `application_name` (cutover's, unless the URL names another) that
+    /// hold a write lock on these tables or on `_cutover_load`, until none
+    /// is left or `CUTOVER_BUSY_TIMEOUT_MS` (10 s) has passed. A client
+    /// killed mid-run leaves its backend to end only when the server notices
+    /// the closed connection; what that transaction did is then rolled back,
+    /// or committed if the kill came while it committed, and the checkpoint
+    /// read after the wait says which.
+    fn await_other_runs(&self, tables: &[&str], waiting: &mut dyn FnMut(&str)) -> Result<()> {
+        let mut names: Vec<String> = tables.iter().map(|t| self.qualified(t)).collect();
+        names.push(self.qualified("_cutover_load"));
+        let ms = std::env::var("CUTOVER_BUSY_TIMEOUT_MS")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(10_000);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(ms);
+        let mut told = false;
+        loop {
+            let mut c = self.client()?;
+            c.batch_execute("SELECT pg_stat_clear_snapshot()")?;
+            let rows = c.query(
+                "SELECT format('pid %s (application_name %L, state %L, transaction started %s) holding %s',
+                               a.pid, a.application_name, coalesce(a.state, ''),
+                               coalesce(to_char(a.xact_start AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), '-'),
+                               string_agg(DISTINCT l.mode || ' on ' || l.relation::regclass::text, ', '))
+                 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+                 WHERE l.locktype = 'relation' AND l.granted AND l.pid <> pg_backend_pid()
+                   AND l.relation IN (SELECT to_regclass(n) FROM unnest($1::text[]) AS n)
+                   AND l.mode IN ('RowExclusiveLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock')
+                   AND a.application_name = current_setting('application_name')
+                 GROUP BY a.pid, a.application_name, a.state, a.xact_start
+                 ORDER BY a.pid",
+                &[&names],
+            )?;
+            drop(c);
+            let held: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+            if held.is_empty() {
+                return Ok(());
+            }
+            if std::time::Instant::now() >= deadline {
+                bail!(
+                    "{}: other cutover sessions still write these tables after {ms} ms (CUTOVER_BUSY_TIMEOUT_MS): {}. If they belong to a run that was stopped, end them with SELECT pg_terminate_backend(pid); if a run is live, let it finish; then run this again. Nothing was written",
+                    self.shown,
+                    held.join("; ")
+                );
+            }
+            if !told {
+                waiting(&format!(
+                    "waiting for another cutover session to end before reading the checkpoint (a stopped run's, until the server notices its client is gone; at most {ms} ms): {}",
+                    held.join("; ")
+                ));
+                told = true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
     /// Creates the target's control tables in the spec's schema: the
     /// journal's identity and its tables' registry, the fence row, the load
     /// checkpoint.

@@ -300,11 +300,7 @@ impl Rows for Postgres {
     /// Deletes every row (not `TRUNCATE`: row triggers fire, as they would
     /// for any other write).
     fn clear_table(&self, table: &str) -> Result<usize> {
-        let text = format!("DELETE FROM {}", self.qualified(table));
-        Ok(self
-            .client()?
-            .execute(text.as_str(), &[])
-            .with_context(|| format!("emptying '{table}' in {}", self.shown))? as usize)
+        self.delete_all(table)
     }
 
     /// The largest value of an integer column; `None` for a column of

@@ -196,6 +196,16 @@ impl Catalogue for Sqlite {
         )?;
         Ok(())
     }
+
+    /// Nothing to mark: `sqlite_sequence` is a table, and a rollback puts
+    /// it back with the rows.
+    fn sequence_marks(&self, _tables: &[&str]) -> Result<Vec<SequenceMark>> {
+        Ok(Vec::new())
+    }
+
+    fn restore_sequences(&self, _marks: &[SequenceMark]) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
 }
 
 impl Sqlite {

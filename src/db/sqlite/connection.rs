@@ -73,6 +73,11 @@ impl Connection for Sqlite {
             .execute_batch("ROLLBACK TO cutover_batch; RELEASE cutover_batch");
     }
 
+    /// Nothing to do: cutover's connections run with `foreign_keys=OFF`.
+    fn suspend_foreign_keys(&self, _tables: &[&str], _suspend: bool) -> Result<()> {
+        Ok(())
+    }
+
     /// The current UTC time as the control tables write it.
     /// Whether journal entry `seq` was applied. Called per change inside a
     /// batch, after [`Db::ensure_applied_table`]: no catalogue look-up.

@@ -7,6 +7,12 @@ use rusqlite::{OptionalExtension, params};
 use super::*;
 
 impl Progress for Sqlite {
+    /// Nothing to wait for: a process's write lock on the file ends with
+    /// the process, and the busy timeout waits for a live one.
+    fn await_other_runs(&self, _tables: &[&str], _waiting: &mut dyn FnMut(&str)) -> Result<()> {
+        Ok(())
+    }
+
     fn ensure_control_tables(&self) -> Result<()> {
         Ok(self.conn.execute_batch(CONTROL_DDL)?)
     }
