@@ -68,7 +68,9 @@ fn as_user(url: &str, user: &str) -> String {
 impl Rental {
     /// The schemas, the application's role, and a spec for cutover running
     /// as `runner`: `None` for the superuser the tests connect as; `Some`
-    /// to make a plain role of that name own the source schema's tables.
+    /// to make a plain role of that name own both schemas' tables (or, for
+    /// a name starting `writer`, the target's, with write grants on the
+    /// source's).
     fn new(test: &str, runner: Option<&str>) -> Option<Rental> {
         Rental::with(test, runner, SOURCE_SQL, TARGET_SQL, SPEC)
     }
@@ -127,8 +129,19 @@ impl Rental {
                      GRANT CREATE ON DATABASE {} TO {r};",
                     db.name
                 );
+                // A `writer` owns the target's tables but is only granted
+                // writes on the source's.
+                let writer = r.starts_with("writer");
+                if writer {
+                    sql.push_str(&format!(
+                        "GRANT ALL ON ALL TABLES IN SCHEMA source TO {r};
+                         GRANT ALL ON ALL SEQUENCES IN SCHEMA source TO {r};"
+                    ));
+                }
                 for (schema, rel) in owned {
-                    sql.push_str(&format!("ALTER TABLE {schema}.\"{rel}\" OWNER TO {r};"));
+                    if !(writer && schema == "source") {
+                        sql.push_str(&format!("ALTER TABLE {schema}.\"{rel}\" OWNER TO {r};"));
+                    }
                 }
                 c.batch_execute(&sql).expect("the runner's role");
                 r
@@ -816,4 +829,58 @@ fn a_plain_owner_is_refused_before_writing_when_an_entry_would_cascade() {
 #[test]
 fn swapped_keys_and_a_reinserted_parent_roll_back_as_a_plain_owner() {
     swaps_and_reinserts_roll_back(Some("owner"));
+}
+
+#[test]
+fn a_target_whose_writes_land_in_inheritance_children_is_refused_by_journal_install() {
+    let target = "
+        CREATE TABLE parent (id bigint PRIMARY KEY, name text NOT NULL);
+        CREATE TABLE parent_new (CHECK (id > 100)) INHERITS (parent);
+        CREATE RULE parent_route AS ON INSERT TO parent WHERE (id > 100)
+            DO INSTEAD INSERT INTO parent_new VALUES (NEW.*);";
+    let Some(r) = Rental::with("pg_real_inherits", None, SWAP_SOURCE, target, SWAP_SPEC) else {
+        return;
+    };
+    r.run(&["load"], 0);
+    let out = r.run(&["journal", "install"], 2);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("parent_new"), "{err}");
+    let triggers: i64 =
+        r.db.client()
+            .query_one(
+                "SELECT count(*) FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+             JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname = 'target' AND NOT t.tgisinternal",
+                &[],
+            )
+            .expect("the target's triggers")
+            .get(0);
+    assert_eq!(triggers, 0, "a refused install left triggers behind");
+}
+
+#[test]
+fn a_role_that_cannot_switch_the_source_triggers_off_fails_check_and_replay_writes_nothing() {
+    let Some(r) = Rental::new("pg_real_writer", Some("writer")) else {
+        return;
+    };
+    let check = r.run(&["check"], 1);
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        text.contains("CANNOT HOLD") && text.contains("'last_updated'"),
+        "{text}"
+    );
+    r.run(&["load"], 0);
+    r.run(&["journal", "install"], 0);
+    r.application("UPDATE customer SET email = 'w@example.org' WHERE customer_id = 2;");
+    r.run(&["fence", "on"], 0);
+    let before = r.dump("source");
+    for args in [&["replay", "--dry-run"][..], &["replay"][..]] {
+        let out = r.run(args, 2);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("last_updated") && err.contains("wrote nothing"),
+            "{err}"
+        );
+        assert_eq!(r.dump("source"), before, "{args:?} wrote");
+    }
 }

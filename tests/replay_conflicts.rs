@@ -426,3 +426,35 @@ fn a_conflict_names_the_cause_its_evidence_shows() {
         d.assert_unchanged(&before, name);
     }
 }
+
+// --- foreign keys from tables outside the spec ---------------------------------------
+
+/// A table outside the spec refers to `orders` with ON DELETE CASCADE. The
+/// application deletes order 102 on the target for good: replay deletes it
+/// in the source and nothing else (no cascade), and reports the note left
+/// without its order, by table, key and parent (exit 1).
+#[test]
+fn a_row_outside_the_spec_left_without_its_parent_is_reported_not_cascaded() {
+    let d = Dir::orders_loaded("fk-outside-orphan");
+    d.exec(
+        "source.db",
+        "CREATE TABLE order_notes (
+             id INTEGER PRIMARY KEY,
+             order_id INTEGER REFERENCES orders (id) ON DELETE CASCADE,
+             body TEXT);
+         INSERT INTO order_notes VALUES (1, 101, 'call first'), (3, 102, 'gift');",
+    );
+    let d = journaled_and_fenced(d, "DELETE FROM orders WHERE id = 102;");
+    let notes = d.dump("source.db", "order_notes");
+    let json = d.json(&["replay"], 1);
+    let fks = json["foreign_keys"].to_string();
+    assert!(
+        fks.contains("order_notes") && fks.contains("key 3") && fks.contains("'orders'"),
+        "{json:#}"
+    );
+    assert_eq!(d.dump("source.db", "order_notes"), notes, "a cascade ran");
+    assert_eq!(
+        d.int("source.db", "SELECT count(*) FROM orders WHERE id = 102"),
+        0
+    );
+}

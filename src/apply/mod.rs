@@ -518,6 +518,11 @@ impl<'a> Engine<'a> {
                         index: i,
                         tag: c.tag,
                     })? {
+                        // The entries of a record folded into its net effect
+                        // were applied, even where they cancel out.
+                        Ok(Effect::Duplicate) if c.entries > 1 => {
+                            count(Effect::Written, i, c.entries)
+                        }
                         Ok(effect) => count(effect, i, c.entries),
                         Err(conflict) => return Ok(BatchOutcome::Conflict(conflict)),
                     }

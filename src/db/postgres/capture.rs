@@ -655,6 +655,7 @@ impl Capture for Postgres {
         columns: &[&str],
         _key_len: usize,
     ) -> Result<usize> {
+        self.refuse_unseen_writes(table)?;
         let img = self.image_for(name, table, columns)?;
         let stale = self.stale_of(img, table, columns)?;
         if stale.is_empty() {
@@ -801,6 +802,44 @@ impl Capture for Postgres {
             "UPDATE _cutover_journal_id SET tables = $1 WHERE id = 1",
             &[&serde_json::to_string(tables)?],
         )?;
+        Ok(())
+    }
+}
+
+impl Postgres {
+    /// Refuses a table whose writes can land where its row triggers do not
+    /// fire: rows of tables inheriting from it (partitions by inheritance)
+    /// fire the child's triggers, not its own, and a rule acting instead
+    /// of a write sends it elsewhere. Their writes would go unjournaled,
+    /// and a rollback would lose them.
+    fn refuse_unseen_writes(&self, table: &str) -> Result<()> {
+        let row = self.client()?.query_one(
+            "SELECT
+               ARRAY(SELECT i.inhrelid::regclass::text FROM pg_inherits i
+                     WHERE i.inhparent = to_regclass($1) ORDER BY 1),
+               ARRAY(SELECT r.rulename::text FROM pg_rewrite r
+                     WHERE r.ev_class = to_regclass($1) AND r.rulename <> '_RETURN'
+                       AND r.is_instead AND r.ev_type <> '1' ORDER BY 1),
+               coalesce((SELECT relkind::text FROM pg_class WHERE oid = to_regclass($1)), '')",
+            &[&self.qualified(table)],
+        )?;
+        let children: Vec<String> = row.get(0);
+        let rules: Vec<String> = row.get(1);
+        // A declaratively partitioned table clones its row triggers onto
+        // its partitions: the journal sees their writes.
+        let partitioned = row.get::<_, String>(2) == "p";
+        if !partitioned && !children.is_empty() {
+            bail!(
+                "table '{table}' has tables inheriting from it ({}): their rows fire their own triggers, not the journal's on '{table}', so writes to them would not be journaled and a rollback would lose them. Migrate into a table without inheritance children (or a declaratively partitioned one), or journal each child as a table of the spec",
+                children.join(", ")
+            );
+        }
+        if !rules.is_empty() {
+            bail!(
+                "table '{table}' has rules that act instead of a write ({}): the write they replace never reaches the journal's triggers, so a rollback would lose it. Drop the rules on the target, or use triggers",
+                rules.join(", ")
+            );
+        }
         Ok(())
     }
 }
