@@ -181,6 +181,42 @@ fn fold(spec: &Spec, changes: Vec<Change>) -> Vec<Change> {
         Rule::Expect { before, .. } => before.clone(),
         _ => None,
     };
+    // Most batches touch each record once: found without allocating, by a
+    // hash of each key a change touches; only a repeated hash (a record
+    // touched twice, or a collision) goes on to the exact comparison below.
+    let hash = |table: usize, key: &[crate::value::Value]| {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        table.hash(&mut h);
+        for v in key {
+            match v.as_cell() {
+                crate::value::CellRef::Null => 0u8.hash(&mut h),
+                crate::value::CellRef::Integer(i) => (1u8, i).hash(&mut h),
+                crate::value::CellRef::Real(r) => (2u8, r.to_bits()).hash(&mut h),
+                crate::value::CellRef::Text(t) => (3u8, t).hash(&mut h),
+                crate::value::CellRef::Blob(b) => (4u8, b).hash(&mut h),
+            }
+        }
+        h.finish()
+    };
+    let mut seen: std::collections::HashSet<u64> =
+        std::collections::HashSet::with_capacity(changes.len() * 2);
+    let mut repeated = false;
+    for c in &changes {
+        let k = spec.tables[c.table].key_len;
+        let from = hash(c.table, &c.key[..k.min(c.key.len())]);
+        repeated |= !seen.insert(from);
+        if let Some(a) = &c.after {
+            let to = hash(c.table, &a[..k]);
+            repeated |= to != from && !seen.insert(to);
+        }
+        if repeated {
+            break;
+        }
+    }
+    if !repeated {
+        return changes;
+    }
     // The keys each change touches.
     let keys: Vec<Vec<Vec<u8>>> = changes
         .iter()
