@@ -12,11 +12,15 @@ use crate::schema;
 use crate::side_effects::Policy;
 use crate::spec::Spec;
 
+/// Where a database is and how it commits, in its engine's own settings.
 #[derive(Debug, Serialize)]
 pub struct Durability {
     pub path: String,
-    pub journal_mode: String,
-    pub synchronous: String,
+    #[serde(flatten)]
+    pub settings: std::collections::BTreeMap<&'static str, String>,
+    /// The settings in the engine's order, for the text.
+    #[serde(skip)]
+    pub shown: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -140,8 +144,13 @@ fn durability(db: &Db) -> Result<Durability> {
     let d = db.durability()?;
     Ok(Durability {
         path: db.location().to_string(),
-        journal_mode: d.journal_mode,
-        synchronous: d.synchronous,
+        shown: d
+            .settings
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        settings: d.settings.into_iter().collect(),
     })
 }
 
@@ -258,17 +267,11 @@ pub fn render(rep: &CheckReport) -> String {
     text.push_str(&report::pairs(&[
         (
             "source",
-            format!(
-                "{} (journal_mode={}, synchronous={})",
-                rep.source.path, rep.source.journal_mode, rep.source.synchronous
-            ),
+            format!("{} ({})", rep.source.path, rep.source.shown),
         ),
         (
             "target",
-            format!(
-                "{} (journal_mode={}, synchronous={})",
-                rep.target.path, rep.target.journal_mode, rep.target.synchronous
-            ),
+            format!("{} ({})", rep.target.path, rep.target.shown),
         ),
     ]));
     for fk in &rep.foreign_keys {

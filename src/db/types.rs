@@ -32,15 +32,13 @@ pub type ForeignKeyViolation = (String, Option<Row>, String);
 /// last watermark, committed_at)`.
 pub type SyncBatch = (i64, i64, i64, Value, Value, String);
 
-/// How a database commits: reported by `check`, refused by writers when a
-/// crash could leave half a batch behind.
+/// How a database commits, in its engine's own settings (SQLite:
+/// `journal_mode`, `synchronous`; PostgreSQL: `synchronous_commit`,
+/// `fsync`, `wal_level`), as `(name, value)`: reported by `check`; writers
+/// refuse the settings under which a crash could leave half a batch behind.
 #[derive(Clone, Debug)]
 pub struct Durability {
-    /// Where committed changes go first (SQLite's `journal_mode`, `wal` on a
-    /// server).
-    pub journal_mode: String,
-    /// When a commit is on disk (`synchronous`, `synchronous_commit`).
-    pub synchronous: String,
+    pub settings: Vec<(&'static str, String)>,
 }
 
 /// Where an id sequence stood: its name (as the engine quotes it), the

@@ -24,22 +24,21 @@ impl Connection for Postgres {
             .get(0))
     }
 
-    /// `journal_mode` is the write-ahead log (`wal`, or `wal, fsync off`
-    /// when the server does not flush it); `synchronous` is
-    /// `synchronous_commit`.
+    /// The server's own settings: `synchronous_commit` (when a commit is
+    /// on disk), `fsync` (whether the log is flushed at all) and
+    /// `wal_level`.
     fn durability(&self) -> Result<Durability> {
         let row = self.client()?.query_one(
-            "SELECT current_setting('fsync'), current_setting('synchronous_commit')",
+            "SELECT current_setting('synchronous_commit'), current_setting('fsync'),
+                    current_setting('wal_level')",
             &[],
         )?;
-        let fsync: String = row.get(0);
         Ok(Durability {
-            journal_mode: if fsync == "on" {
-                "wal".to_string()
-            } else {
-                "wal, fsync off".to_string()
-            },
-            synchronous: row.get(1),
+            settings: vec![
+                ("synchronous_commit", row.get(0)),
+                ("fsync", row.get(1)),
+                ("wal_level", row.get(2)),
+            ],
         })
     }
 

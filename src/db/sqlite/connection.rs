@@ -15,8 +15,10 @@ impl Connection for Sqlite {
 
     fn durability(&self) -> Result<Durability> {
         Ok(Durability {
-            journal_mode: self.journal_mode()?,
-            synchronous: self.synchronous()?.to_string(),
+            settings: vec![
+                ("journal_mode", self.journal_mode()?),
+                ("synchronous", self.synchronous()?.to_string()),
+            ],
         })
     }
 
