@@ -335,6 +335,17 @@ pub fn load(path: &Path) -> Result<Spec> {
     };
     let target = database(base, &raw.target.url).with_context(|| ctx("[target] url"))?;
     if source == target {
+        if let Location::Postgres(_) = &source {
+            // One schema holding both the old and the new table (an
+            // expand/contract migration, `orders` → `orders_v2`): cutover's
+            // journal, fence and applied set are kept per side, each in its
+            // side's schema, so the two sides must be two schemas.
+            bail!(
+                "spec {}: source and target are the same PostgreSQL schema ({}); cutover keeps the target's journal and fence and the source's applied set apart by schema, so the two sides must be two schemas. Put the new tables in a schema of their own (CREATE SCHEMA v2; ALTER TABLE orders_v2 SET SCHEMA v2) and name it in the target's url (?schema=v2)",
+                path.display(),
+                source.display()
+            );
+        }
         bail!(
             "spec {}: source and target are the same file {}; they must be two databases",
             path.display(),
@@ -608,6 +619,25 @@ mod tests {
         assert_eq!(spec.source, Location::Sqlite(dir.path().join("s.db")));
         assert_eq!(spec.tables[0].source_table, "orders");
         assert_eq!(spec.tables[0].columns.len(), 1);
+        Ok(())
+    }
+
+    #[test]
+    fn one_postgres_schema_on_both_sides_is_refused_with_the_way_that_works() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let url = "postgres://app@db.internal/shop?schema=public";
+        let p = write(
+            dir.path(),
+            &format!(
+                "[source]\nurl = \"{url}\"\n[target]\nurl = \"{url}\"\n[[tables]]\nname = \"orders\"\ntarget_table = \"orders_v2\"\nkey = [\"id\"]\n"
+            ),
+        );
+        let err = format!("{:#}", load(&p).unwrap_err());
+        assert!(
+            err.contains("same PostgreSQL schema") && err.contains("?schema=v2"),
+            "{err}"
+        );
+        assert!(!err.contains("same file"), "{err}");
         Ok(())
     }
 
