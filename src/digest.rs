@@ -148,6 +148,14 @@ pub fn source_form(table: &Table) -> Result<TableForm, String> {
             let form = match &c.transform {
                 Transform::Copy => CellForm::Copy,
                 Transform::DecimalToMinor { scale } => CellForm::DecimalToMinor(*scale),
+                Transform::Map {
+                    integers: Some(_), ..
+                } => {
+                    return Err(format!(
+                        "column '{}' maps integer codes, which only the streaming comparison carries",
+                        c.source
+                    ));
+                }
                 Transform::Map { forward, .. } => CellForm::Map(
                     forward
                         .iter()

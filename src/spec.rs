@@ -67,6 +67,8 @@ struct RawColumn {
     transform: Option<String>,
     scale: Option<u32>,
     map: Option<BTreeMap<String, String>>,
+    /// What a `map`'s codes are: `"text"` (the default) or `"integer"`.
+    codes: Option<String>,
     integer: Option<bool>,
     min: Option<i64>,
     values: Option<Vec<String>>,
@@ -564,7 +566,14 @@ fn resolve_column(c: RawColumn) -> Result<Column> {
             if map.is_empty() {
                 bail!("{what}: map is empty");
             }
-            Transform::map(map).map_err(|e| anyhow::anyhow!("{what}: {e}"))?
+            let integers = match c.codes.as_deref() {
+                None | Some("text") => false,
+                Some("integer") => true,
+                Some(other) => bail!(
+                    "{what}: codes = \"{other}\" is not a kind of code; use \"text\" or \"integer\""
+                ),
+            };
+            Transform::map_of(map, integers).map_err(|e| anyhow::anyhow!("{what}: {e}"))?
         }
         other => {
             bail!("{what}: unknown transform '{other}'; use one of copy, decimal_to_minor, map")
@@ -572,6 +581,9 @@ fn resolve_column(c: RawColumn) -> Result<Column> {
     };
     if c.scale.is_some() && !matches!(transform, Transform::DecimalToMinor { .. }) {
         bail!("{what}: scale is only for decimal_to_minor");
+    }
+    if c.codes.is_some() && !matches!(transform, Transform::Map { .. }) {
+        bail!("{what}: codes = … is only for transform = \"map\"");
     }
     if c.map.is_some() && !matches!(transform, Transform::Map { .. }) {
         bail!("{what}: map = {{…}} is only for transform = \"map\"");

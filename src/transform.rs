@@ -32,6 +32,10 @@ pub enum Transform {
         /// a few and each is short: the per-row lookup, one integer compare
         /// per code.
         packed: Option<Vec<(u64, String)>>,
+        /// The codes are integers (an `active` flag of 1 and 0, a status
+        /// number, a boolean read as 0/1): forward takes integer values,
+        /// reverse writes integers back. `None` for text codes.
+        integers: Option<Vec<(i64, String)>>,
     },
     /// A target-only column holding one value (`value = "USD"`): the
     /// source has no such column; reverse requires the target row to hold
@@ -71,7 +75,15 @@ fn reject<T>(why: impl Into<String>) -> Result<T, Reject> {
 
 impl Transform {
     /// Builds a `map` transform, refusing a table that is not bijective.
+    /// Its codes are text.
     pub fn map(forward: BTreeMap<String, String>) -> Result<Transform, String> {
+        Transform::map_of(forward, false)
+    }
+
+    /// Builds a `map` transform whose codes are integers (`integers`) or
+    /// text, refusing a table that is not bijective or an integer code that
+    /// is not a plain integer.
+    pub fn map_of(forward: BTreeMap<String, String>, integers: bool) -> Result<Transform, String> {
         let mut reverse = BTreeMap::new();
         for (code, word) in &forward {
             if let Some(first) = reverse.insert(word.clone(), code.clone()) {
@@ -80,7 +92,21 @@ impl Transform {
                 ));
             }
         }
-        let packed = (forward.len() <= 16)
+        let integers = match integers {
+            false => None,
+            true => Some(
+                forward
+                    .iter()
+                    .map(|(c, w)| match c.parse::<i64>() {
+                        Ok(i) if i.to_string() == *c => Ok((i, w.clone())),
+                        _ => Err(format!(
+                            "map code '{c}' is not a plain integer, but the codes are integers (codes = \"integer\"); write it as 1, 0, -2, or say codes = \"text\""
+                        )),
+                    })
+                    .collect::<Result<Vec<_>, String>>()?,
+            ),
+        };
+        let packed = (forward.len() <= 16 && integers.is_none())
             .then(|| {
                 forward
                     .iter()
@@ -92,6 +118,7 @@ impl Transform {
             forward,
             reverse,
             packed,
+            integers,
         })
     }
 
@@ -168,6 +195,31 @@ impl Transform {
             }
             (
                 Transform::Map {
+                    integers: Some(codes),
+                    ..
+                },
+                CellRef::Integer(i),
+            ) => match codes.iter().find(|(c, _)| *c == i) {
+                Some((_, word)) => {
+                    *out = CellRef::Text(word.as_bytes());
+                    Ok(true)
+                }
+                None => reject(format!("code {i} is not in the map")),
+            },
+            (
+                Transform::Map {
+                    integers: Some(_), ..
+                },
+                other,
+            ) => {
+                let v = other.to_value();
+                reject(format!(
+                    "expected an integer code, found {} {v} (the map's codes are integers; say codes = \"text\" to map texts)",
+                    v.class()
+                ))
+            }
+            (
+                Transform::Map {
                     forward, packed: p, ..
                 },
                 CellRef::Text(code),
@@ -188,7 +240,16 @@ impl Transform {
             }
             (Transform::Map { .. }, other) => {
                 let v = other.to_value();
-                reject(format!("expected a text code, found {} {v}", v.class()))
+                let hint = match other {
+                    CellRef::Integer(_) => {
+                        " (the map's codes are text; for integer codes such as 1 and 0 say codes = \"integer\")"
+                    }
+                    _ => "",
+                };
+                reject(format!(
+                    "expected a text code, found {} {v}{hint}",
+                    v.class()
+                ))
             }
         }
     }
@@ -215,7 +276,17 @@ impl Transform {
                 "expected integer minor units, found {} {other}",
                 other.class()
             )),
-            (Transform::Map { reverse, .. }, Value::Text(word)) => match reverse.get(word) {
+            (
+                Transform::Map {
+                    reverse, integers, ..
+                },
+                Value::Text(word),
+            ) => match reverse.get(word) {
+                // An integer code is written back as the integer it is.
+                Some(code) if integers.is_some() => code
+                    .parse::<i64>()
+                    .map(Value::Integer)
+                    .map_err(|_| Reject(format!("map code '{code}' is not an integer"))),
                 Some(code) => Ok(Value::Text(code.clone())),
                 None => reject(format!(
                     "word {v} is not in the map, so no source code carries it"
@@ -591,6 +662,41 @@ mod tests {
     /// is exactly the code given, whatever its length, trailing NUL bytes
     /// included, and a table with a code too long to pack looks codes up by
     /// text.
+    #[test]
+    fn an_integer_map_takes_integers_and_writes_integers_back() -> Result<(), String> {
+        let m = Transform::map_of(
+            BTreeMap::from([
+                ("1".into(), "active".into()),
+                ("0".into(), "inactive".into()),
+            ]),
+            true,
+        )?;
+        assert_eq!(
+            m.forward(&Value::Integer(1)),
+            Ok(Value::Text("active".into()))
+        );
+        assert_eq!(
+            m.reverse(&Value::Text("inactive".into())),
+            Ok(Value::Integer(0))
+        );
+        assert!(
+            m.forward(&Value::Integer(2))
+                .unwrap_err()
+                .0
+                .contains("code 2 is not in the map")
+        );
+        let text = m.forward(&Value::Text("1".into())).unwrap_err().0;
+        assert!(
+            text.contains("expected an integer code") && text.contains("codes = \"text\""),
+            "{text}"
+        );
+        let t = Transform::map(BTreeMap::from([("1".into(), "active".into())]))?;
+        let hint = t.forward(&Value::Integer(1)).unwrap_err().0;
+        assert!(hint.contains("codes = \"integer\""), "{hint}");
+        assert!(Transform::map_of(BTreeMap::from([("01".into(), "x".into())]), true).is_err());
+        Ok(())
+    }
+
     #[test]
     fn map_finds_exactly_the_code_given() -> Result<(), String> {
         let word = |m: &Transform, s: &str| match m.forward_ref(CellRef::Text(s.as_bytes())) {

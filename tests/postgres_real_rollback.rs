@@ -884,3 +884,75 @@ fn a_role_that_cannot_switch_the_source_triggers_off_fails_check_and_replay_writ
         assert_eq!(r.dump("source"), before, "{args:?} wrote");
     }
 }
+
+/// A flag of 1/0 (a boolean) and a status number mapped to words: the
+/// rollback writes the source's own types back.
+#[test]
+fn integer_and_boolean_codes_map_to_words_and_back() {
+    let source = "
+        CREATE TABLE account (id integer PRIMARY KEY, active boolean NOT NULL, tier smallint NOT NULL);
+        INSERT INTO account VALUES (1, true, 1), (2, false, 2), (3, true, 3);";
+    let target =
+        "CREATE TABLE account (id bigint PRIMARY KEY, active text NOT NULL, tier text NOT NULL);";
+    let spec = "
+[source]
+url = \"SOURCE_URL\"
+[target]
+url = \"TARGET_URL\"
+[[tables]]
+name = \"account\"
+key = [\"id\"]
+[[tables.columns]]
+source = \"active\"
+transform = \"map\"
+codes = \"integer\"
+map = { 1 = \"active\", 0 = \"inactive\" }
+[[tables.columns]]
+source = \"tier\"
+transform = \"map\"
+codes = \"integer\"
+map = { 1 = \"bronze\", 2 = \"silver\", 3 = \"gold\" }
+";
+    let Some(r) = Rental::with("pg_real_codes", None, source, target, spec) else {
+        return;
+    };
+    r.run(&["check"], 0);
+    r.run(&["load"], 0);
+    r.run(&["gate"], 0);
+    let loaded: Vec<String> =
+        r.db.client()
+            .query(
+                "SELECT ROW(id, active, tier)::text FROM target.account ORDER BY id",
+                &[],
+            )
+            .expect("the target")
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+    assert_eq!(
+        loaded,
+        [
+            "(1,active,bronze)",
+            "(2,inactive,silver)",
+            "(3,active,gold)"
+        ]
+    );
+    r.run(&["journal", "install"], 0);
+    r.application(
+        "UPDATE account SET active = 'active', tier = 'gold' WHERE id = 2;
+         INSERT INTO account VALUES (4, 'inactive', 'bronze');",
+    );
+    r.run(&["fence", "on"], 0);
+    r.run(&["replay"], 0);
+    let back: Vec<String> =
+        r.db.client()
+            .query(
+                "SELECT ROW(id, active, tier)::text FROM source.account ORDER BY id",
+                &[],
+            )
+            .expect("the source")
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+    assert_eq!(back, ["(1,t,1)", "(2,t,3)", "(3,t,3)", "(4,f,1)"]);
+}
