@@ -171,9 +171,11 @@ impl Spec {
                     && !t.target_defaults.contains(&c.name)
                 {
                     bail!(
-                        "spec {}: table '{}': target column '{}' is not the target of any mapping; map a source column to it",
+                        "spec {}: table '{}': target column '{}' is not the target of any mapping; map a source column to it, hold a constant (target = \"{}\" with value = …), or leave it to the target's default (target = \"{}\" with default = true)",
                         self.path.display(),
                         t.name,
+                        c.name,
+                        c.name,
                         c.name
                     );
                 }
@@ -273,9 +275,11 @@ impl Spec {
             for c in &t_cols {
                 if !mapped_t.contains(c.name.as_str()) {
                     problems.push(format!(
-                        "spec {}: table '{}': target column '{}' is not the target of any mapping, so it could be neither loaded nor reconciled; map a source column to it",
+                        "spec {}: table '{}': target column '{}' is not the target of any mapping, so it could be neither loaded nor reconciled; map a source column to it, hold a constant (target = \"{}\" with value = …), or leave it to the target's default (target = \"{}\" with default = true: never loaded nor compared)",
                         self.path.display(),
                         t.name,
+                        c.name,
+                        c.name,
                         c.name
                     ));
                 }

@@ -783,3 +783,36 @@ fn a_replay_that_leaves_a_row_without_its_parent_names_it() {
     assert_eq!(report["command"], "replay", "{report:#}");
     assert_eq!(report["databases"].as_array().map(Vec::len), Some(2));
 }
+
+/// A small table's names, e-mail addresses, phones and timestamps each have
+/// a value per row: they are data, not codes, and the draft proposes no map
+/// for them; the status column's one-letter codes get one. A source column
+/// without a target column is left for the operator to decide, commented.
+#[test]
+fn init_proposes_maps_only_for_columns_that_hold_codes() {
+    let d = Dir::new("init-codes");
+    d.create_db(
+        "source.db",
+        "CREATE TABLE people (id INTEGER PRIMARY KEY, name TEXT, email TEXT, phone TEXT, created TEXT, status TEXT, legacy TEXT);
+         INSERT INTO people VALUES
+           (1, 'Ann', 'ann@example.org', '+1 555 0100', '2024-01-02 10:00:00', 'A', 'x'),
+           (2, 'Bob', 'bob@example.org', '+1 555 0101', '2024-01-03 11:00:00', 'C', 'y'),
+           (3, 'Cy', 'cy@example.org', '+1 555 0102', '2024-01-04 12:00:00', 'A', 'z');",
+    );
+    d.create_db(
+        "target.db",
+        "CREATE TABLE people (id INTEGER PRIMARY KEY, name TEXT, email TEXT, phone TEXT, created TEXT, status TEXT);
+         INSERT INTO people VALUES
+           (1, 'ANN', 'ANN@EXAMPLE.ORG', '5550100', '2024-01-02T10:00:00Z', 'active'),
+           (2, 'BOB', 'BOB@EXAMPLE.ORG', '5550101', '2024-01-03T11:00:00Z', 'closed');",
+    );
+    init(&d, Some("spec.toml"), 0);
+    let draft = std::fs::read_to_string(d.join("spec.toml")).expect("the draft");
+    assert_eq!(draft.matches("transform = \"map\"").count(), 1, "{draft}");
+    assert!(
+        draft.contains("map = { \"A\" = \"active\", \"C\" = \"closed\" }"),
+        "{draft}"
+    );
+    assert!(draft.contains("# ignore = [\"legacy\"]"), "{draft}");
+    assert!(!draft.lines().any(|l| l.starts_with("ignore")), "{draft}");
+}

@@ -209,7 +209,7 @@ pub fn run(source_url: &str, target_url: &str, out: Option<&Path>) -> Result<Ini
             let names: Vec<String> = ignored.iter().map(|c| lit(c)).collect();
             let _ = writeln!(
                 toml,
-                "# DECIDE: these source columns have no target column and are not carried (the migration is irreversible for them); map them instead if they matter\nignore = [{}]",
+                "# DECIDE: these source columns have no target column. Map each to a target column, or\n# drop them by removing the # below (the migration is then irreversible for them):\n# ignore = [{}]",
                 names.join(", ")
             );
         }
@@ -355,6 +355,19 @@ enum Proposal {
     Map(BTreeMap<String, String>, usize),
 }
 
+/// Whether a value reads as a code (`A`, `active`, `NC-17`, `gold_2`):
+/// short, one word of letters, digits, `_` or `-`, and not a date, a time, an
+/// e-mail address or a phone number.
+fn looks_like_code(v: &str) -> bool {
+    let digits = v.bytes().filter(u8::is_ascii_digit).count();
+    !v.is_empty()
+        && v.len() <= 16
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && v.bytes().any(|b| b.is_ascii_alphabetic())
+        && digits * 2 <= v.len()
+}
+
 /// A `map` for a low-cardinality text column whose values the target spells
 /// otherwise: each source code paired with the target word most often found
 /// under the same key, `"?"` where the target has no row to tell.
@@ -381,7 +394,14 @@ fn propose_map(
             return Ok(Proposal::None);
         }
     }
-    if codes.is_empty() {
+    if codes.is_empty() || !codes.keys().all(|c| looks_like_code(c)) {
+        return Ok(Proposal::None);
+    }
+    // A code names a class of rows, so codes repeat. Where every row has a
+    // value of its own (a small table of names), the values are data, not
+    // codes, unless they are one- or two-letter codes.
+    let present = s.iter().filter(|(_, v)| !matches!(v, Value::Null)).count();
+    if codes.len() >= present && codes.keys().any(|c| c.len() > 2) {
         return Ok(Proposal::None);
     }
     // The target's words under the same keys (key names matched as the
