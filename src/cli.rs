@@ -269,7 +269,7 @@ pub enum JournalAction {
 pub enum FenceAction {
     /// Fence the target: record the journal boundary and refuse every write.
     On(SpecArg),
-    /// Lift the fence (refused while the replay is incomplete, unless --force).
+    /// Lift the fence (refused until a replay has reconciled clean, unless --force).
     Off {
         #[command(flatten)]
         spec: SpecArg,

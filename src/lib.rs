@@ -49,7 +49,13 @@ use report::Outcome;
 pub fn run(cli: &Cli) -> Result<Outcome> {
     progress::set_quiet(cli.quiet);
     let started = std::time::SystemTime::now();
-    let out = execute(&cli.command, cli.format)?;
+    let out = execute(&cli.command, cli.format).map_err(|e| match db::damage_behind(&e) {
+        // A damaged page surfaces as whatever the read met (a malformed
+        // image, keys out of order, which blames a collation): the damage,
+        // with what the engine's check found, is what to report.
+        Some(damage) => anyhow::Error::new(db::Damaged(damage)),
+        None => e,
+    })?;
     let (name, spec, report) = match &cli.command {
         Command::Gate { spec, report, .. } => ("gate", Some(spec), report),
         Command::Replay { spec, report, .. } => ("replay", Some(spec), report),

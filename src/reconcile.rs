@@ -485,13 +485,14 @@ fn out_of_order(
 ) -> anyhow::Error {
     let key = crate::value::display_key(&rows.values(row, k));
     if o.is_eq() {
-        return anyhow!(
+        // A damaged page can read as a key twice, as well as out of order.
+        return anyhow::Error::new(crate::db::MaybeDamage(format!(
             "{side} table '{table}' holds two rows with key {key}; the spec's key must be unique (add a unique index, or fix the key in the spec)"
-        );
+        )));
     }
-    anyhow!(
+    anyhow::Error::new(crate::db::MaybeDamage(format!(
         "{side} table '{table}' returned key {key} out of order: the key column sorts with a collation other than BINARY; reconcile needs binary key order"
-    )
+    )))
 }
 
 /// What a pass over the source found for one table.

@@ -18,7 +18,8 @@ use support::postgres::TestDb;
 use anyhow::Result;
 use cutover::db::postgres::Postgres;
 use cutover::db::{
-    Access, AppliedSet, Catalogue, ColumnInfo, Connection, Fence, Fixtures, Progress, Receipts,
+    Access, AppliedSet, Catalogue, ColumnInfo, Connection, Fence, FenceRecord, Fixtures, Progress,
+    Receipts,
 };
 use cutover::value::Value;
 
@@ -425,7 +426,14 @@ fn fenced(t: &TestDb) -> Result<Postgres> {
         db.ensure_control_tables()?;
         db.install_fence_triggers("t", MESSAGE)?;
         db.install_fence_guard("cutover fence: the fence row is guarded")?;
-        db.set_fence_row(42, 7, "fp", r#"["t"]"#, "{}")
+        db.set_fence_row(&FenceRecord {
+            boundary: 42,
+            journal_rows: 7,
+            fingerprint: "fp".into(),
+            tables: r#"["t"]"#.into(),
+            parts: "{}".into(),
+            fenced_at: "2024-03-15T13:45:00.123Z".into(),
+        })
     })?;
     Ok(db)
 }

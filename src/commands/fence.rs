@@ -18,16 +18,30 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::db::{Access, Db};
+use crate::db::{Access, Db, FenceRecord};
 use crate::report::{self, Report};
 use crate::schema;
 use crate::spec::Spec;
 
 const FENCE_TABLE: &str = "_cutover_fence";
 
+/// The format of the fingerprints `fence on` writes now. Format 1 (a fence
+/// set before the record was covered; its `parts` carry no `version`) hashes
+/// the schema, the rows and the journal; format 2 hashes the same parts and
+/// the fence record itself (boundary, entries, tables, time). docs/journal.md
+/// gives both byte for byte; a fence is checked in the format it was set in.
+pub const FORMAT: u32 = 2;
+
+fn format_one() -> u32 {
+    1
+}
+
 /// What the fence protects, as found now.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Fingerprint {
+    /// The format the fence was set in (1 when its parts do not say).
+    #[serde(default = "format_one")]
+    version: u32,
     schema: Vec<(String, String)>,
     /// Digest of each fenced table's rows: a write made with triggers
     /// disabled changes it.
@@ -35,12 +49,63 @@ pub struct Fingerprint {
     journal_rows: i64,
     max_seq: i64,
     digest: String,
+    /// A query that failed on a table that is there as the fence saw it: the
+    /// fingerprint was not computed, which says nothing of a breach.
+    #[serde(skip)]
+    failed: Option<String>,
+}
+
+/// One part of the fingerprint: its value, or what stands for it when it
+/// could not be read, and whether that was a failed query (the tables it
+/// reads are there) rather than a difference (they are gone or reshaped).
+struct Part<T> {
+    value: T,
+    failed: Option<String>,
+}
+
+impl<T> Part<T> {
+    /// An error reading a part: a difference when `gone`, else a failure.
+    fn unreadable(value: T, e: &anyhow::Error, gone: Result<bool>) -> Part<T> {
+        Part {
+            value,
+            failed: match gone {
+                Ok(true) => None,
+                Ok(false) => Some(format!("{e:#}")),
+                Err(other) => Some(format!("{e:#} (and then: {other:#})")),
+            },
+        }
+    }
+}
+
+/// Whether a spec table is gone from the target or lacks a column the spec
+/// reads: then reading it fails because of what changed.
+fn table_gone(db: &Db, t: &crate::spec::Table) -> Result<bool> {
+    let cols = db.table_columns(&t.target_table)?;
+    Ok(cols.is_empty()
+        || t.target_names()
+            .iter()
+            .filter(|n| !n.is_empty())
+            .any(|n| !cols.iter().any(|c| c.name == *n)))
+}
+
+/// Whether a table of the journal is gone (or its list of tables).
+fn journal_gone(db: &Db) -> Result<bool> {
+    let tables = match db.journal_image_tables() {
+        Ok(t) => t,
+        Err(_) => return Ok(db.table_columns("_cutover_journal_tables")?.is_empty()),
+    };
+    for t in tables {
+        if db.table_columns(&t)?.is_empty() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 impl Fingerprint {
     /// Reads the fingerprint of a spec's fenced tables now: a scan of each.
     pub fn read(db: &Db, spec: &Spec) -> Result<Fingerprint> {
-        Fingerprint::with_content(db, spec, Fingerprint::content(db, spec))
+        Fingerprint::with_content_part(db, spec, Fingerprint::content(db, spec))
     }
 
     /// [`Fingerprint::read`] of the spec's target, with the journal digested
@@ -49,7 +114,7 @@ impl Fingerprint {
     /// write between the two reads shows as a difference, as any other.
     pub fn read_beside(db: &Db, spec: &Spec) -> Result<Fingerprint> {
         std::thread::scope(|scope| {
-            let journal = scope.spawn(|| -> Result<String> {
+            let journal = scope.spawn(|| -> Result<Part<String>> {
                 let other = Db::open(&spec.target, crate::db::Access::Read, "target")?;
                 Ok(Fingerprint::journal_digest(&other))
             });
@@ -61,23 +126,50 @@ impl Fingerprint {
         })
     }
 
-    fn content(db: &Db, spec: &Spec) -> Vec<(String, String)> {
-        spec.tables
+    fn content(db: &Db, spec: &Spec) -> Part<Vec<(String, String)>> {
+        let mut failed = None;
+        let value = spec
+            .tables
             .iter()
             // A table dropped or altered behind the fence cannot be read as
-            // the spec says: that is a difference, not an error.
+            // the spec says: that is a difference. A query that fails on a
+            // table that is there is no difference: it is kept as a failure.
             .map(|t| {
-                let d = db
-                    .digest_rows(&db.target_sql(t))
-                    .unwrap_or_else(|e| format!("unreadable: {e:#}"));
+                let d = match db.digest_rows(&db.target_sql(t)) {
+                    Ok(d) => d,
+                    Err(e) => {
+                        let p =
+                            Part::unreadable(format!("unreadable: {e:#}"), &e, table_gone(db, t));
+                        failed = failed.take().or(p.failed.map(|f| {
+                            format!(
+                                "reading table {} of target {}: {f}",
+                                t.target_table,
+                                db.location()
+                            )
+                        }));
+                        p.value
+                    }
+                };
                 (t.target_table.clone(), d)
             })
-            .collect()
+            .collect();
+        Part { value, failed }
     }
 
-    fn journal_digest(db: &Db) -> String {
-        db.journal_digest()
-            .unwrap_or_else(|e| format!("unreadable: {e:#}"))
+    fn journal_digest(db: &Db) -> Part<String> {
+        match db.journal_digest() {
+            Ok(d) => Part {
+                value: d,
+                failed: None,
+            },
+            Err(e) => {
+                let mut p = Part::unreadable(format!("unreadable: {e:#}"), &e, journal_gone(db));
+                p.failed = p
+                    .failed
+                    .map(|f| format!("reading the journal of target {}: {f}", db.location()));
+                p
+            }
+        }
     }
 
     /// The same, with the rows' digests already computed (by a reconcile
@@ -87,14 +179,29 @@ impl Fingerprint {
         spec: &Spec,
         content: Vec<(String, String)>,
     ) -> Result<Fingerprint> {
+        Fingerprint::with_content_part(
+            db,
+            spec,
+            Part {
+                value: content,
+                failed: None,
+            },
+        )
+    }
+
+    fn with_content_part(
+        db: &Db,
+        spec: &Spec,
+        content: Part<Vec<(String, String)>>,
+    ) -> Result<Fingerprint> {
         Fingerprint::with_digests(db, spec, content, Fingerprint::journal_digest(db))
     }
 
     fn with_digests(
         db: &Db,
         spec: &Spec,
-        content: Vec<(String, String)>,
-        digest: String,
+        content: Part<Vec<(String, String)>>,
+        digest: Part<String>,
     ) -> Result<Fingerprint> {
         let names: Vec<&str> = spec
             .tables
@@ -102,26 +209,58 @@ impl Fingerprint {
             .map(|t| t.target_table.as_str())
             .collect();
         // A journal table dropped behind the fence leaves the journal
-        // unreadable: that is a difference (the schema part names it), not an
-        // error.
-        let (journal_rows, max_seq) = db.journal_extent().unwrap_or((-1, -1));
+        // unreadable: that is a difference (the schema part names it), not
+        // an error. A failed query on a journal that is there is a failure.
+        let extent = match db.journal_extent() {
+            Ok(e) => Part {
+                value: e,
+                failed: None,
+            },
+            Err(e) => {
+                let mut p = Part::unreadable((-1, -1), &e, journal_gone(db));
+                p.failed = p
+                    .failed
+                    .map(|f| format!("counting the journal of target {}: {f}", db.location()));
+                p
+            }
+        };
+        let (journal_rows, max_seq) = extent.value;
         Ok(Fingerprint {
+            version: FORMAT,
+            // The catalogue's answer: a query that fails here fails the command.
             schema: db.schema_of(&names)?,
-            content,
+            content: content.value,
             journal_rows,
             max_seq,
-            digest,
+            digest: digest.value,
+            failed: content.failed.or(digest.failed).or(extent.failed),
         })
     }
 
+    /// Format 1: SHA-256 over the schema, the rows' digests, the journal's
+    /// extent and digest (docs/journal.md).
     pub fn hash(&self) -> String {
         let mut h = Sha256::new();
-        for (name, sql) in &self.schema {
+        self.hash_parts(&mut h);
+        h.update(self.digest.as_bytes());
+        hex::encode(h.finalize())
+    }
+
+    fn hash_parts(&self, h: &mut Sha256) {
+        self.hash_schema(h, &self.schema);
+        self.hash_rest(h);
+    }
+
+    fn hash_schema(&self, h: &mut Sha256, schema: &[(String, String)]) {
+        for (name, sql) in schema {
             for part in [name, sql] {
                 h.update((part.len() as u64).to_le_bytes());
                 h.update(part.as_bytes());
             }
         }
+    }
+
+    fn hash_rest(&self, h: &mut Sha256) {
         for (table, digest) in &self.content {
             for part in [table, digest] {
                 h.update((part.len() as u64).to_le_bytes());
@@ -130,22 +269,69 @@ impl Fingerprint {
         }
         h.update(self.journal_rows.to_le_bytes());
         h.update(self.max_seq.to_le_bytes());
-        h.update(self.digest.as_bytes());
+    }
+
+    /// Format 2: a tag, format 1's parts with the journal digest's length
+    /// before it, then the fence record: boundary and entries (8 bytes
+    /// each, little-endian), the fenced tables (JSON) and the time, each
+    /// with its length (docs/journal.md).
+    pub fn hash_v2(&self, record: &FenceRecord) -> String {
+        let mut h = Sha256::new();
+        let text = |h: &mut Sha256, s: &str| {
+            h.update((s.len() as u64).to_le_bytes());
+            h.update(s.as_bytes());
+        };
+        text(&mut h, "cutover-fence-2");
+        // Sorted by name, then definition: the catalogue lists parts of one
+        // name (a trigger on every table) in no fixed order.
+        let mut schema = self.schema.clone();
+        schema.sort();
+        self.hash_schema(&mut h, &schema);
+        self.hash_rest(&mut h);
+        text(&mut h, &self.digest);
+        h.update(record.boundary.to_le_bytes());
+        h.update(record.journal_rows.to_le_bytes());
+        text(&mut h, &record.tables);
+        text(&mut h, &record.fenced_at);
         hex::encode(h.finalize())
     }
 
-    /// What differs from `earlier`, in words an operator can act on.
+    /// What differs from `earlier`, in words an operator can act on. Parts
+    /// of the schema go by name; on PostgreSQL the fence's triggers have one
+    /// name on every table, so a name's definitions are compared together.
     pub fn describe_change(&self, earlier: &Fingerprint) -> String {
         let mut what = Vec::new();
-        for (name, sql) in &earlier.schema {
-            match self.schema.iter().find(|(n, _)| n == name) {
-                None => what.push(format!("{name} was dropped")),
-                Some((_, now)) if now != sql => what.push(format!("{name} was altered")),
-                _ => {}
+        let defs = |parts: &[(String, String)], name: &str| -> Vec<String> {
+            let mut d: Vec<String> = parts
+                .iter()
+                .filter(|(n, _)| n == name)
+                .map(|(_, s)| s.clone())
+                .collect();
+            d.sort();
+            d
+        };
+        let mut seen: Vec<&str> = Vec::new();
+        for (name, _) in &earlier.schema {
+            if seen.contains(&name.as_str()) {
+                continue;
+            }
+            seen.push(name);
+            let (then, now) = (defs(&earlier.schema, name), defs(&self.schema, name));
+            if now.is_empty() {
+                what.push(format!("{name} was dropped"));
+            } else if now.len() < then.len() {
+                what.push(format!(
+                    "{name} was dropped from {} of the {} tables that had it",
+                    then.len() - now.len(),
+                    then.len()
+                ));
+            } else if now != then {
+                what.push(format!("{name} was altered"));
             }
         }
         for (name, _) in &self.schema {
-            if !earlier.schema.iter().any(|(n, _)| n == name) {
+            if !earlier.schema.iter().any(|(n, _)| n == name) && !seen.contains(&name.as_str()) {
+                seen.push(name);
                 what.push(format!("{name} was created"));
             }
         }
@@ -176,49 +362,166 @@ pub struct FenceRow {
     pub fingerprint: String,
     pub tables: Vec<String>,
     pub fenced_at: String,
+    /// The fingerprint's format (see [`FORMAT`]).
+    pub format: u32,
     /// What the fingerprint was made of when the fence went on.
     #[serde(skip)]
     pub parts: Option<Fingerprint>,
+    /// The row as stored, field for field.
+    #[serde(skip)]
+    pub record: FenceRecord,
+}
+
+/// The copy of the fence record kept in the source, against the target's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Copy {
+    /// The source keeps a copy equal to the target's record.
+    Kept,
+    /// The source keeps none (a fence set by an earlier cutover, or a
+    /// source that could not be written when the fence went on).
+    Missing,
+    /// The source's copy differs: the target's record was rewritten.
+    Differs(String),
 }
 
 impl FenceRow {
-    /// Whether `now` still matches the fence; if not, what changed.
-    pub fn breach_in(&self, now: &Fingerprint) -> Option<String> {
-        if now.hash() == self.fingerprint {
-            return None;
+    /// The fingerprint `now` would have under this fence's format.
+    fn expected(&self, now: &Fingerprint) -> String {
+        match self.format {
+            1 => {
+                // Format 1 hashed the schema in the catalogue's order, which
+                // for parts of one name is no fixed order: the same parts
+                // are hashed in the order the fence recorded them.
+                let mut now = now.clone();
+                if let Some(p) = &self.parts {
+                    let (mut a, mut b) = (now.schema.clone(), p.schema.clone());
+                    a.sort();
+                    b.sort();
+                    if a == b {
+                        now.schema = p.schema.clone();
+                    }
+                }
+                now.hash()
+            }
+            _ => now.hash_v2(&self.record),
+        }
+    }
+
+    /// Whether `now` still matches the fence: `Ok(None)`; a breach:
+    /// `Ok(Some(what changed))`; `Err` when what was read cannot say — a
+    /// query failed on tables that are there as the fence saw them, or the
+    /// target's file is damaged.
+    pub fn judge(&self, target: &Db, now: &Fingerprint) -> Result<Option<String>> {
+        if self.expected(now) == self.fingerprint {
+            return Ok(None);
+        }
+        not_damaged(target)?;
+        if let Some(failed) = &now.failed
+            && self.parts.as_ref().is_none_or(|p| p.schema == now.schema)
+        {
+            bail!(
+                "the fence's fingerprint could not be computed, which is not a breach: {failed}. Fix what stopped the query (a statement_timeout or a permission of the role, a lost connection), then run the command again"
+            );
         }
         let what = self
             .parts
             .as_ref()
             .map(|p| now.describe_change(p))
             .unwrap_or_default();
-        Some(if what.is_empty() {
-            "the fingerprint no longer matches (schema, rows or journal changed since fence on)"
+        Ok(Some(if what.is_empty() {
+            "the fingerprint no longer matches (schema, rows, journal or the fence record changed since fence on)"
                 .to_string()
         } else {
             what
-        })
+        }))
     }
 
     /// Whether the target still matches the fence (a scan of the fenced
     /// tables); if not, what changed.
     pub fn breach(&self, target: &Db, spec: &Spec) -> Result<Option<String>> {
-        Ok(self.breach_in(&Fingerprint::read(target, spec)?))
+        self.judge(target, &Fingerprint::read(target, spec)?)
     }
+
+    /// The target's record against the copy the source keeps.
+    pub fn against(&self, copy: Option<&FenceRecord>, source: &Db) -> Copy {
+        let Some(c) = copy else {
+            return Copy::Missing;
+        };
+        let r = &self.record;
+        if c == r {
+            return Copy::Kept;
+        }
+        let mut what = Vec::new();
+        if c.boundary != r.boundary {
+            what.push(format!("boundary {} (kept: {})", r.boundary, c.boundary));
+        }
+        if c.journal_rows != r.journal_rows {
+            what.push(format!(
+                "journal entries {} (kept: {})",
+                r.journal_rows, c.journal_rows
+            ));
+        }
+        if c.tables != r.tables {
+            what.push(format!("tables {} (kept: {})", r.tables, c.tables));
+        }
+        if c.fenced_at != r.fenced_at {
+            what.push(format!("fenced at {} (kept: {})", r.fenced_at, c.fenced_at));
+        }
+        if c.fingerprint != r.fingerprint || c.parts != r.parts {
+            what.push("fingerprint".to_string());
+        }
+        Copy::Differs(format!(
+            "the fence record on the target was rewritten: it differs from the copy kept in source {} ({})",
+            source.location(),
+            what.join(", ")
+        ))
+    }
+}
+
+/// Refuses to call a difference a breach on a damaged file.
+fn not_damaged(target: &Db) -> Result<()> {
+    if let Some(d) = target.damage()? {
+        return Err(anyhow::Error::new(crate::db::Damaged(format!(
+            "target: {d}"
+        ))));
+    }
+    Ok(())
 }
 
 pub fn read(target: &Db) -> Result<Option<FenceRow>> {
     Ok(match target.fence_row()? {
         None => None,
-        Some(f) => Some(FenceRow {
-            boundary: f.boundary,
-            journal_rows: f.journal_rows,
-            fingerprint: f.fingerprint,
-            tables: serde_json::from_str(&f.tables)?,
-            fenced_at: f.fenced_at,
-            parts: serde_json::from_str(&f.parts).ok(),
-        }),
+        Some(f) => {
+            let parts: Option<Fingerprint> = serde_json::from_str(&f.parts).ok();
+            Some(FenceRow {
+                boundary: f.boundary,
+                journal_rows: f.journal_rows,
+                fingerprint: f.fingerprint.clone(),
+                tables: serde_json::from_str(&f.tables)?,
+                fenced_at: f.fenced_at.clone(),
+                format: parts.as_ref().map_or(FORMAT, |p| p.version),
+                parts,
+                record: f,
+            })
+        }
     })
+}
+
+/// The copy of the fence record that the source keeps for the target's
+/// journal, and how the target's record compares with it.
+pub fn copy_of(fence: &FenceRow, source: &Db, target: &Db) -> Result<Copy> {
+    let Some(journal) = crate::commands::journal::identity(target)? else {
+        return Ok(Copy::Missing);
+    };
+    Ok(fence.against(source.fence_copy(&journal)?.as_ref(), source))
+}
+
+/// What to do when the source keeps no copy of the fence record.
+pub fn copy_missing(spec: &Spec) -> String {
+    format!(
+        "the source keeps no copy of the fence record (a fence set by an earlier cutover, or a source that could not be written at fence on): run `cutover fence on --spec {}` again; it changes nothing on the target and keeps the copy",
+        spec.path.display()
+    )
 }
 
 /// Watches a fence from a reader's connection during a replay.
@@ -229,8 +532,9 @@ pub struct Watch {
 }
 
 impl Watch {
-    /// Verifies the fence now; `Err` when there is none, `Ok(Err(why))` when
-    /// it was breached.
+    /// Verifies the fence now, and its record against the copy the source
+    /// keeps; `Err` when there is none (or no copy, or a check could not be
+    /// made), `Ok(Err(why))` when it was breached.
     pub fn start(target: &Db, spec: &Spec) -> Result<Result<Watch, String>> {
         let fence = read(target)?;
         if fence.is_none() {
@@ -255,9 +559,20 @@ impl Watch {
                 target.location()
             );
         };
+        let source = crate::schema::open_source(spec, None, Access::Read)?;
+        match copy_of(&fence, &source, target)? {
+            Copy::Kept => {}
+            Copy::Missing => bail!("{}; nothing was replayed", copy_missing(spec)),
+            Copy::Differs(what) => {
+                return Ok(Err(format!(
+                    "fence breached: {what}; nothing was replayed. Find what rewrote it, then re-plan the rollback"
+                )));
+            }
+        }
+        drop(source);
         let change_token = target.change_token()?;
         let now = Fingerprint::read_beside(target, spec)?;
-        if let Some(what) = fence.breach_in(&now) {
+        if let Some(what) = fence.judge(target, &now)? {
             return Ok(Err(format!(
                 "fence breached: {what} (fenced at {}); nothing was replayed. Find what wrote to the target, then re-plan the rollback",
                 fence.fenced_at
@@ -285,7 +600,7 @@ impl Watch {
         // protects changed (a commit to another table, VACUUM or ANALYZE
         // move the change token too).
         let now = Fingerprint::read(target, spec)?;
-        if now.hash() == self.fence.fingerprint {
+        if self.fence.judge(target, &now)?.is_none() {
             self.change_token = v;
             return Ok(None);
         }
@@ -318,7 +633,7 @@ impl Watch {
         // too: what counts is whether the rows the reconcile read, and the
         // schema and journal now, are still what the fence recorded.
         let now = Fingerprint::with_content(target, spec, content)?;
-        if now.hash() == self.fence.fingerprint {
+        if self.fence.judge(target, &now)?.is_none() {
             return Ok(None);
         }
         let what = now.describe_change(&self.at_start);
@@ -357,6 +672,13 @@ pub struct FenceReport {
     pub fence: Option<FenceRow>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verification: Option<String>,
+    /// The copy of the fence record in the source: `kept`, `recorded` (by
+    /// this command), or what is wrong with it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub copy: Option<String>,
+    /// What guards cutover's tables against schema changes (PostgreSQL).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ddl_guard: Option<String>,
     /// Whether this command put the fence on or took it off (rather than
     /// finding it so).
     #[serde(skip)]
@@ -364,6 +686,24 @@ pub struct FenceReport {
     /// `fence off --force`: journal entries left unreplayed.
     #[serde(skip)]
     pub not_replayed: i64,
+}
+
+impl FenceReport {
+    fn of(action: Action, fence: Option<FenceRow>) -> FenceReport {
+        FenceReport {
+            action,
+            fenced: fence.is_some(),
+            intact: None,
+            breach: None,
+            drift: Vec::new(),
+            fence,
+            verification: None,
+            copy: None,
+            ddl_guard: None,
+            changed: false,
+            not_replayed: 0,
+        }
+    }
 }
 
 /// Holds unless the fence is found breached.
@@ -388,6 +728,9 @@ pub fn render(rep: &FenceReport) -> String {
         ),
         (Action::On, Some(f)) => {
             format!("fence: already on since {}; nothing changed", f.fenced_at)
+        }
+        (Action::Off, Some(_)) if rep.intact == Some(false) => {
+            "fence: still on; nothing changed".to_string()
         }
         (Action::Off, Some(_)) if rep.not_replayed > 0 => format!(
             "fence: off (forced, with {} entries not replayed); writers can change the target again",
@@ -429,10 +772,38 @@ fn with_figures(rep: &FenceReport, headline: &str) -> String {
     if let Some(v) = &rep.verification {
         text.push_str(&format!("verification  {v}\n"));
     }
+    if let Some(c) = &rep.copy {
+        text.push_str(&format!("copy          {c}\n"));
+    }
+    if let Some(g) = &rep.ddl_guard {
+        text.push_str(&format!("ddl_guard     {g}\n"));
+    }
     if let Some(b) = &rep.breach {
         text.push_str(&format!("{b}\n"));
     }
     text
+}
+
+/// Keeps a copy of the fence record in the source. `Err` says why it could
+/// not, and what to run.
+fn keep_copy(spec: &Spec, target: &Db, fence: &FenceRow) -> Result<String> {
+    let journal = crate::commands::journal::identity(target)?
+        .context("the target's journal has no identity")?;
+    let source = schema::open_source(spec, None, Access::Write)?;
+    source.write(|| source.record_fence_copy(&journal, &fence.record))?;
+    Ok("kept in the source".to_string())
+}
+
+/// Keeps the copy, or says (as an error, exit 2) that the fence stands
+/// without one and how to record it.
+fn keep_copy_or_say(spec: &Spec, target: &Db, fence: &FenceRow) -> Result<String> {
+    keep_copy(spec, target, fence).map_err(|e| {
+        e.context(format!(
+            "the fence is on (journal_boundary={}) and the target is read-only, but the copy of its record could not be kept in the source; replay refuses until it is. When the source can be written, run `cutover fence on --spec {}` again: it changes nothing on the target and keeps the copy",
+            fence.boundary,
+            spec.path.display()
+        ))
+    })
 }
 
 pub fn on(spec: &Spec) -> Result<FenceReport> {
@@ -466,38 +837,57 @@ pub fn on(spec: &Spec) -> Result<FenceReport> {
     }
     if let Some(existing) = read(&target)? {
         target.rollback();
-        let breach = existing.breach(&target, spec)?;
-        let intact = breach.is_none();
-        return Ok(FenceReport {
-            action: Action::On,
-            fenced: true,
-            intact: Some(intact),
-            breach: breach.map(|what| format!("fence breached: {what}; the fence stays as it was. Find what changed, then re-plan: `cutover fence off --force` and `cutover fence on` set a new boundary")),
-            drift,
-            fence: Some(existing),
-            verification: None,
-            changed: false,
-            not_replayed: 0,
+        let mut rep = FenceReport::of(Action::On, Some(existing.clone()));
+        rep.drift = drift;
+        let source = schema::open_source(spec, None, Access::Read)?;
+        let copy = copy_of(&existing, &source, &target)?;
+        drop(source);
+        let breach = match &copy {
+            Copy::Differs(what) => Some(what.clone()),
+            _ => existing.breach(&target, spec)?,
+        };
+        rep.intact = Some(breach.is_none());
+        rep.breach = breach.map(|what| format!("fence breached: {what}; the fence stays as it was. Find what changed, then re-plan: `cutover fence off --force` and `cutover fence on` set a new boundary"));
+        rep.copy = Some(match copy {
+            Copy::Kept => "kept in the source".to_string(),
+            Copy::Differs(_) => "DIFFERS from the target's record".to_string(),
+            // Intact: this is the fence `fence on` set; keep its copy now.
+            Copy::Missing if rep.intact == Some(true) => {
+                keep_copy_or_say(spec, &target, &existing)?
+            }
+            Copy::Missing => "none kept in the source".to_string(),
         });
+        return Ok(rep);
     }
-    let r = (|| -> Result<FenceRow> {
+    let r = (|| -> Result<(FenceRow, Option<String>)> {
         for t in tables.iter().chain(&images) {
             target.install_fence_triggers(t, &fence_message(t))?;
         }
         target.install_fence_guard(&fence_message(FENCE_TABLE))?;
         let fp = Fingerprint::read(&target, spec)?;
-        let hash = fp.hash();
-        target.set_fence_row(
-            fp.max_seq,
-            fp.journal_rows,
-            &hash,
-            &serde_json::to_string(&tables)?,
-            &serde_json::to_string(&fp)?,
+        if let Some(failed) = &fp.failed {
+            bail!("{failed}");
+        }
+        let mut record = FenceRecord {
+            boundary: fp.max_seq,
+            journal_rows: fp.journal_rows,
+            fingerprint: String::new(),
+            tables: serde_json::to_string(&tables)?,
+            parts: serde_json::to_string(&fp)?,
+            fenced_at: target.now()?,
+        };
+        record.fingerprint = fp.hash_v2(&record);
+        target.set_fence_row(&record)?;
+        let guard = target.install_ddl_guard(
+            "cutover fence: the schema of cutover's tables cannot change while the target is fenced; lift the fence only with `cutover fence off`",
         )?;
         target.commit()?;
-        read(&target)?.context("the fence row just written is not there")
+        Ok((
+            read(&target)?.context("the fence row just written is not there")?,
+            guard,
+        ))
     })();
-    let row = match r {
+    let (row, ddl_guard) = match r {
         Ok(row) => row,
         Err(e) => {
             target.rollback();
@@ -528,21 +918,21 @@ pub fn on(spec: &Spec) -> Result<FenceReport> {
             }
         }
     }
-    Ok(FenceReport {
-        action: Action::On,
-        fenced: true,
-        intact: Some(true),
-        breach: None,
-        drift,
-        fence: Some(row),
-        verification: Some(format!(
-            "a write from another connection to each of the {} fenced tables and to the journal was refused: {}",
-            tables.len(),
-            refused.first().cloned().unwrap_or_default()
-        )),
-        changed: true,
-        not_replayed: 0,
-    })
+    // The copy outside the target, once the fence stands: a record
+    // rewritten on the target no longer matches it.
+    let copy = keep_copy_or_say(spec, &other, &row)?;
+    let mut rep = FenceReport::of(Action::On, Some(row));
+    rep.intact = Some(true);
+    rep.drift = drift;
+    rep.verification = Some(format!(
+        "a write from another connection to each of the {} fenced tables and to the journal was refused: {}",
+        tables.len(),
+        refused.first().cloned().unwrap_or_default()
+    ));
+    rep.copy = Some(copy);
+    rep.ddl_guard = ddl_guard;
+    rep.changed = true;
+    Ok(rep)
 }
 
 /// The journal's own tables, which the fence guards like the data: its
@@ -556,22 +946,36 @@ fn journal_tables(target: &Db) -> Result<Vec<String>> {
     Ok(out)
 }
 
+/// Whether the last replay of `journal` reconciled clean at `boundary`; if
+/// not, what the source records instead.
+pub fn replay_passed(source: &Db, journal: &str, boundary: i64) -> Result<Result<(), String>> {
+    Ok(match source.last_replay_verdict(journal)? {
+        Some(v) if v.passed && v.boundary == boundary => Ok(()),
+        Some(v) if v.passed => Err(format!(
+            "the last replay reconciled clean at boundary {}, not at this fence's {boundary}",
+            v.boundary
+        )),
+        Some(v) => Err(format!("the last replay FAILED at {}: {}", v.at, v.detail)),
+        None => Err("no replay has reconciled the source with the target yet".to_string()),
+    })
+}
+
 pub fn off(spec: &Spec, force: bool) -> Result<FenceReport> {
-    let (source, target, _) = schema::open(spec, Access::Read, Access::Write)?;
+    let (source, target, _) = schema::open(spec, Access::Write, Access::Write)?;
     let Some(existing) = read(&target)? else {
-        return Ok(FenceReport {
-            action: Action::Off,
-            fenced: false,
-            intact: None,
-            breach: None,
-            drift: Vec::new(),
-            fence: None,
-            verification: None,
-            changed: false,
-            not_replayed: 0,
-        });
+        return Ok(FenceReport::of(Action::Off, None));
     };
     let journal = crate::commands::journal::identity(&target)?.unwrap_or_default();
+    if let Copy::Differs(what) = copy_of(&existing, &source, &target)?
+        && !force
+    {
+        let mut rep = FenceReport::of(Action::Off, Some(existing));
+        rep.intact = Some(false);
+        rep.breach = Some(format!(
+            "fence breached: {what}; the fence stays on. Find what rewrote it, then re-plan the rollback (`cutover fence off --force` lifts the fence anyway)"
+        ));
+        return Ok(rep);
+    }
     let (applied, _) = source.applied_progress(&journal)?;
     let start = target.journal_start()?;
     let pending = target.journal_count_between(start, existing.boundary)? - applied;
@@ -581,8 +985,22 @@ pub fn off(spec: &Spec, force: bool) -> Result<FenceReport> {
             existing.boundary
         );
     }
+    if let Err(why) = replay_passed(&source, &journal, existing.boundary)?
+        && !force
+    {
+        bail!(
+            "the rollback is not done: {why}. Run `cutover replay --spec {spec}` until it ends with `replay: done` (after a failure, fix the source as its report says; a rerun that applies nothing and reconciles clean records the pass); `cutover fence off --force` lifts the fence anyway",
+            spec = spec.path.display()
+        );
+    }
+    // The source's copy is lifted first: should lifting the target fail,
+    // `fence on` keeps a new copy of the fence still standing.
+    if !journal.is_empty() {
+        source.write(|| source.lift_fence_copy(&journal, &source.now()?))?;
+    }
     target
         .write(|| {
+            target.remove_ddl_guard()?;
             for t in existing
                 .tables
                 .iter()
@@ -595,33 +1013,17 @@ pub fn off(spec: &Spec, force: bool) -> Result<FenceReport> {
             target.delete_fence_row()
         })
         .map_err(|e| e.context("the fence is still on"))?;
-    Ok(FenceReport {
-        action: Action::Off,
-        fenced: false,
-        intact: None,
-        breach: None,
-        drift: Vec::new(),
-        fence: Some(existing),
-        verification: None,
-        changed: true,
-        not_replayed: pending.max(0),
-    })
+    let mut rep = FenceReport::of(Action::Off, Some(existing));
+    rep.fenced = false;
+    rep.changed = true;
+    rep.not_replayed = pending.max(0);
+    Ok(rep)
 }
 
 pub fn status(spec: &Spec) -> Result<FenceReport> {
-    let (_, target, _) = schema::open(spec, Access::Read, Access::Read)?;
+    let (source, target, _) = schema::open(spec, Access::Read, Access::Read)?;
     let Some(existing) = read(&target)? else {
-        return Ok(FenceReport {
-            action: Action::Status,
-            fenced: false,
-            intact: None,
-            breach: None,
-            drift: Vec::new(),
-            fence: None,
-            verification: None,
-            changed: false,
-            not_replayed: 0,
-        });
+        return Ok(FenceReport::of(Action::Status, None));
     };
     let mut missing = Vec::new();
     for t in existing
@@ -634,7 +1036,12 @@ pub fn status(spec: &Spec) -> Result<FenceReport> {
             missing.push(t.to_string());
         }
     }
-    let breach = existing.breach(&target, spec)?.map(|what| {
+    let copy = copy_of(&existing, &source, &target)?;
+    let breach = match &copy {
+        Copy::Differs(what) => Some(what.clone()),
+        _ => existing.breach(&target, spec)?,
+    }
+    .map(|what| {
         if missing.is_empty() {
             format!("fence breached: {what}")
         } else {
@@ -644,15 +1051,68 @@ pub fn status(spec: &Spec) -> Result<FenceReport> {
             )
         }
     });
-    Ok(FenceReport {
-        action: Action::Status,
-        fenced: true,
-        intact: Some(breach.is_none()),
-        breach,
-        drift: Vec::new(),
-        fence: Some(existing),
-        verification: None,
-        changed: false,
-        not_replayed: 0,
-    })
+    let mut rep = FenceReport::of(Action::Status, Some(existing));
+    rep.intact = Some(breach.is_none());
+    rep.breach = breach;
+    rep.copy = Some(match copy {
+        Copy::Kept => "kept in the source".to_string(),
+        Copy::Differs(_) => "DIFFERS from the target's record".to_string(),
+        Copy::Missing => copy_missing(spec),
+    });
+    Ok(rep)
+}
+
+/// How a replay ended, as [`record_replay`] records it.
+pub struct ReplayEnd<'a> {
+    pub boundary: i64,
+    /// Every entry applied and the source reconciled clean.
+    pub passed: bool,
+    pub conflict: Option<&'a crate::apply::Conflict>,
+    pub breach: Option<&'a str>,
+    pub foreign_keys: &'a [String],
+    /// The reconciliation's summary line.
+    pub summary: Option<&'a str>,
+}
+
+/// Records how a replay ended in the source (`_cutover_replays`): a pass
+/// when every entry up to the boundary is applied and the source reconciled
+/// clean, else what failed. `status` and `fence off` go by the last one.
+pub fn record_replay(source: &Db, journal: &str, end: ReplayEnd<'_>) -> Result<()> {
+    let detail = if end.passed {
+        String::new()
+    } else if let Some(c) = end.conflict {
+        format!(
+            "a conflict at seq {} in table '{}', key {}: {}",
+            c.tag, c.table, c.key, c.reason
+        )
+    } else if let Some(b) = end.breach {
+        b.to_string()
+    } else if let Some(first) = end.foreign_keys.first() {
+        format!(
+            "{} source rows were left without their parent row ({first})",
+            end.foreign_keys.len()
+        )
+    } else {
+        format!(
+            "the source does not reconcile with the target ({})",
+            end.summary.unwrap_or_default()
+        )
+    };
+    source
+        .write(|| {
+            source.record_replay_verdict(&crate::db::ReplayVerdict {
+                journal: journal.to_string(),
+                boundary: end.boundary,
+                passed: end.passed,
+                detail,
+                at: source.now()?,
+            })
+        })
+        .map_err(|e| {
+            e.context(format!(
+                "the replay ran to its end ({}), but its verdict could not be recorded in source {}; run `cutover replay` again to record it",
+                if end.passed { "pass" } else { "FAIL" },
+                source.location()
+            ))
+        })
 }

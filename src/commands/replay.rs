@@ -651,7 +651,21 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
                 source: source.location().to_string(),
             }))
         }
-        None => Ok(Replay::Ran(rep)),
+        None => {
+            crate::commands::fence::record_replay(
+                &source,
+                &journal,
+                crate::commands::fence::ReplayEnd {
+                    boundary: rep.boundary,
+                    passed: rep.verdict.holds(),
+                    conflict: rep.conflict.as_ref(),
+                    breach: rep.breach.as_deref(),
+                    foreign_keys: &rep.foreign_keys,
+                    summary: rep.summary.as_deref(),
+                },
+            )?;
+            Ok(Replay::Ran(rep))
+        }
     }
 }
 

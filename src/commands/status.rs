@@ -6,6 +6,7 @@
 use anyhow::Result;
 use serde::Serialize;
 
+use crate::commands::fence::Copy;
 use crate::commands::sync::Cursor;
 use crate::db::Access;
 use crate::report::{self, Report};
@@ -44,8 +45,14 @@ pub enum Stage {
     Journaling,
     /// Fenced, the replay not finished.
     Fenced,
-    /// Fenced, and what the fence protects changed.
+    /// Fenced, and what the fence protects changed (or its record differs
+    /// from the copy the source keeps).
     Breached,
+    /// Fenced, and the last replay failed: a conflict, a breach, rows left
+    /// without their parent, or a source that does not reconcile.
+    ReplayFailed,
+    /// The fence was lifted (`--force`) after a replay that failed.
+    LiftedAfterFailure,
     /// Fenced, every entry replayed.
     RolledBack,
     /// Rolled back; the fence lifted, the journal still installed.
@@ -64,10 +71,14 @@ impl StatusReport {
     }
 }
 
-/// Drift is an alarm: exit 1.
+/// Drift, a breach and a failed replay are alarms: exit 1.
 impl Report for StatusReport {
     fn holds(&self) -> bool {
         self.drift.is_empty()
+            && !matches!(
+                self.stage,
+                Stage::Breached | Stage::ReplayFailed | Stage::LiftedAfterFailure
+            )
     }
 }
 
@@ -100,9 +111,14 @@ pub fn run(spec: &Spec) -> Result<StatusReport> {
         Some(j) => source.applied_progress(j)?,
         None => (0, 0),
     };
+    // How the last replay ended, as the source records it.
+    let verdict = match &journal {
+        Some(j) => source.last_replay_verdict(j)?,
+        None => None,
+    };
     // Once a journal exists, the target must stay as the spec describes it:
     // drift or a missing trigger means writes may be unjournaled.
-    let drift = if journal.is_some() {
+    let mut drift = if journal.is_some() {
         crate::commands::journal::drift(spec, &target)?
     } else {
         Vec::new()
@@ -117,7 +133,23 @@ pub fn run(spec: &Spec) -> Result<StatusReport> {
     let (stage, phase, next, to_replay) = match &fence {
         Some(f) => {
             let n = target.journal_count_between(target.journal_start()?, f.boundary)?;
-            if let Some(what) = f.breach(&target, spec)? {
+            let copy = crate::commands::fence::copy_of(f, &source, &target)?;
+            let breach = match &copy {
+                Copy::Differs(what) => Some(what.clone()),
+                _ => f.breach(&target, spec)?,
+            };
+            let passed = match &journal {
+                Some(j) => crate::commands::fence::replay_passed(&source, j, f.boundary)?,
+                None => Err(String::new()),
+            };
+            let record_copy = if copy == Copy::Missing {
+                format!(
+                    "cutover fence on {spec_arg} (it keeps the fence record's copy in the source; replay refuses without it), then "
+                )
+            } else {
+                String::new()
+            };
+            if let Some(what) = breach {
                 (
                     Stage::Breached,
                     format!(
@@ -129,11 +161,45 @@ pub fn run(spec: &Spec) -> Result<StatusReport> {
                     ),
                     n,
                 )
-            } else if replayed >= n {
+            } else if let Some(v) = verdict.as_ref().filter(|v| !v.passed) {
+                (
+                    Stage::ReplayFailed,
+                    format!(
+                        "replay FAILED at {}: {} (fenced at boundary {}, replayed {replayed} of {n})",
+                        v.at, v.detail, f.boundary
+                    ),
+                    format!(
+                        "do not switch the application back yet; keep the fence on. Fix what the replay's report names in the source (cutover replay --dry-run {spec_arg} lists what is left), then {record_copy}cutover replay {spec_arg}: a run that reconciles clean records the pass, even when it applies nothing"
+                    ),
+                    n,
+                )
+            } else if replayed >= n && passed.is_ok() {
                 (
                     Stage::RolledBack,
-                    format!("rolled back (fenced at boundary {}, replayed {replayed} of {n})", f.boundary),
-                    "switch the application back to the source; keep the fence on. Confirm with `cutover gate`".to_string(),
+                    format!(
+                        "rolled back (fenced at boundary {}, replayed {replayed} of {n})",
+                        f.boundary
+                    ),
+                    format!(
+                        "switch the application back to the source; keep the fence on. Confirm with `cutover gate`{}",
+                        if record_copy.is_empty() {
+                            String::new()
+                        } else {
+                            format!("; {}", record_copy.trim_end_matches(", then "))
+                        }
+                    ),
+                    n,
+                )
+            } else if replayed >= n {
+                (
+                    Stage::Fenced,
+                    format!(
+                        "fenced at boundary {}, replayed {replayed} of {n}; the source is not yet reconciled with the target",
+                        f.boundary
+                    ),
+                    format!(
+                        "{record_copy}cutover replay {spec_arg} (it applies nothing more and reconciles)"
+                    ),
                     n,
                 )
             } else {
@@ -143,13 +209,29 @@ pub fn run(spec: &Spec) -> Result<StatusReport> {
                         "fenced at boundary {}, replayed {replayed} of {n}",
                         f.boundary
                     ),
-                    format!("cutover replay {spec_arg}"),
+                    format!("{record_copy}cutover replay {spec_arg}"),
                     n,
                 )
             }
         }
-        // A rollback that finished, and whose fence was lifted afterwards.
-        None if replayed > 0 && journal_installed => (
+        // The fence was lifted after the last replay failed: `--force`.
+        None if verdict.as_ref().is_some_and(|v| !v.passed) => {
+            let v = verdict.as_ref().expect("a failed verdict");
+            (
+                Stage::LiftedAfterFailure,
+                format!(
+                    "fence lifted after a FAILED replay ({}: {}); replayed {replayed} entries, and the source does not hold the target's data",
+                    v.at, v.detail
+                ),
+                format!(
+                    "compare the source with the target (cutover gate {spec_arg}) and settle the difference by hand, or start again at RUNBOOK part A"
+                ),
+                replayed,
+            )
+        }
+        // A rollback that finished, and whose fence was lifted afterwards
+        // (a replay without a recorded verdict is an earlier cutover's).
+        None if (replayed > 0 || verdict.is_some()) && journal_installed => (
             Stage::FenceLifted,
             format!(
                 "rolled back, fence lifted (replayed {replayed} entries); the journal is still installed"
@@ -157,7 +239,7 @@ pub fn run(spec: &Spec) -> Result<StatusReport> {
             format!("when the target is retired: cutover journal remove {spec_arg}"),
             replayed,
         ),
-        None if replayed > 0 => (
+        None if replayed > 0 || verdict.is_some() => (
             Stage::Finished,
             format!(
                 "rolled back and finished (replayed {replayed} entries; fence and journal removed)"
@@ -192,6 +274,12 @@ pub fn run(spec: &Spec) -> Result<StatusReport> {
             0,
         ),
     };
+    // Once the rollback is done and the fence lifted, the target is no
+    // longer the system of record: its journal's triggers are meant to go
+    // (RUNBOOK D1), and how its schema differs from the spec matters no more.
+    if matches!(stage, Stage::FenceLifted | Stage::Finished) {
+        drift.clear();
+    }
     let (phase, next) = if drift.is_empty() {
         (phase, next)
     } else {

@@ -228,11 +228,11 @@ impl Survey {
         let key = || display_key(&b.values(r, k));
         let order = reconcile::order_after(b, r, prev, k);
         if order == Some(Ordering::Greater) {
-            bail!(
+            return Err(anyhow::Error::new(crate::db::MaybeDamage(format!(
                 "source table '{}' returned key {} out of order: the key column sorts with a collation other than BINARY; sync needs binary key order",
                 p.source_table,
                 key()
-            );
+            ))));
         }
         let null_key = (0..k).any(|c| b.get(r, c) == CellRef::Null);
         let dup = order == Some(Ordering::Equal);

@@ -13,8 +13,8 @@ use anyhow::Result;
 
 use super::types::{
     ColumnInfo, Decision, Durability, FenceRecord, ForeignKey, ForeignKeyViolation, JournalEntry,
-    JournalTable, KeyRange, Powers, SegmentDigest, SequenceMark, SideEffect, SyncBatch, TableForm,
-    TableSql,
+    JournalTable, KeyRange, Powers, ReplayVerdict, SegmentDigest, SequenceMark, SideEffect,
+    SyncBatch, TableForm, TableSql,
 };
 use crate::value::{Block, Row, Value};
 
@@ -53,6 +53,11 @@ pub trait Connection {
     fn suspend_foreign_keys(&self, tables: &[&str], suspend: bool) -> Result<()>;
     /// The current UTC time as the control tables write it.
     fn now(&self) -> Result<String>;
+    /// Damage to the database's storage that the engine's own check finds
+    /// (a corrupt page), as a line that names the file and what to do; `None`
+    /// when the check passes or the engine has none. Asked before a
+    /// difference is blamed on a write: a damaged page reads as other rows.
+    fn damage(&self) -> Result<Option<String>>;
 }
 
 /// What the database says about its tables.
@@ -239,10 +244,12 @@ pub trait Digests {
 
 /// The source's record of journal entries replayed into it
 /// (`_cutover_applied`, per journal identity, as runs of entries that never
-/// overlap: one per replay batch, one per entry a feed applies), and the
-/// columns replay keeps for rows it deletes (`_cutover_kept`).
+/// overlap: one per replay batch, one per entry a feed applies), the
+/// columns replay keeps for rows it deletes (`_cutover_kept`), the copy of
+/// the target's fence record (`_cutover_fences`) and each replay's verdict
+/// (`_cutover_replays`).
 pub trait AppliedSet {
-    /// Creates both tables; an applied set from a cutover that recorded no
+    /// Creates the tables; an applied set from a cutover that recorded no
     /// journal identity is refused, one from before runs gains their columns.
     fn ensure_applied_table(&self) -> Result<()>;
     /// `(entries, last seq applied)` of a journal; zeros when absent.
@@ -270,6 +277,19 @@ pub trait AppliedSet {
     fn keep_columns(&self, journal: &str, tbl: &str, key: &str, row: &str, seq: i64) -> Result<()>;
     /// Takes back the kept columns of a key that replay inserts again.
     fn take_kept_columns(&self, journal: &str, tbl: &str, key: &str) -> Result<Option<String>>;
+    /// Keeps a copy of the target's fence record of `journal` (making its
+    /// table first); a copy of the same fence (same `fenced_at`) already
+    /// kept is replaced and counts again.
+    fn record_fence_copy(&self, journal: &str, fence: &FenceRecord) -> Result<()>;
+    /// The latest copy of `journal`'s fence record not yet lifted; `None`
+    /// when none is kept (or the tables were never made).
+    fn fence_copy(&self, journal: &str) -> Result<Option<FenceRecord>>;
+    /// Marks every copy of `journal`'s fence record lifted at `at`.
+    fn lift_fence_copy(&self, journal: &str, at: &str) -> Result<()>;
+    /// Records how a replay ended (making its table first).
+    fn record_replay_verdict(&self, verdict: &ReplayVerdict) -> Result<()>;
+    /// The last replay verdict of `journal`, if a replay recorded one.
+    fn last_replay_verdict(&self, journal: &str) -> Result<Option<ReplayVerdict>>;
 }
 
 /// A feed's receipts (`_cutover_deliveries`) and the revision evidence of
@@ -468,15 +488,18 @@ pub trait Fence {
     fn fence_triggers(&self, table: &str) -> Result<usize>;
     /// The fence row, if the database is fenced.
     fn fence_row(&self) -> Result<Option<FenceRecord>>;
-    fn set_fence_row(
-        &self,
-        boundary: i64,
-        journal_rows: i64,
-        fingerprint: &str,
-        tables: &str,
-        parts: &str,
-    ) -> Result<()>;
+    /// Writes the fence row, every field as given (`fenced_at` too: the
+    /// fingerprint covers it).
+    fn set_fence_row(&self, record: &FenceRecord) -> Result<()>;
     fn delete_fence_row(&self) -> Result<()>;
+    /// Inside the fence's write transaction: where the engine and the role
+    /// allow it, refuses every schema change to cutover's own tables from
+    /// now until [`Fence::remove_ddl_guard`]. What it did (or why it could
+    /// not), for the report; `None` when the engine has no such guard.
+    fn install_ddl_guard(&self, message: &str) -> Result<Option<String>>;
+    /// Takes the guard of [`Fence::install_ddl_guard`] away, first thing in
+    /// the transaction that lifts the fence; nothing when there is none.
+    fn remove_ddl_guard(&self) -> Result<()>;
     /// Tries an insert, an update and a delete on `table`, each in a
     /// transaction that is always rolled back: `(statement, Ok(rows
     /// written) | Err(refusal))`.

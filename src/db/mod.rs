@@ -24,8 +24,8 @@ pub use interfaces::{
 pub use types::{
     Access, CellForm, ColumnForm, ColumnInfo, Decision, Durability, FenceRecord, ForeignKey,
     ForeignKeyAction, ForeignKeyViolation, JournalEntry, JournalTable, KeyRange, MoneyGroup,
-    Powers, SegmentDigest, SequenceMark, SideEffect, SideEffectKind, SyncBatch, TableForm,
-    TableSql,
+    Powers, ReplayVerdict, SegmentDigest, SequenceMark, SideEffect, SideEffectKind, SyncBatch,
+    TableForm, TableSql,
 };
 
 use crate::spec::{Location, Table};
@@ -153,6 +153,42 @@ impl Db {
 /// When `err` is a database refusing a row (a UNIQUE, NOT NULL, CHECK or
 /// foreign key constraint), the database's message; the apply engine
 /// reports it as a conflict on that row rather than as a failure of the tool.
+/// An error that damage to a database file can cause as well as what it
+/// says (keys returned out of order): before it is shown, the SQLite files
+/// this process opened are checked ([`damage_behind`]).
+#[derive(Debug)]
+pub struct MaybeDamage(pub String);
+
+impl std::fmt::Display for MaybeDamage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for MaybeDamage {}
+
+/// An error that already names a damaged file ([`Connection::damage`]).
+#[derive(Debug)]
+pub struct Damaged(pub String);
+
+impl std::fmt::Display for Damaged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Damaged {}
+
+/// When a damaged database file is behind `err` (a corrupt page read as an
+/// error, or as keys out of order): the file, what its engine's check found,
+/// and the next step. `None` when no file is found damaged.
+pub fn damage_behind(err: &anyhow::Error) -> Option<String> {
+    if err.chain().any(|e| e.is::<Damaged>()) {
+        return None;
+    }
+    sqlite::damage_behind(err)
+}
+
 pub fn constraint_violation(err: &anyhow::Error) -> Option<String> {
     if let Some(v) = err.chain().find_map(|e| e.downcast_ref::<ValueRefused>()) {
         return Some(v.0.clone());

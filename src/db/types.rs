@@ -52,7 +52,7 @@ pub struct SequenceMark {
 }
 
 /// The row of `_cutover_fence`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FenceRecord {
     pub boundary: i64,
     pub journal_rows: i64,
@@ -62,6 +62,22 @@ pub struct FenceRecord {
     /// JSON of the fingerprint's parts.
     pub parts: String,
     pub fenced_at: String,
+}
+
+/// How a replay ended, as the source records it (`_cutover_replays`): the
+/// last one of a journal says whether the rollback reconciled clean.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ReplayVerdict {
+    /// The journal identity replayed.
+    pub journal: String,
+    /// The fence's boundary the replay went up to.
+    pub boundary: i64,
+    /// Every entry applied and the source reconciled clean with the target.
+    pub passed: bool,
+    /// What failed, in a line (empty on a pass).
+    pub detail: String,
+    /// When the replay ended (UTC, as the control tables write times).
+    pub at: String,
 }
 
 /// One journal entry with its images, in the column order of its table's

@@ -47,6 +47,13 @@ fn candidates() -> Vec<String> {
     }
 }
 
+impl Server {
+    /// The administrative URL that answered.
+    pub fn admin_url(&self) -> &str {
+        &self.admin
+    }
+}
+
 /// The server, found once per test binary, or why there is none.
 pub fn server() -> Result<&'static Server, String> {
     static SERVER: OnceLock<Result<Server, String>> = OnceLock::new();

@@ -47,6 +47,29 @@ fn snapshot(dir: &Path) -> Result<Snapshot> {
     Ok(out)
 }
 
+/// A snapshot without the replay verdicts the source records at the end
+/// of a replay (`_cutover_replays`).
+fn without_verdict(s: &Snapshot) -> Snapshot {
+    s.iter()
+        .map(|(db, tables)| {
+            (
+                db.clone(),
+                tables
+                    .iter()
+                    .map(|(t, rows)| {
+                        let rows = if t == "_cutover_replays" {
+                            Vec::new()
+                        } else {
+                            rows.clone()
+                        };
+                        (t.clone(), rows)
+                    })
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
 /// The folder state an operation starts from, built with the orders drill.
 fn prepare(dir: &Path, op: &str) -> Result<()> {
     std::fs::create_dir_all(dir)?;
@@ -145,8 +168,11 @@ pub(super) fn run(dir: &Path, rec: &mut Recorder) -> Result<(DrillVerdict, Trans
             let before = snapshot(&d)?;
             let (crash_code, _) = child(&d, &args(op), Some(point))?;
             let after_crash = snapshot(&d)?;
+            // Killed after its batch committed, a replay has not reached its
+            // end, where it records its verdict: the state is the clean
+            // run's without it.
             let expected = if point == "after-commit" {
-                &clean
+                &without_verdict(&clean)
             } else {
                 &before
             };

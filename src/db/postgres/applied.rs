@@ -5,9 +5,10 @@ use anyhow::{Result, bail};
 
 use super::Postgres;
 use super::control::NOW;
-use crate::db::{AppliedSet, Catalogue};
+use crate::db::{AppliedSet, Catalogue, FenceRecord, ReplayVerdict};
 
 const APPLIED_DDL: &str = include_str!("../../../sql/postgres/applied.sql");
+const VERDICTS_DDL: &str = include_str!("../../../sql/postgres/verdicts.sql");
 
 /// Whether a recorded run of journal `$1` meets the seqs `$2..=$3`: the
 /// first run ending at or after `$2` starts at or before `$3` (runs never
@@ -149,9 +150,105 @@ impl AppliedSet for Postgres {
             )?
             .map(|r| r.get(0)))
     }
+
+    /// Keeps a copy of the target's fence record; the same fence (journal
+    /// and `fenced_at`) kept before is replaced, unlifted.
+    fn record_fence_copy(&self, journal: &str, f: &FenceRecord) -> Result<()> {
+        self.ensure_verdict_tables()?;
+        self.ctl_execute(
+            &format!(
+                "INSERT INTO {{{{schema}}}}._cutover_fences (journal, fenced_at, boundary, journal_rows, fingerprint, tables, parts)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)
+                 ON CONFLICT (journal, fenced_at) DO UPDATE SET boundary = excluded.boundary,
+                   journal_rows = excluded.journal_rows, fingerprint = excluded.fingerprint,
+                   tables = excluded.tables, parts = excluded.parts, recorded_at = {NOW}, lifted_at = NULL"
+            ),
+            &[
+                &journal,
+                &f.fenced_at,
+                &f.boundary,
+                &f.journal_rows,
+                &f.fingerprint,
+                &f.tables,
+                &f.parts,
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// The latest copy of a journal's fence record not yet lifted.
+    fn fence_copy(&self, journal: &str) -> Result<Option<FenceRecord>> {
+        if !self.has_table("_cutover_fences")? {
+            return Ok(None);
+        }
+        Ok(self
+            .ctl_opt(
+                "SELECT boundary, journal_rows, fingerprint, tables, parts, fenced_at
+                 FROM {{schema}}._cutover_fences WHERE journal = $1 AND lifted_at IS NULL
+                 ORDER BY recorded_at DESC, fenced_at DESC LIMIT 1",
+                &[&journal],
+            )?
+            .map(|r| FenceRecord {
+                boundary: r.get(0),
+                journal_rows: r.get(1),
+                fingerprint: r.get(2),
+                tables: r.get(3),
+                parts: r.get(4),
+                fenced_at: r.get(5),
+            }))
+    }
+
+    fn lift_fence_copy(&self, journal: &str, at: &str) -> Result<()> {
+        if self.has_table("_cutover_fences")? {
+            self.ctl_execute(
+                "UPDATE {{schema}}._cutover_fences SET lifted_at = $2
+                 WHERE journal = $1 AND lifted_at IS NULL",
+                &[&journal, &at],
+            )?;
+        }
+        Ok(())
+    }
+
+    fn record_replay_verdict(&self, v: &ReplayVerdict) -> Result<()> {
+        self.ensure_verdict_tables()?;
+        self.ctl_execute(
+            "INSERT INTO {{schema}}._cutover_replays (id, journal, boundary, passed, detail, at)
+             SELECT coalesce(max(id), 0) + 1, $1, $2, $3, $4, $5 FROM {{schema}}._cutover_replays",
+            &[&v.journal, &v.boundary, &v.passed, &v.detail, &v.at],
+        )?;
+        Ok(())
+    }
+
+    fn last_replay_verdict(&self, journal: &str) -> Result<Option<ReplayVerdict>> {
+        if !self.has_table("_cutover_replays")? {
+            return Ok(None);
+        }
+        Ok(self
+            .ctl_opt(
+                "SELECT boundary, passed, detail, at FROM {{schema}}._cutover_replays
+                 WHERE journal = $1 ORDER BY id DESC LIMIT 1",
+                &[&journal],
+            )?
+            .map(|r| ReplayVerdict {
+                journal: journal.to_string(),
+                boundary: r.get(0),
+                passed: r.get(1),
+                detail: r.get(2),
+                at: r.get(3),
+            }))
+    }
 }
 
 impl Postgres {
+    /// Makes the fence copies' and the verdicts' tables, once.
+    fn ensure_verdict_tables(&self) -> Result<()> {
+        self.ensure_tables(
+            VERDICTS_DDL,
+            &["_cutover_fences", "_cutover_replays"],
+            "the fence's copies and the replay verdicts",
+        )
+    }
+
     /// Holds the applied set against every other writer until this
     /// transaction ends. Two runs that overlap without sharing their last
     /// seq do not meet in the primary key; under this lock the second sees

@@ -21,6 +21,7 @@ use crate::db::{Fence, FenceRecord};
 
 const FENCE_TRIGGERS: &str = include_str!("../../../sql/postgres/fence_triggers.sql");
 const FENCE_GUARD: &str = include_str!("../../../sql/postgres/fence_guard.sql");
+const DDL_GUARD: &str = include_str!("../../../sql/postgres/fence_ddl_guard.sql");
 
 /// The table of the fence row, which the guard protects.
 const FENCE_TABLE: &str = "_cutover_fence";
@@ -220,18 +221,18 @@ impl Fence for Postgres {
             }))
     }
 
-    fn set_fence_row(
-        &self,
-        boundary: i64,
-        journal_rows: i64,
-        fingerprint: &str,
-        tables: &str,
-        parts: &str,
-    ) -> Result<()> {
+    fn set_fence_row(&self, f: &FenceRecord) -> Result<()> {
         self.ctl_execute(
-            "INSERT INTO {{schema}}._cutover_fence (id, boundary, journal_rows, fingerprint, tables, parts)
-             VALUES (1, $1, $2, $3, $4, $5)",
-            &[&boundary, &journal_rows, &fingerprint, &tables, &parts],
+            "INSERT INTO {{schema}}._cutover_fence (id, boundary, journal_rows, fingerprint, tables, parts, fenced_at)
+             VALUES (1, $1, $2, $3, $4, $5, $6)",
+            &[
+                &f.boundary,
+                &f.journal_rows,
+                &f.fingerprint,
+                &f.tables,
+                &f.parts,
+                &f.fenced_at,
+            ],
         )?;
         Ok(())
     }
@@ -239,6 +240,63 @@ impl Fence for Postgres {
     fn delete_fence_row(&self) -> Result<()> {
         self.ctl_execute("DELETE FROM {{schema}}._cutover_fence", &[])?;
         Ok(())
+    }
+
+    /// Two event triggers (`ddl_command_end`, `sql_drop`) that refuse any
+    /// schema change to cutover's tables in this schema while the fence
+    /// stands (`sql/postgres/fence_ddl_guard.sql`). Only a superuser may
+    /// create an event trigger: for another role, the report says so.
+    fn install_ddl_guard(&self, message: &str) -> Result<Option<String>> {
+        let (superuser, role): (bool, String) = {
+            let r = self.client()?.query_one(
+                "SELECT rolsuper, rolname::text FROM pg_roles WHERE rolname = current_user",
+                &[],
+            )?;
+            (r.get(0), r.get(1))
+        };
+        if !superuser {
+            return Ok(Some(format!(
+                "no event trigger refuses schema changes to cutover's tables: role {role} is not a superuser, and only a superuser can create one (the fingerprint and the copy of the fence record in the source still find a rewritten record)"
+            )));
+        }
+        let (ddl, drop, function) = self.ddl_guard_names()?;
+        let sql = DDL_GUARD
+            .replace("{{function}}", &function)
+            .replace("{{ddl}}", &quote_ident(&ddl))
+            .replace("{{drop}}", &quote_ident(&drop))
+            .replace("{{schema_literal}}", &quote_literal(&self.schema)?)
+            .replace(
+                "{{schema_reg}}",
+                &quote_literal(&quote_ident(&self.schema))?,
+            )
+            .replace("{{message}}", &quote_literal(message)?);
+        self.client()?
+            .batch_execute(&sql)
+            .with_context(|| format!("installing the fence's event triggers in {}", self.shown))?;
+        Ok(Some(format!(
+            "event triggers {ddl} and {drop} refuse schema changes to cutover's tables until `cutover fence off`"
+        )))
+    }
+
+    fn remove_ddl_guard(&self) -> Result<()> {
+        let (ddl, drop, function) = self.ddl_guard_names()?;
+        let present: bool = self
+            .client()?
+            .query_one(
+                "SELECT count(*) > 0 FROM pg_event_trigger WHERE evtname IN ($1, $2)",
+                &[&ddl, &drop],
+            )?
+            .get(0);
+        if !present {
+            return Ok(());
+        }
+        self.client()?
+            .batch_execute(&format!(
+                "DROP EVENT TRIGGER IF EXISTS {}; DROP EVENT TRIGGER IF EXISTS {}; DROP FUNCTION IF EXISTS {function}()",
+                quote_ident(&ddl),
+                quote_ident(&drop)
+            ))
+            .with_context(|| format!("removing the fence's event triggers in {}", self.shown))
     }
 
     /// Tries an insert, an update, a delete and a truncate on `table`
@@ -298,6 +356,24 @@ impl Fence for Postgres {
 }
 
 impl Postgres {
+    /// The names of the fence's event triggers for this schema (event
+    /// triggers belong to the database, so they carry the schema's oid) and
+    /// of their function, qualified.
+    fn ddl_guard_names(&self) -> Result<(String, String, String)> {
+        let oid: u32 = self
+            .client()?
+            .query_one(
+                "SELECT oid FROM pg_namespace WHERE nspname = $1",
+                &[&self.schema],
+            )?
+            .get(0);
+        Ok((
+            format!("_cutover_fence_ddl_{oid}"),
+            format!("_cutover_fence_drop_{oid}"),
+            self.qualified("_cutover_fence_ddl"),
+        ))
+    }
+
     /// The fence's triggers on `table` from `template`, once the table's
     /// writers in flight have finished.
     fn fence_from(&self, template: &str, table: &str, message: &str) -> Result<()> {

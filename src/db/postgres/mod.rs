@@ -66,13 +66,18 @@ pub fn quote_literal(text: &str) -> Result<String> {
 }
 
 /// The settings every connection runs with: the text of dates is
-/// [`datetime`]'s, string literals are standard, text is UTF-8, and the
-/// session only searches the spec's schema (after `pg_catalog`).
+/// [`datetime`]'s, string literals are standard, text is UTF-8, the
+/// session only searches the spec's schema (after `pg_catalog`), and no
+/// `statement_timeout` or `idle_in_transaction_session_timeout` set on the
+/// role or the database cuts a scan of a whole table (the fingerprint's),
+/// or a transaction that waits for its reader, short. Waits for a lock keep
+/// the role's `lock_timeout`; the fence and the journal set their own.
 fn session_sql(schema: &str, access: Access) -> String {
     let mut sql = format!(
         "SET DateStyle = 'ISO, YMD'; SET TimeZone = 'UTC'; SET IntervalStyle = 'postgres';
          SET extra_float_digits = 3; SET standard_conforming_strings = on;
-         SET client_encoding = 'UTF8'; SET search_path = {};",
+         SET client_encoding = 'UTF8'; SET search_path = {};
+         SET statement_timeout = 0; SET idle_in_transaction_session_timeout = 0;",
         quote_ident(schema)
     );
     if access == Access::Read {

@@ -6,6 +6,8 @@ use rusqlite::{OptionalExtension, params};
 
 use super::*;
 
+const VERDICTS_DDL: &str = include_str!("../../../sql/sqlite/verdicts.sql");
+
 /// Whether a recorded run of journal `?1` meets the seqs `?2..=?3`: the
 /// first run ending at or after `?2` starts at or before `?3` (runs never
 /// overlap, so no other can). One look-up in the primary key.
@@ -139,6 +141,86 @@ impl AppliedSet for Sqlite {
                 .execute(params![journal, tbl, key])?;
         }
         Ok(row)
+    }
+
+    /// Keeps a copy of the target's fence record; the same fence (journal
+    /// and `fenced_at`) kept before is replaced, unlifted.
+    fn record_fence_copy(&self, journal: &str, f: &FenceRecord) -> Result<()> {
+        self.conn.execute_batch(VERDICTS_DDL)?;
+        self.conn.execute(
+            "INSERT OR REPLACE INTO _cutover_fences (journal, fenced_at, boundary, journal_rows, fingerprint, tables, parts)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![journal, f.fenced_at, f.boundary, f.journal_rows, f.fingerprint, f.tables, f.parts],
+        )?;
+        Ok(())
+    }
+
+    /// The latest copy of a journal's fence record not yet lifted.
+    fn fence_copy(&self, journal: &str) -> Result<Option<FenceRecord>> {
+        if !self.has_table("_cutover_fences")? {
+            return Ok(None);
+        }
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT boundary, journal_rows, fingerprint, tables, parts, fenced_at FROM _cutover_fences
+                 WHERE journal = ?1 AND lifted_at IS NULL ORDER BY rowid DESC LIMIT 1",
+                [journal],
+                |r| {
+                    Ok(FenceRecord {
+                        boundary: r.get(0)?,
+                        journal_rows: r.get(1)?,
+                        fingerprint: r.get(2)?,
+                        tables: r.get(3)?,
+                        parts: r.get(4)?,
+                        fenced_at: r.get(5)?,
+                    })
+                },
+            )
+            .optional()?)
+    }
+
+    fn lift_fence_copy(&self, journal: &str, at: &str) -> Result<()> {
+        if self.has_table("_cutover_fences")? {
+            self.conn.execute(
+                "UPDATE _cutover_fences SET lifted_at = ?2 WHERE journal = ?1 AND lifted_at IS NULL",
+                params![journal, at],
+            )?;
+        }
+        Ok(())
+    }
+
+    fn record_replay_verdict(&self, v: &ReplayVerdict) -> Result<()> {
+        self.conn.execute_batch(VERDICTS_DDL)?;
+        self.conn.execute(
+            "INSERT INTO _cutover_replays (id, journal, boundary, passed, detail, at)
+             VALUES ((SELECT coalesce(max(id), 0) + 1 FROM _cutover_replays), ?1, ?2, ?3, ?4, ?5)",
+            params![v.journal, v.boundary, v.passed, v.detail, v.at],
+        )?;
+        Ok(())
+    }
+
+    fn last_replay_verdict(&self, journal: &str) -> Result<Option<ReplayVerdict>> {
+        if !self.has_table("_cutover_replays")? {
+            return Ok(None);
+        }
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT boundary, passed, detail, at FROM _cutover_replays
+                 WHERE journal = ?1 ORDER BY id DESC LIMIT 1",
+                [journal],
+                |r| {
+                    Ok(ReplayVerdict {
+                        journal: journal.to_string(),
+                        boundary: r.get(0)?,
+                        passed: r.get(1)?,
+                        detail: r.get(2)?,
+                        at: r.get(3)?,
+                    })
+                },
+            )
+            .optional()?)
     }
 }
 

@@ -90,6 +90,87 @@ impl Connection for Sqlite {
                 r.get(0)
             })?)
     }
+
+    /// `PRAGMA quick_check`: the b-trees' structure and order, every page.
+    fn damage(&self) -> Result<Option<String>> {
+        let found = (|| -> rusqlite::Result<Vec<String>> {
+            let mut st = self.conn.prepare("PRAGMA quick_check(5)")?;
+            let rows = st.query_map([], |r| r.get::<_, String>(0))?;
+            rows.collect()
+        })();
+        let what = match found {
+            Ok(lines) if lines.len() == 1 && lines[0] == "ok" => return Ok(None),
+            Ok(lines) => lines.join("; ").replace('\n', " "),
+            // A page so damaged that the check itself stops.
+            Err(e) => e.to_string(),
+        };
+        Ok(Some(damaged(&self.location, &what)))
+    }
+}
+
+/// Every SQLite file this process opened, with its role, so that an error
+/// damage can cause is checked against them before it is shown
+/// ([`damage_behind`]).
+static OPENED: std::sync::Mutex<Vec<(String, std::path::PathBuf)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Whether an error is one that a damaged file gives: SQLite's own
+/// (`SQLITE_CORRUPT`, `SQLITE_NOTADB`), or keys that came back out of order
+/// ([`crate::db::MaybeDamage`]).
+fn damage_can_cause(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| {
+        e.is::<crate::db::MaybeDamage>()
+            || matches!(
+                e.downcast_ref::<rusqlite::Error>(),
+                Some(rusqlite::Error::SqliteFailure(f, _))
+                    if matches!(f.code, rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+            )
+            || {
+                let text = e.to_string();
+                text.contains("database disk image is malformed")
+                    || text.contains("file is not a database")
+            }
+    })
+}
+
+/// When `err` is one a damaged file gives and a SQLite file this process
+/// opened fails `PRAGMA quick_check`: which file, what the check found, and
+/// what to do.
+pub fn damage_behind(err: &anyhow::Error) -> Option<String> {
+    if !damage_can_cause(err) {
+        return None;
+    }
+    let opened = OPENED.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let mut seen = Vec::new();
+    let mut found = Vec::new();
+    for (role, path) in opened {
+        if seen.contains(&path) {
+            continue;
+        }
+        seen.push(path.clone());
+        let Ok(conn) = rusqlite::Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        ) else {
+            continue;
+        };
+        let db = Sqlite {
+            conn,
+            location: path.display().to_string(),
+            _temp: None,
+        };
+        if let Ok(Some(d)) = db.damage() {
+            found.push(format!("{role}: {d}"));
+        }
+    }
+    (!found.is_empty()).then(|| found.join("; "))
+}
+
+/// What to say of a damaged file: where, what the check found, what next.
+pub(super) fn damaged(location: &str, what: &str) -> String {
+    format!(
+        "the SQLite file {location} is damaged (corrupt pages: {what}); this is damage to the file, not a difference in its data nor a write behind the fence. Stop, run `PRAGMA integrity_check` on it (sqlite3 '{location}' 'PRAGMA integrity_check') and restore the file from a backup or a copy taken before the damage"
+    )
 }
 
 impl Sqlite {
@@ -124,6 +205,10 @@ impl Sqlite {
             location: path.display().to_string(),
             _temp: None,
         };
+        OPENED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((role.to_string(), path.to_path_buf()));
         db.configure(access, role)?;
         Ok(db)
     }

@@ -72,23 +72,26 @@ impl Fence for Sqlite {
             .optional()?)
     }
 
-    fn set_fence_row(
-        &self,
-        boundary: i64,
-        journal_rows: i64,
-        fingerprint: &str,
-        tables: &str,
-        parts: &str,
-    ) -> Result<()> {
+    fn set_fence_row(&self, f: &FenceRecord) -> Result<()> {
         self.conn.execute(
-            "INSERT INTO _cutover_fence (id, boundary, journal_rows, fingerprint, tables, parts) VALUES (1, ?1, ?2, ?3, ?4, ?5)",
-            params![boundary, journal_rows, fingerprint, tables, parts],
+            "INSERT INTO _cutover_fence (id, boundary, journal_rows, fingerprint, tables, parts, fenced_at) VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6)",
+            params![f.boundary, f.journal_rows, f.fingerprint, f.tables, f.parts, f.fenced_at],
         )?;
         Ok(())
     }
 
     fn delete_fence_row(&self) -> Result<()> {
         self.conn.execute("DELETE FROM _cutover_fence", [])?;
+        Ok(())
+    }
+
+    /// SQLite has no statement that fires on a schema change: the
+    /// fingerprint covers the definitions of cutover's tables instead.
+    fn install_ddl_guard(&self, _message: &str) -> Result<Option<String>> {
+        Ok(None)
+    }
+
+    fn remove_ddl_guard(&self) -> Result<()> {
         Ok(())
     }
 

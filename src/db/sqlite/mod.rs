@@ -105,6 +105,8 @@ fn value_ref(c: CellRef<'_>) -> ValueRef<'_> {
 /// When `err` is the database refusing a row (a UNIQUE, NOT NULL, CHECK or
 /// foreign key constraint), SQLite's message; the apply engine reports it as
 /// a conflict on that row rather than as a failure of the tool.
+pub use connection::damage_behind;
+
 pub fn constraint_violation(err: &anyhow::Error) -> Option<String> {
     err.chain()
         .find_map(|e| match e.downcast_ref::<rusqlite::Error>() {
