@@ -451,6 +451,7 @@ fn the_whole_runbook_on_a_sample_shaped_postgres_source_rolls_back_exactly() {
     r.run(&["status"], 0);
     r.run(&["fence", "off"], 0);
     r.run(&["journal", "remove"], 0);
+    r.run(&["status"], 0);
 }
 
 #[test]
@@ -782,8 +783,10 @@ fn the_whole_runbook_from_sqlite_into_a_sample_shaped_postgres_target_rolls_back
             .collect::<Vec<_>>()
     );
     r.run(&["replay"], 0);
+    r.run(&["status"], 0);
     r.run(&["fence", "off"], 0);
     r.run(&["journal", "remove"], 0);
+    r.run(&["status"], 0);
 }
 
 #[test]
