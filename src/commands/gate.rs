@@ -311,12 +311,38 @@ fn inject_and_reconcile(
         // changed: the second of three rows (the first of fewer), one column
         // nudged; missing: the last row read, never the changed one.
         let changed = &rows[if rows.len() >= 3 { 1 } else { 0 }];
-        if let Some((col, new)) =
-            (t.key_len..t.columns.len()).find_map(|i| nudge(&changed[i]).map(|v| (i, v)))
-        {
+        // Numbers first: any column holding one takes another. A text may
+        // be the text form of a value its column parses (an array, a uuid),
+        // which a nudged text can break: the database refuses it, inside a
+        // savepoint, and the next column is tried.
+        let mut order: Vec<usize> = (t.key_len..t.columns.len()).collect();
+        order.sort_by_key(|&i| !matches!(changed[i], Value::Integer(_) | Value::Real(_)));
+        let mut nudged = None;
+        for col in order {
+            let Some(new) = nudge(&changed[col]) else {
+                continue;
+            };
             let mut row = changed.clone();
             let old = std::mem::replace(&mut row[col], new);
-            target.update_row(&sql, &changed[..t.key_len], &row)?;
+            target.savepoint()?;
+            match target.update_row(&sql, &changed[..t.key_len], &row) {
+                Ok(_) => {
+                    target.release()?;
+                    nudged = Some((col, old, row));
+                    break;
+                }
+                // A value the column refuses (class 22 on PostgreSQL: the
+                // nudged text form no longer parses) or a constraint.
+                Err(e) if crate::db::constraint_violation(&e).is_some() => {
+                    target.rollback_savepoint();
+                }
+                Err(e) => {
+                    target.rollback_savepoint();
+                    return Err(e);
+                }
+            }
+        }
+        if let Some((col, old, row)) = nudged {
             faults.push(Injected {
                 kind: DiffKind::Changed,
                 table: t.name.clone(),

@@ -253,6 +253,12 @@ impl Rows for Postgres {
     /// COPY back (`None`, the transaction usable) for the caller to go row
     /// by row; any other error rolls it back and is the error.
     fn bulk_insert(&self, sql: &TableSql, blocks: &[Block]) -> Result<Option<u64>> {
+        // A column of a type binary COPY cannot write (an array, json, a
+        // uuid, …) goes in row by row, each value cast from its text form.
+        let plan = self.plan(sql)?;
+        if plan.written().iter().any(|&i| !plan.kinds[i].writable()) {
+            return Ok(None);
+        }
         self.client()?.batch_execute("SAVEPOINT cutover_bulk")?;
         match self.copy_in(sql, blocks) {
             Ok(n) => {
