@@ -147,7 +147,11 @@ impl Spec {
     /// source itself (as drift).
     pub fn check_target_columns(&self, target: &Db, tables: &[&Table]) -> Result<()> {
         for t in tables {
-            let cols = table_columns(target, &t.target_table, Side::Target, self)?;
+            let generated = target.generated_columns(&t.target_table)?;
+            let cols: Vec<ColumnInfo> = table_columns(target, &t.target_table, Side::Target, self)?
+                .into_iter()
+                .filter(|c| !generated.iter().any(|g| g.0 == c.name))
+                .collect();
             let evolved: Vec<String> = target
                 .evolved_columns(&t.name)?
                 .into_iter()
@@ -190,11 +194,32 @@ impl Spec {
         // Every column-level problem of every table, said in one run.
         let mut problems: Vec<String> = Vec::new();
         for t in &self.tables {
-            let s_cols = table_columns(source, &t.source_table, Side::Source, self)?;
-            let t_cols = table_columns(target, &t.target_table, Side::Target, self)?;
+            // Generated columns are computed by their database: never
+            // written, never required to be mapped, named as generated.
+            let s_generated = source.generated_columns(&t.source_table)?;
+            let t_generated = target.generated_columns(&t.target_table)?;
+            let s_cols: Vec<ColumnInfo> =
+                table_columns(source, &t.source_table, Side::Source, self)?
+                    .into_iter()
+                    .filter(|c| !s_generated.iter().any(|g| g.0 == c.name))
+                    .collect();
+            let t_cols: Vec<ColumnInfo> =
+                table_columns(target, &t.target_table, Side::Target, self)?
+                    .into_iter()
+                    .filter(|c| !t_generated.iter().any(|g| g.0 == c.name))
+                    .collect();
             let s_names: BTreeSet<&str> = s_cols.iter().map(|c| c.name.as_str()).collect();
             let t_names: BTreeSet<&str> = t_cols.iter().map(|c| c.name.as_str()).collect();
             for c in &t.columns {
+                if let Some((_, kind)) = s_generated.iter().find(|g| g.0 == c.source) {
+                    problems.push(format!(
+                        "spec {}: table '{}': source column '{}' is generated ({kind}): the source computes it and replay could not write it back; carry the columns it is computed from instead and remove its [[tables.columns]] entry (a generated column needs no ignore)",
+                        self.path.display(),
+                        t.name,
+                        c.source
+                    ));
+                    continue;
+                }
                 if !c.source.is_empty() && !s_names.contains(c.source.as_str()) {
                     problems.push(format!(
                         "spec {}: table '{}': source table '{}' in {} has no column '{}' (it has: {}); fix the column name in the spec",
@@ -206,15 +231,9 @@ impl Spec {
                         join(&s_names)
                     ));
                 }
-                if !t_names.contains(c.target.as_str())
-                    && let Some(kind) = target
-                        .generated_columns(&t.target_table)?
-                        .into_iter()
-                        .find(|g| g.0 == c.target)
-                        .map(|g| g.1)
-                {
+                if let Some(kind) = t_generated.iter().find(|g| g.0 == c.target).map(|g| g.1) {
                     problems.push(format!(
-                        "spec {}: table '{}': target column '{}' is generated ({kind}): SQLite computes it, so it is left out of the migration; remove its [[tables.columns]] entry",
+                        "spec {}: table '{}': target column '{}' is generated ({kind}): the target computes it, so nothing can be loaded into it; remove its [[tables.columns]] entry (it needs no mapping)",
                         self.path.display(),
                         t.name,
                         c.target

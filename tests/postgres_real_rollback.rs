@@ -1052,3 +1052,77 @@ source = \"price\"
     assert_eq!(text("source"), text("target"));
     assert_eq!(text("source").len(), 2);
 }
+
+/// Generated columns on either side are the database's: one on the target
+/// needs no mapping and goes through the runbook untouched; one mapped on
+/// either side is refused by `check`, naming it as generated.
+#[test]
+fn generated_columns_are_left_to_their_database_and_named_when_mapped() {
+    let source = "
+        CREATE TABLE person (id integer PRIMARY KEY, first text NOT NULL, last text NOT NULL,
+                             initials text GENERATED ALWAYS AS (left(first, 1) || left(last, 1)) STORED);
+        INSERT INTO person (id, first, last) VALUES (1, 'Ada', 'Lovelace'), (2, 'Alan', 'Turing');";
+    let target = "
+        CREATE TABLE person (id bigint PRIMARY KEY, first text NOT NULL, last text NOT NULL,
+                             label text GENERATED ALWAYS AS (first || ' ' || last) STORED);";
+    let spec = "
+[source]
+url = \"SOURCE_URL\"
+[target]
+url = \"TARGET_URL\"
+[[tables]]
+name = \"person\"
+key = [\"id\"]
+[[tables.columns]]
+source = \"first\"
+[[tables.columns]]
+source = \"last\"
+";
+    let Some(r) = Rental::with("pg_real_generated", None, source, target, spec) else {
+        return;
+    };
+    r.run(&["check"], 0);
+    r.run(&["load"], 0);
+    r.run(&["gate"], 0);
+    r.run(&["gate", "--inject-mismatch"], 1);
+    r.run(&["journal", "install"], 0);
+    r.application("UPDATE person SET last = 'King' WHERE id = 1; INSERT INTO person (id, first, last) VALUES (3, 'Grace', 'Hopper');");
+    r.run(&["fence", "on"], 0);
+    r.run(&["replay"], 0);
+    let rows: Vec<String> =
+        r.db.client()
+            .query("SELECT p::text FROM source.person p ORDER BY id", &[])
+            .expect("the source")
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+    assert_eq!(
+        rows,
+        [
+            "(1,Ada,King,AK)",
+            "(2,Alan,Turing,AT)",
+            "(3,Grace,Hopper,GH)"
+        ]
+    );
+    r.run(&["fence", "off"], 0);
+    for (side, column) in [("source", "initials"), ("target", "label")] {
+        let path = r.path().join("spec.toml");
+        let spec = std::fs::read_to_string(&path).expect("the spec");
+        std::fs::write(
+            &path,
+            format!(
+                "{spec}[[tables.columns]]\n{side} = \"{column}\"\n{}",
+                if side == "source" {
+                    "target = \"first_initials\"\n"
+                } else {
+                    "value = \"x\"\n"
+                }
+            ),
+        )
+        .expect("the spec");
+        let out = r.run(&["check"], 2);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&format!("'{column}' is generated")), "{err}");
+        std::fs::write(&path, spec).expect("the spec");
+    }
+}

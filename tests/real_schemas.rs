@@ -816,3 +816,23 @@ fn init_proposes_maps_only_for_columns_that_hold_codes() {
     assert!(draft.contains("# ignore = [\"legacy\"]"), "{draft}");
     assert!(!draft.lines().any(|l| l.starts_with("ignore")), "{draft}");
 }
+
+/// A SQLite source's generated column needs no mapping; mapped, it is
+/// named as generated rather than as a column the table lacks.
+#[test]
+fn a_sqlite_source_generated_column_is_named_as_generated() {
+    let d = Dir::new("sqlite-generated");
+    d.create_db(
+        "source.db",
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, first TEXT, label TEXT GENERATED ALWAYS AS ('#' || first) VIRTUAL);
+         INSERT INTO t (id, first) VALUES (1, 'a');",
+    );
+    d.create_db(
+        "target.db",
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, first TEXT, label TEXT);",
+    );
+    let spec = "[source]\nurl = \"sqlite://source.db\"\n[target]\nurl = \"sqlite://target.db\"\n[[tables]]\nname = \"t\"\nkey = [\"id\"]\n[[tables.columns]]\nsource = \"first\"\n[[tables.columns]]\nsource = \"label\"\n";
+    d.write("spec.toml", spec);
+    let out = d.command(&["check", "--spec", "spec.toml"]).expect(2);
+    out.assert_mentions(&["'label' is generated"]);
+}
