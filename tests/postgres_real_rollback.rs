@@ -1126,3 +1126,72 @@ source = \"last\"
         std::fs::write(&path, spec).expect("the spec");
     }
 }
+
+/// A declaratively partitioned target, one partition in another schema:
+/// the journal sees writes into every partition (PostgreSQL clones a
+/// partitioned table's row triggers onto its partitions), the fence's
+/// proof writes a row that fits a partition, and the rollback is exact.
+#[test]
+fn a_declaratively_partitioned_target_journals_fences_and_rolls_back() {
+    let source = "
+        CREATE TABLE payment (id integer PRIMARY KEY, paid_on date NOT NULL, amount numeric(8,2) NOT NULL);
+        INSERT INTO payment VALUES (1, '2007-01-10', 2.99), (2, '2007-02-11', 4.99);";
+    let target = "
+        CREATE SCHEMA IF NOT EXISTS archive;
+        CREATE TABLE payment (id bigint NOT NULL, paid_on date NOT NULL, cents bigint NOT NULL,
+                              PRIMARY KEY (id, paid_on)) PARTITION BY RANGE (paid_on);
+        CREATE TABLE payment_2007_01 PARTITION OF payment FOR VALUES FROM ('2007-01-01') TO ('2007-02-01');
+        CREATE TABLE archive.payment_2007_02 PARTITION OF payment FOR VALUES FROM ('2007-02-01') TO ('2007-03-01');";
+    let spec = "
+[source]
+url = \"SOURCE_URL\"
+[target]
+url = \"TARGET_URL\"
+[[tables]]
+name = \"payment\"
+key = [\"id\"]
+[[tables.columns]]
+source = \"paid_on\"
+[[tables.columns]]
+source = \"amount\"
+target = \"cents\"
+transform = \"decimal_to_minor\"
+scale = 2
+";
+    let Some(r) = Rental::with("pg_real_partitioned", None, source, target, spec) else {
+        return;
+    };
+    r.db
+        .client()
+        .batch_execute(&format!(
+            "GRANT USAGE ON SCHEMA archive TO {0}; GRANT ALL ON ALL TABLES IN SCHEMA archive TO {0};",
+            r.app
+        ))
+        .expect("the application's grants");
+    r.run(&["check"], 0);
+    r.run(&["load"], 0);
+    r.run(&["gate"], 0);
+    r.run(&["journal", "install"], 0);
+    r.application(
+        "UPDATE payment SET cents = 399 WHERE id = 2;
+         INSERT INTO payment VALUES (3, '2007-01-20', 150), (4, '2007-02-21', 250);
+         DELETE FROM payment WHERE id = 1;",
+    );
+    r.run(&["fence", "on"], 0);
+    r.run(&["replay"], 0);
+    let rows: Vec<String> =
+        r.db.client()
+            .query("SELECT p::text FROM source.payment p ORDER BY id", &[])
+            .expect("the source")
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+    assert_eq!(
+        rows,
+        [
+            "(2,2007-02-11,3.99)",
+            "(3,2007-01-20,1.50)",
+            "(4,2007-02-21,2.50)"
+        ]
+    );
+}

@@ -327,8 +327,33 @@ impl Fence for Postgres {
             },
         };
         let one = format!("ctid = (SELECT ctid FROM {t} LIMIT 1)");
+        // The insert copies a row the table holds, so that it fits a
+        // partition of a partitioned table (a row of defaults fits none, and
+        // is refused before any trigger runs); an empty table gets defaults.
+        let writable: Vec<String> = self
+            .client()?
+            .query(
+                "SELECT quote_ident(attname) FROM pg_attribute
+                 WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped
+                   AND attgenerated = '' AND attidentity <> 'a'
+                 ORDER BY attnum",
+                &[&t],
+            )?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let has_row = self
+            .client()?
+            .query_opt(format!("SELECT 1 FROM {t} LIMIT 1").as_str(), &[])?
+            .is_some();
+        let insert = if has_row && !writable.is_empty() {
+            let cols = writable.join(", ");
+            format!("INSERT INTO {t} ({cols}) SELECT {cols} FROM {t} LIMIT 1")
+        } else {
+            format!("INSERT INTO {t} DEFAULT VALUES")
+        };
         let probes = [
-            ("insert", format!("INSERT INTO {t} DEFAULT VALUES")),
+            ("insert", insert),
             ("update", format!("UPDATE {t} SET {set} WHERE {one}")),
             ("delete", format!("DELETE FROM {t} WHERE {one}")),
             ("truncate", format!("TRUNCATE {t} CASCADE")),
