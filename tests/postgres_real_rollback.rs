@@ -263,6 +263,17 @@ impl Rental {
     fn path(&self) -> &Path {
         self.dir.path()
     }
+
+    /// The first column of each row `sql` returns, as text, in its order.
+    fn texts(&self, sql: &str) -> Vec<String> {
+        self.db
+            .client()
+            .query(sql, &[])
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .iter()
+            .map(|row| row.get(0))
+            .collect()
+    }
 }
 
 #[derive(Debug, PartialEq, Eq, Clone)]
@@ -428,22 +439,15 @@ fn the_whole_runbook_on_a_sample_shaped_postgres_source_rolls_back_exactly() {
         "the source's tables after the rollback"
     );
     // Nothing of the hold on the source's triggers outlives the replay.
-    let states: Vec<String> =
-        r.db.client()
-            .query(
-                "SELECT tgname::text || ':' || tgenabled::text FROM pg_trigger t
+    let states: Vec<String> = r.texts(
+        "SELECT tgname::text || ':' || tgenabled::text FROM pg_trigger t
              JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
              WHERE n.nspname = 'source' AND NOT tgisinternal
              UNION ALL
              SELECT rulename::text || ':' || ev_enabled::text FROM pg_rewrite r
              JOIN pg_class c ON c.oid = r.ev_class JOIN pg_namespace n ON n.oid = c.relnamespace
              WHERE n.nspname = 'source' AND rulename <> '_RETURN' ORDER BY 1",
-                &[],
-            )
-            .expect("trigger states")
-            .iter()
-            .map(|row| row.get(0))
-            .collect();
+    );
     assert!(states.iter().all(|s| s.ends_with(":O")), "{states:?}");
     let again = r.json(&["replay"], 0);
     assert_eq!(again["applied"], 0, "{again}");
@@ -749,39 +753,30 @@ fn the_whole_runbook_from_sqlite_into_a_sample_shaped_postgres_target_rolls_back
         "the dry run wrote"
     );
     r.run(&["replay"], 0);
-    // The oracle: the target's rows in source form, by SQL written here.
-    let mut c = r.db.client();
-    let mut want = |sql: &str| -> Vec<String> {
-        let mut v: Vec<String> = c
-            .query(sql, &[])
-            .unwrap_or_else(|e| panic!("{sql}: {e}"))
-            .iter()
-            .map(|row| row.get(0))
+    // The oracle: the target's rows in source form, by SQL written here,
+    // as JSON arrays both databases print alike (no space after a comma).
+    for (mine, theirs) in [
+        (
+            "SELECT json_array(customer_id, first_name, last_name, email, active, last_update) FROM customer",
+            "SELECT json_build_array(customer_id, first_name, last_name, email, active::int, last_update::text)::text FROM target.customer",
+        ),
+        (
+            "SELECT json_array(film_id, title, description, rating, rental_rate) FROM film",
+            "SELECT json_build_array(film_id, title, description, rating, to_char(rental_cents / 100.0, 'FM9990.00'))::text FROM target.film",
+        ),
+        (
+            "SELECT json_array(payment_id, customer_id, amount) FROM payment",
+            "SELECT json_build_array(payment_id, customer_id, to_char(amount_cents / 100.0, 'FM9990.00'))::text FROM target.payment",
+        ),
+    ] {
+        let mut want: Vec<String> = r
+            .texts(theirs)
+            .into_iter()
+            .map(|s| s.replace(", ", ","))
             .collect();
-        v.sort();
-        v
-    };
-    assert_eq!(
-        sqlite_rows(&source, "SELECT json_array(customer_id, first_name, last_name, email, active, last_update) FROM customer"),
-        want("SELECT json_build_array(customer_id, first_name, last_name, email, active::int, last_update::text)::text FROM target.customer")
-            .into_iter()
-            .map(|s| s.replace(", ", ","))
-            .collect::<Vec<_>>()
-    );
-    assert_eq!(
-        sqlite_rows(&source, "SELECT json_array(film_id, title, description, rating, rental_rate) FROM film"),
-        want("SELECT json_build_array(film_id, title, description, rating, to_char(rental_cents / 100.0, 'FM9990.00'))::text FROM target.film")
-            .into_iter()
-            .map(|s| s.replace(", ", ","))
-            .collect::<Vec<_>>()
-    );
-    assert_eq!(
-        sqlite_rows(&source, "SELECT json_array(payment_id, customer_id, amount) FROM payment"),
-        want("SELECT json_build_array(payment_id, customer_id, to_char(amount_cents / 100.0, 'FM9990.00'))::text FROM target.payment")
-            .into_iter()
-            .map(|s| s.replace(", ", ","))
-            .collect::<Vec<_>>()
-    );
+        want.sort();
+        assert_eq!(sqlite_rows(&source, mine), want, "{mine}");
+    }
     r.run(&["replay"], 0);
     r.run(&["status"], 0);
     r.run(&["fence", "off"], 0);
@@ -923,15 +918,7 @@ map = { 1 = \"bronze\", 2 = \"silver\", 3 = \"gold\" }
     r.run(&["load"], 0);
     r.run(&["gate"], 0);
     let loaded: Vec<String> =
-        r.db.client()
-            .query(
-                "SELECT ROW(id, active, tier)::text FROM target.account ORDER BY id",
-                &[],
-            )
-            .expect("the target")
-            .iter()
-            .map(|row| row.get(0))
-            .collect();
+        r.texts("SELECT ROW(id, active, tier)::text FROM target.account ORDER BY id");
     assert_eq!(
         loaded,
         [
@@ -948,15 +935,7 @@ map = { 1 = \"bronze\", 2 = \"silver\", 3 = \"gold\" }
     r.run(&["fence", "on"], 0);
     r.run(&["replay"], 0);
     let back: Vec<String> =
-        r.db.client()
-            .query(
-                "SELECT ROW(id, active, tier)::text FROM source.account ORDER BY id",
-                &[],
-            )
-            .expect("the source")
-            .iter()
-            .map(|row| row.get(0))
-            .collect();
+        r.texts("SELECT ROW(id, active, tier)::text FROM source.account ORDER BY id");
     assert_eq!(back, ["(1,t,1)", "(2,t,3)", "(3,t,3)", "(4,f,1)"]);
 }
 
@@ -1039,15 +1018,7 @@ source = \"price\"
     r.run(&["replay", "--dry-run"], 0);
     r.run(&["replay"], 0);
     let text = |schema: &str| -> Vec<String> {
-        r.db.client()
-            .query(
-                format!("SELECT k::text FROM {schema}.kinds k ORDER BY id").as_str(),
-                &[],
-            )
-            .expect("the rows")
-            .iter()
-            .map(|row| row.get(0))
-            .collect()
+        r.texts(&format!("SELECT k::text FROM {schema}.kinds k ORDER BY id"))
     };
     assert_eq!(text("source"), text("target"));
     assert_eq!(text("source").len(), 2);
@@ -1089,13 +1060,7 @@ source = \"last\"
     r.application("UPDATE person SET last = 'King' WHERE id = 1; INSERT INTO person (id, first, last) VALUES (3, 'Grace', 'Hopper');");
     r.run(&["fence", "on"], 0);
     r.run(&["replay"], 0);
-    let rows: Vec<String> =
-        r.db.client()
-            .query("SELECT p::text FROM source.person p ORDER BY id", &[])
-            .expect("the source")
-            .iter()
-            .map(|row| row.get(0))
-            .collect();
+    let rows: Vec<String> = r.texts("SELECT p::text FROM source.person p ORDER BY id");
     assert_eq!(
         rows,
         [
@@ -1179,13 +1144,7 @@ scale = 2
     );
     r.run(&["fence", "on"], 0);
     r.run(&["replay"], 0);
-    let rows: Vec<String> =
-        r.db.client()
-            .query("SELECT p::text FROM source.payment p ORDER BY id", &[])
-            .expect("the source")
-            .iter()
-            .map(|row| row.get(0))
-            .collect();
+    let rows: Vec<String> = r.texts("SELECT p::text FROM source.payment p ORDER BY id");
     assert_eq!(
         rows,
         [
