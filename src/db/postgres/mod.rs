@@ -2,7 +2,9 @@
 //! connection to a database and a schema in it. This file holds the
 //! connection, the session settings every other part relies on, and quoting.
 //!
-//! One concept per file: [`url`] (the spec's URL), [`types`] (column types
+//! One concept per file: [`url`] (the spec's URL, completed from the
+//! libpq environment and [`pgpass`], the password file), [`tls`] (TLS
+//! with libpq's `sslmode`s, through rustls), [`types`] (column types
 //! to values and back, with [`numeric`] and [`datetime`]), [`connection`]
 //! (transactions, change token, durability), [`catalogue`] (tables,
 //! columns, keys, foreign keys, triggers, schema text, sequences),

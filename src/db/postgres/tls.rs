@@ -536,3 +536,57 @@ fn date(t: &UnixTime) -> String {
     chrono::DateTime::from_timestamp(secs, 0)
         .map_or_else(|| secs.to_string(), |d| d.format("%Y-%m-%d").to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(mode: SslMode) -> Settings {
+        Settings {
+            mode,
+            roots: Some(Roots::File(PathBuf::from("/etc/ca.pem"))),
+            client: None,
+            sni: true,
+        }
+    }
+
+    #[test]
+    fn each_verification_failure_is_one_plain_sentence() {
+        let s = settings(SslMode::VerifyFull);
+        let bad = |c: CertificateError| describe(&rustls::Error::InvalidCertificate(c), &s);
+        assert_eq!(
+            bad(CertificateError::UnknownIssuer),
+            "unknown CA: the server's certificate is not signed by a certificate of sslrootcert /etc/ca.pem"
+        );
+        assert_eq!(
+            bad(CertificateError::ExpiredContext {
+                time: UnixTime::since_unix_epoch(std::time::Duration::from_secs(1_800_000_000)),
+                not_after: UnixTime::since_unix_epoch(std::time::Duration::from_secs(
+                    1_700_000_000
+                )),
+            }),
+            "the server's certificate has expired (valid until 2023-11-14)"
+        );
+        assert_eq!(
+            bad(CertificateError::NotValidForNameContext {
+                expected: ServerName::try_from("db.internal").expect("a name"),
+                presented: vec![
+                    "DnsName(\"db-1.internal\")".into(),
+                    "IpAddress(10.0.0.1)".into()
+                ],
+            }),
+            "hostname mismatch: the server's certificate is for db-1.internal, 10.0.0.1, not db.internal"
+        );
+    }
+
+    #[test]
+    fn require_verifies_the_chain_only_with_a_root_certificate() {
+        assert_eq!(settings(SslMode::Require).check(), Check::Chain);
+        let mut s = settings(SslMode::Require);
+        s.roots = None;
+        assert_eq!(s.check(), Check::Nothing);
+        assert_eq!(settings(SslMode::Prefer).check(), Check::Nothing);
+        assert_eq!(settings(SslMode::VerifyCa).check(), Check::Chain);
+        assert_eq!(settings(SslMode::VerifyFull).check(), Check::ChainAndName);
+    }
+}
