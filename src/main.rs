@@ -7,6 +7,23 @@ use clap::Parser;
 use cutover::cli::{Cli, Format};
 
 fn main() -> ExitCode {
+    // A panic's message goes out without any password a URL in it holds.
+    std::panic::set_hook(Box::new(|info| {
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".to_string());
+        let place = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        eprintln!(
+            "cutover: internal error{place}: {}",
+            cutover::spec::mask_passwords(&message)
+        );
+    }));
     let cli = Cli::parse(); // clap exits 2 on usage errors
     match cutover::run(&cli) {
         Ok(mut out) => {
@@ -36,12 +53,15 @@ fn main() -> ExitCode {
             ExitCode::from(if out.holds { 0 } else { 1 })
         }
         Err(err) => {
-            eprintln!("cutover: {err:#}");
+            // Every message names URLs without their passwords; this also
+            // covers any text a driver or a parser quoted.
+            let err = cutover::spec::mask_passwords(&format!("{err:#}"));
+            eprintln!("cutover: {err}");
             if cli.format == Format::Json {
                 // Scripts reading stdout still get one JSON document.
                 println!(
                     "{}",
-                    serde_json::json!({ "verdict": "error", "error": format!("{err:#}") })
+                    serde_json::json!({ "verdict": "error", "error": err })
                 );
             }
             ExitCode::from(2)

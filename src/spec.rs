@@ -26,10 +26,19 @@ struct RawSpec {
     tables: Vec<RawTable>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawEndpoint {
     url: String,
+}
+
+impl std::fmt::Debug for RawEndpoint {
+    /// Without the URL's password, as everywhere.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RawEndpoint")
+            .field("url", &without_password(&self.url))
+            .finish()
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -86,7 +95,7 @@ pub struct Spec {
 
 /// Where a database is: what a spec's `url` names, paths resolved against
 /// the spec file's folder. Which engine opens it is `db::Db::open`'s choice.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub enum Location {
     /// `sqlite://PATH`: a SQLite file.
     Sqlite(PathBuf),
@@ -96,6 +105,20 @@ pub enum Location {
     /// `postgres://user@host:port/db?schema=NAME`: one schema of a
     /// PostgreSQL database (`public` unless named).
     Postgres(String),
+}
+
+impl std::fmt::Debug for Location {
+    /// As [`Location::display`]: a URL without its password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::Sqlite(p) => f.debug_tuple("Sqlite").field(p).finish(),
+            Location::Csv(p) => f.debug_tuple("Csv").field(p).finish(),
+            Location::Postgres(url) => f
+                .debug_tuple("Postgres")
+                .field(&without_password(url))
+                .finish(),
+        }
+    }
 }
 
 impl Location {
@@ -116,19 +139,53 @@ impl Location {
     }
 }
 
-/// `postgres://user:secret@host/db` as `postgres://user:***@host/db`.
-fn without_password(url: &str) -> String {
+/// `postgres://user:secret@host/db` as `postgres://user:***@host/db`, and
+/// a `password=` parameter's value as `***`: how every message, report and
+/// JSON document names a URL.
+pub fn without_password(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
     let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    match rest[..authority_end].rsplit_once('@') {
+    let (authority, tail) = rest.split_at(authority_end);
+    let authority = match authority.rsplit_once('@') {
         Some((user, host)) if user.contains(':') => {
             let name = user.split(':').next().unwrap_or("");
-            format!("{scheme}://{name}:***@{host}{}", &rest[authority_end..])
+            format!("{name}:***@{host}")
         }
-        _ => url.to_string(),
-    }
+        _ => authority.to_string(),
+    };
+    let tail = match tail.split_once('?') {
+        Some((path, query)) => {
+            let pairs: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some(("password", _)) => "password=***".to_string(),
+                    _ => pair.to_string(),
+                })
+                .collect();
+            format!("{path}?{}", pairs.join("&"))
+        }
+        None => tail.to_string(),
+    };
+    format!("{scheme}://{authority}{tail}")
+}
+
+/// `text` with every password of a URL in it (`scheme://user:PASSWORD@`,
+/// `password=PASSWORD`) replaced by `***`: the last guard on what the
+/// binary prints.
+pub fn mask_passwords(text: &str) -> String {
+    use std::sync::OnceLock;
+    static USERINFO: OnceLock<regex::Regex> = OnceLock::new();
+    static PARAM: OnceLock<regex::Regex> = OnceLock::new();
+    let userinfo = USERINFO.get_or_init(|| {
+        regex::Regex::new(r#"([A-Za-z][A-Za-z0-9+.-]*://[^:/?#@\s'"]*):[^@/?#\s'"]*@"#)
+            .expect("a valid pattern")
+    });
+    let param = PARAM
+        .get_or_init(|| regex::Regex::new(r#"\bpassword=[^&\s'"]*"#).expect("a valid pattern"));
+    let text = userinfo.replace_all(text, "$1:***@");
+    param.replace_all(&text, "password=***").into_owned()
 }
 
 /// Whether a spec's url names a PostgreSQL database.
@@ -391,7 +448,8 @@ fn sqlite_path(base: &Path, url: &str) -> Result<PathBuf> {
     match url.strip_prefix("sqlite://") {
         Some(p) if !p.is_empty() => Ok(base.join(p)),
         _ => bail!(
-            "url '{url}' is not supported; write sqlite://PATH (relative to the spec file), postgres://USER@HOST:PORT/DB?schema=NAME, or csv://PATH for a source snapshot"
+            "url '{}' is not supported; write sqlite://PATH (relative to the spec file), postgres://USER@HOST:PORT/DB?schema=NAME, or csv://PATH for a source snapshot",
+            without_password(url)
         ),
     }
 }
@@ -619,6 +677,36 @@ mod tests {
     }
 
     const HEAD: &str = "[source]\nurl = \"sqlite://s.db\"\n[target]\nurl = \"sqlite://t.db\"\n";
+
+    #[test]
+    fn urls_are_shown_without_their_passwords() {
+        for (url, shown) in [
+            (
+                "postgres://me:pw@h:5432/db?schema=s",
+                "postgres://me:***@h:5432/db?schema=s",
+            ),
+            (
+                "postgres://me@h/db?password=pw&sslmode=require",
+                "postgres://me@h/db?password=***&sslmode=require",
+            ),
+            ("postgres://me@h/db", "postgres://me@h/db"),
+            ("sqlite://x.db", "sqlite://x.db"),
+        ] {
+            assert_eq!(without_password(url), shown);
+            assert_eq!(
+                mask_passwords(&format!("error in '{url}': x")),
+                format!("error in '{shown}': x")
+            );
+        }
+        assert_eq!(
+            format!("{:?}", Location::Postgres("postgres://me:pw@h/db".into())),
+            "Postgres(\"postgres://me:***@h/db\")"
+        );
+        assert_eq!(
+            mask_passwords("mysql://a:b%40c@host/x and password=zz"),
+            "mysql://a:***@host/x and password=***"
+        );
+    }
 
     #[test]
     fn paths_resolve_against_the_spec_folder() -> Result<()> {

@@ -21,6 +21,11 @@ pub struct Durability {
     /// The settings in the engine's order, for the text.
     #[serde(skip)]
     pub shown: String,
+    /// How the connection to a server is protected: encrypted or not (as
+    /// the server records it), what was verified, where the password came
+    /// from. Absent for a file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connection: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -53,6 +58,10 @@ pub struct CheckReport {
     /// spec's tables, with what replay does about each and whether the
     /// source's role can hold it.
     pub side_effects: Policy,
+    /// What to fix that does not fail the check: a password in a spec's
+    /// URL.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl Report for CheckReport {
@@ -140,8 +149,15 @@ pub enum FindingKind {
     NonCanonical,
 }
 
-fn durability(db: &Db) -> Result<Durability> {
+/// How `db` commits and, for a server, how the connection is protected;
+/// its warnings go to `warnings`, naming the side.
+fn durability(db: &Db, side: &str, warnings: &mut Vec<String>) -> Result<Durability> {
     let d = db.durability()?;
+    let security = db.security()?;
+    let connection = security.map(|s| {
+        warnings.extend(s.warnings.into_iter().map(|w| format!("{side}: {w}")));
+        s.transport
+    });
     Ok(Durability {
         path: db.location().to_string(),
         shown: d
@@ -151,6 +167,7 @@ fn durability(db: &Db) -> Result<Durability> {
             .collect::<Vec<_>>()
             .join(", "),
         settings: d.settings.into_iter().collect(),
+        connection,
     })
 }
 
@@ -219,11 +236,12 @@ pub fn run(spec: &Spec, strict: bool, max_diffs: usize) -> Result<CheckReport> {
     let holds = invalid == 0
         && (!strict || non_canonical == 0)
         && side_effects.unheld_triggers().next().is_none();
+    let mut warnings = Vec::new();
     let rep = CheckReport {
         verdict: Verdict::of(holds),
         strict,
-        source: durability(&source)?,
-        target: durability(&target)?,
+        source: durability(&source, "source", &mut warnings)?,
+        target: durability(&target, "target", &mut warnings)?,
         tables,
         diffs,
         diffs_found: found,
@@ -234,6 +252,7 @@ pub fn run(spec: &Spec, strict: bool, max_diffs: usize) -> Result<CheckReport> {
             fks
         },
         side_effects,
+        warnings,
     };
     Ok(rep)
 }
@@ -264,16 +283,17 @@ pub fn render(rep: &CheckReport) -> String {
         }),
     );
     text.push('\n');
-    text.push_str(&report::pairs(&[
-        (
-            "source",
-            format!("{} ({})", rep.source.path, rep.source.shown),
-        ),
-        (
-            "target",
-            format!("{} ({})", rep.target.path, rep.target.shown),
-        ),
-    ]));
+    let mut pairs = Vec::new();
+    for (side, d) in [("source", &rep.source), ("target", &rep.target)] {
+        pairs.push((side, format!("{} ({})", d.path, d.shown)));
+        if let Some(c) = &d.connection {
+            pairs.push(("", format!("connection: {c}")));
+        }
+    }
+    text.push_str(&report::pairs(&pairs));
+    for w in &rep.warnings {
+        text.push_str(&format!("warning: {w}\n"));
+    }
     for fk in &rep.foreign_keys {
         text.push_str(&format!(
             "foreign key ({}): table '{}' ({}) references '{}'{}: {}\n",

@@ -64,7 +64,8 @@ fn open(url: &str, role: &str) -> Result<Db> {
     }
     let path = url.strip_prefix("sqlite://").with_context(|| {
         format!(
-            "--{role} {url}: write sqlite://PATH (relative to the current folder) or postgres://USER@HOST:PORT/DB?schema=NAME"
+            "--{role} {}: write sqlite://PATH (relative to the current folder) or postgres://USER@HOST:PORT/DB?schema=NAME",
+            crate::spec::without_password(url),
         )
     })?;
     Db::open_file(Path::new(path), Access::Read, role)
@@ -131,7 +132,9 @@ pub fn run(source_url: &str, target_url: &str, out: Option<&Path>) -> Result<Ini
     let mut toml = String::new();
     let _ = writeln!(
         toml,
-        "# Drafted by `cutover init` from {source_url} and {target_url}.\n# Read every comment marked DECIDE, then run `cutover check --spec <this file>`.\n\n[source]\nurl = {}\n\n[target]\nurl = {}",
+        "# Drafted by `cutover init` from {} and {}.\n# Read every comment marked DECIDE, then run `cutover check --spec <this file>`.\n\n[source]\nurl = {}\n\n[target]\nurl = {}",
+        crate::spec::without_password(source_url),
+        crate::spec::without_password(target_url),
         lit(source_url),
         lit(target_url)
     );

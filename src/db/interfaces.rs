@@ -13,8 +13,8 @@ use anyhow::Result;
 
 use super::types::{
     ColumnInfo, Decision, Durability, FenceRecord, ForeignKey, ForeignKeyViolation, JournalEntry,
-    JournalTable, KeyRange, Powers, ReplayVerdict, SegmentDigest, SequenceMark, SideEffect,
-    SyncBatch, TableForm, TableSql,
+    JournalTable, KeyRange, Powers, ReplayVerdict, Security, SegmentDigest, SequenceMark,
+    SideEffect, SyncBatch, TableForm, TableSql,
 };
 use crate::value::{Block, Row, Value};
 
@@ -58,6 +58,9 @@ pub trait Connection {
     /// when the check passes or the engine has none. Asked before a
     /// difference is blamed on a write: a damaged page reads as other rows.
     fn damage(&self) -> Result<Option<String>>;
+    /// How the connection to a server is protected (TLS, where the
+    /// password came from); `None` for a file.
+    fn security(&self) -> Result<Option<Security>>;
 }
 
 /// What the database says about its tables.

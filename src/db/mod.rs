@@ -24,8 +24,8 @@ pub use interfaces::{
 pub use types::{
     Access, CellForm, ColumnForm, ColumnInfo, Decision, Durability, FenceRecord, ForeignKey,
     ForeignKeyAction, ForeignKeyViolation, JournalEntry, JournalTable, KeyRange, MoneyGroup,
-    Powers, ReplayVerdict, SegmentDigest, SequenceMark, SideEffect, SideEffectKind, SyncBatch,
-    TableForm, TableSql,
+    Powers, ReplayVerdict, Security, SegmentDigest, SequenceMark, SideEffect, SideEffectKind,
+    SyncBatch, TableForm, TableSql,
 };
 
 use crate::spec::{Location, Table};

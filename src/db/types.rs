@@ -41,6 +41,16 @@ pub struct Durability {
     pub settings: Vec<(&'static str, String)>,
 }
 
+/// How a connection to a server is protected, for `check`.
+#[derive(Clone, Debug)]
+pub struct Security {
+    /// Whether and how the session is encrypted, as the server sees it,
+    /// and what was checked of its certificate.
+    pub transport: String,
+    /// What the operator should fix (a password in the spec's URL).
+    pub warnings: Vec<String>,
+}
+
 /// Where an id sequence stood: its name (as the engine quotes it), the
 /// last value it handed out or was set to, and whether that value was
 /// handed out (`false`: the next value is `last_value` itself).

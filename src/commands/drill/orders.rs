@@ -89,11 +89,15 @@ fn on_server(
     made: &mut Vec<ServerSide>,
 ) -> Result<String> {
     if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-        bail!("--{side} {url}: give a postgres://USER@HOST:PORT/DB url");
+        bail!(
+            "--{side} {}: give a postgres://USER@HOST:PORT/DB url",
+            crate::spec::without_password(url)
+        );
     }
     if url.contains("schema=") {
         bail!(
-            "--{side} {url}: leave out schema=; the drill makes a schema of its own and drops it afterwards"
+            "--{side} {}: leave out schema=; the drill makes a schema of its own and drops it afterwards",
+            crate::spec::without_password(url)
         );
     }
     let nanos = std::time::SystemTime::now()

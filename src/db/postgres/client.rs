@@ -5,15 +5,25 @@
 
 use std::pin::Pin;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use tokio::runtime::Runtime;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{CopyInSink, Error, NoTls, Row, Statement, ToStatement};
+use tokio_postgres::{CopyInSink, Error, Row, Statement, ToStatement};
+
+use super::tls::{MakeRustls, Settings};
 
 /// How long closing a connection waits for it to end cleanly.
 const GOODBYE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Why a connection could not be made.
+pub enum Connect {
+    /// Before reaching the server: the runtime, or the TLS settings' files.
+    Setup(anyhow::Error),
+    /// The server, the network or the handshake.
+    Server(Error),
+}
 
 /// One connection and the runtime that drives it.
 pub struct Client {
@@ -40,14 +50,32 @@ impl Drop for Client {
 }
 
 impl Client {
-    /// Connects with `config`; the connection runs on the client's runtime
-    /// whenever a call waits on it.
-    pub fn connect(config: &tokio_postgres::Config) -> Result<Client> {
+    /// Connects with `config` and TLS as `tls` says; the connection runs on
+    /// the client's runtime whenever a call waits on it. Under
+    /// `sslmode=prefer` a handshake that fails is tried again without TLS,
+    /// as libpq does.
+    pub fn connect(config: &tokio_postgres::Config, tls: &Settings) -> Result<Client, Connect> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .context("starting the PostgreSQL client's runtime")?;
-        let (inner, connection) = runtime.block_on(config.connect(NoTls))?;
+            .map_err(|e| {
+                Connect::Setup(
+                    anyhow::Error::from(e).context("starting the PostgreSQL client's runtime"),
+                )
+            })?;
+        let make = MakeRustls::new(tls.client_config().map_err(Connect::Setup)?);
+        let connected = match runtime.block_on(config.connect(make.clone())) {
+            Err(e)
+                if config.get_ssl_mode() == tokio_postgres::config::SslMode::Prefer
+                    && super::tls::failure(&e, tls).is_some() =>
+            {
+                let mut plain = config.clone();
+                plain.ssl_mode(tokio_postgres::config::SslMode::Disable);
+                runtime.block_on(plain.connect(make))
+            }
+            r => r,
+        };
+        let (inner, connection) = connected.map_err(Connect::Server)?;
         // The connection ends with an error when the server goes away; the
         // next call reports it.
         let connection = runtime.spawn(async move {

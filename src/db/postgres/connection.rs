@@ -148,6 +148,54 @@ impl Connection for Postgres {
     fn damage(&self) -> Result<Option<String>> {
         Ok(None)
     }
+
+    /// The session's encryption as the server records it (`pg_stat_ssl`),
+    /// the mode and what was checked of the certificate, where the password
+    /// came from; a warning when the spec's URL holds the password.
+    fn security(&self) -> Result<Option<crate::db::Security>> {
+        use super::tls::Check;
+        let row = self.client()?.query_one(
+            "SELECT ssl, coalesce(version, ''), coalesce(cipher, '') FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+            &[],
+        ).with_context(|| format!("reading pg_stat_ssl on {}", self.shown))?;
+        let encrypted: bool = row.get(0);
+        let checked = match self.tls.check() {
+            Check::Nothing => "the certificate not verified",
+            Check::Chain => "the certificate's chain verified",
+            Check::ChainAndName => "the certificate's chain and host name verified",
+        };
+        let mut transport = if encrypted {
+            let version: String = row.get(1);
+            let cipher: String = row.get(2);
+            format!(
+                "{} encrypted ({version}, {cipher}), sslmode={}, {checked}",
+                self.server,
+                self.tls.shown()
+            )
+        } else {
+            format!(
+                "{} NOT encrypted, sslmode={}{}",
+                self.server,
+                self.tls.mode.name(),
+                if self.server.starts_with('/') {
+                    " (a Unix socket is local: TLS is never used on it)"
+                } else {
+                    ""
+                }
+            )
+        };
+        if let Some(from) = &self.password_from {
+            transport.push_str(&format!("; password from {}", from.shown()));
+        }
+        let mut warnings = Vec::new();
+        if self.password_from == Some(super::url::PasswordFrom::Url) {
+            warnings.push(super::url::password_warning(&self.shown));
+        }
+        Ok(Some(crate::db::Security {
+            transport,
+            warnings,
+        }))
+    }
 }
 
 impl Postgres {

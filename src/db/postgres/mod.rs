@@ -2,7 +2,9 @@
 //! connection to a database and a schema in it. This file holds the
 //! connection, the session settings every other part relies on, and quoting.
 //!
-//! One concept per file: [`url`] (the spec's URL), [`types`] (column types
+//! One concept per file: [`url`] (the spec's URL, completed from the
+//! libpq environment and [`pgpass`], the password file), [`tls`] (TLS
+//! with libpq's `sslmode`s, through rustls), [`types`] (column types
 //! to values and back, with [`numeric`] and [`datetime`]), [`connection`]
 //! (transactions, change token, durability), [`catalogue`] (tables,
 //! columns, keys, foreign keys, triggers, schema text, sequences),
@@ -38,12 +40,14 @@ pub mod fixtures;
 pub mod journal_log;
 pub mod load;
 pub mod numeric;
+pub mod pgpass;
 pub mod progress;
 pub mod receipts;
 pub mod rows;
 pub mod scan;
 pub mod side_effects;
 pub mod table_sql;
+pub mod tls;
 pub mod types;
 pub mod url;
 
@@ -63,6 +67,63 @@ pub fn quote_literal(text: &str) -> Result<String> {
         bail!("PostgreSQL text cannot hold a NUL character");
     }
     Ok(format!("'{}'", text.replace('\'', "''")))
+}
+
+/// Says `warning` on stderr, once per process (a command opens the same
+/// database more than once).
+fn warn_once(warning: &str) {
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+    if !said.iter().any(|s| s == warning) {
+        eprintln!("cutover: warning: {warning}");
+        said.push(warning.to_string());
+    }
+}
+
+/// Why a connection failed, in one line: the server, the TLS mode and
+/// what failed, never the password nor the driver's chain of errors.
+fn connect_failure(e: &tokio_postgres::Error, u: &PgUrl, role: &str) -> String {
+    let head = format!(
+        "connecting to {role} database {} at {} with sslmode={}",
+        u.shown,
+        u.server,
+        u.tls.shown()
+    );
+    if let Some(why) = tls::failure(e, &u.tls) {
+        return format!("{head}: TLS failed: {why}");
+    }
+    let what = match e.as_db_error() {
+        Some(db) => {
+            let mut m = format!("the server refused: {}", db.message());
+            if db.code() == &tokio_postgres::error::SqlState::INVALID_PASSWORD {
+                m.push_str(&match &u.password_from {
+                    Some(from) => format!(" (the password came from {})", from.shown()),
+                    None => " (no password was given: set PGPASSWORD, or add a line to ~/.pgpass; see docs/engines.md, Connecting)".to_string(),
+                });
+            }
+            m
+        }
+        None => {
+            // The driver's own words, without its chain of causes repeated.
+            let mut m = e.to_string();
+            let mut cause = std::error::Error::source(e);
+            while let Some(c) = cause {
+                let t = c.to_string();
+                if !m.contains(&t) {
+                    m = format!("{m}: {t}");
+                }
+                cause = c.source();
+            }
+            if m.contains("password missing") {
+                format!(
+                    "{m}: the server asks for a password and none was given (set PGPASSWORD, or add a line to ~/.pgpass; see docs/engines.md, Connecting)"
+                )
+            } else {
+                format!("{m}; is the server running and the URL right?")
+            }
+        }
+    };
+    format!("{head}: {what}")
 }
 
 /// The settings every connection runs with: the text of dates is
@@ -94,6 +155,12 @@ pub struct Postgres {
     schema: String,
     /// The URL as messages show it (no password).
     shown: String,
+    /// The first host and port, as messages name the server.
+    server: String,
+    /// How the connection uses TLS.
+    tls: tls::Settings,
+    /// Where the password came from (never the password).
+    password_from: Option<url::PasswordFrom>,
     /// The plan of every table's statements written on this connection,
     /// by their scan text (or why the table could not be described).
     plans: RefCell<HashMap<String, Result<Arc<table_sql::Plan>, String>>>,
@@ -110,12 +177,20 @@ impl Postgres {
     /// A reader's transactions are read-only (`default_transaction_read_only`).
     pub fn open(url: &str, access: Access, role: &str) -> Result<Postgres> {
         let u = PgUrl::parse(url).with_context(|| format!("{role} database"))?;
-        let mut client = Client::connect(&u.config).with_context(|| {
-            format!(
-                "connecting to {role} database {}; is the server running and the URL right? (TLS is not built in: use sslmode=disable or prefer)",
-                u.shown
-            )
-        })?;
+        for w in &u.warnings {
+            warn_once(w);
+        }
+        let mut client = match Client::connect(&u.config, &u.tls) {
+            Ok(c) => c,
+            Err(client::Connect::Setup(e)) => {
+                return Err(e.context(format!(
+                    "{role} database {} (sslmode={})",
+                    u.shown,
+                    u.tls.shown()
+                )));
+            }
+            Err(client::Connect::Server(e)) => bail!("{}", connect_failure(&e, &u, role)),
+        };
         client
             .batch_execute(&session_sql(&u.schema, access))
             .with_context(|| format!("setting up the session on {role} database {}", u.shown))?;
@@ -143,6 +218,9 @@ impl Postgres {
             client: RefCell::new(client),
             schema: u.schema,
             shown: u.shown,
+            server: u.server,
+            tls: u.tls,
+            password_from: u.password_from,
             plans: RefCell::default(),
             prepared: RefCell::default(),
             hold: RefCell::default(),

@@ -106,6 +106,11 @@ impl Connection for Sqlite {
         };
         Ok(Some(damaged(&self.location, &what)))
     }
+
+    /// A file: no connection to protect.
+    fn security(&self) -> Result<Option<crate::db::Security>> {
+        Ok(None)
+    }
 }
 
 /// Every SQLite file this process opened, with its role, so that an error
