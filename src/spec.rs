@@ -73,6 +73,9 @@ struct RawColumn {
     /// A target-only column left to the target's own default.
     default: Option<bool>,
     target: Option<String>,
+    /// Earlier names of the target column (renamed after `journal install`).
+    #[serde(default)]
+    was: Vec<String>,
     transform: Option<String>,
     scale: Option<u32>,
     map: Option<BTreeMap<String, String>>,
@@ -251,6 +254,9 @@ pub enum OnChange {
 pub struct Column {
     pub source: String,
     pub target: String,
+    /// Names the target column had before (`was = ["cents"]`): journal
+    /// entries recorded under one of them are read as this column.
+    pub was: Vec<String>,
     pub transform: Transform,
     pub checks: Checks,
 }
@@ -470,6 +476,7 @@ fn resolve_table(t: RawTable) -> Result<Table> {
         .map(|k| Column {
             source: k.clone(),
             target: k.clone(),
+            was: Vec::new(),
             transform: Transform::Copy,
             checks: Checks::default(),
         })
@@ -502,6 +509,7 @@ fn resolve_table(t: RawTable) -> Result<Table> {
                 );
             }
             columns[i].target = col.target;
+            columns[i].was = col.was;
             columns[i].checks = col.checks;
             continue;
         }
@@ -516,6 +524,24 @@ fn resolve_table(t: RawTable) -> Result<Table> {
         }
         if !seen_t.insert(c.target.as_str()) {
             bail!("target column '{}' is the target of two mappings", c.target);
+        }
+    }
+    // Each earlier name stands for one column, and for no column of the
+    // target as it is now.
+    let mut seen_was = BTreeSet::new();
+    for c in &columns {
+        for w in &c.was {
+            if *w == c.target || seen_t.contains(w.as_str()) {
+                bail!(
+                    "column '{}': was = [\"{w}\"] names a column the spec maps now; an earlier name must be one no mapped target column has",
+                    c.target
+                );
+            }
+            if !seen_was.insert(w.as_str()) {
+                bail!(
+                    "'{w}' is named in was = […] of two columns; an earlier name belongs to one column"
+                );
+            }
         }
     }
     for i in &t.ignore {
@@ -596,6 +622,7 @@ fn resolve_column(c: RawColumn) -> Result<Column> {
         return Ok(Column {
             source: String::new(),
             target,
+            was: c.was.clone(),
             transform: Transform::Constant(value),
             checks: Checks::default(),
         });
@@ -655,6 +682,7 @@ fn resolve_column(c: RawColumn) -> Result<Column> {
         };
     Ok(Column {
         target: c.target.unwrap_or_else(|| source.clone()),
+        was: c.was,
         source,
         transform,
         checks: Checks {

@@ -125,7 +125,7 @@ pub fn drift(spec: &Spec, target: &Db) -> Result<Vec<String>> {
             // One column gone and one new: most likely a rename.
             let hint = match (&missing[..], &extra[..]) {
                 ([from], [to]) => format!(
-                    "if '{from}' was renamed to '{to}', set target = \"{to}\" in its [[tables.columns]] entry and run `cutover journal install` again; the journal keeps the old name for the entries before"
+                    "if '{from}' was renamed to '{to}', set target = \"{to}\" and was = [\"{from}\"] in its [[tables.columns]] entry and run `cutover journal install` again; the entries before keep the name '{from}', which was = […] lets replay read"
                 ),
                 _ => "renamed or dropped after the switch: map the new name, or keep the journaled one, before the replay".to_string(),
             };
@@ -372,6 +372,12 @@ pub struct Reader {
     images: std::collections::HashMap<i64, (usize, Vec<usize>)>,
 }
 
+/// Whether a column an image recorded is spec column `c`: by its name now
+/// or by a name it had before (`was`).
+fn names(c: &crate::spec::Column, recorded: &str) -> bool {
+    c.target == recorded || c.was.iter().any(|w| w == recorded)
+}
+
 /// One journal entry of a spec table, in canonical (target) form.
 pub struct Entry {
     pub seq: i64,
@@ -391,7 +397,10 @@ impl Reader {
             let t = &spec.tables[ti];
             let mut order = Vec::new();
             for c in &t.columns {
-                let Some(i) = jt.columns.iter().position(|x| *x == c.target) else {
+                // Its name now first, then the names it had.
+                let by_name = jt.columns.iter().position(|x| *x == c.target);
+                let Some(i) = by_name.or_else(|| jt.columns.iter().position(|x| names(c, x)))
+                else {
                     order.clear();
                     break;
                 };
@@ -400,7 +409,7 @@ impl Reader {
             let extra: Vec<&String> = jt
                 .columns
                 .iter()
-                .filter(|x| !t.columns.iter().any(|c| c.target == **x))
+                .filter(|x| !t.columns.iter().any(|c| names(c, x)))
                 .collect();
             if order.len() == t.columns.len() && extra.is_empty() {
                 images.insert(jt.img, (ti, order));
@@ -437,17 +446,17 @@ impl Reader {
             let missing: Vec<&str> = t
                 .columns
                 .iter()
+                .filter(|c| !jt.columns.iter().any(|x| names(c, x)))
                 .map(|c| c.target.as_str())
-                .filter(|c| !jt.columns.iter().any(|x| x == c))
                 .collect();
             let extra: Vec<&str> = jt
                 .columns
                 .iter()
                 .map(String::as_str)
-                .filter(|x| !t.columns.iter().any(|c| c.target == *x))
+                .filter(|x| !t.columns.iter().any(|c| names(c, x)))
                 .collect();
             bail!(
-                "journal entry seq {} of table '{}' recorded the columns {} but the spec maps {}{}{}; replay with a spec that maps exactly the columns the journal recorded (a renamed column: map its old name; a dropped one: keep its mapping until the rollback is done)",
+                "journal entry seq {} of table '{}' recorded the columns {} but the spec maps {}{}{}; replay with a spec that maps the columns the journal recorded (a column renamed since: its new name as target, its old one in was = [\"…\"]; a dropped one: keep its mapping until the rollback is done)",
                 e.seq,
                 t.name,
                 jt.columns.join(", "),

@@ -483,6 +483,7 @@ fn plan(table: &Table, evolved: &[(String, String)]) -> Table {
         t.columns.push(Column {
             source: s.clone(),
             target: tc.clone(),
+            was: Vec::new(),
             transform: Transform::Copy,
             checks: Default::default(),
         });

@@ -359,6 +359,7 @@ impl Table {
 pub struct Column {
     source: Option<String>,
     target: Option<String>,
+    was: Vec<String>,
     transform: Option<String>,
     scale: Option<u32>,
     map: Option<Vec<(String, String)>>,
@@ -402,6 +403,7 @@ impl Column {
         Column {
             source: None,
             target: None,
+            was: Vec::new(),
             transform: None,
             scale: None,
             map: None,
@@ -417,6 +419,12 @@ impl Column {
     /// `target`: the target column, when it is named otherwise.
     pub fn target(mut self, target: &str) -> Column {
         self.target = Some(target.into());
+        self
+    }
+
+    /// `was`: the names the target column had before.
+    pub fn was(mut self, names: impl IntoIterator<Item = impl AsRef<str>>) -> Column {
+        self.was = strings(names);
         self
     }
 
@@ -489,6 +497,9 @@ impl Column {
             if let Some(v) = v {
                 let _ = writeln!(s, "{k} = {}", quoted(v));
             }
+        }
+        if !self.was.is_empty() {
+            let _ = writeln!(s, "was = {}", list(&self.was));
         }
         if let Some(scale) = self.scale {
             let _ = writeln!(s, "scale = {scale}");

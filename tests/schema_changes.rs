@@ -1,0 +1,120 @@
+//! The target's schema changes after the switch (RUNBOOK B1a): a column
+//! renamed, added, dropped, a table rebuilt. Each after `journal install`,
+//! then the application's writes, `fence on` and the replay: the source
+//! ends equal to an oracle the test computes on its own, from the writes it
+//! made, never from what cutover read.
+
+mod support;
+
+use rusqlite::types::Value;
+use support::{Column, Dir, Layout, Spec, Table, each_layout};
+
+/// The running example with `cents` renamed to `amount_cents` in the
+/// target, the spec naming the column it was.
+fn renamed_spec() -> Spec {
+    Spec::new().table(
+        Table::new("orders")
+            .key(["id"])
+            .column(
+                Column::new("dollars")
+                    .target("amount_cents")
+                    .was(["cents"])
+                    .decimal(2),
+            )
+            .column(
+                Column::new("status")
+                    .target("status")
+                    .map([("A", "active"), ("C", "closed")]),
+            ),
+    )
+}
+
+fn text(s: &str) -> Value {
+    Value::Text(s.into())
+}
+
+/// The source's orders as the test expects them: `(id, dollars, status)`.
+fn oracle(rows: &[(i64, &str, &str)]) -> Vec<Vec<Value>> {
+    rows.iter()
+        .map(|(id, d, s)| vec![Value::Integer(*id), text(d), text(s)])
+        .collect()
+}
+
+/// A column renamed after `journal install`: `status` says how to name it
+/// in the spec (`target` the new name, `was` the old); once the journal is
+/// installed again under that spec, entries recorded under either name are
+/// replayed, and the source ends as the test's oracle, the reconciliation
+/// clean (exit 0).
+fn a_renamed_column_round_trips(layout: Layout) {
+    let d = Dir::orders_loaded_on(layout, "renamed-column");
+    d.run(&["journal", "install"], 0);
+    // Recorded under the name `cents`.
+    d.client(
+        "target.db",
+        "UPDATE orders SET cents = 1400 WHERE id = 101;
+         INSERT INTO orders (id, cents, status) VALUES (104, 900, 'active');
+         DELETE FROM orders WHERE id = 103;",
+    );
+    d.client(
+        "target.db",
+        "ALTER TABLE orders RENAME COLUMN cents TO amount_cents",
+    );
+    let st = d.run(&["status"], 1);
+    assert!(
+        st.all()
+            .contains("set target = \"amount_cents\" and was = [\"cents\"]"),
+        "{layout}: {st}"
+    );
+
+    d.spec(&renamed_spec());
+    d.run(&["journal", "install"], 0);
+    // Recorded under the name `amount_cents`.
+    d.client(
+        "target.db",
+        "UPDATE orders SET amount_cents = 2500 WHERE id = 104;
+         INSERT INTO orders (id, amount_cents, status) VALUES (105, 1, 'closed');
+         UPDATE orders SET status = 'closed' WHERE id = 101;",
+    );
+    d.run(&["fence", "on"], 0);
+    let rep = d.json(&["replay"], 0);
+    assert_eq!(rep["applied"], 6, "{layout}: {rep}");
+    assert_eq!(
+        d.dump("source.db", "orders"),
+        oracle(&[
+            (101, "14.00", "C"),
+            (102, "7.50", "C"),
+            (104, "25.00", "A"),
+            (105, "0.01", "C"),
+        ]),
+        "{layout}"
+    );
+}
+each_layout!(a_renamed_column_round_trips: [sqlite, sqlite_to_pg, pg_to_pg]);
+
+/// Without `was`, entries recorded under the old name are refused before
+/// anything is written (exit 2), and the message names the way: the new
+/// name as target, the old one in `was`.
+fn a_rename_without_was_is_refused_with_the_way(layout: Layout) {
+    let d = Dir::orders_loaded_on(layout, "rename-without-was");
+    d.run(&["journal", "install"], 0);
+    d.client("target.db", "UPDATE orders SET cents = 1400 WHERE id = 101");
+    d.client(
+        "target.db",
+        "ALTER TABLE orders RENAME COLUMN cents TO amount_cents",
+    );
+    d.spec(
+        &Spec::new().table(Table::orders().edit_column("dollars", |c| c.target("amount_cents"))),
+    );
+    d.run(&["journal", "install"], 0);
+    d.run(&["fence", "on"], 0);
+    let before = d.dump("source.db", "orders");
+    let out = d.cutover(&["replay"]).expect(2);
+    assert!(
+        out.stderr
+            .contains("recorded the columns id, cents, status")
+            && out.stderr.contains("was = ["),
+        "{layout}: {out}"
+    );
+    assert_eq!(d.dump("source.db", "orders"), before, "{layout}");
+}
+each_layout!(a_rename_without_was_is_refused_with_the_way: [sqlite, pg_to_pg]);
