@@ -210,7 +210,7 @@ fn a_format_1_fence_still_verifies() {
 import hashlib, json, sqlite3, struct
 con = sqlite3.connect("target.db", isolation_level=None)
 parts = json.loads(con.execute("SELECT parts FROM _cutover_fence").fetchone()[0])
-assert parts.pop("version") == 2
+assert parts.pop("version") == 3
 h = hashlib.sha256()
 def text(s):
     b = s.encode()

@@ -118,3 +118,82 @@ fn a_rename_without_was_is_refused_with_the_way(layout: Layout) {
     assert_eq!(d.dump("source.db", "orders"), before, "{layout}");
 }
 each_layout!(a_rename_without_was_is_refused_with_the_way: [sqlite, pg_to_pg]);
+
+/// A column added to the target after `journal install`, and then to the
+/// source and the spec while the fence is on: the fence's fingerprint covers
+/// the target's rows and definitions, not the spec's column list, so the
+/// fence stays intact (`fence status` exit 0) and nothing is called a breach.
+fn a_spec_change_is_not_a_breach(layout: Layout) {
+    let d = Dir::orders_loaded_on(layout, "spec-change");
+    d.run(&["journal", "install"], 0);
+    d.client("target.db", "ALTER TABLE orders ADD COLUMN note TEXT");
+    d.client(
+        "target.db",
+        "UPDATE orders SET cents = 1400 WHERE id = 101;
+         UPDATE orders SET note = 'gift' WHERE id = 102;",
+    );
+    let on = d.run(&["fence", "on"], 0);
+    assert!(on.all().contains("note"), "{layout}: the drift: {on}");
+    d.exec("source.db", "ALTER TABLE orders ADD COLUMN note TEXT");
+    d.spec(&Spec::new().table(Table::orders().column(Column::new("note"))));
+    let st = d.json(&["fence", "status"], 0);
+    assert_eq!(st["intact"], true, "{layout}: {st}");
+    assert!(st.get("breach").is_none(), "{layout}: {st}");
+}
+each_layout!(a_spec_change_is_not_a_breach: [sqlite, pg_to_pg]);
+
+/// A fence set in format 2 (by the previous version: the rows read as the
+/// spec maps them, the tag `cutover-fence-2`) still verifies, byte for byte
+/// as docs/journal.md gives it; the replay goes through.
+#[test]
+fn a_format_2_fence_still_verifies() {
+    let d = Dir::orders_fenced("format-2");
+    let (code, out) = support::python(
+        d.path(),
+        r#"
+import hashlib, json, sqlite3, struct
+con = sqlite3.connect("target.db", isolation_level=None)
+boundary, rows, tables, parts, fenced_at = con.execute(
+    "SELECT boundary, journal_rows, tables, parts, fenced_at FROM _cutover_fence").fetchone()
+parts = json.loads(parts)
+assert parts["version"] == 3
+parts["version"] = 2
+h = hashlib.sha256()
+def text(s):
+    b = s.encode()
+    h.update(struct.pack("<Q", len(b)))
+    h.update(b)
+text("cutover-fence-2")
+for name, sql in sorted(map(tuple, parts["schema"])):
+    text(name); text(sql)
+for table, digest in parts["content"]:
+    text(table); text(digest)
+h.update(struct.pack("<q", parts["journal_rows"]))
+h.update(struct.pack("<q", parts["max_seq"]))
+text(parts["digest"])
+h.update(struct.pack("<q", boundary))
+h.update(struct.pack("<q", rows))
+text(tables)
+text(fenced_at)
+guards = con.execute("SELECT name, sql FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = '_cutover_fence'").fetchall()
+con.execute("BEGIN")
+for name, _ in guards:
+    con.execute('DROP TRIGGER "%s"' % name.replace('"', '""'))
+con.execute("UPDATE _cutover_fence SET parts = ?, fingerprint = ?", (json.dumps(parts), h.hexdigest()))
+for _, sql in guards:
+    con.execute(sql)
+con.execute("COMMIT")
+src = sqlite3.connect("source.db", isolation_level=None)
+src.execute("DELETE FROM _cutover_fences")
+print("ok")
+"#,
+        &[],
+    );
+    assert_eq!(code, 0, "{out}");
+    let st = d.json(&["fence", "status"], 0);
+    assert_eq!(st["intact"], true, "{st}");
+    assert_eq!(st["format"], 2, "{st}");
+    d.run(&["fence", "on"], 0);
+    d.run(&["replay"], 0);
+    assert_eq!(d.applied_entries("source.db"), 3);
+}

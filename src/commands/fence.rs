@@ -28,9 +28,12 @@ const FENCE_TABLE: &str = "_cutover_fence";
 /// The format of the fingerprints `fence on` writes now. Format 1 (a fence
 /// set before the record was covered; its `parts` carry no `version`) hashes
 /// the schema, the rows and the journal; format 2 hashes the same parts and
-/// the fence record itself (boundary, entries, tables, time). docs/journal.md
-/// gives both byte for byte; a fence is checked in the format it was set in.
-pub const FORMAT: u32 = 2;
+/// the fence record itself (boundary, entries, tables, time); format 3 is
+/// format 2 with each table's rows read as the table holds them (every
+/// column, in the table's order) rather than as the spec maps them, so that
+/// a change of the spec is no breach. docs/journal.md gives each byte for
+/// byte; a fence is checked in the format it was set in.
+pub const FORMAT: u32 = 3;
 
 fn format_one() -> u32 {
     1
@@ -104,29 +107,33 @@ fn journal_gone(db: &Db) -> Result<bool> {
 
 impl Fingerprint {
     /// Reads the fingerprint of a spec's fenced tables now: a scan of each.
-    pub fn read(db: &Db, spec: &Spec) -> Result<Fingerprint> {
-        Fingerprint::with_content_part(db, spec, Fingerprint::content(db, spec))
+    pub fn read(db: &Db, spec: &Spec, format: u32) -> Result<Fingerprint> {
+        let content = Fingerprint::content(db, spec, format);
+        Fingerprint::with_content_part(db, spec, format, content)
     }
 
     /// [`Fingerprint::read`] of the spec's target, with the journal digested
     /// over a second connection on its own thread while this one reads the
     /// tables. For a target outside any transaction of this process: a
     /// write between the two reads shows as a difference, as any other.
-    pub fn read_beside(db: &Db, spec: &Spec) -> Result<Fingerprint> {
+    pub fn read_beside(db: &Db, spec: &Spec, format: u32) -> Result<Fingerprint> {
         std::thread::scope(|scope| {
             let journal = scope.spawn(|| -> Result<Part<String>> {
                 let other = Db::open(&spec.target, crate::db::Access::Read, "target")?;
                 Ok(Fingerprint::journal_digest(&other))
             });
-            let content = Fingerprint::content(db, spec);
+            let content = Fingerprint::content(db, spec, format);
             let digest = journal
                 .join()
                 .map_err(|_| anyhow::anyhow!("the journal digest panicked"))??;
-            Fingerprint::with_digests(db, spec, content, digest)
+            Fingerprint::with_digests(db, spec, format, content, digest)
         })
     }
 
-    fn content(db: &Db, spec: &Spec) -> Part<Vec<(String, String)>> {
+    /// The rows' digests. Formats 1 and 2 read the columns the spec maps,
+    /// in its order; format 3 the key the spec names, then every other
+    /// column of the table in the table's order, whatever the spec maps.
+    fn content(db: &Db, spec: &Spec, format: u32) -> Part<Vec<(String, String)>> {
         let mut failed = None;
         let value = spec
             .tables
@@ -135,7 +142,21 @@ impl Fingerprint {
             // the spec says: that is a difference. A query that fails on a
             // table that is there is no difference: it is kept as a failure.
             .map(|t| {
-                let d = match db.digest_rows(&db.target_sql(t)) {
+                let rows = if format >= 3 {
+                    db.table_columns(&t.target_table).and_then(|cols| {
+                        let key: Vec<&str> = t.target_names()[..t.key_len].to_vec();
+                        let mut names = key.clone();
+                        names.extend(
+                            cols.iter()
+                                .map(|c| c.name.as_str())
+                                .filter(|c| !key.contains(c)),
+                        );
+                        db.digest_rows(&db.table_sql(&t.target_table, &names, t.key_len, None))
+                    })
+                } else {
+                    db.digest_rows(&db.target_sql(t))
+                };
+                let d = match rows {
                     Ok(d) => d,
                     Err(e) => {
                         let p =
@@ -177,11 +198,13 @@ impl Fingerprint {
     pub fn with_content(
         db: &Db,
         spec: &Spec,
+        format: u32,
         content: Vec<(String, String)>,
     ) -> Result<Fingerprint> {
         Fingerprint::with_content_part(
             db,
             spec,
+            format,
             Part {
                 value: content,
                 failed: None,
@@ -192,14 +215,16 @@ impl Fingerprint {
     fn with_content_part(
         db: &Db,
         spec: &Spec,
+        format: u32,
         content: Part<Vec<(String, String)>>,
     ) -> Result<Fingerprint> {
-        Fingerprint::with_digests(db, spec, content, Fingerprint::journal_digest(db))
+        Fingerprint::with_digests(db, spec, format, content, Fingerprint::journal_digest(db))
     }
 
     fn with_digests(
         db: &Db,
         spec: &Spec,
+        format: u32,
         content: Part<Vec<(String, String)>>,
         digest: Part<String>,
     ) -> Result<Fingerprint> {
@@ -226,7 +251,7 @@ impl Fingerprint {
         };
         let (journal_rows, max_seq) = extent.value;
         Ok(Fingerprint {
-            version: FORMAT,
+            version: format,
             // The catalogue's answer: a query that fails here fails the command.
             schema: db.schema_of(&names)?,
             content: content.value,
@@ -276,12 +301,22 @@ impl Fingerprint {
     /// each, little-endian), the fenced tables (JSON) and the time, each
     /// with its length (docs/journal.md).
     pub fn hash_v2(&self, record: &FenceRecord) -> String {
+        self.hash_tagged("cutover-fence-2", record)
+    }
+
+    /// Format 3: format 2's bytes under the tag `cutover-fence-3`; what
+    /// differs is how the rows' digests were read ([`Fingerprint::content`]).
+    pub fn hash_v3(&self, record: &FenceRecord) -> String {
+        self.hash_tagged("cutover-fence-3", record)
+    }
+
+    fn hash_tagged(&self, tag: &str, record: &FenceRecord) -> String {
         let mut h = Sha256::new();
         let text = |h: &mut Sha256, s: &str| {
             h.update((s.len() as u64).to_le_bytes());
             h.update(s.as_bytes());
         };
-        text(&mut h, "cutover-fence-2");
+        text(&mut h, tag);
         // Sorted by name, then definition: the catalogue lists parts of one
         // name (a trigger on every table) in no fixed order.
         let mut schema = self.schema.clone();
@@ -403,7 +438,8 @@ impl FenceRow {
                 }
                 now.hash()
             }
-            _ => now.hash_v2(&self.record),
+            2 => now.hash_v2(&self.record),
+            _ => now.hash_v3(&self.record),
         }
     }
 
@@ -439,7 +475,7 @@ impl FenceRow {
     /// Whether the target still matches the fence (a scan of the fenced
     /// tables); if not, what changed.
     pub fn breach(&self, target: &Db, spec: &Spec) -> Result<Option<String>> {
-        self.judge(target, &Fingerprint::read(target, spec)?)
+        self.judge(target, &Fingerprint::read(target, spec, self.format)?)
     }
 
     /// The target's record against the copy the source keeps.
@@ -571,7 +607,7 @@ impl Watch {
         }
         drop(source);
         let change_token = target.change_token()?;
-        let now = Fingerprint::read_beside(target, spec)?;
+        let now = Fingerprint::read_beside(target, spec, fence.format)?;
         if let Some(what) = fence.judge(target, &now)? {
             return Ok(Err(format!(
                 "fence breached: {what} (fenced at {}); nothing was replayed. Find what wrote to the target, then re-plan the rollback",
@@ -599,7 +635,7 @@ impl Watch {
         // Another connection committed: a breach only if what the fence
         // protects changed (a commit to another table, VACUUM or ANALYZE
         // move the change token too).
-        let now = Fingerprint::read(target, spec)?;
+        let now = Fingerprint::read(target, spec, self.fence.format)?;
         if self.fence.judge(target, &now)?.is_none() {
             self.change_token = v;
             return Ok(None);
@@ -632,7 +668,13 @@ impl Watch {
         // Other commits (another table, VACUUM, ANALYZE) move the change token
         // too: what counts is whether the rows the reconcile read, and the
         // schema and journal now, are still what the fence recorded.
-        let now = Fingerprint::with_content(target, spec, content)?;
+        // The reconcile read the columns the spec maps, as formats 1 and 2
+        // do; a fence of format 3 reads the tables as they are.
+        let now = if self.fence.format >= 3 {
+            Fingerprint::read(target, spec, self.fence.format)?
+        } else {
+            Fingerprint::with_content(target, spec, self.fence.format, content)?
+        };
         if self.fence.judge(target, &now)?.is_none() {
             return Ok(None);
         }
@@ -864,7 +906,7 @@ pub fn on(spec: &Spec) -> Result<FenceReport> {
             target.install_fence_triggers(t, &fence_message(t))?;
         }
         target.install_fence_guard(&fence_message(FENCE_TABLE))?;
-        let fp = Fingerprint::read(&target, spec)?;
+        let fp = Fingerprint::read(&target, spec, FORMAT)?;
         if let Some(failed) = &fp.failed {
             bail!("{failed}");
         }
@@ -876,7 +918,7 @@ pub fn on(spec: &Spec) -> Result<FenceReport> {
             parts: serde_json::to_string(&fp)?,
             fenced_at: target.now()?,
         };
-        record.fingerprint = fp.hash_v2(&record);
+        record.fingerprint = fp.hash_v3(&record);
         target.set_fence_row(&record)?;
         let guard = target.install_ddl_guard(
             "cutover fence: the schema of cutover's tables cannot change while the target is fenced; lift the fence only with `cutover fence off`",
