@@ -116,7 +116,7 @@ pub fn drift(spec: &Spec, target: &Db) -> Result<Vec<String>> {
             .collect();
         if !extra.is_empty() {
             out.push(format!(
-                "table {} has columns the spec does not map: {} (writes to them are not journaled; map them in the spec and run `cutover journal install` again)",
+                "table {} has columns the spec does not map: {} (writes to them are not journaled; add them to the source, map them in the spec and run `cutover journal install` again: replay reports the values written before then as not journaled, by key)",
                 t.target_table,
                 extra.join(", ")
             ));
@@ -368,8 +368,14 @@ pub fn render(rep: &JournalReport) -> String {
 /// recorded its columns in.
 pub struct Reader {
     /// Per image id: the spec table index and, per spec column, its position
-    /// in the image.
-    images: std::collections::HashMap<i64, (usize, Vec<usize>)>,
+    /// in the image (`None`: the image did not record it).
+    images: std::collections::HashMap<i64, (usize, Vec<Option<usize>>)>,
+    /// Images that cannot be read under the spec (a key column missing, or
+    /// columns the spec does not map): their entries are refused.
+    refused: std::collections::HashSet<i64>,
+    /// Spec columns, as (table index, target name), that some image did not
+    /// record: the table gained them after the image's `journal install`.
+    unjournaled: Vec<(usize, String)>,
 }
 
 /// Whether a column an image recorded is spec column `c`: by its name now
@@ -390,36 +396,55 @@ pub struct Entry {
 impl Reader {
     pub fn new(spec: &Spec, target: &Db) -> Result<Reader> {
         let mut images = std::collections::HashMap::new();
+        let mut refused = std::collections::HashSet::new();
+        let mut unjournaled: Vec<(usize, String)> = Vec::new();
         for jt in target.journal_tables()? {
             let Some(ti) = spec.tables.iter().position(|t| t.name == jt.tbl) else {
                 continue;
             };
             let t = &spec.tables[ti];
-            let mut order = Vec::new();
-            for c in &t.columns {
-                // Its name now first, then the names it had.
-                let by_name = jt.columns.iter().position(|x| *x == c.target);
-                let Some(i) = by_name.or_else(|| jt.columns.iter().position(|x| names(c, x)))
-                else {
-                    order.clear();
-                    break;
-                };
-                order.push(i);
-            }
-            let extra: Vec<&String> = jt
+            // Each spec column by its name now, else by a name it had.
+            let order: Vec<Option<usize>> = t
                 .columns
                 .iter()
-                .filter(|x| !t.columns.iter().any(|c| names(c, x)))
+                .map(|c| {
+                    jt.columns
+                        .iter()
+                        .position(|x| *x == c.target)
+                        .or_else(|| jt.columns.iter().position(|x| names(c, x)))
+                })
                 .collect();
-            if order.len() == t.columns.len() && extra.is_empty() {
-                images.insert(jt.img, (ti, order));
-            } else {
+            let extra = jt
+                .columns
+                .iter()
+                .any(|x| !t.columns.iter().any(|c| names(c, x)));
+            // A column added to the table after this image was installed
+            // has no value in its entries; a key column always has one.
+            if extra || order[..t.key_len].iter().any(Option::is_none) {
                 // Entries of this image are refused when read, with the
                 // columns that differ.
-                images.insert(jt.img, (ti, Vec::new()));
+                refused.insert(jt.img);
             }
+            for (c, at) in t.columns.iter().zip(&order) {
+                let col = (ti, c.target.clone());
+                if at.is_none() && !unjournaled.contains(&col) {
+                    unjournaled.push(col);
+                }
+            }
+            images.insert(jt.img, (ti, order));
         }
-        Ok(Reader { images })
+        Ok(Reader {
+            images,
+            refused,
+            unjournaled,
+        })
+    }
+
+    /// Spec columns, as (table index, target column), that entries of some
+    /// image of the journal carry no value for: the column was added to the
+    /// table after that image's `journal install`. Replay takes them as NULL.
+    pub fn unjournaled(&self) -> &[(usize, String)] {
+        &self.unjournaled
     }
 
     /// The entry in the spec's terms.
@@ -437,7 +462,7 @@ impl Reader {
             );
         };
         let t = &spec.tables[*ti];
-        if order.is_empty() {
+        if self.refused.contains(&e.img) {
             let jt = target
                 .journal_tables()?
                 .into_iter()
@@ -477,7 +502,10 @@ impl Reader {
             r.map(|mut row| {
                 order
                     .iter()
-                    .map(|&i| std::mem::replace(&mut row[i], crate::value::Value::Null))
+                    .map(|i| match i {
+                        Some(i) => std::mem::replace(&mut row[*i], crate::value::Value::Null),
+                        None => crate::value::Value::Null,
+                    })
                     .collect::<crate::value::Row>()
             })
         };

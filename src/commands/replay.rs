@@ -92,6 +92,11 @@ pub struct ReplayReport {
     /// source's triggers and rules that fired and set a differing column.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub causes: Vec<String>,
+    /// Columns added to a target table after `journal install`, mapped
+    /// since: the keys whose value the journal never saw, as the closing
+    /// reconciliation found them differing.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unjournaled: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
 }
@@ -102,9 +107,9 @@ pub struct ReplayReport {
 pub enum Replay {
     /// The replay's report; a dry run gives it too when the fence is found
     /// breached before anything is planned.
-    Ran(ReplayReport),
+    Ran(Box<ReplayReport>),
     /// `--dry-run`: the plan, and what the rolled-back replay met.
-    DryRun(DryRunReport),
+    DryRun(Box<DryRunReport>),
 }
 
 impl Report for Replay {
@@ -460,11 +465,11 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
     if dry_run && source.is_read_only()? {
         // A source this process may not write cannot host the rolled-back
         // replay: the plan alone, and say so.
-        return Ok(Replay::DryRun(DryRunReport {
+        return Ok(Replay::DryRun(Box::new(DryRunReport {
             plan: planned.context("a dry run has its plan")?,
             tried: None,
             source: source.location().to_string(),
-        }));
+        })));
     }
     // A dry run goes on past a conflict, leaving out every later entry of
     // that record, so that it lists every conflict the replay would meet.
@@ -486,6 +491,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         refused: Vec::new(),
         reconciliation: None,
         causes: Vec::new(),
+        unjournaled: Vec::new(),
         summary: None,
     };
     // The source's triggers, rules and foreign-key actions: what the role
@@ -514,7 +520,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         let refused = refused_by_actions(spec, &source, &target, &policy, last_applied, boundary)?;
         if !refused.is_empty() {
             if let Some(plan) = planned {
-                return Ok(Replay::DryRun(DryRunReport {
+                return Ok(Replay::DryRun(Box::new(DryRunReport {
                     plan,
                     tried: Some(DryRunTried {
                         verdict: Verdict::Fail,
@@ -524,10 +530,10 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
                         reconciliation: None,
                     }),
                     source: source.location().to_string(),
-                }));
+                })));
             }
             rep.refused = refused;
-            return Ok(Replay::Ran(rep));
+            return Ok(Replay::Ran(Box::new(rep)));
         }
     }
     policy.hold(&source)?;
@@ -629,6 +635,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         rep.breach = watch.verify(&target, spec, std::mem::take(&mut rec.target_digests))?;
         rep.summary = Some(crate::commands::gate::summary(spec, &rec));
         rep.causes = causes(spec, &policy, &rec);
+        rep.unjournaled = unjournaled(spec, &target, &rec)?;
         if rec.clean() && rep.breach.is_none() && rep.foreign_keys.is_empty() {
             rep.verdict = Verdict::Pass;
         }
@@ -639,7 +646,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
             source.rollback();
             sequences.restore(&source)?;
             let would_pass = conflicts.is_empty() && rep.verdict == Verdict::Pass;
-            Ok(Replay::DryRun(DryRunReport {
+            Ok(Replay::DryRun(Box::new(DryRunReport {
                 plan,
                 tried: Some(DryRunTried {
                     verdict: Verdict::of(would_pass),
@@ -649,7 +656,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
                     reconciliation: rep.reconciliation,
                 }),
                 source: source.location().to_string(),
-            }))
+            })))
         }
         None => {
             crate::commands::fence::record_replay(
@@ -664,7 +671,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
                     summary: rep.summary.as_deref(),
                 },
             )?;
-            Ok(Replay::Ran(rep))
+            Ok(Replay::Ran(Box::new(rep)))
         }
     }
 }
@@ -955,6 +962,38 @@ fn refused_by_actions(
     Ok(out)
 }
 
+/// The keys whose value of a column added to the target after `journal
+/// install` the journal never saw: entries recorded before the column was
+/// journaled carry none (replay took it as NULL), and the reconciliation
+/// found the source differing there. One line per column.
+fn unjournaled(spec: &Spec, target: &Db, rec: &reconcile::Reconciliation) -> Result<Vec<String>> {
+    let reader = crate::commands::journal::Reader::new(spec, target)?;
+    let mut out = Vec::new();
+    for (ti, col) in reader.unjournaled() {
+        let t = &spec.tables[*ti];
+        let keys: Vec<String> = rec
+            .diffs
+            .iter()
+            .filter(|d| d.table == t.name && d.column.as_deref() == Some(col.as_str()))
+            .map(|d| d.key.to_string())
+            .collect();
+        if keys.is_empty() {
+            continue;
+        }
+        out.push(format!(
+            "column '{col}' of table '{}' was added after `journal install`: its values written before the journal was installed again are not journaled, keys {}{} (the entries recorded before carry no value for it, which replay takes as NULL). Copy them into the source by hand, then run `cutover replay` again",
+            t.target_table,
+            keys.join(", "),
+            if rec.diffs_found as usize > rec.diffs.len() {
+                " (and perhaps more, past the differences listed)"
+            } else {
+                ""
+            }
+        ));
+    }
+    Ok(out)
+}
+
 /// What the closing reconciliation's differences can be traced to: for each
 /// differing column, the source's triggers and rules that fired on replay's
 /// writes and set it. Only what cutover can see is named.
@@ -982,7 +1021,7 @@ fn causes(spec: &Spec, policy: &Policy, rec: &reconcile::Reconciliation) -> Vec<
 }
 
 fn breached(breach: String, boundary: i64, entries: i64) -> Result<Replay> {
-    Ok(Replay::Ran(ReplayReport {
+    Ok(Replay::Ran(Box::new(ReplayReport {
         verdict: Verdict::Fail,
         boundary,
         entries,
@@ -998,8 +1037,9 @@ fn breached(breach: String, boundary: i64, entries: i64) -> Result<Replay> {
         refused: Vec::new(),
         reconciliation: None,
         causes: Vec::new(),
+        unjournaled: Vec::new(),
         summary: None,
-    }))
+    })))
 }
 
 /// A row of a report, given in target form, as the source would hold it:
@@ -1114,8 +1154,13 @@ fn render_replay(spec: &Spec, rep: &ReplayReport) -> String {
         for c in &rep.causes {
             text.push_str(&format!("cause: {c}\n"));
         }
+        for u in &rep.unjournaled {
+            text.push_str(&format!("not journaled: {u}\n"));
+        }
         text.push_str(&if holds {
             "replay: done; the source holds exactly the target's data. Switch the application back to the source and keep the fence on\n".to_string()
+        } else if !rep.unjournaled.is_empty() {
+            "replay: FAIL; every entry is applied, but the source does not reconcile with the target: values the journal never saw (above). Copy them into the source, then run `cutover replay` again; do not switch back yet\n".to_string()
         } else if !rep.causes.is_empty() {
             "replay: FAIL; the source does not reconcile with the target after the replay: the causes above changed what replay wrote. Give them a replay_policy in the spec (suppress), correct the rows by hand, then run `cutover replay` again; do not switch back yet\n".to_string()
         } else if rec.clean() {

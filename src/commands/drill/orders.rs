@@ -463,7 +463,7 @@ fn steps(d: &mut Drill, inject: bool, last: Step, servers: &Servers, keep: bool)
 /// other kind).
 fn replay_now(spec: &Spec) -> Result<crate::commands::replay::ReplayReport> {
     match replay::run(spec, 1000, false, 20)? {
-        Replay::Ran(r) => Ok(r),
+        Replay::Ran(r) => Ok(*r),
         Replay::DryRun(_) => anyhow::bail!("a replay reported as a dry run"),
     }
 }
