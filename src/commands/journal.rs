@@ -319,7 +319,8 @@ pub fn render(rep: &JournalReport) -> String {
                 "journal: already installed and up to date; nothing changed\n".to_string()
             } else {
                 format!(
-                    "journal: installed ({} triggers created or replaced); every insert, update and delete on the target is now recorded\n",
+                    "journal: installed ({} triggers created or replaced); every insert, update and delete on the target is now recorded\n\
+                     journal: its triggers name every column the spec maps. To drop one of them, take it out of the spec first (the source column in ignore, the target column default = true) and run `cutover journal install` again, then drop it: on SQLite ALTER TABLE … DROP COLUMN fails while the triggers name it, on PostgreSQL every write to the table fails after it until the journal is installed again (RUNBOOK B1a)\n",
                     rep.triggers_changed
                 )
             };
@@ -414,10 +415,16 @@ impl Reader {
                         .or_else(|| jt.columns.iter().position(|x| names(c, x)))
                 })
                 .collect();
-            let extra = jt
-                .columns
-                .iter()
-                .any(|x| !t.columns.iter().any(|c| names(c, x)));
+            // A recorded column the spec no longer maps is left out when the
+            // table dropped it since, or the spec leaves it to the target
+            // (`default = true`, as before a drop): it is carried back no
+            // more than the target keeps it.
+            let now = target.table_columns(&t.target_table)?;
+            let extra = jt.columns.iter().any(|x| {
+                !t.columns.iter().any(|c| names(c, x))
+                    && !t.target_defaults.contains(x)
+                    && now.iter().any(|c| c.name == *x)
+            });
             // A column added to the table after this image was installed
             // has no value in its entries; a key column always has one.
             if extra || order[..t.key_len].iter().any(Option::is_none) {
@@ -474,14 +481,19 @@ impl Reader {
                 .filter(|c| !jt.columns.iter().any(|x| names(c, x)))
                 .map(|c| c.target.as_str())
                 .collect();
+            let now = target.table_columns(&t.target_table)?;
             let extra: Vec<&str> = jt
                 .columns
                 .iter()
                 .map(String::as_str)
-                .filter(|x| !t.columns.iter().any(|c| names(c, x)))
+                .filter(|x| {
+                    !t.columns.iter().any(|c| names(c, x))
+                        && !t.target_defaults.iter().any(|d| d == x)
+                        && now.iter().any(|c| c.name == *x)
+                })
                 .collect();
             bail!(
-                "journal entry seq {} of table '{}' recorded the columns {} but the spec maps {}{}{}; replay with a spec that maps the columns the journal recorded (a column renamed since: its new name as target, its old one in was = [\"…\"]; a dropped one: keep its mapping until the rollback is done)",
+                "journal entry seq {} of table '{}' recorded the columns {} but the spec maps {}{}{}; replay with a spec that maps the columns the journal recorded (a column renamed since: its new name as target, its old one in was = [\"…\"]; a column the spec no longer maps: drop it from the target, or keep it mapped until the rollback is done)",
                 e.seq,
                 t.name,
                 jt.columns.join(", "),
