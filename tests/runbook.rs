@@ -30,10 +30,22 @@ const STEPS: &[&str] = &[
 struct Cmd {
     /// 1-based line in RUNBOOK.md.
     line: usize,
-    /// The arguments after `cutover`.
+    /// The arguments after `cutover` (none for a step that is not cutover's).
     args: Vec<String>,
     /// The exit code the runbook promises.
     exits: i32,
+    /// A step that is not a cutover command.
+    other: Option<Other>,
+}
+
+/// What a part does besides running cutover: the application's SQL on a
+/// database of the folder (a ```` ```sql target.db ```` block, run through
+/// Python's `sqlite3` as the application would), or the spec as the
+/// operator edits it (a ```` ```toml spec.toml ```` block: the whole file).
+#[derive(Debug)]
+enum Other {
+    Sql { db: String, script: String },
+    Spec(String),
 }
 
 /// One practisable part.
@@ -90,6 +102,7 @@ fn parse_command(line_no: usize, line: &str) -> Result<Cmd, String> {
         line: line_no,
         args,
         exits,
+        other: None,
     })
 }
 
@@ -97,14 +110,47 @@ fn parse_command(line_no: usize, line: &str) -> Result<Cmd, String> {
 fn parse(text: &str) -> Result<Vec<Part>, String> {
     let mut parts: Vec<Part> = Vec::new();
     let mut block: Option<String> = None;
+    // The body of a `sql DB` or `toml spec.toml` block, from its line.
+    let mut body: Option<(usize, String)> = None;
     for (i, raw) in text.lines().enumerate() {
         let n = i + 1;
         let line = raw.trim();
         if let Some(info) = line.strip_prefix("```") {
             block = match block {
-                None => Some(info.trim().to_string()),
-                Some(_) => None,
+                None => {
+                    let info = info.trim();
+                    if info.starts_with("sql ") || info == "toml spec.toml" {
+                        body = Some((n, String::new()));
+                    }
+                    Some(info.to_string())
+                }
+                Some(info) => {
+                    if let Some((at, text)) = body.take() {
+                        let other = match info.strip_prefix("sql ") {
+                            Some(db) => Other::Sql {
+                                db: db.trim().to_string(),
+                                script: text,
+                            },
+                            None => Other::Spec(text),
+                        };
+                        let part = parts.last_mut().ok_or_else(|| {
+                            format!("RUNBOOK.md line {at}: a `{info}` block before the first `{PRACTISE}` line")
+                        })?;
+                        part.commands.push(Cmd {
+                            line: at,
+                            args: Vec::new(),
+                            exits: 0,
+                            other: Some(other),
+                        });
+                    }
+                    None
+                }
             };
+            continue;
+        }
+        if let Some((_, text)) = &mut body {
+            text.push_str(raw);
+            text.push('\n');
             continue;
         }
         match &block {
@@ -164,6 +210,26 @@ fn run_in(args: &[String], cwd: &Path, fault: Option<&str>) -> Output {
         cmd.env("CUTOVER_FAULT", f);
     }
     cmd.output()
+}
+
+/// Runs a step that is not cutover's in the part's folder.
+fn run_other(other: &Other, dir: &Path) -> Result<(), String> {
+    match other {
+        Other::Spec(text) => std::fs::write(dir.join("spec.toml"), text)
+            .map_err(|e| format!("writing spec.toml: {e}")),
+        Other::Sql { db, script } => {
+            let (code, out) = support::python(
+                dir,
+                "import sqlite3, sys\ncon = sqlite3.connect(sys.argv[1], isolation_level=None)\ncon.executescript(sys.argv[2])\nprint('ok')\n",
+                &[db.as_str(), script.as_str()],
+            );
+            if code == 0 {
+                Ok(())
+            } else {
+                Err(format!("the application's SQL on {db} failed: {out}"))
+            }
+        }
+    }
 }
 
 fn words(s: &str) -> Vec<String> {
@@ -256,6 +322,26 @@ fn parser_reads_the_documented_format() {
     assert!(
         parse("Practise this part: cutover drill --keep rehearsal --stop-after lunch\n").is_err()
     );
+    // The application's SQL and the spec as edited are steps of the part.
+    let text = "Practise this part: cutover drill --keep rehearsal --stop-after writes\n```sql target.db\nALTER TABLE t ADD COLUMN c;\n```\n```toml spec.toml\n[source]\n```\n```toml\nnot a step\n```\n```sh\ncutover status --spec spec.toml   # exits 1\n```\n";
+    let parts = parse(text).unwrap();
+    let steps: Vec<String> = parts[0]
+        .commands
+        .iter()
+        .map(|c| match &c.other {
+            Some(Other::Sql { db, script }) => format!("sql {db}: {script}"),
+            Some(Other::Spec(t)) => format!("spec: {t}"),
+            None => c.args.join(" "),
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        vec![
+            "sql target.db: ALTER TABLE t ADD COLUMN c;\n",
+            "spec: [source]\n",
+            "status --spec spec.toml"
+        ]
+    );
 }
 
 #[test]
@@ -271,6 +357,16 @@ fn every_practisable_part_runs_as_documented() {
             }
         };
         for cmd in &part.commands {
+            if let Some(other) = &cmd.other {
+                if let Err(e) = run_other(other, &dir) {
+                    failures.push(format!(
+                        "RUNBOOK.md line {} (part from line {}): {e}",
+                        cmd.line, part.line
+                    ));
+                    break;
+                }
+                continue;
+            }
             let out = run_in(&cmd.args, &dir, None);
             if out.code != Some(cmd.exits) {
                 failures.push(format!(

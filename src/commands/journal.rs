@@ -114,7 +114,9 @@ pub fn drift(spec: &Spec, target: &Db) -> Result<Vec<String>> {
             .map(|c| c.target.as_str())
             .filter(|c| !cols.iter().any(|x| x.name == *c))
             .collect();
-        if !extra.is_empty() {
+        // One column gone and one new is said once, below, as a rename.
+        let renamed = missing.len() == 1 && extra.len() == 1;
+        if !extra.is_empty() && !renamed {
             out.push(format!(
                 "table {} has columns the spec does not map: {} (writes to them are not journaled; add them to the source, map them in the spec and run `cutover journal install` again: replay reports the values written before then as not journaled, by key)",
                 t.target_table,
@@ -420,14 +422,24 @@ impl Reader {
             // (`default = true`, as before a drop): it is carried back no
             // more than the target keeps it.
             let now = target.table_columns(&t.target_table)?;
-            let extra = jt.columns.iter().any(|x| {
-                !t.columns.iter().any(|c| names(c, x))
-                    && !t.target_defaults.contains(x)
-                    && now.iter().any(|c| c.name == *x)
-            });
+            let unmapped: Vec<&String> = jt
+                .columns
+                .iter()
+                .filter(|x| {
+                    !t.columns.iter().any(|c| names(c, x)) && !t.target_defaults.contains(x)
+                })
+                .collect();
+            let extra = unmapped.iter().any(|x| now.iter().any(|c| c.name == **x));
             // A column added to the table after this image was installed
-            // has no value in its entries; a key column always has one.
-            if extra || order[..t.key_len].iter().any(Option::is_none) {
+            // has no value in its entries; a key column always has one. A
+            // recorded column gone from the table while a spec column is
+            // missing from the image is a rename the spec does not name
+            // (`was`): never read as a drop and an add.
+            let missing = order.iter().any(Option::is_none);
+            if extra
+                || (missing && !unmapped.is_empty())
+                || order[..t.key_len].iter().any(Option::is_none)
+            {
                 // Entries of this image are refused when read, with the
                 // columns that differ.
                 refused.insert(jt.img);
@@ -489,7 +501,7 @@ impl Reader {
                 .filter(|x| {
                     !t.columns.iter().any(|c| names(c, x))
                         && !t.target_defaults.iter().any(|d| d == x)
-                        && now.iter().any(|c| c.name == *x)
+                        && (!missing.is_empty() || now.iter().any(|c| c.name == *x))
                 })
                 .collect();
             bail!(
