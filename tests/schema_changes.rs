@@ -377,3 +377,57 @@ fn a_dropped_column_in_the_sequence_that_works(layout: Layout) {
     );
 }
 each_layout!(a_dropped_column_in_the_sequence_that_works: [sqlite, sqlite_to_pg, pg_to_pg]);
+
+const REBUILD: &str = "
+CREATE TABLE orders_new (id INTEGER PRIMARY KEY, cents INTEGER NOT NULL, status TEXT NOT NULL);
+INSERT INTO orders_new (id, cents, status) SELECT id, cents, status FROM orders;
+DROP TABLE orders;
+ALTER TABLE orders_new RENAME TO orders;
+";
+
+/// A table rebuilt as Django and Alembic do it on SQLite (create new, copy,
+/// drop, rename) after `journal install`: the journal's triggers go with
+/// the old table, `status` raises the alarm (exit 1), `journal install`
+/// puts them back, and the entries recorded before the rebuild replay as
+/// they are: the source equals the oracle.
+fn a_rebuilt_table_is_journaled_again_after_the_install(layout: Layout) {
+    let d = Dir::orders_after_writes_on(layout, "rebuilt-table");
+    d.client("target.db", REBUILD);
+    let st = d.run(&["status"], 1);
+    assert!(
+        st.all().contains("journal triggers missing"),
+        "{layout}: {st}"
+    );
+    d.run(&["journal", "install"], 0);
+    d.run(&["status"], 0);
+    d.client(
+        "target.db",
+        "UPDATE orders SET cents = 2500 WHERE id = 104;
+         INSERT INTO orders (id, cents, status) VALUES (105, 1, 'closed');",
+    );
+    d.run(&["fence", "on"], 0);
+    d.run(&["replay"], 0);
+    assert_eq!(
+        d.dump("source.db", "orders"),
+        oracle(&[
+            (101, "14.00", "A"),
+            (102, "7.50", "C"),
+            (104, "25.00", "A"),
+            (105, "0.01", "C"),
+        ]),
+        "{layout}"
+    );
+}
+each_layout!(a_rebuilt_table_is_journaled_again_after_the_install: [sqlite, sqlite_to_pg, pg_to_pg]);
+
+/// The same rebuild under the fence is a breach: replay writes nothing.
+#[test]
+fn a_rebuild_under_the_fence_is_a_breach() {
+    let d = Dir::orders_fenced("rebuild-fenced");
+    let before = d.dump("source.db", "orders");
+    d.client("target.db", REBUILD);
+    let out = d.cutover(&["replay"]).output();
+    assert_ne!(out.code, Some(0), "{out}");
+    assert!(out.all().contains("fence breached"), "{out}");
+    assert_eq!(d.dump("source.db", "orders"), before);
+}
