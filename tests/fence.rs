@@ -90,8 +90,8 @@ fn the_fence_survives_the_process_that_set_it() {
         "SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND name LIKE '\\_cutover\\_fence\\_%' ESCAPE '\\'",
     );
     assert_eq!(
-        triggers, 15,
-        "three each on orders, the journal's table, its identity and its column lists, and three guarding the fence row"
+        triggers, 18,
+        "three each on orders, the journal's table, its list of entries, its identity and its column lists, and three guarding the fence row"
     );
     let err = d
         .try_exec("target.db", "DELETE FROM orders")

@@ -208,8 +208,8 @@ pub fn install(spec: &Spec) -> Result<JournalReport> {
                 }
             }
         }
-        // Every table's triggers compute the next seq over all journal
-        // tables: all of them exist before any trigger is written.
+        // Every image table exists (and an earlier cutover's journal is on
+        // the list of entries) before any trigger is written.
         for t in &spec.tables {
             target.image_for(&t.name, &t.target_table, &t.target_names())?;
         }

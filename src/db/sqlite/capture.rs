@@ -31,10 +31,11 @@ impl Capture for Sqlite {
     }
 
     /// The image id for `name` with these columns: the existing one when the
-    /// columns are the same, else a new one with its image tables.
-    /// Every table's triggers compute the next seq over all journal tables,
-    /// so all of them must exist before any trigger is written.
+    /// columns are the same, else a new one with its image tables. The
+    /// journal's list of entries comes first (and an earlier cutover's
+    /// journal is moved onto it).
     fn image_for(&self, name: &str, table: &str, columns: &[&str]) -> Result<i64> {
+        self.ensure_entries()?;
         let list = serde_json::to_string(columns)?;
         let found: Option<i64> = self
             .conn
@@ -69,7 +70,6 @@ impl Capture for Sqlite {
             quote_ident(&pending_table(img)),
             col_list(1..columns.len() + 1)
         ))?;
-        self.create_journal_view()?;
         Ok(img)
     }
 
@@ -190,18 +190,14 @@ impl Capture for Sqlite {
         self.count_triggers(&journal_trigger_names(table))
     }
 
-    /// The journal's image tables (before- and after-images), which the
-    /// fence guards like the journal itself.
+    /// The journal's image tables (before- and after-images) and its list
+    /// of entries, which the fence guards like the journal itself.
     fn journal_image_tables(&self) -> Result<Vec<String>> {
-        Ok(self
-            .journal_tables()?
-            .into_iter()
-            .flat_map(|t| {
-                journal_parts(t.img, t.columns.len())
-                    .into_iter()
-                    .map(|p| p.0)
-            })
-            .collect())
+        let mut out = self.image_tables()?;
+        if self.has_entry_list()? {
+            out.push(ENTRIES.to_string());
+        }
+        Ok(out)
     }
 
     /// The journal's identity, once `journal install` gave it one.
@@ -254,6 +250,20 @@ impl Capture for Sqlite {
 }
 
 impl Sqlite {
+    /// The journal's image tables (before- and after-images), in image
+    /// order.
+    pub(super) fn image_tables(&self) -> Result<Vec<String>> {
+        Ok(self
+            .journal_tables()?
+            .into_iter()
+            .flat_map(|t| {
+                journal_parts(t.img, t.columns.len())
+                    .into_iter()
+                    .map(|p| p.0)
+            })
+            .collect())
+    }
+
     /// The column sets the table holds unique: its primary key (or rowid
     /// alias) and every UNIQUE index that is neither partial nor on an
     /// expression. A REPLACE deletes the rows a new row collides with on any
@@ -298,42 +308,55 @@ impl Sqlite {
         Ok(sets)
     }
 
-    /// The view `_cutover_journal (seq, img, op)`: every entry of every
-    /// journal table.
-    pub(super) fn create_journal_view(&self) -> Result<()> {
-        let arms = self
-            .journal_tables()?
-            .iter()
-            .map(|t| {
-                format!(
-                    "SELECT seq, {} AS img, op FROM {}",
-                    t.img,
-                    quote_ident(&journal_parts(t.img, t.columns.len())[0].0)
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(" UNION ALL ");
-        self.conn.execute_batch(&format!(
-            "DROP VIEW IF EXISTS _cutover_journal; CREATE VIEW _cutover_journal AS {arms}"
-        ))?;
-        Ok(())
+    /// Whether the view `_cutover_journal` reads the list of entries
+    /// (`_cutover_journal_entries`). A journal installed by an earlier
+    /// cutover has no such list: its view is a UNION ALL of every journal
+    /// table, and each trigger took the next seq over all of them.
+    pub(super) fn has_entry_list(&self) -> Result<bool> {
+        let sql: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT sql FROM sqlite_schema WHERE type = 'view' AND name = '_cutover_journal'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(sql.is_some_and(|s| s.contains(ENTRIES)))
     }
 
-    /// The next seq, as a trigger computes it: one more than the largest of
-    /// every journal table.
-    pub(super) fn next_seq_sql(&self) -> Result<String> {
-        let arms = self
-            .journal_tables()?
-            .iter()
-            .map(|t| {
-                format!(
-                    "SELECT max(seq) AS m FROM {}",
-                    quote_ident(&journal_parts(t.img, t.columns.len())[0].0)
+    /// The list of entries `_cutover_journal_entries (seq, img, op)` and the
+    /// view `_cutover_journal` over it. A journal installed by an earlier
+    /// cutover is upgraded in place: its entries are copied into the list,
+    /// seq for seq, in the install's transaction, before its triggers are
+    /// replaced.
+    pub(super) fn ensure_entries(&self) -> Result<()> {
+        if self.has_entry_list()? {
+            return Ok(());
+        }
+        self.conn.execute_batch(&format!(
+            "CREATE TABLE IF NOT EXISTS {ENTRIES} (seq INTEGER PRIMARY KEY, img, op)"
+        ))?;
+        for t in self.journal_tables()? {
+            let first = &journal_parts(t.img, t.columns.len())[0].0;
+            if !self.has_table(first)? {
+                continue;
+            }
+            self.conn
+                .execute(
+                    &format!(
+                        "INSERT INTO {ENTRIES} (seq, img, op) SELECT seq, ?1, op FROM {} ORDER BY seq",
+                        quote_ident(first)
+                    ),
+                    [t.img],
                 )
-            })
-            .collect::<Vec<_>>()
-            .join(" UNION ALL ");
-        Ok(format!("coalesce((SELECT max(m) FROM ({arms})), 0) + 1"))
+                .with_context(|| {
+                    format!("moving the entries of {first} onto the journal's list of entries")
+                })?;
+        }
+        self.conn.execute_batch(&format!(
+            "DROP VIEW IF EXISTS _cutover_journal; CREATE VIEW _cutover_journal AS SELECT seq, img, op FROM {ENTRIES}"
+        ))?;
+        Ok(())
     }
 
     /// The journal triggers of one table as `(name, CREATE statement)`, for
@@ -392,7 +415,10 @@ impl Sqlite {
             .collect::<Vec<_>>()
             .join(" AND ");
         let pending = quote_ident(&pending_table(img));
-        let next = self.next_seq_sql()?;
+        // The next seq: one more than the largest of the journal, found at
+        // the end of the list of entries' primary key whatever the number
+        // of journaled tables.
+        let next = format!("coalesce((SELECT max(seq) FROM {ENTRIES}), 0) + 1");
         let parts = journal_parts(img, columns.len());
         // One entry: a row of the journal table, and of each further part,
         // keyed by the seq just written (`last_insert_rowid()`, since `seq`
@@ -416,13 +442,19 @@ impl Sqlite {
                             );
                         }
                     }
-                    let (seq, opcol, opval) = if p == 0 {
-                        (next.clone(), "op, ", format!("'{op}', "))
+                    let (list, opcol, opval) = if p == 0 {
+                        (
+                            format!(
+                                "    INSERT INTO {ENTRIES} (seq, img, op) VALUES ({next}, {img}, '{op}');\n"
+                            ),
+                            "op, ",
+                            format!("'{op}', "),
+                        )
                     } else {
-                        ("last_insert_rowid()".to_string(), "", String::new())
+                        (String::new(), "", String::new())
                     };
                     format!(
-                        "    INSERT INTO {} (seq, {opcol}{}) VALUES ({seq}, {opval}{});",
+                        "{list}    INSERT INTO {} (seq, {opcol}{}) VALUES (last_insert_rowid(), {opval}{});",
                         quote_ident(t),
                         names.join(", "),
                         vals.join(", ")
@@ -438,13 +470,19 @@ impl Sqlite {
                 .iter()
                 .enumerate()
                 .map(|(p, (t, range))| {
-                    let (seq, opcol, opval) = if p == 0 {
-                        (next.clone(), "op, ", "'delete', ")
+                    let (list, opcol, opval) = if p == 0 {
+                        (
+                            format!(
+                                "    INSERT INTO {ENTRIES} (seq, img, op) SELECT {next}, {img}, 'delete' FROM {pending} ORDER BY rowid LIMIT 1;\n"
+                            ),
+                            "op, ",
+                            "'delete', ",
+                        )
                     } else {
-                        ("last_insert_rowid()".to_string(), "", "")
+                        (String::new(), "", "")
                     };
                     format!(
-                        "    INSERT INTO {} (seq, {opcol}{}) SELECT {seq}, {opval}{} FROM {pending} ORDER BY rowid LIMIT 1;",
+                        "{list}    INSERT INTO {} (seq, {opcol}{}) SELECT last_insert_rowid(), {opval}{} FROM {pending} ORDER BY rowid LIMIT 1;",
                         quote_ident(t),
                         prefixed("o", range.clone()),
                         col_list(range.clone())
@@ -610,6 +648,10 @@ pub(super) fn journal_trigger_names(table: &str) -> [String; JOURNAL_TRIGGERS_PE
     ]
     .map(|op| format!("_cutover_journal_{op}_{table}"))
 }
+
+/// The journal's list of entries, `(seq, img, op)`: every trigger takes
+/// its next seq from it and writes its entry there before the images.
+pub(super) const ENTRIES: &str = "_cutover_journal_entries";
 
 /// At most this many columns of each image per journal table: with `seq`
 /// and `op`, and SQLite's 2,000-column limit on tables and insert lists, any

@@ -85,8 +85,24 @@ impl JournalLog for Sqlite {
         // Each journal table is read as one range of its primary key (at
         // most `limit` rows), then the runs are merged by seq: a page costs
         // a scan, not a look-up per entry.
+        // Only the tables that hold an entry of the page are read: the
+        // list of entries says which, whatever the number of tables.
+        let list: Vec<(i64, i64)> = if self.has_journal()? {
+            let mut st = self.conn.prepare_cached(&format!(
+                "SELECT seq, img FROM _cutover_journal WHERE seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT {limit}"
+            ))?;
+            st.query_map(params![after, upto], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?
+        } else {
+            Vec::new()
+        };
+        let imgs: std::collections::BTreeSet<i64> = list.iter().map(|e| e.1).collect();
         let mut runs: Vec<std::collections::VecDeque<JournalEntry>> = Vec::new();
-        for t in self.journal_tables()? {
+        for t in self
+            .journal_tables()?
+            .into_iter()
+            .filter(|t| imgs.contains(&t.img))
+        {
             let width = t.columns.len();
             let parts = journal_parts(t.img, width);
             let first = &parts[0];
@@ -167,6 +183,26 @@ impl JournalLog for Sqlite {
                 Some(e) => out.push(e),
                 None => break,
             }
+        }
+        if let Some(((seq, img), e)) = list
+            .iter()
+            .zip(out.iter().map(Some).chain(std::iter::repeat(None)))
+            .find(|((seq, img), e)| e.is_none_or(|e| e.seq != *seq || e.img != *img))
+        {
+            bail!(
+                "journal entry seq {seq} (image {img}) is listed in _cutover_journal but its journal table holds {}; the journal is damaged",
+                e.map_or("no such entry".to_string(), |e| format!(
+                    "seq {} (image {}) in its place",
+                    e.seq, e.img
+                ))
+            );
+        }
+        if let Some(e) = out.get(list.len()) {
+            bail!(
+                "journal entry seq {} (image {}) is not listed in _cutover_journal; the journal is damaged",
+                e.seq,
+                e.img
+            );
         }
         Ok(out)
     }
@@ -254,7 +290,8 @@ impl Sqlite {
                 buf.put(op);
                 flush(&mut buf);
             }
-            for t in self.journal_image_tables()? {
+            // The list of entries is the view's rows, hashed above.
+            for t in self.image_tables()? {
                 buf.put(&(t.len() as u64).to_le_bytes());
                 buf.put(t.as_bytes());
                 let mut st = self.conn.prepare(&format!(
