@@ -5,8 +5,9 @@
 -- _cutover_journal_<img> (seq INTEGER PRIMARY KEY, op, o1.., n1..), holding
 -- each change's before-image (o) and after-image (n) as native values; a
 -- table wider than one part holds continues in _cutover_journal_<img>_2, ...
--- The view _cutover_journal (seq, img, op) lists every entry. Both are made
--- by `journal install` (src/db/sqlite/capture.rs).
+-- Every entry is listed in _cutover_journal_entries (seq, img, op), where
+-- each trigger takes its seq, and the view _cutover_journal reads that list.
+-- All are made by `journal install` (src/db/sqlite/capture.rs).
 
 -- The journal's identity: a second cutover attempt on a fresh or restored
 -- target gets another, so the source's applied set of one attempt can never

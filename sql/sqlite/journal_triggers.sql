@@ -10,9 +10,11 @@
 -- (pending rows journaled as deletes, unrolled once per UNIQUE constraint),
 -- {{flush_ins}} {{flush_upd}} (the names of the triggers that run it).
 --
--- An entry's seq is one more than the largest seq of every journal table of
--- the target: SQLite has one writer at a time, so the sequence is global and
--- in commit order. The bodies call no function but max(), coalesce() and
+-- An entry is first listed in _cutover_journal_entries (seq, img, op): its
+-- seq is one more than the largest seq listed, and its image rows take the
+-- same seq (last_insert_rowid()). SQLite has one writer at a time, so the
+-- sequence is global and in commit order; a trigger names no other table's
+-- journal, so its cost does not grow with the number of journaled tables. The bodies call no function but max(), coalesce() and
 -- last_insert_rowid(), which every SQLite since 3.31 allows under
 -- trusted_schema=OFF, and pass columns straight through, so a value is
 -- journaled exactly as stored. One row per change keeps the cost to the

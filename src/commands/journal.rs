@@ -218,9 +218,29 @@ pub fn install(spec: &Spec) -> Result<JournalReport> {
             changed +=
                 target.install_journal(&t.name, &t.target_table, &t.target_names(), t.key_len)?;
         }
-        for t in &spec.tables {
-            prove(&target, t)?;
-        }
+        // Each table's triggers proved with writes that are rolled back: a
+        // row taken out, put back and rewritten must journal exactly
+        // itself, with `trusted_schema=OFF` as a hardened application runs.
+        // An empty table has no row to write; its triggers are compiled
+        // instead.
+        let proofs: Vec<(&str, &str, Vec<&str>, usize)> = spec
+            .tables
+            .iter()
+            .map(|t| {
+                (
+                    t.name.as_str(),
+                    t.target_table.as_str(),
+                    t.target_names(),
+                    t.key_len,
+                )
+            })
+            .collect();
+        target.prove_journals(&proofs).map_err(|(i, e)| {
+            e.context(format!(
+                "proving the journal triggers of table '{}' with a write that was rolled back: an application write would fail the same way",
+                spec.tables[i].target_table
+            ))
+        })?;
         Ok(changed)
     });
     let changed = r.map_err(|e| {
@@ -233,21 +253,6 @@ pub fn install(spec: &Spec) -> Result<JournalReport> {
     rep.triggers_changed = changed;
     rep.renewed = renewed;
     Ok(rep)
-}
-
-/// Proves a table's triggers with writes that are rolled back: a row taken
-/// out, put back and rewritten must journal exactly itself, with
-/// `trusted_schema=OFF` as a hardened application runs. An empty table has
-/// no row to write; its triggers are compiled instead.
-fn prove(target: &Db, t: &crate::spec::Table) -> Result<()> {
-    target
-        .prove_journal(&t.name, &t.target_table, &t.target_names(), t.key_len)
-        .with_context(|| {
-            format!(
-                "proving the journal triggers of table '{}' with a write that was rolled back: an application write would fail the same way",
-                t.target_table
-            )
-        })
 }
 
 pub fn remove(spec: &Spec) -> Result<JournalReport> {

@@ -421,6 +421,19 @@ pub trait Capture {
         columns: &[&str],
         key_len: usize,
     ) -> Result<()>;
+    /// `prove_journal` for each of `tables` (`(name, table, columns,
+    /// key_len)`), in order; the first that fails, by its index. An engine
+    /// may run them in one nested transaction rolled back at the end.
+    fn prove_journals(
+        &self,
+        tables: &[(&str, &str, Vec<&str>, usize)],
+    ) -> Result<(), (usize, anyhow::Error)> {
+        for (i, (name, table, columns, key_len)) in tables.iter().enumerate() {
+            self.prove_journal(name, table, columns, *key_len)
+                .map_err(|e| (i, e))?;
+        }
+        Ok(())
+    }
     /// The names of a table's journal triggers that are missing, differ from
     /// what the spec needs now, or fire in the wrong order.
     fn stale_journal_triggers(

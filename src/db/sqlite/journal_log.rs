@@ -55,10 +55,28 @@ impl JournalLog for Sqlite {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// `(entries, max seq)` of the journal.
+    /// `(entries, max seq)` of the journal: the rows of its journal tables,
+    /// so that a row written there behind the list of entries is counted.
     fn journal_extent(&self) -> Result<(i64, i64)> {
         if !self.has_journal()? {
             return Ok((0, 0));
+        }
+        if self.has_entry_list()? {
+            let (mut rows, mut max) = (0, 0);
+            for t in self.journal_tables()? {
+                let first = &journal_parts(t.img, t.columns.len())[0].0;
+                let (n, m): (i64, i64) = self.conn.query_row(
+                    &format!(
+                        "SELECT count(*), coalesce(max(seq), 0) FROM {}",
+                        quote_ident(first)
+                    ),
+                    [],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )?;
+                rows += n;
+                max = max.max(m);
+            }
+            return Ok((rows, max));
         }
         Ok(self.conn.query_row(
             "SELECT count(*), coalesce(max(seq), 0) FROM _cutover_journal",
