@@ -108,11 +108,12 @@ impl Dir {
             if gap > 0 {
                 // A gap in seq, as entries deleted from the journal (or a
                 // PostgreSQL sequence) leave: a placeholder entry `gap` past
-                // the last, removed after the next write took the seq after it.
+                // the last on the list of entries the triggers take their
+                // seq from, removed after the next write took the seq after it.
                 d.exec(
                     "target.db",
                     &format!(
-                        "INSERT INTO _cutover_journal_1 (seq, op) SELECT coalesce(max(seq), 0) + {gap}, 'gap' FROM _cutover_journal;"
+                        "INSERT INTO _cutover_journal_entries (seq, img, op) SELECT coalesce(max(seq), 0) + {gap}, 1, 'gap' FROM _cutover_journal;"
                     ),
                 );
             }
@@ -120,7 +121,7 @@ impl Dir {
             if gap > 0 {
                 d.exec(
                     "target.db",
-                    "DELETE FROM _cutover_journal_1 WHERE op = 'gap';",
+                    "DELETE FROM _cutover_journal_entries WHERE op = 'gap';",
                 );
             }
         }
