@@ -1,5 +1,6 @@
-//! The apply contract (DESIGN.md "Apply", "Change feed", "Durability",
-//! "Control tables"), one test per rule, each driving the built binary on
+//! The apply contract (docs/feed.md, "How a feed is applied"; the
+//! durability rules and control tables of docs/spec.md and README.md), one
+//! test per rule, each driving the built binary on
 //! real SQLite files in a temporary folder. A test is named after the rule it
 //! guards, so a failure says which promise broke.
 

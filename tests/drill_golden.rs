@@ -1,5 +1,5 @@
 //! `cutover drill` against its golden transcripts, and the figures of the
-//! running example (DESIGN.md) that the drill must print whatever the layout.
+//! running example (README.md) that the drill must print whatever the layout.
 //!
 //! The golden files are `fixtures/orders/drill.golden` (exit 0) and
 //! `fixtures/orders/drill-inject.golden` (`--inject-mismatch`, exit 1). After
@@ -45,7 +45,7 @@ fn drill_with_injected_mismatch_matches_its_golden_transcript() {
     );
 }
 
-/// The running example's figures, as DESIGN.md states them.
+/// The running example's figures, as README.md states them.
 #[test]
 fn drill_prints_the_figures_the_contract_requires() {
     let out = run(&["drill"], 0);

@@ -338,8 +338,8 @@ fn the_fenced_table_swapped_for_a_copy_without_triggers_is_a_breach() {
     );
 }
 
-/// The schema changes DESIGN.md names ("Triggers do not stop DROP TRIGGER,
-/// DROP TABLE, ALTER TABLE…"), which a spec check meets first.
+/// The schema changes no trigger can stop (DROP TRIGGER, DROP TABLE, ALTER
+/// TABLE; docs/journal.md, the fence), which a spec check meets first.
 const SCHEMA_BREACHES: &[(&str, &str)] = &[
     ("drop-table", "DROP TABLE orders;"),
     ("add-column", "ALTER TABLE orders ADD COLUMN note TEXT;"),

@@ -2,7 +2,7 @@
 //! the target (a value the application wrote that the reverse transform
 //! cannot carry back, met by replay) and change-feed files (`apply`).
 //!
-//! Every value DESIGN.md says the transform rejects is rejected with the key,
+//! Every value docs/spec.md ("Transforms") says the transform rejects is rejected with the key,
 //! the column and a reason, and nothing is written; the `i64` limits of minor
 //! units are exact to the last cent in both directions; a megabyte of digits
 //! costs bounded time and no panic; look-alike codes are not codes; and a

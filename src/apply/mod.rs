@@ -2,7 +2,7 @@
 //! proves what was written. Load, replay and change-feed apply all go through
 //! [`Engine::apply_batch`].
 //!
-//! The contract (DESIGN.md "Apply"):
+//! The contract (docs/feed.md, "How a feed is applied"):
 //!
 //! - a batch is atomic: its changes and its [`Checkpoint`] (load cursor,
 //!   applied journal sequence numbers, or a delivery receipt) commit in one

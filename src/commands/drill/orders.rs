@@ -1,4 +1,4 @@
-//! The running example (DESIGN.md), step by step as RUNBOOK.md tells it.
+//! The running example (README.md), step by step as RUNBOOK.md tells it.
 
 use std::path::Path;
 

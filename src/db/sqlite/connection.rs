@@ -1,4 +1,6 @@
-//! Opening a SQLite file with the durability rules of DESIGN.md, and the
+//! Opening a SQLite file with the durability rules of docs/spec.md (a
+//! writer refuses `journal_mode` OFF or MEMORY and writes with
+//! `synchronous=FULL`), and the
 //! connection's transactions and change token.
 
 use std::path::Path;
