@@ -193,6 +193,24 @@ impl Rental {
     /// Runs `sql` on the target as the application: `psql`, its own role.
     #[track_caller]
     fn application(&self, sql: &str) {
+        let out = self.psql_as_application(sql);
+        assert!(
+            out.status.success(),
+            "the application's psql failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Runs `sql` as the application and returns what refused it.
+    #[track_caller]
+    fn application_refused(&self, sql: &str) -> String {
+        let out = self.psql_as_application(sql);
+        assert!(!out.status.success(), "the application wrote: {sql}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    fn psql_as_application(&self, sql: &str) -> Output {
         let url = as_user(&self.db.url, &self.app);
         let mut child = Command::new("psql")
             .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", &url])
@@ -208,13 +226,7 @@ impl Rental {
             .expect("psql's stdin")
             .write_all(format!("SET search_path = target;\n{sql}\n").as_bytes())
             .expect("writing to psql");
-        let out = child.wait_with_output().expect("running psql");
-        assert!(
-            out.status.success(),
-            "the application's psql failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        child.wait_with_output().expect("running psql")
     }
 
     /// Every table of a schema, rows as text in a fixed order, each row
@@ -729,8 +741,20 @@ fn the_whole_runbook_from_sqlite_into_a_sample_shaped_postgres_target_rolls_back
             r.app
         ))
         .expect("the application's grants");
+    r.db.client()
+        .batch_execute(&format!(
+            "GRANT TRUNCATE ON target.payment_p2007_03 TO {}",
+            r.app
+        ))
+        .expect("the application's grants");
     r.run(&["check"], 0);
     r.run(&["load"], 0);
+    // Load writes as the application would: the rules route January's
+    // payments (1 and 4) into their month's table.
+    assert_eq!(
+        r.texts("SELECT string_agg(payment_id::text, ',' ORDER BY payment_id) FROM ONLY target.payment_p2007_01"),
+        ["1,4"]
+    );
     r.run(&["gate"], 0);
     r.run(&["gate", "--inject-mismatch"], 1);
     r.run(&["journal", "install"], 0);
@@ -742,7 +766,28 @@ fn the_whole_runbook_from_sqlite_into_a_sample_shaped_postgres_target_rolls_back
              VALUES ('Zorro Ark', 'A Intrepid Panorama', 'PG-13', 499, '2026-12-01 10:00:00');
          UPDATE film SET title = 'Academy Dinosaur II' WHERE film_id = 1;
          DELETE FROM customer WHERE customer_id = 2;
-         INSERT INTO payment (customer_id, amount_cents, payment_date) VALUES (5, 350, '2007-02-20 10:00:00');",
+         INSERT INTO payment (customer_id, amount_cents, payment_date) VALUES (5, 350, '2007-02-20 10:00:00');
+         UPDATE payment SET amount_cents = 300 WHERE payment_id = 1;
+         DELETE FROM payment WHERE payment_id = 4;
+         INSERT INTO payment (customer_id, amount_cents, payment_date) VALUES (3, 125, '2007-01-30 08:00:00');
+         INSERT INTO payment_p2007_01 (payment_id, customer_id, amount_cents, payment_date)
+             VALUES (100, 1, 725, '2007-01-31 08:00:00');
+         INSERT INTO payment (customer_id, amount_cents, payment_date) VALUES (1, 990, '2007-03-02 08:00:00');
+         INSERT INTO payment_p2007_03 (payment_id, customer_id, amount_cents, payment_date)
+             VALUES (101, 3, 10, '2007-03-03 08:00:00');",
+    );
+    r.application("TRUNCATE payment_p2007_03;");
+    r.application(
+        "INSERT INTO payment (customer_id, amount_cents, payment_date) VALUES (3, 45, '2007-03-04 08:00:00');",
+    );
+    // Every change went somewhere the journal saw: in a month's table or
+    // in the payments' own.
+    assert_eq!(
+        r.texts("SELECT count(*)::text FROM ONLY target.payment_p2007_01")
+            .into_iter()
+            .chain(r.texts("SELECT count(*)::text FROM ONLY target.payment_p2007_03"))
+            .collect::<Vec<_>>(),
+        ["3", "1"]
     );
     r.run(&["fence", "on"], 0);
     let before = std::fs::read(&source).expect("the source file");
@@ -830,19 +875,22 @@ fn swapped_keys_and_a_reinserted_parent_roll_back_as_a_plain_owner() {
 }
 
 #[test]
-fn a_target_whose_writes_land_in_inheritance_children_is_refused_by_journal_install() {
+fn a_target_rule_that_sends_writes_outside_the_table_is_refused_by_journal_install() {
     let target = "
         CREATE TABLE parent (id bigint PRIMARY KEY, name text NOT NULL);
-        CREATE TABLE parent_new (CHECK (id > 100)) INHERITS (parent);
+        CREATE TABLE parent_inbox (id bigint, name text);
         CREATE RULE parent_route AS ON INSERT TO parent WHERE (id > 100)
-            DO INSTEAD INSERT INTO parent_new VALUES (NEW.*);";
+            DO INSTEAD INSERT INTO parent_inbox VALUES (NEW.*);";
     let Some(r) = Rental::with("pg_real_inherits", None, SWAP_SOURCE, target, SWAP_SPEC) else {
         return;
     };
     r.run(&["load"], 0);
     let out = r.run(&["journal", "install"], 2);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("parent_new"), "{err}");
+    assert!(
+        err.contains("parent_route") && err.contains("parent_inbox"),
+        "{err}"
+    );
     let triggers: i64 =
         r.db.client()
             .query_one(
@@ -854,6 +902,86 @@ fn a_target_whose_writes_land_in_inheritance_children_is_refused_by_journal_inst
             .expect("the target's triggers")
             .get(0);
     assert_eq!(triggers, 0, "a refused install left triggers behind");
+}
+
+/// A TRUNCATE of a parent empties its inheritance children too, firing
+/// each one's trigger: every row is journaled once, and a child added after
+/// `journal install` is named as unjournaled until it is run again.
+#[test]
+fn a_truncated_inheritance_parent_journals_each_row_once_and_a_new_child_is_named() {
+    let target = "
+        CREATE TABLE parent (id bigint PRIMARY KEY, name text NOT NULL);
+        CREATE TABLE parent_high (CHECK (id > 2)) INHERITS (parent);
+        CREATE RULE parent_route AS ON INSERT TO parent WHERE (id > 2)
+            DO INSTEAD INSERT INTO parent_high VALUES (NEW.*);";
+    let Some(r) = Rental::with("pg_real_truncate", None, SWAP_SOURCE, target, SWAP_SPEC) else {
+        return;
+    };
+    r.db.client()
+        .batch_execute(&format!(
+            "GRANT TRUNCATE ON target.parent, target.parent_high TO {}",
+            r.app
+        ))
+        .expect("the application's grants");
+    r.run(&["load"], 0);
+    assert_eq!(
+        r.texts("SELECT count(*)::text FROM ONLY target.parent_high"),
+        ["1"]
+    );
+    r.run(&["journal", "install"], 0);
+    r.application("INSERT INTO parent VALUES (4, 'four');");
+    r.application("TRUNCATE parent;");
+    r.application("INSERT INTO parent VALUES (5, 'five'), (1, 'one again'), (3, 'three');");
+    let journal = r.json(&["journal", "status"], 0);
+    let parent = &journal["tables"][0];
+    assert_eq!(
+        (parent["insert"].as_i64(), parent["delete"].as_i64()),
+        (Some(4), Some(4)),
+        "{journal}"
+    );
+    r.db.client()
+        .batch_execute("CREATE TABLE target.parent_later () INHERITS (target.parent)")
+        .expect("a new child");
+    let journal = r.json(&["journal", "status"], 0);
+    let stale = journal["tables"][0]["stale"].to_string();
+    assert!(stale.contains("on parent_later (missing)"), "{journal}");
+    let out = r.run(&["status"], 1);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("parent_later"), "{text}");
+    r.run(&["journal", "install"], 0);
+    let journal = r.json(&["journal", "status"], 0);
+    assert_eq!(
+        journal["tables"][0]["stale"],
+        serde_json::json!([]),
+        "{journal}"
+    );
+    r.run(&["status"], 0);
+    r.db.client()
+        .batch_execute("DROP TABLE target.parent_later")
+        .expect("the new child gone");
+    r.run(&["fence", "on"], 0);
+    // The fence stands on the child too, however the write reaches it.
+    for write in [
+        "INSERT INTO parent VALUES (6, 'six');",
+        "INSERT INTO parent_high VALUES (7, 'seven');",
+        "UPDATE parent SET name = 'FIVE' WHERE id = 5;",
+        "DELETE FROM parent_high WHERE id = 3;",
+        "TRUNCATE parent_high;",
+    ] {
+        let refused = r.application_refused(write);
+        // Refused by the table's own fence, not only by the journal's.
+        assert!(
+            refused.contains("cutover fence: table parent is read-only"),
+            "{write}: {refused}"
+        );
+    }
+    r.run(&["fence", "status"], 0);
+    r.run(&["replay"], 0);
+    // The oracle: the source holds what the application left.
+    assert_eq!(
+        r.texts("SELECT string_agg(id || ':' || name, ',' ORDER BY id) FROM source.parent"),
+        ["1:one again,3:three,5:five"]
+    );
 }
 
 #[test]

@@ -552,12 +552,18 @@ impl<'a> Engine<'a> {
                         count(Effect::Written, i, 1);
                     }
                 } else {
-                    let mut ins = self.db.inserter(sql)?;
+                    // Prepared only where it is used: an engine may refuse
+                    // its statement on a table it cannot trust a key on
+                    // (PostgreSQL's ON CONFLICT beside an INSERT rule).
+                    let mut ins = match fast {
+                        true => Some(self.db.inserter(sql)?),
+                        false => None,
+                    };
                     let mut i = 0usize;
                     for b in blocks {
                         for r in 0..b.rows() {
                             let tag = first_tag + i as i64;
-                            if fast
+                            if let Some(ins) = ins.as_mut()
                                 && ins
                                     .insert(b, r)
                                     .with_context(|| FailedChange { index: i, tag })?

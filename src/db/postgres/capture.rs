@@ -59,6 +59,22 @@ struct Wanted {
     bodies: Vec<String>,
 }
 
+/// One relation of a table's inheritance family: the table itself, or a
+/// table inheriting from it (directly or not).
+pub(super) struct Member {
+    /// Quoted and schema-qualified, for SQL.
+    pub sql: String,
+    /// As messages name it: the table's name, in its schema's terms when
+    /// that is not the spec's.
+    pub shown: String,
+}
+
+/// The one statement of the template's TRUNCATE function that reads the
+/// table's rows; a family's function reads only the relation whose
+/// trigger fired (see `journal_trigger_sql`).
+const TRUNCATE_ROWS: &str = "INSERT INTO {{image}} (seq, xid, op, {{o_cols}})
+    SELECT pg_catalog.nextval({{seq}}::pg_catalog.regclass), pg_catalog.pg_current_xact_id(), 'delete', {{rows}} FROM {{table}} AS t;";
+
 /// The SQLSTATE of the first PostgreSQL error in an error's chain.
 pub(super) fn sql_state(e: &anyhow::Error) -> Option<SqlState> {
     e.chain()
@@ -67,6 +83,39 @@ pub(super) fn sql_state(e: &anyhow::Error) -> Option<SqlState> {
 }
 
 impl Postgres {
+    /// `table` and every table inheriting from it, directly or through
+    /// another (partitions by inheritance, routed by rules or triggers):
+    /// their rows are the table's rows as a query reads them, but a write
+    /// to one fires that relation's own row triggers, so the journal and
+    /// the fence stand on each. A declaratively partitioned table is one
+    /// member: PostgreSQL clones its row triggers onto its partitions.
+    pub(super) fn family(&self, table: &str) -> Result<Vec<Member>> {
+        let rows = self.client()?.query(
+            "WITH RECURSIVE d(oid) AS (
+               SELECT i.inhrelid FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent
+               WHERE i.inhparent = to_regclass($1) AND p.relkind = 'r'
+               UNION
+               SELECT i.inhrelid FROM pg_inherits i JOIN d ON i.inhparent = d.oid
+               JOIN pg_class p ON p.oid = i.inhparent WHERE p.relkind = 'r'
+             )
+             SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname),
+                    CASE WHEN n.nspname = $2 THEN c.relname::text
+                         ELSE n.nspname || '.' || c.relname END
+             FROM d JOIN pg_class c ON c.oid = d.oid JOIN pg_namespace n ON n.oid = c.relnamespace
+             ORDER BY 2",
+            &[&self.qualified(table), &self.schema],
+        )?;
+        let mut out = vec![Member {
+            sql: self.qualified(table),
+            shown: table.to_string(),
+        }];
+        out.extend(rows.iter().map(|r| Member {
+            sql: r.get(0),
+            shown: r.get(1),
+        }));
+        Ok(out)
+    }
+
     /// Creates the journal's identity tables (with the target's other
     /// control tables) and its sequence if they are not there yet.
     pub(super) fn ensure_journal_control(&self) -> Result<()> {
@@ -170,7 +219,39 @@ impl Postgres {
                 .join(", ")
         };
         let seq = quote_literal(&self.qualified("_cutover_journal_seq"))?;
-        let mut sql = TRIGGERS
+        let family = self.family(table)?;
+        // The functions once, then the triggers on each member.
+        let split = TRIGGERS
+            .find("CREATE OR REPLACE TRIGGER")
+            .context("journal trigger template without its triggers")?;
+        let (functions, triggers) = TRIGGERS.split_at(split);
+        let mut template = functions.to_string();
+        if family.len() > 1 {
+            // TRUNCATE of a parent fires the BEFORE TRUNCATE trigger of
+            // every member it empties: each journals its own rows only.
+            if !template.contains(TRUNCATE_ROWS) {
+                bail!("journal trigger template: the TRUNCATE statement changed");
+            }
+            let only = TRUNCATE_ROWS
+                .replace("{{table}}", "ONLY {{relation}}")
+                .replace("{{rows}}", &row("t"))
+                .replace("{{image}}", &self.qualified(&image_table(img)))
+                .replace("{{seq}}", &seq)
+                .replace("{{o_cols}}", &list("o"))
+                .replace('%', "%%")
+                .replace("{{relation}}", "%s");
+            template = template.replace(
+                TRUNCATE_ROWS,
+                &format!(
+                    "EXECUTE pg_catalog.format({}, TG_RELID::pg_catalog.regclass);",
+                    quote_literal(&only)?
+                ),
+            );
+        }
+        for m in &family {
+            template.push_str(&triggers.replace("{{table}}", &m.sql));
+        }
+        let mut sql = template
             .replace("{{image}}", &self.qualified(&image_table(img)))
             .replace("{{seq}}", &seq)
             .replace("{{table}}", &self.qualified(table))
@@ -206,44 +287,9 @@ impl Postgres {
     /// longer the table column's.
     fn stale_of(&self, img: i64, table: &str, columns: &[&str]) -> Result<Vec<String>> {
         let want = self.journal_trigger_sql(img, table, columns)?;
-        let rows = self.client()?.query(
-            "SELECT g.tgname::text, g.tgtype, g.tgenabled::text,
-                    g.tgqual IS NULL AND g.tgnargs = 0 AND g.tgattr::text = '',
-                    p.proname::text, n.nspname::text, p.prosrc, l.lanname::text, p.prosecdef
-             FROM pg_trigger g
-             JOIN pg_proc p ON p.oid = g.tgfoid
-             JOIN pg_namespace n ON n.oid = p.pronamespace
-             JOIN pg_language l ON l.oid = p.prolang
-             WHERE g.tgrelid = to_regclass($1) AND g.tgname = ANY ($2)",
-            &[&self.qualified(table), &TRIGGER_NAMES.to_vec()],
-        )?;
         let mut stale = Vec::new();
-        for (i, name) in TRIGGER_NAMES.iter().enumerate() {
-            let Some(r) = rows.iter().find(|r| r.get::<_, String>(0) == *name) else {
-                stale.push(format!("{name} (missing)"));
-                continue;
-            };
-            let enabled: String = r.get(2);
-            let plain: bool = r.get(3);
-            let body: String = r.get(6);
-            let same = r.get::<_, i16>(1) == TRIGGER_TYPES[i]
-                && plain
-                && r.get::<_, String>(4) == function_name(img, OPS[i])
-                && r.get::<_, String>(5) == self.schema
-                && body == want.bodies[i]
-                && r.get::<_, String>(7) == "plpgsql"
-                && r.get::<_, bool>(8);
-            if !same {
-                stale.push(format!("{name} (differs from what the spec needs)"));
-            } else if enabled != "A" {
-                let state = match enabled.as_str() {
-                    "D" => "disabled",
-                    "O" => "enabled only outside replica sessions",
-                    "R" => "enabled only in replica sessions",
-                    _ => "not enabled ALWAYS",
-                };
-                stale.push(format!("{name} ({state})"));
-            }
+        for (m, member) in self.family(table)?.iter().enumerate() {
+            self.stale_on(&want, img, member, m == 0, &mut stale)?;
         }
         let image = image_table(img);
         let held = self.base_types(&image)?;
@@ -263,6 +309,63 @@ impl Postgres {
             }
         }
         Ok(stale)
+    }
+
+    /// What is wrong with the journal triggers of image `img` on one
+    /// member of the table's family (named in each line but the table's
+    /// own).
+    fn stale_on(
+        &self,
+        want: &Wanted,
+        img: i64,
+        member: &Member,
+        own: bool,
+        stale: &mut Vec<String>,
+    ) -> Result<()> {
+        let on = if own {
+            String::new()
+        } else {
+            format!(" on {}", member.shown)
+        };
+        let rows = self.client()?.query(
+            "SELECT g.tgname::text, g.tgtype, g.tgenabled::text,
+                    g.tgqual IS NULL AND g.tgnargs = 0 AND g.tgattr::text = '',
+                    p.proname::text, n.nspname::text, p.prosrc, l.lanname::text, p.prosecdef
+             FROM pg_trigger g
+             JOIN pg_proc p ON p.oid = g.tgfoid
+             JOIN pg_namespace n ON n.oid = p.pronamespace
+             JOIN pg_language l ON l.oid = p.prolang
+             WHERE g.tgrelid = to_regclass($1) AND g.tgname = ANY ($2)",
+            &[&member.sql, &TRIGGER_NAMES.to_vec()],
+        )?;
+        for (i, name) in TRIGGER_NAMES.iter().enumerate() {
+            let Some(r) = rows.iter().find(|r| r.get::<_, String>(0) == *name) else {
+                stale.push(format!("{name}{on} (missing)"));
+                continue;
+            };
+            let enabled: String = r.get(2);
+            let plain: bool = r.get(3);
+            let body: String = r.get(6);
+            let same = r.get::<_, i16>(1) == TRIGGER_TYPES[i]
+                && plain
+                && r.get::<_, String>(4) == function_name(img, OPS[i])
+                && r.get::<_, String>(5) == self.schema
+                && body == want.bodies[i]
+                && r.get::<_, String>(7) == "plpgsql"
+                && r.get::<_, bool>(8);
+            if !same {
+                stale.push(format!("{name}{on} (differs from what the spec needs)"));
+            } else if enabled != "A" {
+                let state = match enabled.as_str() {
+                    "D" => "disabled",
+                    "O" => "enabled only outside replica sessions",
+                    "R" => "enabled only in replica sessions",
+                    _ => "not enabled ALWAYS",
+                };
+                stale.push(format!("{name}{on} ({state})"));
+            }
+        }
+        Ok(())
     }
 
     /// Runs `f` in a savepoint of the open transaction (or in a transaction
@@ -482,7 +585,12 @@ impl Postgres {
         let start = self.last_seq_now()?;
         let all = self.nested("cutover_prove_rows", true, || {
             let gone = self.delete_row(&sql, &key)?;
-            let back = self.insert_row(&sql, &row)?;
+            let mut back = self.insert_row(&sql, &row)?;
+            // A rule that routes the insert into a table inheriting from
+            // this one reports no row written: the row is there all the same.
+            if back == 0 && self.get_row(&sql, &key)?.is_some() {
+                back = 1;
+            }
             Ok((gone, back))
         });
         let (expect, before): (&[&str], Row) = match all {
@@ -723,13 +831,16 @@ impl Capture for Postgres {
     /// entries stay.
     fn remove_journal(&self, table: &str) -> Result<()> {
         if self.has_table(table)? {
+            let family = self.family(table)?;
             self.with_lock_timeout(table, "removing the journal triggers from", || {
-                for n in TRIGGER_NAMES {
-                    self.client()?.batch_execute(&format!(
-                        "DROP TRIGGER IF EXISTS {} ON {}",
-                        quote_ident(n),
-                        self.qualified(table)
-                    ))?;
+                for m in &family {
+                    for n in TRIGGER_NAMES {
+                        self.client()?.batch_execute(&format!(
+                            "DROP TRIGGER IF EXISTS {} ON {}",
+                            quote_ident(n),
+                            m.sql
+                        ))?;
+                    }
                 }
                 Ok(())
             })?;
@@ -807,37 +918,44 @@ impl Capture for Postgres {
 }
 
 impl Postgres {
-    /// Refuses a table whose writes can land where its row triggers do not
-    /// fire: rows of tables inheriting from it (partitions by inheritance)
-    /// fire the child's triggers, not its own, and a rule acting instead
-    /// of a write sends it elsewhere. Their writes would go unjournaled,
-    /// and a rollback would lose them.
+    /// Refuses a table whose writes can land where no journal trigger
+    /// fires: a rule acting instead of a write that sends it to a table
+    /// outside the table's family (its inheritance children are journaled
+    /// like the table, so a rule routing an insert into one of them is
+    /// seen), or a member whose writes go the same way.
     fn refuse_unseen_writes(&self, table: &str) -> Result<()> {
-        let row = self.client()?.query_one(
-            "SELECT
-               ARRAY(SELECT i.inhrelid::regclass::text FROM pg_inherits i
-                     WHERE i.inhparent = to_regclass($1) ORDER BY 1),
-               ARRAY(SELECT r.rulename::text FROM pg_rewrite r
-                     WHERE r.ev_class = to_regclass($1) AND r.rulename <> '_RETURN'
-                       AND r.is_instead AND r.ev_type <> '1' ORDER BY 1),
-               coalesce((SELECT relkind::text FROM pg_class WHERE oid = to_regclass($1)), '')",
-            &[&self.qualified(table)],
+        let family = self.family(table)?;
+        let members: Vec<&str> = family.iter().map(|m| m.sql.as_str()).collect();
+        let rows = self.client()?.query(
+            "SELECT c.relname::text, r.rulename::text,
+                    coalesce(string_agg(DISTINCT d.refobjid::regclass::text, ', ')
+                      FILTER (WHERE d.refobjid <> ALL (
+                        SELECT to_regclass(m)::oid FROM unnest($1::text[]) m)), '')
+             FROM unnest($1::text[]) m
+             JOIN pg_rewrite r ON r.ev_class = to_regclass(m)
+             JOIN pg_class c ON c.oid = r.ev_class
+             LEFT JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+                  AND d.refclassid = 'pg_class'::regclass AND d.deptype = 'n'
+             WHERE r.rulename <> '_RETURN' AND r.is_instead AND r.ev_type <> '1'
+             GROUP BY 1, 2 ORDER BY 1, 2",
+            &[&members],
         )?;
-        let children: Vec<String> = row.get(0);
-        let rules: Vec<String> = row.get(1);
-        // A declaratively partitioned table clones its row triggers onto
-        // its partitions: the journal sees their writes.
-        let partitioned = row.get::<_, String>(2) == "p";
-        if !partitioned && !children.is_empty() {
+        let outside: Vec<String> = rows
+            .iter()
+            .filter(|r| !r.get::<_, String>(2).is_empty())
+            .map(|r| {
+                format!(
+                    "{} on {} (writes {})",
+                    r.get::<_, String>(1),
+                    r.get::<_, String>(0),
+                    r.get::<_, String>(2)
+                )
+            })
+            .collect();
+        if !outside.is_empty() {
             bail!(
-                "table '{table}' has tables inheriting from it ({}): their rows fire their own triggers, not the journal's on '{table}', so writes to them would not be journaled and a rollback would lose them. Migrate into a table without inheritance children (or a declaratively partitioned one), or journal each child as a table of the spec",
-                children.join(", ")
-            );
-        }
-        if !rules.is_empty() {
-            bail!(
-                "table '{table}' has rules that act instead of a write ({}): the write they replace never reaches the journal's triggers, so a rollback would lose it. Drop the rules on the target, or use triggers",
-                rules.join(", ")
+                "table '{table}' has rules that act instead of a write and send it outside the table and the tables inheriting from it ({}): the write they replace never reaches the journal's triggers, so a rollback would lose it. Drop the rules on the target, route into tables inheriting from '{table}', or use triggers",
+                outside.join("; ")
             );
         }
         Ok(())

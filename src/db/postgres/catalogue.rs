@@ -88,6 +88,10 @@ impl Catalogue for Postgres {
                 AND a.attnum = ANY ((i.indkey::int2[])[0:i.indnkeyatts - 1])
              WHERE i.indrelid = to_regclass($1) AND i.indisunique AND i.indimmediate
                AND i.indpred IS NULL AND i.indexprs IS NULL
+               -- A table's unique index does not cover the rows of the
+               -- tables inheriting from it.
+               AND NOT EXISTS (SELECT 1 FROM pg_inherits h JOIN pg_class p ON p.oid = h.inhparent
+                               WHERE h.inhparent = i.indrelid AND p.relkind = 'r')
              GROUP BY i.indexrelid",
             &[&self.regclass(table)],
         )?;
@@ -218,10 +222,22 @@ impl Catalogue for Postgres {
     fn schema_of(&self, tables: &[&str]) -> Result<Vec<(String, String)>> {
         let names: Vec<String> = tables.iter().map(|t| t.to_string()).collect();
         let rows = self.client()?.query(
-            "WITH t AS (
+            "WITH RECURSIVE named AS (
                SELECT c.oid, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
                WHERE n.nspname = $1 AND c.relkind IN ('r', 'p')
                  AND (c.relname = ANY ($2) OR c.relname LIKE '\\_cutover\\_%')
+             ),
+             -- Tables inheriting from a spec table hold its rows and carry
+             -- the journal's and the fence's triggers like it.
+             t(oid, relname) AS (
+               SELECT oid, relname::text FROM named
+               UNION
+               SELECT c.oid, CASE WHEN n.nspname = $1 THEN c.relname::text
+                                  ELSE n.nspname || '.' || c.relname END
+               FROM t JOIN pg_inherits i ON i.inhparent = t.oid
+               JOIN pg_class p ON p.oid = i.inhparent AND p.relkind = 'r'
+               JOIN pg_class c ON c.oid = i.inhrelid
+               JOIN pg_namespace n ON n.oid = c.relnamespace
              )
              SELECT name, def FROM (
              SELECT 'table ' || t.relname::text AS name,

@@ -107,18 +107,27 @@ impl Fence for Postgres {
         let text: String = self
             .client()?
             .query_one(
-                "SELECT coalesce(string_agg(x, ',' ORDER BY x), '') FROM (
+                "WITH ns AS (
+                   SELECT to_regnamespace($1)::oid AS oid
+                   UNION
+                   -- Where the schema's tables have children (inheritance
+                   -- or partitions) in another schema.
+                   SELECT c.relnamespace FROM pg_inherits i
+                     JOIN pg_class p ON p.oid = i.inhparent JOIN pg_class c ON c.oid = i.inhrelid
+                    WHERE p.relnamespace = to_regnamespace($1)
+                 )
+                 SELECT coalesce(string_agg(x, ',' ORDER BY x), '') FROM (
                    SELECT 'c' || c.oid || ':' || c.xmin::text || ':' || c.relfilenode FROM pg_class c
-                    WHERE c.relnamespace = to_regnamespace($1)
+                    WHERE c.relnamespace IN (SELECT oid FROM ns)
                    UNION ALL
                    SELECT 't' || t.oid || ':' || t.xmin::text || ':' || t.tgenabled::text FROM pg_trigger t
-                     JOIN pg_class c ON c.oid = t.tgrelid WHERE c.relnamespace = to_regnamespace($1)
+                     JOIN pg_class c ON c.oid = t.tgrelid WHERE c.relnamespace IN (SELECT oid FROM ns)
                    UNION ALL
                    SELECT 'p' || p.oid || ':' || p.xmin::text FROM pg_proc p
                     WHERE p.pronamespace = to_regnamespace($1)
                    UNION ALL
                    SELECT 'r' || r.oid || ':' || r.xmin::text FROM pg_rewrite r
-                     JOIN pg_class c ON c.oid = r.ev_class WHERE c.relnamespace = to_regnamespace($1)
+                     JOIN pg_class c ON c.oid = r.ev_class WHERE c.relnamespace IN (SELECT oid FROM ns)
                  ) s(x)",
                 &[&quote_ident(&self.schema)],
             )?
@@ -140,8 +149,24 @@ impl Fence for Postgres {
     /// transaction, once the writers in flight have finished. Whatever
     /// already goes by their names is replaced: a trigger planted under a
     /// fence trigger's name must not pass for the fence.
+    /// A table's inheritance children are fenced alike: a write routed
+    /// into one, or made to one directly, fires its triggers, not the
+    /// table's.
     fn install_fence_triggers(&self, table: &str, message: &str) -> Result<()> {
-        self.fence_from(FENCE_TRIGGERS, table, message)
+        self.fence_from(FENCE_TRIGGERS, table, message)?;
+        for m in self.family(table)?.iter().skip(1) {
+            let sql = self
+                .in_schema(FENCE_TRIGGERS)
+                .replace("{{table}}", &m.sql)
+                .replace("{{message}}", &quote_literal(message)?);
+            self.client()?.batch_execute(&sql).with_context(|| {
+                format!(
+                    "installing fence triggers on '{}' (inheriting from '{table}') in {}",
+                    m.shown, self.shown
+                )
+            })?;
+        }
+        Ok(())
     }
 
     /// Guards the fence row (`_cutover_fence`): once written it cannot be
@@ -157,10 +182,14 @@ impl Fence for Postgres {
             return Ok(());
         }
         self.lock_table(table, &ACCESS_EXCLUSIVE)?;
-        let t = self.qualified(table);
-        let drops: String = TRIGGERS
+        let drops: String = self
+            .family(table)?
             .iter()
-            .map(|(n, _)| format!("DROP TRIGGER IF EXISTS {} ON {t};", quote_ident(n)))
+            .flat_map(|m| {
+                TRIGGERS.iter().map(move |(n, _)| {
+                    format!("DROP TRIGGER IF EXISTS {} ON {};", quote_ident(n), m.sql)
+                })
+            })
             .collect();
         self.client()?
             .batch_execute(&drops)
@@ -181,23 +210,11 @@ impl Fence for Postgres {
             (FENCE_TRIGGERS, "_cutover_fence_refuse")
         };
         let body = self.function_body(template, table)?;
-        let rows = self.client()?.query(
-            "SELECT g.tgname::text, g.tgtype
-             FROM pg_trigger g
-             JOIN pg_proc p ON p.oid = g.tgfoid
-             JOIN pg_namespace n ON n.oid = p.pronamespace
-             WHERE g.tgrelid = to_regclass($1) AND g.tgname LIKE '\\_cutover\\_fence\\_%'
-               AND g.tgenabled = 'A' AND g.tgqual IS NULL AND g.tgnargs = 1
-               AND cardinality(g.tgattr::int2[]) = 0
-               AND n.nspname = $2 AND p.proname = $3 AND p.prosrc = $4",
-            &[&self.qualified(table), &self.schema, &function, &body],
-        )?;
-        let holds = |i: usize| {
-            rows.iter().any(|r| {
-                r.get::<_, String>(0) == TRIGGERS[i].0 && r.get::<_, i16>(1) == TRIGGERS[i].1
-            })
-        };
-        Ok(holds(0) as usize + holds(1) as usize + (holds(2) && holds(3)) as usize)
+        let mut fewest = TRIGGERS.len() - 1;
+        for m in self.family(table)? {
+            fewest = fewest.min(self.fence_triggers_on(&m.sql, function, &body)?);
+        }
+        Ok(fewest)
     }
 
     /// The fence row, if the target is fenced.
@@ -381,6 +398,28 @@ impl Fence for Postgres {
 }
 
 impl Postgres {
+    /// How many of the three writes the fence's own triggers refuse on one
+    /// relation (see `fence_triggers`).
+    fn fence_triggers_on(&self, relation: &str, function: &str, body: &str) -> Result<usize> {
+        let rows = self.client()?.query(
+            "SELECT g.tgname::text, g.tgtype
+             FROM pg_trigger g
+             JOIN pg_proc p ON p.oid = g.tgfoid
+             JOIN pg_namespace n ON n.oid = p.pronamespace
+             WHERE g.tgrelid = to_regclass($1) AND g.tgname LIKE '\\_cutover\\_fence\\_%'
+               AND g.tgenabled = 'A' AND g.tgqual IS NULL AND g.tgnargs = 1
+               AND cardinality(g.tgattr::int2[]) = 0
+               AND n.nspname = $2 AND p.proname = $3 AND p.prosrc = $4",
+            &[&relation, &self.schema, &function, &body],
+        )?;
+        let holds = |i: usize| {
+            rows.iter().any(|r| {
+                r.get::<_, String>(0) == TRIGGERS[i].0 && r.get::<_, i16>(1) == TRIGGERS[i].1
+            })
+        };
+        Ok(holds(0) as usize + holds(1) as usize + (holds(2) && holds(3)) as usize)
+    }
+
     /// The names of the fence's event triggers for this schema (event
     /// triggers belong to the database, so they carry the schema's oid) and
     /// of their function, qualified.
