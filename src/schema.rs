@@ -198,11 +198,24 @@ impl Spec {
             // written, never required to be mapped, named as generated.
             let s_generated = source.generated_columns(&t.source_table)?;
             let t_generated = target.generated_columns(&t.target_table)?;
-            let s_cols: Vec<ColumnInfo> =
+            // A source's generated column the spec maps is read and carried
+            // like any other; replay leaves it to the source to compute.
+            let mapped = |name: &str| t.columns.iter().any(|c| c.source == name);
+            let mut s_cols: Vec<ColumnInfo> =
                 table_columns(source, &t.source_table, Side::Source, self)?
                     .into_iter()
-                    .filter(|c| !s_generated.iter().any(|g| g.0 == c.name))
+                    .filter(|c| !s_generated.iter().any(|g| g.0 == c.name) || mapped(&c.name))
                     .collect();
+            // SQLite lists its generated columns apart from the others.
+            for (g, _) in &s_generated {
+                if mapped(g) && !s_cols.iter().any(|c| c.name == *g) {
+                    s_cols.push(ColumnInfo {
+                        name: g.clone(),
+                        decl_type: String::new(),
+                        pk: 0,
+                    });
+                }
+            }
             let t_cols: Vec<ColumnInfo> =
                 table_columns(target, &t.target_table, Side::Target, self)?
                     .into_iter()
@@ -210,10 +223,12 @@ impl Spec {
                     .collect();
             let s_names: BTreeSet<&str> = s_cols.iter().map(|c| c.name.as_str()).collect();
             let t_names: BTreeSet<&str> = t_cols.iter().map(|c| c.name.as_str()).collect();
-            for c in &t.columns {
-                if let Some((_, kind)) = s_generated.iter().find(|g| g.0 == c.source) {
+            for (i, c) in t.columns.iter().enumerate() {
+                if let Some((_, kind)) = s_generated.iter().find(|g| g.0 == c.source)
+                    && i < t.key_len
+                {
                     problems.push(format!(
-                        "spec {}: table '{}': source column '{}' is generated ({kind}): the source computes it and replay could not write it back; carry the columns it is computed from instead and remove its [[tables.columns]] entry (a generated column needs no ignore)",
+                        "spec {}: table '{}': key column '{}' of the source is generated ({kind}): the source computes it, so replay could not write a row under its key; key the table by the columns it is computed from",
                         self.path.display(),
                         t.name,
                         c.source

@@ -1152,9 +1152,10 @@ source = \"price\"
     assert_eq!(text("source").len(), 2);
 }
 
-/// Generated columns on either side are the database's: one on the target
-/// needs no mapping and goes through the runbook untouched; one mapped on
-/// either side is refused by `check`, naming it as generated.
+/// Generated columns are computed by their own database: a target's is
+/// never written (named as generated when mapped); a source's mapped to a
+/// plain target column is read, carried, compared, and on replay left to
+/// the source to compute. As a key it is refused, named as generated.
 #[test]
 fn generated_columns_are_left_to_their_database_and_named_when_mapped() {
     let source = "
@@ -1163,6 +1164,7 @@ fn generated_columns_are_left_to_their_database_and_named_when_mapped() {
         INSERT INTO person (id, first, last) VALUES (1, 'Ada', 'Lovelace'), (2, 'Alan', 'Turing');";
     let target = "
         CREATE TABLE person (id bigint PRIMARY KEY, first text NOT NULL, last text NOT NULL,
+                             initials text NOT NULL,
                              label text GENERATED ALWAYS AS (first || ' ' || last) STORED);";
     let spec = "
 [source]
@@ -1176,17 +1178,30 @@ key = [\"id\"]
 source = \"first\"
 [[tables.columns]]
 source = \"last\"
+[[tables.columns]]
+source = \"initials\"
 ";
     let Some(r) = Rental::with("pg_real_generated", None, source, target, spec) else {
         return;
     };
     r.run(&["check"], 0);
     r.run(&["load"], 0);
+    assert_eq!(
+        r.texts("SELECT p::text FROM target.person p ORDER BY id"),
+        [
+            "(1,Ada,Lovelace,AL,\"Ada Lovelace\")",
+            "(2,Alan,Turing,AT,\"Alan Turing\")"
+        ]
+    );
     r.run(&["gate"], 0);
     r.run(&["gate", "--inject-mismatch"], 1);
     r.run(&["journal", "install"], 0);
-    r.application("UPDATE person SET last = 'King' WHERE id = 1; INSERT INTO person (id, first, last) VALUES (3, 'Grace', 'Hopper');");
+    r.application(
+        "UPDATE person SET last = 'King', initials = 'AK' WHERE id = 1;
+         INSERT INTO person (id, first, last, initials) VALUES (3, 'Grace', 'Hopper', 'GH');",
+    );
     r.run(&["fence", "on"], 0);
+    r.run(&["replay", "--dry-run"], 0);
     r.run(&["replay"], 0);
     let rows: Vec<String> = r.texts("SELECT p::text FROM source.person p ORDER BY id");
     assert_eq!(
@@ -1198,26 +1213,28 @@ source = \"last\"
         ]
     );
     r.run(&["fence", "off"], 0);
-    for (side, column) in [("source", "initials"), ("target", "label")] {
-        let path = r.path().join("spec.toml");
-        let spec = std::fs::read_to_string(&path).expect("the spec");
-        std::fs::write(
-            &path,
-            format!(
-                "{spec}[[tables.columns]]\n{side} = \"{column}\"\n{}",
-                if side == "source" {
-                    "target = \"first_initials\"\n"
-                } else {
-                    "value = \"x\"\n"
-                }
-            ),
-        )
-        .expect("the spec");
+    let path = r.path().join("spec.toml");
+    let spec = std::fs::read_to_string(&path).expect("the spec");
+    for (changed, column) in [
+        (
+            format!("{spec}[[tables.columns]]\ntarget = \"label\"\nvalue = \"x\"\n"),
+            "label",
+        ),
+        (
+            spec.replace("key = [\"id\"]", "key = [\"initials\"]")
+                .replace("source = \"initials\"", "source = \"id\""),
+            "initials",
+        ),
+    ] {
+        std::fs::write(&path, changed).expect("the spec");
         let out = r.run(&["check"], 2);
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(&format!("'{column}' is generated")), "{err}");
-        std::fs::write(&path, spec).expect("the spec");
+        assert!(
+            err.contains(&format!("'{column}'")) && err.contains("is generated"),
+            "{err}"
+        );
     }
+    std::fs::write(&path, spec).expect("the spec");
 }
 
 /// A declaratively partitioned target, one partition in another schema:

@@ -817,15 +817,17 @@ fn init_proposes_maps_only_for_columns_that_hold_codes() {
     assert!(!draft.lines().any(|l| l.starts_with("ignore")), "{draft}");
 }
 
-/// A SQLite source's generated column needs no mapping; mapped, it is
-/// named as generated rather than as a column the table lacks.
+/// A SQLite source's generated column needs no mapping; mapped to a plain
+/// target column it is read, carried, compared, and on replay left to the
+/// source to compute (never written). As a key it is refused, named as
+/// generated.
 #[test]
-fn a_sqlite_source_generated_column_is_named_as_generated() {
+fn a_sqlite_source_generated_column_is_carried_and_left_to_the_source_on_replay() {
     let d = Dir::new("sqlite-generated");
     d.create_db(
         "source.db",
         "CREATE TABLE t (id INTEGER PRIMARY KEY, first TEXT, label TEXT GENERATED ALWAYS AS ('#' || first) VIRTUAL);
-         INSERT INTO t (id, first) VALUES (1, 'a');",
+         INSERT INTO t (id, first) VALUES (1, 'a'), (2, 'b');",
     );
     d.create_db(
         "target.db",
@@ -833,6 +835,39 @@ fn a_sqlite_source_generated_column_is_named_as_generated() {
     );
     let spec = "[source]\nurl = \"sqlite://source.db\"\n[target]\nurl = \"sqlite://target.db\"\n[[tables]]\nname = \"t\"\nkey = [\"id\"]\n[[tables.columns]]\nsource = \"first\"\n[[tables.columns]]\nsource = \"label\"\n";
     d.write("spec.toml", spec);
+    d.run(&["check"], 0);
+    d.run(&["load"], 0);
+    assert_eq!(
+        d.query("target.db", "SELECT label FROM t ORDER BY id"),
+        vec![vec![text("#a")], vec![text("#b")]]
+    );
+    d.run(&["gate"], 0);
+    d.run(&["journal", "install"], 0);
+    let app = r#"
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+c.execute("UPDATE t SET first = 'z', label = '#z' WHERE id = 1")
+c.execute("INSERT INTO t VALUES (3, 'c', '#c')")
+c.execute("DELETE FROM t WHERE id = 2")
+c.commit()
+"#;
+    let (code, out) = python(d.path(), app, &["target.db"]);
+    assert_eq!(code, 0, "{out}");
+    d.run(&["fence", "on"], 0);
+    d.run(&["replay", "--dry-run"], 0);
+    d.run(&["replay"], 0);
+    assert_eq!(
+        d.query("source.db", "SELECT id, first, label FROM t ORDER BY id"),
+        vec![
+            vec![int(1), text("z"), text("#z")],
+            vec![int(3), text("c"), text("#c")]
+        ]
+    );
+    d.write(
+        "spec.toml",
+        spec.replace("key = [\"id\"]", "key = [\"label\"]")
+            .replace("source = \"label\"", "source = \"id\""),
+    );
     let out = d.command(&["check", "--spec", "spec.toml"]).expect(2);
-    out.assert_mentions(&["'label' is generated"]);
+    out.assert_mentions(&["'label'", "is generated"]);
 }

@@ -435,18 +435,20 @@ impl Postgres {
         let rows = self
             .client()?
             .query(
-                "WITH RECURSIVE base(num, name, nn, oid, typtype, typmod, declared) AS (
+                "WITH RECURSIVE base(num, name, nn, oid, typtype, typmod, declared, generated) AS (
                    SELECT a.attnum, a.attname::text, a.attnotnull, t.oid, t.typtype::text, a.atttypmod,
-                          format_type(a.atttypid, a.atttypmod)
+                          format_type(a.atttypid, a.atttypmod), a.attgenerated <> ''
                    FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
                    WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
                    UNION ALL
                    SELECT b.num, b.name, b.nn OR d.typnotnull, bt.oid, bt.typtype::text,
-                          CASE WHEN b.typmod = -1 THEN d.typtypmod ELSE b.typmod END, b.declared
+                          CASE WHEN b.typmod = -1 THEN d.typtypmod ELSE b.typmod END, b.declared,
+                          b.generated
                    FROM base b JOIN pg_type d ON d.oid = b.oid JOIN pg_type bt ON bt.oid = d.typbasetype
                    WHERE b.typtype = 'd'
                  )
-                 SELECT name, oid, typtype, typmod, nn, declared FROM base WHERE typtype <> 'd' ORDER BY num",
+                 SELECT name, oid, typtype, typmod, nn, declared, generated FROM base
+                 WHERE typtype <> 'd' ORDER BY num",
                 &[&self.regclass(table)],
             )
             .with_context(|| format!("reading the columns of '{table}' in {}", self.shown))?;
@@ -457,6 +459,7 @@ impl Postgres {
                 kind: Kind::of(r.get(1), r.get(2), r.get(3)),
                 not_null: r.get(4),
                 type_name: r.get(5),
+                generated: r.get(6),
             })
             .collect())
     }

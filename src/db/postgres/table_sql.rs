@@ -39,6 +39,9 @@ pub struct Plan {
     /// order (`ORDER BY` list).
     pub(super) first: Option<usize>,
     pub(super) scan_order: String,
+    /// The columns a write binds, in order: the table's own, but for the
+    /// generated ones, which the table computes.
+    pub(super) written: Vec<usize>,
 }
 
 /// A column of the catalogue as [`TableSql`] needs it.
@@ -47,6 +50,9 @@ pub struct Column {
     pub kind: Kind,
     pub not_null: bool,
     pub type_name: String,
+    /// Computed by the table (`GENERATED ALWAYS AS … STORED`): read, never
+    /// written.
+    pub generated: bool,
 }
 
 /// `col = $n`, exactly: a NUMERIC or `char(n)` key also matches its text.
@@ -92,11 +98,13 @@ impl Plan {
         let mut kinds = Vec::with_capacity(columns.len());
         let mut not_null = Vec::with_capacity(columns.len());
         let mut types = Vec::with_capacity(columns.len());
+        let mut generated = Vec::with_capacity(columns.len());
         for &c in columns {
             if c.is_empty() {
                 kinds.push(Kind::Absent);
                 not_null.push(false);
                 types.push("text".to_string());
+                generated.push(false);
                 continue;
             }
             let Some(k) = known.iter().find(|k| k.name == c) else {
@@ -112,6 +120,13 @@ impl Plan {
             kinds.push(k.kind);
             not_null.push(k.not_null);
             types.push(k.type_name.clone());
+            generated.push(k.generated);
+        }
+        if let Some(i) = (0..key_len).find(|&i| generated[i]) {
+            bail!(
+                "table '{table}': key column '{}' is generated: the table computes it, so a row cannot be written under its key",
+                columns[i]
+            );
         }
         let quoted: Vec<String> = columns.iter().map(|c| quote_ident(c)).collect();
         let qualified = format!("{}.{}", quote_ident(schema), quote_ident(table));
@@ -136,7 +151,7 @@ impl Plan {
             None => key_order.clone(),
         };
         let real: Vec<usize> = (0..columns.len())
-            .filter(|&i| kinds[i] != Kind::Absent)
+            .filter(|&i| kinds[i] != Kind::Absent && !generated[i])
             .collect();
         let rest: Vec<usize> = real.iter().copied().filter(|&i| i >= key_len).collect();
         let set = |cols: &[usize]| {
@@ -192,7 +207,7 @@ impl Plan {
                     keys_from(rest.len() + 1)
                 )
             }),
-            real: (real.len() < columns.len()).then_some(real),
+            real: (real.len() < columns.len()).then(|| real.clone()),
             delete: format!("DELETE FROM {qualified} WHERE {}", keys_from(1)),
             count: format!("SELECT count(*) FROM {qualified}"),
             // A failed statement spoils a PostgreSQL transaction: every
@@ -211,6 +226,7 @@ impl Plan {
             key_order,
             first,
             scan_order,
+            written: real,
         };
         Ok((plan, sql))
     }
@@ -289,9 +305,7 @@ impl Plan {
 
     /// The block columns a write binds, in order (the table's own).
     pub fn written(&self) -> Vec<usize> {
-        (0..self.kinds.len())
-            .filter(|&i| self.kinds[i] != Kind::Absent)
-            .collect()
+        self.written.clone()
     }
 }
 

@@ -14,9 +14,16 @@ impl Rows for Sqlite {
         key_len: usize,
         first: Option<usize>,
     ) -> TableSql {
+        // Generated columns are read, never written: the table computes
+        // them. A table that cannot be described writes every column, and
+        // running the statements reports what is wrong.
+        let generated: Vec<String> = self
+            .generated_columns(table)
+            .map(|g| g.into_iter().map(|(name, _)| name).collect())
+            .unwrap_or_default();
         match first {
-            None => table_sql(table, columns, key_len),
-            Some(first) => ordered_by(table, columns, key_len, first),
+            None => table_sql(table, columns, key_len, &generated),
+            Some(first) => ordered_by(table, columns, key_len, first, &generated),
         }
     }
 
@@ -255,8 +262,14 @@ impl Sqlite {
 
 /// The statements of a table whose scans go in the order of column
 /// `first` (sync's watermark), then the key.
-fn ordered_by(table: &str, columns: &[&str], key_len: usize, first: usize) -> TableSql {
-    let mut sql = table_sql(table, columns, key_len);
+fn ordered_by(
+    table: &str,
+    columns: &[&str],
+    key_len: usize,
+    first: usize,
+    generated: &[String],
+) -> TableSql {
+    let mut sql = table_sql(table, columns, key_len, generated);
     let cols: Vec<String> = columns.iter().map(|c| column_expr(c)).collect();
     let order = std::iter::once(cols[first].clone())
         .chain(cols[..key_len].iter().map(|c| binary(c)))
@@ -277,11 +290,12 @@ fn ordered_by(table: &str, columns: &[&str], key_len: usize, first: usize) -> Ta
 }
 
 /// The statements of `table` reading `columns` in this order, the first
-/// `key_len` the key ([`Rows::table_sql`]).
-fn table_sql(table: &str, columns: &[&str], key_len: usize) -> TableSql {
+/// `key_len` the key ([`Rows::table_sql`]); `generated` names the table's
+/// generated columns, which are read and never written.
+fn table_sql(table: &str, columns: &[&str], key_len: usize, generated: &[String]) -> TableSql {
     let t = quote_ident(table);
     let real: Vec<usize> = (0..columns.len())
-        .filter(|&i| !columns[i].is_empty())
+        .filter(|&i| !columns[i].is_empty() && !generated.iter().any(|g| g == columns[i]))
         .collect();
     let cols: Vec<String> = columns.iter().map(|c| column_expr(c)).collect();
     let keys = &cols[..key_len];
