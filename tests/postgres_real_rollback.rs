@@ -1069,7 +1069,8 @@ map = { 1 = \"bronze\", 2 = \"silver\", 3 = \"gold\" }
 
 /// A table with the column types real PostgreSQL schemas carry beyond
 /// numbers, text and times: arrays of several element types, a tsvector,
-/// json and jsonb, a uuid, an interval, an inet, a domain and a composite.
+/// json and jsonb, a uuid, an interval, an inet, a domain, a composite and
+/// money.
 /// Each is carried by its text form, exactly: load, gate, the application's
 /// writes, replay, and the source equal to the target column for column.
 #[test]
@@ -1081,15 +1082,15 @@ fn every_other_column_type_goes_through_the_runbook_exactly() {
             id integer PRIMARY KEY,
             tags text[], counts integer[], grid numeric(6,2)[][],
             doc tsvector, j json, jb jsonb, u uuid, span interval, addr inet,
-            qty positive_int, price money_pair
+            qty positive_int, price money_pair, cash money
         );";
     let rows = "
         INSERT INTO kinds VALUES
           (1, '{a,\"b c\",NULL}', '{1,2,3}', '{{1.50,2.00},{3.25,4.00}}',
            'a fat cat', '{\"b\": 1,  \"a\": [1, 2]}', '{\"b\": 1, \"a\": [1, 2]}',
            'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '1 year 2 mons 3 days 04:05:06.5', '192.168.0.1/24',
-           7, '(12.50,EUR)'),
-          (2, '{}', NULL, NULL, '', 'null', '[]', NULL, '-1 days', '::1', 1, '(,)');";
+           7, '(12.50,EUR)', '1234.56'),
+          (2, '{}', NULL, NULL, '', 'null', '[]', NULL, '-1 days', '::1', 1, '(,)', NULL);";
     let spec = "
 [source]
 url = \"SOURCE_URL\"
@@ -1120,6 +1121,8 @@ source = \"addr\"
 source = \"qty\"
 [[tables.columns]]
 source = \"price\"
+[[tables.columns]]
+source = \"cash\"
 ";
     let Some(r) = Rental::with("pg_real_kinds", None, &format!("{ddl}{rows}"), ddl, spec) else {
         return;
@@ -1137,9 +1140,9 @@ source = \"price\"
     r.run(&["journal", "install"], 0);
     r.application(
         "UPDATE kinds SET tags = tags || '{z}', jb = jb || '{\"c\": true}', span = span * 2,
-                          price = '(13.00,USD)' WHERE id = 1;
+                          price = '(13.00,USD)', cash = '-2.50' WHERE id = 1;
          INSERT INTO kinds VALUES (3, '{\"x,y\"}', '{0}', '{{0.01}}', 'new words', '{}', '{\"k\": \"v\"}',
-             'b0eebc99-9c0b-4ef8-bb6d-6bb9bd380a12', '00:00:01', '10.0.0.0/8', 3, '(0.00,GBP)');
+             'b0eebc99-9c0b-4ef8-bb6d-6bb9bd380a12', '00:00:01', '10.0.0.0/8', 3, '(0.00,GBP)', '0.01');
          DELETE FROM kinds WHERE id = 2;",
     );
     r.run(&["fence", "on"], 0);

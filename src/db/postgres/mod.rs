@@ -127,7 +127,9 @@ fn connect_failure(e: &tokio_postgres::Error, u: &PgUrl, role: &str) -> String {
 }
 
 /// The settings every connection runs with: the text of dates is
-/// [`datetime`]'s, string literals are standard, text is UTF-8, the
+/// [`datetime`]'s, `money`'s text is the C locale's on every server (the
+/// server's `lc_monetary` would change its symbol and separators), string
+/// literals are standard, text is UTF-8, the
 /// session only searches the spec's schema (after `pg_catalog`), and no
 /// `statement_timeout` or `idle_in_transaction_session_timeout` set on the
 /// role or the database cuts a scan of a whole table (the fingerprint's),
@@ -138,7 +140,8 @@ fn session_sql(schema: &str, access: Access) -> String {
         "SET DateStyle = 'ISO, YMD'; SET TimeZone = 'UTC'; SET IntervalStyle = 'postgres';
          SET extra_float_digits = 3; SET standard_conforming_strings = on;
          SET client_encoding = 'UTF8'; SET search_path = {};
-         SET statement_timeout = 0; SET idle_in_transaction_session_timeout = 0;",
+         SET statement_timeout = 0; SET idle_in_transaction_session_timeout = 0;
+         SET lc_monetary = 'C';",
         quote_ident(schema)
     );
     if access == Access::Read {
