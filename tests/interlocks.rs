@@ -278,18 +278,29 @@ fn a_second_attempt_on_a_target_restored_from_a_copy_is_replayed_in_full() {
 
 /// Tampers with the fence record from another process: copies the row with
 /// its columns read from `PRAGMA table_info`, the boundary lowered to 1, and
-/// writes it back with `argv[2]`'s statement. Prints `ok`, or the error and
-/// exits 3.
+/// writes it back with `argv[2]`'s statement. With `argv[3]` = `past-guard`
+/// the record's guard triggers are dropped first and put back after, in the
+/// same transaction, as a connection that can write past triggers would.
+/// Prints `ok`, or the error and exits 3.
 const PY_TAMPER: &str = r#"
 import sqlite3, sys
 con = sqlite3.connect(sys.argv[1], timeout=5, isolation_level=None)
 mode = sys.argv[2]
+past_guard = sys.argv[3:] == ["past-guard"]
 cols = [r[1] for r in con.execute("PRAGMA table_info(_cutover_fence)")]
 row = list(con.execute("SELECT * FROM _cutover_fence").fetchone())
 row[cols.index("boundary")] = 1
 names = ", ".join('"' + c.replace('"', '""') + '"' for c in cols)
 marks = ", ".join("?" for _ in cols)
+guards = con.execute(
+    "SELECT name, sql FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = '_cutover_fence'"
+).fetchall()
 try:
+    con.execute("BEGIN")
+    if past_guard:
+        assert len(guards) == 3, guards
+        for name, _ in guards:
+            con.execute('DROP TRIGGER "%s"' % name.replace('"', '""'))
     if mode == "insert or replace":
         con.execute(f"INSERT OR REPLACE INTO _cutover_fence ({names}) VALUES ({marks})", row)
     elif mode == "replace":
@@ -300,88 +311,117 @@ try:
         con.execute("DELETE FROM _cutover_fence")
     else:
         raise SystemExit("unknown mode " + mode)
+    if past_guard:
+        for _, sql in guards:
+            con.execute(sql)
+    con.execute("COMMIT")
 except sqlite3.Error as e:
+    if con.in_transaction:
+        con.execute("ROLLBACK")
     print("error:", e)
     sys.exit(3)
 print("ok")
 "#;
 
-/// One way of rewriting the fence record: refused (statement fails, record
-/// unchanged, replay applies every entry) or detected (`fence status` exits
-/// 1, `fence off` refuses and the fence stays; replay never applies a part of
-/// the journal and calls it done).
-fn fence_record_rewrite(mode: &str) {
+/// An application's statement that rewrites the fence record is refused by
+/// the record's guard (docs/journal.md, "The fence": update, delete and a
+/// second insert, which `INSERT OR REPLACE` is): the statement fails naming
+/// the fence, the record is unchanged, the fence holds, and replay applies
+/// every entry.
+fn fence_record_rewrite_is_refused(mode: &str) {
     let d = fenced(&format!("fence-record-{}", mode.replace(' ', "-")));
     let record = d.dump("target.db", "_cutover_fence");
-    let source = d.bytes("source.db");
     let (code, out) = python(d.path(), PY_TAMPER, &["target.db", mode]);
-    let replay = if code == 3 {
-        assert_eq!(
-            d.dump("target.db", "_cutover_fence"),
-            record,
-            "{mode}: refused, yet the fence record changed"
-        );
-        d.run(&["fence", "status"], 0);
-        d.cutover(&["replay"]).output()
-    } else {
-        assert_eq!(code, 0, "{mode}: {out}");
-        // It went through: everything downstream must notice.
-        let st = d.cutover(&["fence", "status"]).output();
-        expect_code(
-            &st,
-            1,
-            &format!("{mode}: fence status after the record was rewritten"),
-        );
-        let off = d.cutover(&["fence", "off"]).output();
-        assert!(
-            matches!(off.code, Some(c) if c != 0),
-            "{mode}: fence off lifted a fence whose record was rewritten\n{off}"
-        );
-        py_refused(
-            &d,
-            "target.db",
-            "UPDATE orders SET cents = 1 WHERE id = 102",
-            &format!("{mode}: after a refused fence off"),
-        );
-        d.cutover(&["replay"]).output()
-    };
-    if code == 3 || replay.code == Some(0) {
-        expect_code(&replay, 0, &format!("{mode}: replay"));
-        assert_source_is_oracle(&d, "source.db", "oracle.db", "orders", mode);
-    } else {
-        // Detected: replay may refuse (a breach), but then it writes
-        // nothing; it never applies part of the journal.
-        expect_code(
-            &replay,
-            1,
-            &format!("{mode}: replay over a rewritten record"),
-        );
-        assert_eq!(
-            d.bytes("source.db"),
-            source,
-            "{mode}: replay refused but changed the source"
-        );
-    }
+    assert_eq!(
+        code, 3,
+        "{mode}: the fence record's guard let the statement through: {out}"
+    );
+    assert!(
+        out.contains("cutover fence"),
+        "{mode}: refused, but not by the fence: {out}"
+    );
+    assert_eq!(
+        d.dump("target.db", "_cutover_fence"),
+        record,
+        "{mode}: refused, yet the fence record changed"
+    );
+    d.run(&["fence", "status"], 0);
+    let replay = d.cutover(&["replay"]).output();
+    expect_code(&replay, 0, &format!("{mode}: replay"));
+    assert_source_is_oracle(&d, "source.db", "oracle.db", "orders", mode);
+}
+
+/// A record rewritten past its guard (triggers dropped and put back, so the
+/// schema reads as the fence left it) no longer equals the copy the source
+/// keeps: `fence status`, `status` and `replay` call it a breach (exit 1),
+/// replay writes nothing to the source, and `fence off` refuses and leaves
+/// the fence standing (docs/journal.md, RUNBOOK C4).
+fn fence_record_rewrite_past_its_guard_is_detected(mode: &str) {
+    let d = fenced(&format!(
+        "fence-record-past-guard-{}",
+        mode.replace(' ', "-")
+    ));
+    let source = d.bytes("source.db");
+    let (code, out) = python(d.path(), PY_TAMPER, &["target.db", mode, "past-guard"]);
+    assert_eq!(code, 0, "{mode}: rewriting past the guard failed: {out}");
+    let what = |step: &str| format!("{mode}, past the guard: {step}");
+    let st = d.cutover(&["fence", "status"]).output();
+    expect_code(&st, 1, &what("fence status"));
+    st.assert_mentions(&["fence breached"]);
+    let status = d.cutover(&["status"]).output();
+    expect_code(&status, 1, &what("status"));
+    let replay = d.cutover(&["replay"]).output();
+    expect_code(&replay, 1, &what("replay"));
+    replay.assert_mentions(&["fence breached"]);
+    assert_eq!(
+        d.bytes("source.db"),
+        source,
+        "{}",
+        what("replay refused but changed the source")
+    );
+    let off = d.cutover(&["fence", "off"]).output();
+    expect_code(&off, 1, &what("fence off"));
+    py_refused(
+        &d,
+        "target.db",
+        "UPDATE orders SET cents = 1 WHERE id = 102",
+        &what("after a refused fence off"),
+    );
 }
 
 #[test]
-fn a_fence_record_rewritten_by_insert_or_replace_is_refused_or_detected() {
-    fence_record_rewrite("insert or replace");
+fn a_fence_record_rewritten_by_insert_or_replace_is_refused() {
+    fence_record_rewrite_is_refused("insert or replace");
 }
 
 #[test]
-fn a_fence_record_rewritten_by_replace_into_is_refused_or_detected() {
-    fence_record_rewrite("replace");
+fn a_fence_record_rewritten_by_replace_into_is_refused() {
+    fence_record_rewrite_is_refused("replace");
 }
 
 #[test]
-fn a_fence_record_rewritten_by_update_is_refused_or_detected() {
-    fence_record_rewrite("update");
+fn a_fence_record_rewritten_by_update_is_refused() {
+    fence_record_rewrite_is_refused("update");
 }
 
 #[test]
-fn a_fence_record_deleted_is_refused_or_detected() {
-    fence_record_rewrite("delete");
+fn a_fence_record_deleted_is_refused() {
+    fence_record_rewrite_is_refused("delete");
+}
+
+#[test]
+fn a_fence_record_rewritten_by_insert_or_replace_past_its_guard_is_detected() {
+    fence_record_rewrite_past_its_guard_is_detected("insert or replace");
+}
+
+#[test]
+fn a_fence_record_rewritten_by_replace_into_past_its_guard_is_detected() {
+    fence_record_rewrite_past_its_guard_is_detected("replace");
+}
+
+#[test]
+fn a_fence_record_rewritten_by_update_past_its_guard_is_detected() {
+    fence_record_rewrite_past_its_guard_is_detected("update");
 }
 
 // --- 3. a schema change on the target after the switch ---------------------------------
