@@ -354,8 +354,9 @@ fn fence_record_rewrite_is_refused(mode: &str) {
 /// A record rewritten past its guard (triggers dropped and put back, so the
 /// schema reads as the fence left it) no longer equals the copy the source
 /// keeps: `fence status`, `status` and `replay` call it a breach (exit 1),
-/// replay writes nothing to the source, and `fence off` refuses and leaves
-/// the fence standing (docs/journal.md, RUNBOOK C4).
+/// replay writes nothing to the source, `fence off` refuses and leaves the
+/// fence standing, and `fence off --force` lifts it (docs/journal.md,
+/// RUNBOOK C4).
 fn fence_record_rewrite_past_its_guard_is_detected(mode: &str) {
     let d = fenced(&format!(
         "fence-record-past-guard-{}",
@@ -386,6 +387,14 @@ fn fence_record_rewrite_past_its_guard_is_detected(mode: &str) {
         "target.db",
         "UPDATE orders SET cents = 1 WHERE id = 102",
         &what("after a refused fence off"),
+    );
+    // RUNBOOK C4: only `--force` lifts a breached fence.
+    let forced = d.cutover(&["fence", "off", "--force"]).output();
+    expect_code(&forced, 0, &what("fence off --force"));
+    py_ok(
+        &d,
+        "target.db",
+        "UPDATE orders SET cents = 1 WHERE id = 102",
     );
 }
 
@@ -422,6 +431,11 @@ fn a_fence_record_rewritten_by_replace_into_past_its_guard_is_detected() {
 #[test]
 fn a_fence_record_rewritten_by_update_past_its_guard_is_detected() {
     fence_record_rewrite_past_its_guard_is_detected("update");
+}
+
+#[test]
+fn a_fence_record_deleted_past_its_guard_is_detected() {
+    fence_record_rewrite_past_its_guard_is_detected("delete");
 }
 
 // --- 3. a schema change on the target after the switch ---------------------------------

@@ -524,6 +524,25 @@ fn not_damaged(target: &Db) -> Result<()> {
     Ok(())
 }
 
+/// Fence triggers without a fence row: the row (or its table) was removed
+/// behind cutover's back, and the target is still fenced. What is left, as
+/// a breach.
+pub fn orphaned(target: &Db, spec: &Spec) -> Result<Option<String>> {
+    for t in spec
+        .tables
+        .iter()
+        .map(|t| t.target_table.clone())
+        .chain(journal_tables(target)?)
+    {
+        if target.fence_triggers(&t)? > 0 {
+            return Ok(Some(format!(
+                "table {t} still has fence triggers but the fence row is gone (was _cutover_fence deleted or dropped?)"
+            )));
+        }
+    }
+    Ok(None)
+}
+
 pub fn read(target: &Db) -> Result<Option<FenceRow>> {
     Ok(match target.fence_row()? {
         None => None,
@@ -573,21 +592,12 @@ impl Watch {
     /// made), `Ok(Err(why))` when it was breached.
     pub fn start(target: &Db, spec: &Spec) -> Result<Result<Watch, String>> {
         let fence = read(target)?;
-        if fence.is_none() {
-            // Fence triggers without a fence row: the row (or its table) was
-            // removed behind cutover's back.
-            for t in spec
-                .tables
-                .iter()
-                .map(|t| t.target_table.clone())
-                .chain(journal_tables(target)?)
-            {
-                if target.fence_triggers(&t)? > 0 {
-                    return Ok(Err(format!(
-                        "fence breached: table {t} still has fence triggers but the fence row is gone (was _cutover_fence deleted or dropped?); nothing was replayed. Find what wrote to the target, then re-plan the rollback"
-                    )));
-                }
-            }
+        if fence.is_none()
+            && let Some(what) = orphaned(target, spec)?
+        {
+            return Ok(Err(format!(
+                "fence breached: {what}; nothing was replayed. Find what wrote to the target, then re-plan the rollback"
+            )));
         }
         let Some(fence) = fence else {
             bail!(
@@ -779,6 +789,12 @@ pub fn render(rep: &FenceReport) -> String {
             rep.not_replayed
         ),
         (Action::Off, Some(_)) => "fence: off; writers can change the target again".to_string(),
+        (Action::Off | Action::Status, None) if rep.fenced => {
+            "fence: still on (fence triggers stand), but its record is gone".to_string()
+        }
+        (Action::Off, None) if rep.changed => {
+            "fence: off (forced); writers can change the target again".to_string()
+        }
         (Action::Off, None) => "fence: not on; nothing to do".to_string(),
         (Action::Status, Some(_)) => "fence: on".to_string(),
         (Action::Status | Action::On, None) => "fence: off".to_string(),
@@ -1004,10 +1020,25 @@ pub fn replay_passed(source: &Db, journal: &str, boundary: i64) -> Result<Result
 
 pub fn off(spec: &Spec, force: bool) -> Result<FenceReport> {
     let (source, target, _) = schema::open(spec, Access::Write, Access::Write)?;
-    let Some(existing) = read(&target)? else {
-        return Ok(FenceReport::of(Action::Off, None));
-    };
     let journal = crate::commands::journal::identity(&target)?.unwrap_or_default();
+    let Some(existing) = read(&target)? else {
+        let Some(what) = orphaned(&target, spec)? else {
+            return Ok(FenceReport::of(Action::Off, None));
+        };
+        let mut rep = FenceReport::of(Action::Off, None);
+        if force {
+            let tables: Vec<String> = spec.tables.iter().map(|t| t.target_table.clone()).collect();
+            lift(&source, &target, &journal, &tables)?;
+            rep.changed = true;
+        } else {
+            rep.fenced = true;
+            rep.intact = Some(false);
+            rep.breach = Some(format!(
+                "fence breached: {what}; the fence stays on. Find what wrote to the target, then re-plan the rollback (`cutover fence off --force` lifts the fence anyway)"
+            ));
+        }
+        return Ok(rep);
+    };
     if let Copy::Differs(what) = copy_of(&existing, &source, &target)?
         && !force
     {
@@ -1035,26 +1066,7 @@ pub fn off(spec: &Spec, force: bool) -> Result<FenceReport> {
             spec = spec.path.display()
         );
     }
-    // The source's copy is lifted first: should lifting the target fail,
-    // `fence on` keeps a new copy of the fence still standing.
-    if !journal.is_empty() {
-        source.write(|| source.lift_fence_copy(&journal, &source.now()?))?;
-    }
-    target
-        .write(|| {
-            target.remove_ddl_guard()?;
-            for t in existing
-                .tables
-                .iter()
-                .chain(&journal_tables(&target)?)
-                .map(String::as_str)
-                .chain([FENCE_TABLE])
-            {
-                target.remove_fence_triggers(t)?;
-            }
-            target.delete_fence_row()
-        })
-        .map_err(|e| e.context("the fence is still on"))?;
+    lift(&source, &target, &journal, &existing.tables)?;
     let mut rep = FenceReport::of(Action::Off, Some(existing));
     rep.fenced = false;
     rep.changed = true;
@@ -1062,10 +1074,40 @@ pub fn off(spec: &Spec, force: bool) -> Result<FenceReport> {
     Ok(rep)
 }
 
+/// Takes the fence off `tables`, the journal and the fence table, and its
+/// row, and lifts the source's copy of its record.
+fn lift(source: &Db, target: &Db, journal: &str, tables: &[String]) -> Result<()> {
+    // The source's copy is lifted first: should lifting the target fail,
+    // `fence on` keeps a new copy of the fence still standing.
+    if !journal.is_empty() {
+        source.write(|| source.lift_fence_copy(journal, &source.now()?))?;
+    }
+    target
+        .write(|| {
+            target.remove_ddl_guard()?;
+            for t in tables
+                .iter()
+                .chain(&journal_tables(target)?)
+                .map(String::as_str)
+                .chain([FENCE_TABLE])
+            {
+                target.remove_fence_triggers(t)?;
+            }
+            target.delete_fence_row()
+        })
+        .map_err(|e| e.context("the fence is still on"))
+}
+
 pub fn status(spec: &Spec) -> Result<FenceReport> {
     let (source, target, _) = schema::open(spec, Access::Read, Access::Read)?;
     let Some(existing) = read(&target)? else {
-        return Ok(FenceReport::of(Action::Status, None));
+        let mut rep = FenceReport::of(Action::Status, None);
+        if let Some(what) = orphaned(&target, spec)? {
+            rep.fenced = true;
+            rep.intact = Some(false);
+            rep.breach = Some(format!("fence breached: {what}"));
+        }
+        return Ok(rep);
     };
     let mut missing = Vec::new();
     for t in existing

@@ -106,6 +106,10 @@ pub fn run(spec: &Spec) -> Result<StatusReport> {
     let journal_installed = crate::commands::journal::installed(spec, &target)?;
     let (journal_entries, _) = target.journal_extent()?;
     let fence = crate::commands::fence::read(&target)?;
+    let orphaned = match fence {
+        Some(_) => None,
+        None => crate::commands::fence::orphaned(&target, spec)?,
+    };
     let journal = crate::commands::journal::identity(&target)?;
     let (replayed, _) = match &journal {
         Some(j) => source.applied_progress(j)?,
@@ -214,6 +218,17 @@ pub fn run(spec: &Spec) -> Result<StatusReport> {
                 )
             }
         }
+        None if orphaned.is_some() => (
+            Stage::Breached,
+            format!(
+                "fence BREACHED: {}",
+                orphaned.as_deref().unwrap_or_default()
+            ),
+            format!(
+                "stop: find what changed with cutover fence status {spec_arg}; then re-plan the rollback (cutover fence off --force, cutover fence on, cutover replay --dry-run)"
+            ),
+            0,
+        ),
         // The fence was lifted after the last replay failed: `--force`.
         None if verdict.as_ref().is_some_and(|v| !v.passed) => {
             let v = verdict.as_ref().expect("a failed verdict");
@@ -298,7 +313,7 @@ pub fn run(spec: &Spec) -> Result<StatusReport> {
         target_rows,
         journal_installed,
         journal_entries,
-        fenced: fence.is_some(),
+        fenced: fence.is_some() || orphaned.is_some(),
         boundary: fence.as_ref().map(|f| f.boundary),
         replayed,
         to_replay,
@@ -330,8 +345,11 @@ pub fn render(rep: &StatusReport) -> String {
         ),
         (
             "fence",
-            rep.boundary
-                .map_or("off".into(), |b| format!("on, journal_boundary={b}")),
+            match rep.boundary {
+                Some(b) => format!("on, journal_boundary={b}"),
+                None if rep.fenced => "on, its record gone".into(),
+                None => "off".into(),
+            },
         ),
         ("replayed", format!("{} of {}", rep.replayed, rep.to_replay)),
         ("next", rep.next.clone()),
