@@ -1,7 +1,9 @@
-//! The engine seam holds: outside `src/db/`, no code names the SQLite
-//! library, a pragma, `data_version`, `typeof()` or SQLite's own catalogue
-//! and JSON tables; the engine interfaces stay small, and every file of an
-//! engine says which concept it implements.
+//! The engine seam holds: outside `src/db/`, no code names an engine's
+//! library or internals (SQLite: the library, a pragma, `data_version`,
+//! `typeof()`, its own catalogue and JSON tables; PostgreSQL: its driver
+//! crates, `pg_catalog` and every `pg_…` catalogue table or function,
+//! `information_schema`, `regclass` casts); the engine interfaces stay
+//! small, and every file of an engine says which concept it implements.
 
 mod support;
 
@@ -9,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use support::repo_path;
 
-const FORBIDDEN: &[&str] = &[
+const SQLITE: &[&str] = &[
     "rusqlite",
     "data_version",
     "typeof(",
@@ -19,6 +21,20 @@ const FORBIDDEN: &[&str] = &[
     "sqlite_master",
     "sqlite_sequence",
     "json_each",
+];
+
+/// PostgreSQL's driver crates and the catalogue names that are not `pg_…`
+/// (those are caught by [`names_pg_internal`]).
+const POSTGRES: &[&str] = &[
+    "tokio_postgres",
+    "postgres::",
+    "postgres_types",
+    "postgres_protocol",
+    "information_schema",
+    "regclass",
+    "regproc",
+    "regtype",
+    "txid_current",
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -32,37 +48,127 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-#[test]
-fn no_code_outside_src_db_names_sqlite_internals() {
-    let src = repo_path("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
+/// A `pg_` that starts a word (`pg_catalog`, `pg_class`, `pg_locks`,
+/// `pg_get_triggerdef(`, `pg_advisory_lock(`): PostgreSQL reserves the
+/// prefix for its catalogue and functions. `is_pg_url` is not one.
+fn names_pg_internal(line: &str) -> bool {
+    line.match_indices("pg_").any(|(i, _)| {
+        let before = line[..i].chars().next_back();
+        let after = line[i + 3..].chars().next();
+        !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+            && after.is_some_and(|c| c.is_ascii_lowercase())
+    })
+}
+
+/// What `line` names of an engine's internals, per `words` (and `pg_…`
+/// words when `pg` is set).
+fn internals(line: &str, words: &[&str], pg: bool) -> Vec<String> {
+    let mut found: Vec<String> = words
+        .iter()
+        .filter(|w| line.contains(**w))
+        .map(|w| w.to_string())
+        .collect();
+    if pg && names_pg_internal(line) {
+        found.push("pg_…".to_string());
+    }
+    found
+}
+
+/// Every line of code (comments left out) in `files` naming one of the
+/// internals, as `path:line: word: text`.
+fn lines_naming(files: &[PathBuf], words: &[&str], pg: bool) -> Vec<String> {
     let mut found = Vec::new();
-    for f in files.iter().filter(|f| !f.starts_with(src.join("db"))) {
+    for f in files {
         let text = std::fs::read_to_string(f).expect("reading a source file");
         for (n, line) in text.lines().enumerate() {
             if line.trim_start().starts_with("//") {
                 continue;
             }
-            for word in FORBIDDEN {
-                if line.contains(word) {
-                    found.push(format!(
-                        "{}:{}: {word}: {}",
-                        f.display(),
-                        n + 1,
-                        line.trim()
-                    ));
-                }
+            for word in internals(line, words, pg) {
+                found.push(format!(
+                    "{}:{}: {word}: {}",
+                    f.display(),
+                    n + 1,
+                    line.trim()
+                ));
             }
         }
     }
+    found
+}
+
+/// The source files under `src/`, split into those under `src/<under>` and
+/// the rest.
+fn src_files(under: &str) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let src = repo_path("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files
+        .into_iter()
+        .partition(|f| f.starts_with(src.join(under)))
+}
+
+#[test]
+fn no_code_outside_src_db_names_sqlite_internals() {
+    let (engine, outside) = src_files("db");
+    let found = lines_naming(&outside, SQLITE, false);
     assert!(
         found.is_empty(),
-        "engine-specific code outside src/db/:\n{}",
+        "SQLite-specific code outside src/db/:\n{}",
         found.join("\n")
     );
-    // The scan itself can fail: it reads the seam it guards.
-    assert!(files.iter().any(|f| f.ends_with("db/sqlite/mod.rs")));
+    // The scan itself can fail: it finds what it forbids where it belongs.
+    let sqlite: Vec<PathBuf> = engine
+        .into_iter()
+        .filter(|f| f.to_string_lossy().contains("db/sqlite/"))
+        .collect();
+    assert!(sqlite.iter().any(|f| f.ends_with("db/sqlite/mod.rs")));
+    let inside = lines_naming(&sqlite, SQLITE, false);
+    for word in ["rusqlite", "PRAGMA", "sqlite_schema"] {
+        assert!(
+            inside.iter().any(|l| l.contains(&format!(": {word}: "))),
+            "the scan finds no {word} in src/db/sqlite/"
+        );
+    }
+}
+
+#[test]
+fn no_code_outside_src_db_names_postgres_internals() {
+    let (engine, outside) = src_files("db");
+    let found = lines_naming(&outside, POSTGRES, true);
+    assert!(
+        found.is_empty(),
+        "PostgreSQL-specific code outside src/db/:\n{}",
+        found.join("\n")
+    );
+    // The scan itself can fail: it finds what it forbids where it belongs.
+    let postgres: Vec<PathBuf> = engine
+        .into_iter()
+        .filter(|f| f.to_string_lossy().contains("db/postgres/"))
+        .collect();
+    assert!(postgres.iter().any(|f| f.ends_with("db/postgres/mod.rs")));
+    let inside = lines_naming(&postgres, POSTGRES, true);
+    for word in ["tokio_postgres", "regclass", "pg_…"] {
+        assert!(
+            inside.iter().any(|l| l.contains(&format!(": {word}: "))),
+            "the scan finds no {word} in src/db/postgres/"
+        );
+    }
+}
+
+#[test]
+fn a_pg_word_is_told_from_an_identifier_that_contains_pg() {
+    for line in [
+        "SELECT relname FROM pg_class",
+        "JOIN pg_catalog.pg_namespace n",
+        "\"SELECT pg_advisory_lock($1)\"",
+        "(pg_get_triggerdef(t.oid))",
+    ] {
+        assert!(names_pg_internal(line), "{line}");
+    }
+    for line in ["let is_pg_url = true;", "a.jpg_b", "PG_MAGIC", "pg_ 1"] {
+        assert!(!names_pg_internal(line), "{line}");
+    }
 }
 
 /// `(trait, methods)` for every trait declared in `src/db/interfaces.rs`.
