@@ -371,7 +371,8 @@ fn status(active: bool) -> &'static str {
 
 /// The running example with `initial` rows (id → cents, active) on both
 /// sides, journaled, with `ops` applied to the target one statement at a
-/// time (a statement the schema refuses is skipped), fenced.
+/// time (an insert or key change onto a key that is taken is refused by the
+/// schema and skipped; any other error fails the property), fenced.
 fn generated_journal(initial: &BTreeMap<i64, (i64, bool)>, ops: &[Op]) -> Dir {
     let d = Dir::new("prop-replay");
     d.spec(ORDERS_SPEC);
@@ -402,7 +403,12 @@ fn generated_journal(initial: &BTreeMap<i64, (i64, bool)>, ops: &[Op]) -> Dir {
     }
     d.run(&["journal", "install"], 0);
     let t = d.conn("target.db");
+    let entries = |t: &rusqlite::Connection| -> i64 {
+        t.query_row("SELECT count(*) FROM _cutover_journal", [], |r| r.get(0))
+            .expect("counting the journal's entries")
+    };
     for op in ops {
+        let before = entries(&t);
         let r = match op {
             Op::Insert(id, c, a) => t.execute(
                 "INSERT INTO orders VALUES (?1, ?2, ?3)",
@@ -415,8 +421,25 @@ fn generated_journal(initial: &BTreeMap<i64, (i64, bool)>, ops: &[Op]) -> Dir {
             Op::Delete(id) => t.execute("DELETE FROM orders WHERE id = ?1", [id]),
             Op::Rekey(a, b) => t.execute("UPDATE orders SET id = ?2 WHERE id = ?1", [a, b]),
         };
-        // A duplicate key is the application's error, not a journal entry.
-        let _ = r;
+        match r {
+            Ok(_) => {}
+            // A duplicate key is the application's error, not a journal
+            // entry: the schema refuses the statement and the journal keeps
+            // nothing of it. Only an insert or a key change can collide.
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
+                    && matches!(op, Op::Insert(..) | Op::Rekey(..)) =>
+            {
+                assert_eq!(
+                    entries(&t),
+                    before,
+                    "{op:?} was refused, yet the journal changed"
+                );
+            }
+            // Anything else (a journal trigger that fails, a RAISE, a lock)
+            // is not the application's write being refused by its schema.
+            Err(e) => panic!("{op:?} failed on the journaled target: {e}"),
+        }
     }
     drop(t);
     d.run(&["fence", "on"], 0);
