@@ -8,7 +8,7 @@
 
 mod support;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::config::DbConfig;
 use support::{Dir, Layout, Rows, each_layout};
@@ -232,6 +232,37 @@ fn a_write_with_triggers_disabled_is_a_breach_and_replay_writes_nothing() {
     d.assert_unchanged(&before, "replay over a fence bypassed with triggers off");
 }
 
+/// The system calls that put a thread to sleep for a while (`nanosleep`,
+/// `clock_nanosleep`), by number.
+#[cfg(target_arch = "x86_64")]
+const SLEEP_CALLS: &[u64] = &[35, 230];
+#[cfg(target_arch = "aarch64")]
+const SLEEP_CALLS: &[u64] = &[101, 115];
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+const SLEEP_CALLS: &[u64] = &[];
+
+/// Whether process `pid` is waiting for a SQLite lock that another
+/// connection holds. SQLite's busy handler retries the lock between sleeps
+/// (`usleep`), holding nothing while it sleeps, so the wait leaves no trace
+/// in the database; the kernel shows it: a thread asleep in `nanosleep`
+/// (`wchan`, else the system call it is in). Nothing else in cutover sleeps
+/// on a SQLite target.
+fn waiting_for_a_lock(pid: u32) -> bool {
+    let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    threads.flatten().any(|t| {
+        let read = |f: &str| std::fs::read_to_string(t.path().join(f)).unwrap_or_default();
+        let call = read("syscall");
+        read("wchan").contains("nanosleep")
+            || call
+                .split_whitespace()
+                .next()
+                .and_then(|n| n.parse::<u64>().ok())
+                .is_some_and(|n| SLEEP_CALLS.contains(&n))
+    })
+}
+
 #[test]
 fn fence_on_waits_for_a_writer_in_flight_and_puts_its_commit_inside_the_boundary() {
     let d = Dir::orders_after_writes("fence-waits");
@@ -240,8 +271,25 @@ fn fence_on_waits_for_a_writer_in_flight_and_puts_its_commit_inside_the_boundary
         "BEGIN IMMEDIATE; INSERT INTO orders (id, cents, status) VALUES (105, 100, 'active');",
     )
     .unwrap();
-    let mut child = d.cutover(&["fence", "on"]).spawn();
-    std::thread::sleep(Duration::from_millis(150));
+    // Ten seconds, so that only a fence on that does not wait at all fails.
+    let mut child = d
+        .cutover(&["fence", "on"])
+        .env("CUTOVER_BUSY_TIMEOUT_MS", "10000")
+        .spawn();
+    // The writer commits only once fence on is seen waiting for its lock:
+    // whatever fence on read before asking for the lock, it read without the
+    // insert.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !waiting_for_a_lock(child.id()) {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("fence on ended ({status}) without waiting for the writer in flight");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "fence on was never seen waiting for the writer in flight"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
     conn.execute_batch("COMMIT").unwrap();
     drop(conn);
     let status = child.wait().unwrap();
