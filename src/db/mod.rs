@@ -3,8 +3,9 @@
 //!
 //! The rest of the crate holds a [`Db`]: one open database of any engine,
 //! offering the interfaces of [`interfaces`] (docs/architecture.md draws
-//! them). SQLite is the one engine today ([`sqlite`]); a second is one type
-//! implementing [`Database`] and a branch in [`Db::open`].
+//! them). Two engines implement them, SQLite ([`sqlite`]) and PostgreSQL
+//! ([`postgres`]); another is one type implementing [`Database`] and a
+//! branch in [`Db::open`].
 
 pub mod csv;
 pub mod interfaces;
