@@ -150,6 +150,49 @@ rejects! {
         l["op"] = json!("delete");
         l["before"] = Json::Null;
     },
+    row_and_before_leaving_out_different_columns_are_rejected: "before" => |l| {
+        l["before"] = l["row"].clone();
+        remove_in(l, "row", "currency");
+    },
+    row_leaving_out_a_key_column_with_before_is_rejected: "row" => |l| {
+        l["before"] = Json::Null;
+        remove_in(l, "row", "entity");
+    },
+    row_leaving_out_the_revision_column_is_rejected: "row" => |l| {
+        l["before"] = Json::Null;
+        remove_in(l, "row", "rev");
+    },
+}
+
+/// A line may leave out a column together with `before`, in both images
+/// (docs/feed.md, "Lines"): the update leaves the column as the database
+/// holds it, and the expected row is compared on the columns present.
+#[test]
+fn a_column_left_out_of_both_images_is_left_as_it_is() {
+    let s = Dir::invoices("left-out");
+    s.exec(
+        "target.db",
+        "INSERT INTO invoices VALUES ('erp', 'A-100', 'E1', 'INV-1', 1, 1000, 'GBP')",
+    );
+    let mut l = inv("d1", 1, "INV-1", 2, 1200);
+    l["before"] = inv_row("erp", "INV-1", 1, 1000, "EUR");
+    remove_in(&mut l, "row", "currency");
+    remove_in(&mut l, "before", "currency");
+    s.feed("feed.jsonl", &[l]);
+    let r = s.apply("feed.jsonl", "target").expect(0);
+    assert_eq!(r.json()["deliveries"][0]["applied"], 1, "{r}");
+    assert_eq!(
+        s.query(
+            "target.db",
+            "SELECT rev, amount_minor, currency FROM invoices"
+        ),
+        vec![vec![
+            rusqlite::types::Value::Integer(2),
+            rusqlite::types::Value::Integer(1200),
+            rusqlite::types::Value::Text("GBP".into()),
+        ]],
+        "{r}"
+    );
 }
 
 // --- deliveries ----------------------------------------------------------------

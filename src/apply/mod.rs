@@ -91,24 +91,59 @@ pub struct Change {
     /// than one when replay folded a record's changes in a batch into their
     /// net effect, none for the other records of such a fold.
     pub entries: u64,
+    /// The columns (indexes into the table's) the change carries no value
+    /// for, under [`Rule::Expect`] only: a journal entry recorded before the
+    /// column was journaled, or a feed line that leaves it out. Their places
+    /// in `after` and the before-image hold NULL, which stands for nothing:
+    /// the replay rule compares the other columns only, an update leaves
+    /// these as the database holds them and an insert leaves them to the
+    /// column's default. Empty for a whole row.
+    pub unrecorded: Vec<usize>,
+}
+
+/// Whether two rows (or two absences of a row) agree on every column but
+/// `unrecorded`.
+pub fn same_recorded(a: Option<&Row>, b: Option<&Row>, unrecorded: &[usize]) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) if unrecorded.is_empty() => a == b,
+        (Some(a), Some(b)) => a
+            .iter()
+            .zip(b)
+            .enumerate()
+            .all(|(i, (x, y))| x == y || unrecorded.contains(&i)),
+        _ => false,
+    }
 }
 
 /// `row` (canonical) as the source stores it: each column checked, then
 /// carried back by its transform. What the engine writes into a source
-/// whose stored row's storage classes it has not read.
-pub fn source_form(table: &Table, row: &Row) -> Result<Row, (String, String)> {
-    check_row(table, row)?;
+/// whose stored row's storage classes it has not read. The columns in
+/// `unrecorded` carry nothing and stay NULL, unchecked.
+pub fn source_form(
+    table: &Table,
+    row: &Row,
+    unrecorded: &[usize],
+) -> Result<Row, (String, String)> {
+    check_row(table, row, unrecorded)?;
     table
         .columns
         .iter()
         .zip(row)
-        .map(|(col, v)| reverse_column(col, v))
+        .enumerate()
+        .map(|(i, (col, v))| match unrecorded.contains(&i) {
+            true => Ok(Value::Null),
+            false => reverse_column(col, v),
+        })
         .collect()
 }
 
-/// The spec's checks of every column of a canonical row.
-fn check_row(table: &Table, row: &Row) -> Result<(), (String, String)> {
-    for (col, v) in table.columns.iter().zip(row) {
+/// The spec's checks of every column of a canonical row but `unrecorded`.
+fn check_row(table: &Table, row: &Row, unrecorded: &[usize]) -> Result<(), (String, String)> {
+    for (i, (col, v)) in table.columns.iter().zip(row).enumerate() {
+        if unrecorded.contains(&i) {
+            continue;
+        }
         col.checks
             .check(v)
             .map_err(|why| (col.target.clone(), why))?;
@@ -311,6 +346,9 @@ pub struct Engine<'a> {
     /// Per table, the database's own triggers and rules that act on these
     /// writes, as messages name them: what can swallow a write.
     acting: Vec<Vec<String>>,
+    /// The statements writing only some columns of a table, by table and
+    /// the columns left out (see [`Change::unrecorded`]), made on first use.
+    partial: std::cell::RefCell<std::collections::HashMap<(usize, Vec<usize>), TableSql>>,
 }
 
 /// A table's conditional writes on one database.
@@ -339,6 +377,7 @@ impl<'a> Engine<'a> {
             stored: std::cell::RefCell::new(None),
             writers: std::cell::RefCell::new(writers),
             acting: Vec::new(),
+            partial: std::cell::RefCell::default(),
         }
     }
 
@@ -580,6 +619,7 @@ impl<'a> Engine<'a> {
                                     tag,
                                     source_images: None,
                                     entries: 1,
+                                    unrecorded: Vec::new(),
                                 };
                                 match self
                                     .apply_one(&c, delivery)
@@ -620,11 +660,18 @@ impl<'a> Engine<'a> {
             )));
         }
         let table = &self.tables[c.table];
+        if !c.unrecorded.is_empty() && !matches!(c.rule, Rule::Expect { .. }) {
+            bail!(
+                "a change of table '{}' without some of its columns must carry the row it expects (the replay rule)",
+                table.name
+            );
+        }
         if let Rule::Expect {
             before,
             revision: None,
         } = &c.rule
             && table.revision.is_none()
+            && c.unrecorded.is_empty()
             && self.wrote_if(c, before.as_ref())?
         {
             return Ok(Ok(Effect::Written));
@@ -643,7 +690,7 @@ impl<'a> Engine<'a> {
                     if let Some(b) = before
                         && let Value::Integer(old) = b[rc]
                     {
-                        let json = row_json(table, b).to_string();
+                        let json = row_json_of(table, b, &c.unrecorded).to_string();
                         self.db.record_evidence(
                             &table.name,
                             &key,
@@ -677,7 +724,7 @@ impl<'a> Engine<'a> {
                     if table.on_change == OnChange::Update {
                         self.write(c, Some(h), c.after.as_ref())
                     } else {
-                        let column = first_difference(table, Some(h), c.after.as_ref());
+                        let column = first_difference(table, Some(h), c.after.as_ref(), &[]);
                         Ok(Err(self.conflict(
                             c,
                             "a different row with this key is already there (no revision column to order them, and on_change is \"reject\")".into(),
@@ -706,7 +753,7 @@ impl<'a> Engine<'a> {
                     Some(std::cmp::Ordering::Equal) => Ok(Err(self.conflict(
                         c,
                         format!("the stored row has the same watermark {} but other content; set on_change = \"update\" to let the later sync win", a[*w]),
-                        first_difference(table, Some(h), Some(a)),
+                        first_difference(table, Some(h), Some(a), &[]),
                         None,
                         Some(h),
                     ))),
@@ -753,7 +800,8 @@ impl<'a> Engine<'a> {
         let (b, a) = match &c.source_images {
             Some((b, a)) if self.side == Side::Source => (b.as_deref(), a.as_deref()),
             _ => {
-                let stored = |r: Option<&Row>| r.map(|r| self.stored_form(table, r)).transpose();
+                let stored =
+                    |r: Option<&Row>| r.map(|r| self.stored_form(table, r, &[])).transpose();
                 let (Ok(b), Ok(a)) = (stored(before), stored(c.after.as_ref())) else {
                     return Ok(false);
                 };
@@ -787,16 +835,18 @@ impl<'a> Engine<'a> {
             },
             _ => None,
         };
+        let same = |a: Option<&Row>, b: Option<&Row>| same_recorded(a, b, &c.unrecorded);
         let already = if moves {
-            here.is_none() && there == c.after
+            here.is_none() && same(there.as_ref(), c.after.as_ref())
         } else {
-            here == c.after
+            same(here.as_ref(), c.after.as_ref())
         };
         if already {
             return Ok(Ok(Effect::Duplicate));
         }
-        if here.as_ref() != before || (moves && there.is_some()) {
-            let (reason, found) = if here.as_ref() == before {
+        let expected = same(here.as_ref(), before);
+        if !expected || (moves && there.is_some()) {
+            let (reason, found) = if expected {
                 ("the key it moves to is already taken", there.as_ref())
             } else {
                 match (before, &here) {
@@ -811,7 +861,7 @@ impl<'a> Engine<'a> {
                     ),
                 }
             };
-            let column = first_difference(table, before, here.as_ref());
+            let column = first_difference(table, before, here.as_ref(), &c.unrecorded);
             return Ok(Err(self.conflict(c, reason.into(), column, before, found)));
         }
         self.write(c, here.as_ref(), c.after.as_ref())
@@ -908,7 +958,7 @@ impl<'a> Engine<'a> {
                     if c.after.as_ref() == Some(&h) {
                         Ok(Ok(Effect::Duplicate))
                     } else {
-                        let column = first_difference(table, Some(&h), c.after.as_ref());
+                        let column = first_difference(table, Some(&h), c.after.as_ref(), &[]);
                         let why = if c.after.is_some() {
                             format!("revision {rev} is already stored with different content")
                         } else {
@@ -959,9 +1009,8 @@ impl<'a> Engine<'a> {
         after: Option<&Row>,
     ) -> Result<Result<Effect, Box<Conflict>>> {
         let table = &self.tables[c.table];
-        let sql = &self.sql[c.table];
         let stored = match after {
-            Some(a) => match self.stored_form(table, a) {
+            Some(a) => match self.stored_form(table, a, &c.unrecorded) {
                 Ok(r) => Some(r),
                 Err((column, why)) => {
                     return Ok(Err(self.conflict(c, why, Some(column), None, here)));
@@ -983,11 +1032,34 @@ impl<'a> Engine<'a> {
         if keeps && here.is_some() && after.is_none() {
             self.keep_ignored(table, c, &key_text())?;
         }
-        let done = match (here, &stored) {
-            (None, Some(row)) => self.db.insert_row(sql, row),
-            (Some(_), Some(row)) => self.db.update_row(sql, &c.key, row),
-            (Some(_), None) => self.db.delete_row(sql, &c.key),
-            (None, None) => Ok(1),
+        let done = if c.unrecorded.is_empty() {
+            let sql = &self.sql[c.table];
+            match (here, &stored) {
+                (None, Some(row)) => self.db.insert_row(sql, row),
+                (Some(_), Some(row)) => self.db.update_row(sql, &c.key, row),
+                (Some(_), None) => self.db.delete_row(sql, &c.key),
+                (None, None) => Ok(1),
+            }
+        } else {
+            // Only the columns the change carries are written: an update
+            // leaves the others as they are, an insert to their defaults.
+            let mut partial = self.partial.borrow_mut();
+            let sql = partial
+                .entry((c.table, c.unrecorded.clone()))
+                .or_insert_with(|| self.partial_sql(table, &c.unrecorded));
+            let row = stored.as_ref().map(|r| {
+                r.iter()
+                    .enumerate()
+                    .filter(|(i, _)| !c.unrecorded.contains(i))
+                    .map(|(_, v)| v.clone())
+                    .collect::<Row>()
+            });
+            match (here, &row) {
+                (None, Some(row)) => self.db.insert_row(sql, row),
+                (Some(_), Some(row)) => self.db.update_row(sql, &c.key, row),
+                (Some(_), None) => self.db.delete_row(sql, &c.key),
+                (None, None) => Ok(1),
+            }
         };
         // An insert a rule sent elsewhere (into a partition of an
         // inheritance tree) reports no row, yet the table reads it back.
@@ -995,7 +1067,7 @@ impl<'a> Engine<'a> {
             Ok(matches!(done, Ok(0))
                 && here.is_none()
                 && stored.is_some()
-                && matches!(self.current(table, c.table, &c.key, false)?, Ok(Some(r)) if Some(&r) == after))
+                && matches!(self.current(table, c.table, &c.key, false)?, Ok(Some(r)) if same_recorded(Some(&r), after, &c.unrecorded)))
         };
         let done = if routed(&done)? { Ok(1) } else { done };
         match done {
@@ -1114,9 +1186,12 @@ impl<'a> Engine<'a> {
             key: key_json(&c.key),
             column,
             reason,
-            expected: expected.map(|r| row_json(table, r)),
+            expected: expected.map(|r| row_json_of(table, r, &c.unrecorded)),
             found: found.map(|r| row_json(table, r)),
-            wanted: c.after.as_ref().map(|r| row_json(table, r)),
+            wanted: c
+                .after
+                .as_ref()
+                .map(|r| row_json_of(table, r, &c.unrecorded)),
         })
     }
 
@@ -1175,25 +1250,55 @@ impl<'a> Engine<'a> {
         })
     }
 
-    /// The canonical row as this side stores it, after the column checks.
-    fn stored_form(&self, table: &Table, row: &Row) -> Result<Row, (String, String)> {
+    /// The statements of `table` on this side without the columns in
+    /// `unrecorded`.
+    fn partial_sql(&self, table: &Table, unrecorded: &[usize]) -> TableSql {
+        let names: Vec<&str> = table
+            .columns
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !unrecorded.contains(i))
+            .map(|(_, c)| match self.side {
+                Side::Source => c.source.as_str(),
+                Side::Target => c.target.as_str(),
+            })
+            .collect();
+        let name = match self.side {
+            Side::Source => &table.source_table,
+            Side::Target => &table.target_table,
+        };
+        self.db.table_sql(name, &names, table.key_len, None)
+    }
+
+    /// The canonical row as this side stores it, after the column checks;
+    /// the columns in `unrecorded` stay NULL.
+    fn stored_form(
+        &self,
+        table: &Table,
+        row: &Row,
+        unrecorded: &[usize],
+    ) -> Result<Row, (String, String)> {
         match self.side {
             Side::Target => {
-                check_row(table, row)?;
+                check_row(table, row, unrecorded)?;
                 Ok(row.clone())
             }
             Side::Source => {
                 let stored = self.stored.borrow();
                 let Some(was) = stored.as_ref() else {
-                    return source_form(table, row);
+                    return source_form(table, row, unrecorded);
                 };
-                check_row(table, row)?;
+                check_row(table, row, unrecorded)?;
                 table
                     .columns
                     .iter()
                     .zip(row)
                     .zip(was)
-                    .map(|((col, v), was)| {
+                    .enumerate()
+                    .map(|(i, ((col, v), was))| {
+                        if unrecorded.contains(&i) {
+                            return Ok(Value::Null);
+                        }
                         let back = reverse_column(col, v)?;
                         Ok(match &col.transform {
                             Transform::DecimalToMinor { scale } => keep_class(back, v, was, *scale),
@@ -1230,22 +1335,34 @@ fn short(digest: &str) -> &str {
     &digest[..digest.len().min(12)]
 }
 
-fn first_difference(table: &Table, a: Option<&Row>, b: Option<&Row>) -> Option<String> {
+fn first_difference(
+    table: &Table,
+    a: Option<&Row>,
+    b: Option<&Row>,
+    unrecorded: &[usize],
+) -> Option<String> {
     let (a, b) = (a?, b?);
-    a.iter()
-        .zip(b)
-        .position(|(x, y)| x != y)
+    (0..a.len().min(b.len()))
+        .find(|&i| a[i] != b[i] && !unrecorded.contains(&i))
         .map(|i| table.columns[i].target.clone())
 }
 
 /// A canonical row as a JSON object keyed by target column names.
 pub fn row_json(table: &Table, row: &[Value]) -> Json {
+    row_json_of(table, row, &[])
+}
+
+/// The same, leaving out the columns in `unrecorded`, which carry nothing
+/// (see [`Change::unrecorded`]).
+pub fn row_json_of(table: &Table, row: &[Value], unrecorded: &[usize]) -> Json {
     Json::Object(
         table
             .columns
             .iter()
             .zip(row)
-            .map(|(c, v)| (c.target.clone(), v.to_json()))
+            .enumerate()
+            .filter(|(i, _)| !unrecorded.contains(i))
+            .map(|(_, (c, v))| (c.target.clone(), v.to_json()))
             .collect(),
     )
 }
@@ -1253,6 +1370,22 @@ pub fn row_json(table: &Table, row: &[Value]) -> Json {
 /// A canonical row from a JSON object keyed by target column names. Every
 /// mapped column must be present and no other.
 pub fn row_from_json(table: &Table, json: &Json) -> Result<Row> {
+    let (row, absent) = row_from_json_of(table, json)?;
+    if let Some(&i) = absent.first() {
+        bail!(
+            "column '{}' of table '{}' is missing",
+            table.columns[i].target,
+            table.name
+        );
+    }
+    Ok(row)
+}
+
+/// A canonical row from a JSON object keyed by target column names that
+/// may leave out columns other than the key: the row, NULL in their
+/// places, and the columns left out (see [`Change::unrecorded`]). No column
+/// the spec does not map.
+pub fn row_from_json_of(table: &Table, json: &Json) -> Result<(Row, Vec<usize>)> {
     let Json::Object(obj) = json else {
         bail!("a row must be a JSON object, found {json}");
     };
@@ -1264,14 +1397,23 @@ pub fn row_from_json(table: &Table, json: &Json) -> Result<Row> {
             );
         }
     }
-    table
-        .columns
-        .iter()
-        .map(|c| {
-            let v = obj.get(&c.target).with_context(|| {
-                format!("column '{}' of table '{}' is missing", c.target, table.name)
-            })?;
-            Value::from_json(v).with_context(|| format!("column '{}'", c.target))
-        })
-        .collect()
+    let mut absent = Vec::new();
+    let mut row = Vec::with_capacity(table.columns.len());
+    for (i, c) in table.columns.iter().enumerate() {
+        match obj.get(&c.target) {
+            Some(v) => {
+                row.push(Value::from_json(v).with_context(|| format!("column '{}'", c.target))?)
+            }
+            None if i < table.key_len => bail!(
+                "key column '{}' of table '{}' is missing",
+                c.target,
+                table.name
+            ),
+            None => {
+                absent.push(i);
+                row.push(Value::Null);
+            }
+        }
+    }
+    Ok((row, absent))
 }

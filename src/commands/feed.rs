@@ -18,8 +18,8 @@ use serde_json::{Map, Value as Json, json};
 use sha2::{Digest, Sha256};
 
 use crate::apply::{
-    Applied, BatchOutcome, Change, DeliveryCheckpoint, Engine, FailedChange, Rule, row_from_json,
-    row_json,
+    Applied, BatchOutcome, Change, DeliveryCheckpoint, Engine, FailedChange, Rule,
+    row_from_json_of, row_json_of,
 };
 use crate::db::{Access, Db};
 use crate::report::{self, BatchStatus, Report, Verdict};
@@ -198,7 +198,7 @@ pub fn parse_line(
         (_, Some(_)) => return Err(fail(&rej, Some("row"), "a delete carries no row".into())),
         (_, None) => None,
     };
-    if let Some(r) = &row {
+    if let Some((r, absent)) = &row {
         for (i, c) in table.key_columns().iter().enumerate() {
             if r[i] != key[i] {
                 return Err(fail(
@@ -207,6 +207,18 @@ pub fn parse_line(
                     format!("{} differs from the key's {}", r[i], key[i]),
                 ));
             }
+        }
+        if let Some(rc) = table.revision
+            && absent.contains(&rc)
+        {
+            return Err(fail(
+                &rej,
+                Some("row"),
+                format!(
+                    "revision column '{}' is missing; a row of a table with revisions carries it",
+                    table.columns[rc].target
+                ),
+            ));
         }
         if let (Some(rc), Some(rev)) = (table.revision, revision)
             && r[rc] != Value::Integer(rev)
@@ -234,6 +246,50 @@ pub fn parse_line(
             parse_row(table, b, "before").map_err(|(f, r)| fail(&rej, Some(&f), r))?,
         )),
     };
+    // A line may leave out columns only under the replay rule, the same in
+    // both images: a journal entry recorded before the column was journaled
+    // carries no value for it, which is not NULL.
+    let absent = match (&row, &before) {
+        (Some((_, a)), Some(Some((_, b)))) if a != b => {
+            let names = |cols: &[usize]| -> String {
+                let n: Vec<&str> = cols
+                    .iter()
+                    .map(|&i| table.columns[i].target.as_str())
+                    .collect();
+                if n.is_empty() {
+                    "none".into()
+                } else {
+                    n.join(", ")
+                }
+            };
+            return Err(fail(
+                &rej,
+                Some("before"),
+                format!(
+                    "row and before leave out different columns (row: {}; before: {}); the images of one change carry the same columns",
+                    names(a),
+                    names(b)
+                ),
+            ));
+        }
+        (Some((_, a)), _) => a.clone(),
+        (None, Some(Some((_, b)))) => b.clone(),
+        (None, _) => Vec::new(),
+    };
+    if before.is_none()
+        && let Some(&i) = absent.first()
+    {
+        return Err(fail(
+            &rej,
+            Some("row"),
+            format!(
+                "column '{}' of table '{}' is missing; a row leaves out a column only together with `before` (the replay rule), as the line of a journal entry recorded before the column was journaled does",
+                table.columns[i].target, table.name
+            ),
+        ));
+    }
+    let row = row.map(|(r, _)| r);
+    let before = before.map(|b| b.map(|(r, _)| r));
     let rule = match (&before, revision) {
         (Some(b), r) => Rule::Expect {
             before: b.clone(),
@@ -271,6 +327,7 @@ pub fn parse_line(
             tag: position,
             source_images: None,
             entries: 1,
+            unrecorded: absent,
         },
         canonical: serde_json::to_string(&json).unwrap_or_default(),
     })
@@ -326,10 +383,15 @@ fn parse_key(table: &Table, v: &Json) -> Result<Row, (Option<String>, String)> {
         .collect()
 }
 
-/// A whole canonical row, every value checked as the target would hold it.
-fn parse_row(table: &Table, v: &Json, what: &str) -> Result<Row, (String, String)> {
-    let row = row_from_json(table, v).map_err(|e| (what.to_string(), format!("{e:#}")))?;
-    for (c, val) in table.columns.iter().zip(&row) {
+/// A canonical row, every value checked as the target would hold it, and
+/// the columns it leaves out (never a key column).
+fn parse_row(table: &Table, v: &Json, what: &str) -> Result<(Row, Vec<usize>), (String, String)> {
+    let (row, absent) =
+        row_from_json_of(table, v).map_err(|e| (what.to_string(), format!("{e:#}")))?;
+    for (i, (c, val)) in table.columns.iter().zip(&row).enumerate() {
+        if absent.contains(&i) {
+            continue;
+        }
         let field = format!("{what}.{}", c.target);
         if matches!(c.transform, Transform::DecimalToMinor { .. })
             && !matches!(val, Value::Integer(_) | Value::Null)
@@ -346,7 +408,7 @@ fn parse_row(table: &Table, v: &Json, what: &str) -> Result<Row, (String, String
             .reverse(val)
             .map_err(|r| (field, format!("cannot be carried back to the source: {r}")))?;
     }
-    Ok(row)
+    Ok((row, absent))
 }
 
 /// One delivery as found in the file.
@@ -847,9 +909,15 @@ pub fn export(spec: &Spec, out: &Path, delivery_size: usize) -> Result<ExportRep
         for e in page {
             position += 1;
             let table = &spec.tables[e.table];
+            // A column the entry's image did not record is left out of the
+            // line: it has no value, which NULL would claim.
             let (old, new) = (
-                e.before.as_ref().map(|r| row_json(table, r)),
-                e.after.as_ref().map(|r| row_json(table, r)),
+                e.before
+                    .as_ref()
+                    .map(|r| row_json_of(table, r, &e.unrecorded)),
+                e.after
+                    .as_ref()
+                    .map(|r| row_json_of(table, r, &e.unrecorded)),
             );
             let named = new
                 .as_ref()

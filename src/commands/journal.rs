@@ -375,9 +375,10 @@ pub fn render(rep: &JournalReport) -> String {
 /// the spec's column order (key columns first), whatever order the journal
 /// recorded its columns in.
 pub struct Reader {
-    /// Per image id: the spec table index and, per spec column, its position
-    /// in the image (`None`: the image did not record it).
-    images: std::collections::HashMap<i64, (usize, Vec<Option<usize>>)>,
+    /// Per image id: the spec table index, per spec column its position in
+    /// the image (`None`: the image did not record it), and the spec columns
+    /// it did not record.
+    images: std::collections::HashMap<i64, Image>,
     /// Images that cannot be read under the spec (a key column missing, or
     /// columns the spec does not map): their entries are refused.
     refused: std::collections::HashSet<i64>,
@@ -392,6 +393,13 @@ fn names(c: &crate::spec::Column, recorded: &str) -> bool {
     c.target == recorded || c.was.iter().any(|w| w == recorded)
 }
 
+/// How one image's entries read as rows of a spec table.
+struct Image {
+    table: usize,
+    order: Vec<Option<usize>>,
+    unrecorded: Vec<usize>,
+}
+
 /// One journal entry of a spec table, in canonical (target) form.
 pub struct Entry {
     pub seq: i64,
@@ -399,6 +407,11 @@ pub struct Entry {
     pub op: String,
     pub before: Option<crate::value::Row>,
     pub after: Option<crate::value::Row>,
+    /// The spec columns (by index) the entry's image did not record: the
+    /// table gained them after that image's `journal install`. Their places
+    /// in `before` and `after` hold NULL, which stands for no value at all
+    /// (see [`crate::apply::Change::unrecorded`]).
+    pub unrecorded: Vec<usize>,
 }
 
 impl Reader {
@@ -455,7 +468,15 @@ impl Reader {
                     unjournaled.push(col);
                 }
             }
-            images.insert(jt.img, (ti, order));
+            let unrecorded = (0..order.len()).filter(|&i| order[i].is_none()).collect();
+            images.insert(
+                jt.img,
+                Image {
+                    table: ti,
+                    order,
+                    unrecorded,
+                },
+            );
         }
         Ok(Reader {
             images,
@@ -466,14 +487,20 @@ impl Reader {
 
     /// Spec columns, as (table index, target column), that entries of some
     /// image of the journal carry no value for: the column was added to the
-    /// table after that image's `journal install`. Replay takes them as NULL.
+    /// table after that image's `journal install`. Replay leaves them as the
+    /// source holds them (a row it inserts, to the column's default).
     pub fn unjournaled(&self) -> &[(usize, String)] {
         &self.unjournaled
     }
 
     /// The entry in the spec's terms.
     pub fn entry(&self, spec: &Spec, target: &Db, e: crate::db::JournalEntry) -> Result<Entry> {
-        let Some((ti, order)) = self.images.get(&e.img) else {
+        let Some(Image {
+            table: ti,
+            order,
+            unrecorded,
+        }) = self.images.get(&e.img)
+        else {
             let name = target
                 .journal_tables()?
                 .into_iter()
@@ -556,6 +583,7 @@ impl Reader {
             op: e.op,
             before,
             after,
+            unrecorded: unrecorded.clone(),
         })
     }
 }
@@ -591,6 +619,7 @@ pub fn next_run(
         for i in 0..run.len().saturating_sub(1) {
             let (a, b) = (&run[i], &run[i + 1]);
             if a.table == b.table
+                && a.unrecorded == b.unrecorded
                 && a.before.is_some()
                 && b.after == a.before
                 && a.after != b.before

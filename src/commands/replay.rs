@@ -136,7 +136,7 @@ fn to_change(spec: &Spec, e: crate::commands::journal::Entry) -> Change {
         .unwrap_or_default();
     let form = |r: &Option<crate::value::Row>| {
         r.as_ref()
-            .map(|r| crate::apply::source_form(t, r))
+            .map(|r| crate::apply::source_form(t, r, &e.unrecorded))
             .transpose()
     };
     let source_images = match (form(&e.before), form(&e.after)) {
@@ -155,6 +155,7 @@ fn to_change(spec: &Spec, e: crate::commands::journal::Entry) -> Change {
         tag: e.seq,
         source_images,
         entries: 1,
+        unrecorded: e.unrecorded,
     }
 }
 
@@ -289,7 +290,13 @@ fn fold(spec: &Spec, changes: Vec<Change>) -> Vec<Change> {
         // it); now: the rows present after each change.
         let mut start: Vec<(Vec<u8>, Row, usize)> = Vec::new();
         let mut now: Vec<(Vec<u8>, Row)> = Vec::new();
-        let mut proven = true;
+        // Changes recorded with different columns (entries on both sides of
+        // a `journal install` that added one) say nothing of each other's
+        // missing columns: they are applied one by one.
+        let unrecorded = &changes[members[0]].unrecorded;
+        let mut proven = members
+            .iter()
+            .all(|&i| changes[i].unrecorded == *unrecorded);
         for &i in members {
             let c = &changes[i];
             if let Some(b) = before_of(c) {
@@ -358,6 +365,7 @@ fn fold(spec: &Spec, changes: Vec<Change>) -> Vec<Change> {
                 tag: c.tag,
                 source_images: None,
                 entries: 0,
+                unrecorded: unrecorded.clone(),
             });
         }
         // Rows leave where the group's first change stood and arrive where
@@ -922,7 +930,7 @@ fn refused_by_actions(
                     .map(|p| t.columns.iter().position(|c| c.source == *p))
                     .collect();
                 let Some(idx) = idx else { continue };
-                let Ok(src) = crate::apply::source_form(t, before) else {
+                let Ok(src) = crate::apply::source_form(t, before, &e.unrecorded) else {
                     continue;
                 };
                 let sets_off = match &e.after {
@@ -952,9 +960,12 @@ fn refused_by_actions(
                         if rows.len() == 5 { ", …" } else { "" },
                         d.cannot.as_deref().unwrap_or_default()
                     ),
-                    expected: Some(crate::apply::row_json(t, before)),
+                    expected: Some(crate::apply::row_json_of(t, before, &e.unrecorded)),
                     found: None,
-                    wanted: e.after.as_ref().map(|a| crate::apply::row_json(t, a)),
+                    wanted: e
+                        .after
+                        .as_ref()
+                        .map(|a| crate::apply::row_json_of(t, a, &e.unrecorded)),
                 });
             }
         }
@@ -964,8 +975,9 @@ fn refused_by_actions(
 
 /// The keys whose value of a column added to the target after `journal
 /// install` the journal never saw: entries recorded before the column was
-/// journaled carry none (replay took it as NULL), and the reconciliation
-/// found the source differing there. One line per column.
+/// journaled carry none (replay left the source's value, or the column's
+/// default in a row it inserted), and the reconciliation found the source
+/// differing there. One line per column.
 fn unjournaled(spec: &Spec, target: &Db, rec: &reconcile::Reconciliation) -> Result<Vec<String>> {
     let reader = crate::commands::journal::Reader::new(spec, target)?;
     let mut out = Vec::new();
@@ -981,7 +993,7 @@ fn unjournaled(spec: &Spec, target: &Db, rec: &reconcile::Reconciliation) -> Res
             continue;
         }
         out.push(format!(
-            "column '{col}' of table '{}' was added after `journal install`: its values written before the journal was installed again are not journaled, keys {}{} (the entries recorded before carry no value for it, which replay takes as NULL). Copy them into the source by hand, then run `cutover replay` again",
+            "column '{col}' of table '{}' was added after `journal install`: its values written before the journal was installed again are not journaled, keys {}{} (the entries recorded before carry no value for it: replay left the source's own value there, or the column's default in a row it inserted). Copy them into the source by hand, then run `cutover replay` again",
             t.target_table,
             keys.join(", "),
             if rec.diffs_found as usize > rec.diffs.len() {

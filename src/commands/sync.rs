@@ -828,6 +828,7 @@ fn sync_table(
                 tag: read,
                 source_images: None,
                 entries: 1,
+                unrecorded: Vec::new(),
             });
             if pending.len() >= o.batch && !flush(&mut pending, ts)? {
                 return Ok(false);
