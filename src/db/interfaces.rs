@@ -520,6 +520,17 @@ pub trait Fence {
     /// transaction that is always rolled back: `(statement, Ok(rows
     /// written) | Err(refusal))`.
     fn probe_writes(&self, table: &str) -> Result<Vec<(&'static str, Result<usize, String>)>>;
+    /// The functions the fence's triggers call that exist now, by name: a
+    /// `fence on` that cannot stand drops those it created and keeps these.
+    /// None on an engine whose triggers call no function of their own.
+    fn fence_functions(&self) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+    /// Drops the functions the fence's triggers call, but those in `keep`,
+    /// once the triggers calling them are gone.
+    fn drop_fence_functions(&self, _keep: &[String]) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// What drills need of a database they built: run fixture SQL, and compare

@@ -395,7 +395,37 @@ impl Fence for Postgres {
         }
         Ok(out)
     }
+
+    fn fence_functions(&self) -> Result<Vec<String>> {
+        Ok(self
+            .client()?
+            .query(
+                "SELECT proname::text FROM pg_proc
+                 WHERE pronamespace = to_regnamespace($1) AND proname = ANY ($2)",
+                &[&quote_ident(&self.schema), &FENCE_FUNCTIONS.to_vec()],
+            )?
+            .iter()
+            .map(|r| r.get(0))
+            .collect())
+    }
+
+    /// `RESTRICT`: a function a trigger still calls is no leftover.
+    fn drop_fence_functions(&self, keep: &[String]) -> Result<()> {
+        for f in FENCE_FUNCTIONS
+            .iter()
+            .filter(|f| !keep.iter().any(|k| k == *f))
+        {
+            self.client()?
+                .batch_execute(&format!("DROP FUNCTION IF EXISTS {}()", self.qualified(f)))
+                .with_context(|| format!("dropping the fence's function {f} in {}", self.shown))?;
+        }
+        Ok(())
+    }
 }
+
+/// The functions the fence's templates create (the DDL guard's goes with
+/// the guard).
+const FENCE_FUNCTIONS: [&str; 2] = ["_cutover_fence_refuse", "_cutover_fence_guard"];
 
 impl Postgres {
     /// How many of the three writes the fence's own triggers refuse on one
