@@ -369,3 +369,126 @@ print("ok")
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("ok"), "{out}");
 }
+
+/// What the target holds that `fence on` could change: catalogue and rows
+/// of every table, and on PostgreSQL the database's event triggers and each
+/// sequence's position, which the catalogue and rows do not show.
+fn whole_target(d: &Dir) -> (support::Image, Rows) {
+    let extra = if d.engine_of("target.db") == "postgres" {
+        d.query(
+            "target.db",
+            "SELECT 'event trigger ' || evtname FROM pg_event_trigger
+             UNION ALL
+             SELECT 'sequence ' || sequencename || ' ' || coalesce(last_value::text, '-')
+             FROM pg_sequences WHERE schemaname = current_schema()
+             ORDER BY 1",
+        )
+    } else {
+        Vec::new()
+    };
+    (d.image("target.db"), extra)
+}
+
+/// The running example after the application's writes, with a target on
+/// which the fence's proof fails though every write of the application and
+/// of cutover goes through. On SQLite the target is a STRICT table whose
+/// `cents` has a default of the wrong type, which no write uses (each names
+/// `cents`): the proof's insert of a row of defaults is refused for its
+/// type ("cannot store TEXT value in INTEGER column") before any trigger
+/// runs. On PostgreSQL a BEFORE INSERT trigger of the application refuses
+/// a duplicate order in its own words, and is named so that it fires
+/// before the fence's (triggers fire in name order): the proof's insert of
+/// a copy of a row is turned away by it, not by the fence.
+fn target_that_defeats_the_proof(layout: Layout, name: &str) -> Dir {
+    let target = if layout.target_on_pg() {
+        support::ORDERS_TARGET
+    } else {
+        "CREATE TABLE orders (id INTEGER PRIMARY KEY, cents INTEGER NOT NULL DEFAULT 'none', status TEXT NOT NULL) STRICT;"
+    };
+    let d = Dir::with_on(
+        layout,
+        name,
+        &support::Spec::orders(),
+        support::ORDERS_SOURCE,
+        target,
+    );
+    d.run(&["load"], 0);
+    d.run(&["journal", "install"], 0);
+    if layout.target_on_pg() {
+        d.client(
+            "target.db",
+            "CREATE FUNCTION orders_no_duplicate() RETURNS trigger LANGUAGE plpgsql AS $$
+             DECLARE taken boolean;
+             BEGIN
+                 EXECUTE format('SELECT EXISTS (SELECT 1 FROM %I.%I WHERE id = $1)', TG_TABLE_SCHEMA, TG_TABLE_NAME)
+                     INTO taken USING NEW.id;
+                 IF taken THEN
+                     RAISE EXCEPTION 'order % already exists', NEW.id;
+                 END IF;
+                 RETURN NEW;
+             END $$;
+             CREATE TRIGGER \"BI_orders\" BEFORE INSERT ON orders
+                 FOR EACH ROW EXECUTE FUNCTION orders_no_duplicate();",
+        );
+    }
+    d.client("target.db", support::ORDERS_APP_WRITES);
+    d
+}
+
+/// A fence whose proof fails ends in exit 2, naming the table and the
+/// write, and takes itself off again: the target's schema, triggers, rows,
+/// functions, event triggers and sequences are exactly as before `fence
+/// on`, writers can write again, and nothing was kept in the source.
+fn an_unproven_fence_leaves_the_target_as_it_was(layout: Layout) {
+    let d = target_that_defeats_the_proof(layout, "unproven-fence");
+    let before = whole_target(&d);
+    let source = d.image("source.db");
+    let out = d.cutover(&["fence", "on"]).expect(2);
+    let after = whole_target(&d);
+    before.0.assert_same(&after.0, &out);
+    assert_eq!(before.1, after.1, "{layout}: {out}");
+    assert!(
+        out.stderr
+            .contains("an insert on 'orders' from another connection failed")
+            && out.stderr.contains("taken off again"),
+        "{layout}: {out}"
+    );
+    d.assert_db_unchanged("source.db", &source, &out);
+    d.client(
+        "target.db",
+        "INSERT INTO orders (id, cents, status) VALUES (105, 1, 'closed')",
+    );
+    d.json(&["fence", "status"], 0);
+}
+each_layout!(an_unproven_fence_leaves_the_target_as_it_was: [sqlite, sqlite_to_pg, pg_to_pg]);
+
+/// A fence that stands and is proven, but whose record cannot be copied
+/// into the source (another process holds the source's write lock), ends
+/// in exit 2 and is taken off again: the target exactly as before. Once
+/// the source is free, `fence on` sets it.
+fn a_fence_whose_copy_cannot_be_kept_leaves_the_target_as_it_was(layout: Layout) {
+    let d = Dir::orders_after_writes_on(layout, "fence-copy-refused");
+    let before = whole_target(&d);
+    // The source is a SQLite file of the folder in both layouts.
+    let holder = rusqlite::Connection::open(d.join("source.db")).expect("opening the source");
+    holder
+        .execute_batch("BEGIN IMMEDIATE")
+        .expect("taking the source's write lock");
+    let out = d.cutover(&["fence", "on"]).expect(2);
+    holder
+        .execute_batch("ROLLBACK")
+        .expect("letting go of the lock");
+    drop(holder);
+    let after = whole_target(&d);
+    before.0.assert_same(&after.0, &out);
+    assert_eq!(before.1, after.1, "{layout}: {out}");
+    assert!(
+        out.stderr.contains("could not be kept in the source")
+            && out.stderr.contains("taken off again"),
+        "{layout}: {out}"
+    );
+    let on = d.json(&["fence", "on"], 0);
+    assert_eq!(on["copy"], "kept in the source", "{layout}: {on}");
+    d.run(&["replay"], 0);
+}
+each_layout!(a_fence_whose_copy_cannot_be_kept_leaves_the_target_as_it_was: [sqlite, sqlite_to_pg]);

@@ -917,7 +917,17 @@ pub fn on(spec: &Spec) -> Result<FenceReport> {
         });
         return Ok(rep);
     }
-    let r = (|| -> Result<(FenceRow, Option<String>)> {
+    // What `fence on` may leave behind besides its triggers, row and guard,
+    // as it stands before anything is written: should the fence not stand,
+    // these are put back as they were.
+    let before = match Before::read(&target, &guarded) {
+        Ok(b) => b,
+        Err(e) => {
+            target.rollback();
+            return Err(e.context("the fence was not installed; the target is unchanged"));
+        }
+    };
+    let r = (|| -> Result<Option<String>> {
         for t in tables.iter().chain(&images) {
             target.install_fence_triggers(t, &fence_message(t))?;
         }
@@ -940,45 +950,22 @@ pub fn on(spec: &Spec) -> Result<FenceReport> {
             "cutover fence: the schema of cutover's tables cannot change while the target is fenced; lift the fence only with `cutover fence off`",
         )?;
         target.commit()?;
-        Ok((
-            read(&target)?.context("the fence row just written is not there")?,
-            guard,
-        ))
+        Ok(guard)
     })();
-    let (row, ddl_guard) = match r {
-        Ok(row) => row,
+    let ddl_guard = match r {
+        Ok(guard) => guard,
         Err(e) => {
             target.rollback();
             return Err(e.context("the fence was not installed; the target is unchanged"));
         }
     };
-    drop(target);
-    // Verify from a separate connection, as any other writer would come.
-    let other = Db::open(&spec.target, Access::Write, "target")?;
-    let mut refused = Vec::new();
-    for t in tables
-        .iter()
-        .chain(&images)
-        .map(String::as_str)
-        .chain([FENCE_TABLE])
-    {
-        for (what, result) in other.probe_writes(t)? {
-            match result {
-                Err(msg) if msg.contains("cutover fence") => refused.push(msg),
-                // An update or delete that matched no row proves nothing either way.
-                Ok(0) if what != "insert" => {}
-                Err(msg) => bail!(
-                    "fence verification: an {what} on '{t}' failed, but not because of the fence ({msg}); the fence is in place but unproven"
-                ),
-                Ok(_) => bail!(
-                    "fence verification FAILED: an {what} on '{t}' from another connection went through (it was rolled back); do not trust this fence"
-                ),
-            }
-        }
-    }
-    // The copy outside the target, once the fence stands: a record
-    // rewritten on the target no longer matches it.
-    let copy = keep_copy_or_say(spec, &other, &row)?;
+    // The fence is committed. Until it is proven from another connection
+    // and its copy is kept in the source, any failure takes it off again:
+    // an exit 2 leaves the target as it was before this command.
+    let (row, refused, copy) = match stand(spec, &tables, &images) {
+        Ok(stood) => stood,
+        Err(e) => return Err(take_off(&target, &tables, &images, &before, e)),
+    };
     let mut rep = FenceReport::of(Action::On, Some(row));
     rep.intact = Some(true);
     rep.drift = drift;
@@ -991,6 +978,107 @@ pub fn on(spec: &Spec) -> Result<FenceReport> {
     rep.ddl_guard = ddl_guard;
     rep.changed = true;
     Ok(rep)
+}
+
+/// What `fence on` changes on the target besides the fence's triggers, row
+/// and guard, as it was before: the functions the triggers call
+/// (PostgreSQL), and the id sequences of the tables it probes, which a
+/// refused insert still moves (PostgreSQL's `nextval` is not rolled back).
+struct Before {
+    functions: Vec<String>,
+    sequences: Vec<crate::db::SequenceMark>,
+}
+
+impl Before {
+    fn read(target: &Db, tables: &[&str]) -> Result<Before> {
+        Ok(Before {
+            functions: target.fence_functions()?,
+            sequences: target.sequence_marks(tables)?,
+        })
+    }
+}
+
+/// Proves a fence just committed: its row read back, a write from another
+/// connection, as any other writer would come, refused on every table it
+/// guards, and a copy of its record kept in the source. The row, the
+/// refusals and what became of the copy.
+fn stand(
+    spec: &Spec,
+    tables: &[String],
+    images: &[String],
+) -> Result<(FenceRow, Vec<String>, String)> {
+    let other = Db::open(&spec.target, Access::Write, "target")?;
+    let row = read(&other)?.context("the fence row just written is not there")?;
+    let mut refused = Vec::new();
+    for t in tables
+        .iter()
+        .chain(images)
+        .map(String::as_str)
+        .chain([FENCE_TABLE])
+    {
+        for (what, result) in other.probe_writes(t)? {
+            match result {
+                Err(msg) if msg.contains("cutover fence") => refused.push(msg),
+                // An update or delete that matched no row proves nothing either way.
+                Ok(0) if what != "insert" => {}
+                Err(msg) => bail!(
+                    "fence verification: an {what} on '{t}' from another connection failed, but not because of the fence ({msg}), so the fence could not be proven. Find what refused the write (a trigger of the table that runs before the fence's, a constraint or default that fails, a permission of the role), then run `cutover fence on` again"
+                ),
+                Ok(_) => bail!(
+                    "fence verification FAILED: an {what} on '{t}' from another connection went through (it was rolled back): the fence does not hold there. Find what lets the write past the fence's triggers before fencing again"
+                ),
+            }
+        }
+    }
+    // The copy outside the target, once the fence stands: a record
+    // rewritten on the target no longer matches it.
+    let copy = keep_copy(spec, &other, &row).map_err(|e| {
+        e.context(format!(
+            "the copy of the fence record could not be kept in the source, and replay refuses without it. When source {} can be written, run `cutover fence on --spec {}` again",
+            spec.source.display(),
+            spec.path.display()
+        ))
+    })?;
+    Ok((row, refused, copy))
+}
+
+/// Takes a fence that could not stand off again, in one transaction: the
+/// DDL guard first (it refuses changes to cutover's tables), the triggers,
+/// the guard of the fence row, the row, the functions this command created,
+/// and the sequences as they were. `why` is what stopped the fence, with
+/// what became of the target.
+fn take_off(
+    target: &Db,
+    tables: &[String],
+    images: &[String],
+    before: &Before,
+    why: anyhow::Error,
+) -> anyhow::Error {
+    let undone = target.write(|| {
+        target.remove_ddl_guard()?;
+        for t in tables
+            .iter()
+            .chain(images)
+            .map(String::as_str)
+            .chain([FENCE_TABLE])
+        {
+            target.remove_fence_triggers(t)?;
+        }
+        target.delete_fence_row()?;
+        target.drop_fence_functions(&before.functions)?;
+        target.restore_sequences(&before.sequences)?;
+        Ok(())
+    });
+    match undone {
+        Ok(()) => why.context(format!(
+            "the fence was taken off again: target {} is as it was before `fence on`, and writers can change it",
+            target.location()
+        )),
+        Err(e) => why.context(format!(
+            "the fence could not be taken off again ({e:#}): target {} may still be fenced, unproven. Run `cutover fence status`; lift it with `cutover fence off --force` before fencing again",
+            target.location()
+        )),
+    }
 }
 
 /// The journal's own tables, which the fence guards like the data: its
