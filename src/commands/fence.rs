@@ -964,7 +964,7 @@ pub fn on(spec: &Spec) -> Result<FenceReport> {
     // an exit 2 leaves the target as it was before this command.
     let (row, refused, copy) = match stand(spec, &tables, &images) {
         Ok(stood) => stood,
-        Err(e) => return Err(take_off(&target, &tables, &images, &before, e)),
+        Err(e) => return Err(take_off(&target, &tables, &before, e)),
     };
     let mut rep = FenceReport::of(Action::On, Some(row));
     rep.intact = Some(true);
@@ -1042,29 +1042,13 @@ fn stand(
     Ok((row, refused, copy))
 }
 
-/// Takes a fence that could not stand off again, in one transaction: the
-/// DDL guard first (it refuses changes to cutover's tables), the triggers,
-/// the guard of the fence row, the row, the functions this command created,
-/// and the sequences as they were. `why` is what stopped the fence, with
-/// what became of the target.
-fn take_off(
-    target: &Db,
-    tables: &[String],
-    images: &[String],
-    before: &Before,
-    why: anyhow::Error,
-) -> anyhow::Error {
+/// Takes a fence that could not stand off again, in one transaction: as
+/// `fence off` does, and the functions this command created and the
+/// sequences as they were. `why` is what stopped the fence, with what
+/// became of the target.
+fn take_off(target: &Db, tables: &[String], before: &Before, why: anyhow::Error) -> anyhow::Error {
     let undone = target.write(|| {
-        target.remove_ddl_guard()?;
-        for t in tables
-            .iter()
-            .chain(images)
-            .map(String::as_str)
-            .chain([FENCE_TABLE])
-        {
-            target.remove_fence_triggers(t)?;
-        }
-        target.delete_fence_row()?;
+        unfence(target, tables)?;
         target.drop_fence_functions(&before.functions)?;
         target.restore_sequences(&before.sequences)?;
         Ok(())
@@ -1171,19 +1155,24 @@ fn lift(source: &Db, target: &Db, journal: &str, tables: &[String]) -> Result<()
         source.write(|| source.lift_fence_copy(journal, &source.now()?))?;
     }
     target
-        .write(|| {
-            target.remove_ddl_guard()?;
-            for t in tables
-                .iter()
-                .chain(&journal_tables(target)?)
-                .map(String::as_str)
-                .chain([FENCE_TABLE])
-            {
-                target.remove_fence_triggers(t)?;
-            }
-            target.delete_fence_row()
-        })
+        .write(|| unfence(target, tables))
         .map_err(|e| e.context("the fence is still on"))
+}
+
+/// Inside the caller's write transaction: the DDL guard first (it refuses
+/// changes to cutover's tables), then the fence's triggers on `tables`, the
+/// journal and the fence table, and the fence row.
+fn unfence(target: &Db, tables: &[String]) -> Result<()> {
+    target.remove_ddl_guard()?;
+    for t in tables
+        .iter()
+        .chain(&journal_tables(target)?)
+        .map(String::as_str)
+        .chain([FENCE_TABLE])
+    {
+        target.remove_fence_triggers(t)?;
+    }
+    target.delete_fence_row()
 }
 
 pub fn status(spec: &Spec) -> Result<FenceReport> {
