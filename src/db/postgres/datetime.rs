@@ -32,7 +32,9 @@ pub enum Form {
 }
 
 /// `(year, month, day)` of a day counted from 1970-01-01 (proleptic
-/// Gregorian; year 0 is 1 BC).
+/// Gregorian; year 0 is 1 BC). Not chrono's: its dates end at year
+/// 262,143, PostgreSQL's go to 5,874,897, and a date read must be written
+/// back exactly whatever its year.
 fn civil_from_days(z: i64) -> (i64, i64, i64) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);

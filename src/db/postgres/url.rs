@@ -116,27 +116,20 @@ pub fn is_postgres(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
 
-/// Decodes `%XX` escapes (a schema name may hold any character).
+/// Decodes `%XX` escapes (a schema name may hold any character). A `%`
+/// not followed by two hex digits is refused rather than kept as it is:
+/// a URL that means something else than it says is an error to fix.
 fn percent_decode(s: &str) -> Result<String> {
     let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = s
-                .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok());
-            match hex {
-                Some(v) => out.push(v),
-                None => bail!("'{s}' has a % that is not followed by two hex digits"),
-            }
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
+    let escape =
+        |i: usize| i + 2 < b.len() && b[i + 1].is_ascii_hexdigit() && b[i + 2].is_ascii_hexdigit();
+    if (0..b.len()).any(|i| b[i] == b'%' && !escape(i)) {
+        bail!("'{s}' has a % that is not followed by two hex digits");
     }
-    String::from_utf8(out).with_context(|| format!("'{s}' is not UTF-8 once decoded"))
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8()
+        .map(|d| d.into_owned())
+        .with_context(|| format!("'{s}' is not UTF-8 once decoded"))
 }
 
 /// The TLS parameters a URL may carry, taken out before the client sees it.
