@@ -87,8 +87,9 @@ impl Catalogue for Sqlite {
     /// The foreign keys a table declares: `(parent table, [(column, parent
     /// column)])`, in declaration order.
     fn foreign_keys(&self, table: &str) -> Result<Vec<ForeignKey>> {
+        // SQLite numbers a table's foreign keys from the last declared.
         let mut st = self.conn.prepare(
-            "SELECT id, \"table\", \"from\", \"to\" FROM pragma_foreign_key_list(?1) ORDER BY id, seq",
+            "SELECT id, \"table\", \"from\", \"to\" FROM pragma_foreign_key_list(?1) ORDER BY id DESC, seq",
         )?;
         let rows: Vec<(i64, String, String, Option<String>)> = st
             .query_map([table], |r| {
