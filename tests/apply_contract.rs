@@ -1237,15 +1237,6 @@ fn rule_batch_order_of_a_failing_batch_changes_the_reported_line_not_the_state()
     assert_eq!(states[0], states[1]);
 }
 
-/// The applied set on SQLite: batches as runs that never overlap, a feed's
-/// entries one by one ([`support::applied_set_contract`], shared with
-/// PostgreSQL).
-#[test]
-fn the_applied_set_records_each_entry_once_on_sqlite() -> anyhow::Result<()> {
-    let d = Dir::new("applied-set-contract");
-    support::applied_set_contract(&*empty_sqlite(&d)?)
-}
-
 /// A source replayed by a cutover that recorded one row per entry keeps its
 /// rows, read as runs of one, and replay goes on after them.
 #[test]

@@ -5,6 +5,8 @@
 //!
 //! - `engine.rs`: the seam to the database engine ([`Engine`]; SQLite today),
 //!   which every fixture goes through;
+//! - `conformance.rs`: the engines the interface contracts of
+//!   `tests/conformance.rs` run on;
 //! - `spec.rs`: the spec builder ([`Spec`], [`Table`], [`Column`]);
 //! - `run.rs`: running the binary ([`Cmd`], [`Output`]) and other processes;
 //! - `feed.rs`: the change-feed fixtures (invoices, items) and feed lines;
@@ -18,6 +20,7 @@
     reason = "each test binary uses a different part of the shared harness"
 )]
 
+pub mod conformance;
 pub mod engine;
 pub mod feed;
 pub mod golden;
@@ -610,7 +613,8 @@ pub(crate) use each_layout;
 
 /// The applied set's contract on any engine, in a fresh database: replay
 /// batches are recorded as runs that never overlap, a feed's entries one by
-/// one, per journal, rolled back with their transaction.
+/// one, per journal, rolled back with their transaction (part of
+/// `tests/conformance.rs`, which runs it on every engine).
 pub fn applied_set_contract<D>(db: &D) -> anyhow::Result<()>
 where
     D: cutover::db::AppliedSet + cutover::db::Connection + ?Sized,

@@ -1,0 +1,1643 @@
+//! The engine interfaces' conformance suite: one contract per interface of
+//! `src/db/interfaces.rs`, written once against `cutover::db::Db` and run on
+//! every engine (a SQLite file, a PostgreSQL database made and dropped per
+//! test; `support::conformance`). Each asserts what the interface's doc
+//! comments, docs/journal.md and docs/engines.md promise, with real rows;
+//! where engines may differ it goes by what the engine offers (a `None`
+//! conditional writer, empty sequence marks, a NaN it cannot store), held
+//! against what its `Profile` documents, never by its name.
+//!
+//! The engines' own particulars (PostgreSQL's types, locks, roles, COPY)
+//! stay in `tests/postgres_*.rs`; the commands over these interfaces in the
+//! scenario files.
+
+mod support;
+
+use anyhow::Result;
+use cutover::db::{
+    CellForm, ColumnForm, ColumnInfo, Decision, FenceRecord, KeyRange, ReplayVerdict,
+    SideEffectKind, TableForm, TableSql,
+};
+use cutover::value::{Block, Row, Value};
+use support::conformance::{Subject, conformance};
+
+conformance! {
+    connection_contract: connection_on_sqlite => sqlite, connection_on_postgres => postgres;
+    catalogue_contract: catalogue_on_sqlite => sqlite, catalogue_on_postgres => postgres;
+    sequences_contract: sequences_on_sqlite => sqlite, sequences_on_postgres => postgres;
+    rows_contract: rows_on_sqlite => sqlite, rows_on_postgres => postgres;
+    batch_insert_contract: batch_insert_on_sqlite => sqlite, batch_insert_on_postgres => postgres;
+    conditional_write_contract: conditional_write_on_sqlite => sqlite, conditional_write_on_postgres => postgres;
+    digests_contract: digests_on_sqlite => sqlite, digests_on_postgres => postgres;
+    applied_set_contract: applied_set_on_sqlite => sqlite, applied_set_on_postgres => postgres;
+    receipts_contract: receipts_on_sqlite => sqlite, receipts_on_postgres => postgres;
+    progress_contract: progress_on_sqlite => sqlite, progress_on_postgres => postgres;
+    journal_contract: journal_on_sqlite => sqlite, journal_on_postgres => postgres;
+    fence_contract: fence_on_sqlite => sqlite, fence_on_postgres => postgres;
+    fixtures_contract: fixtures_on_sqlite => sqlite, fixtures_on_postgres => postgres;
+    side_effects_contract: side_effects_on_sqlite => sqlite, side_effects_on_postgres => postgres;
+}
+
+fn int(i: i64) -> Value {
+    Value::Integer(i)
+}
+
+fn text(t: &str) -> Value {
+    Value::Text(t.to_string())
+}
+
+/// Values equal as stored: reals by their bits (`-0.0`, NaN).
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Real(x), Value::Real(y)) => x.to_bits() == y.to_bits(),
+        _ => a == b,
+    }
+}
+
+/// Whether a time is the control tables' text (`2024-03-15T13:45:00.123Z`).
+fn is_utc_text(t: &str) -> bool {
+    t.len() == 24 && &t[4..5] == "-" && &t[10..11] == "T" && &t[19..20] == "." && t.ends_with('Z')
+}
+
+/// `rows` as one block of their width.
+fn block_of(rows: &[Row]) -> Block {
+    let width = rows.first().map_or(0, Vec::len);
+    let mut b = Block::new(width, rows.len());
+    for r in rows {
+        for v in r {
+            b.push(v.as_cell());
+        }
+    }
+    b
+}
+
+/// Every row a scan hands out, and the size of each block.
+fn scan(
+    s: &Subject,
+    sql: &TableSql,
+    after: Option<&[Value]>,
+    block: usize,
+) -> Result<(Vec<Row>, Vec<usize>)> {
+    let (mut rows, mut sizes) = (Vec::new(), Vec::new());
+    s.db.scan_into(sql, after, block, &mut |b| {
+        sizes.push(b.rows());
+        rows.extend((0..b.rows()).map(|i| b.values(i, b.width())));
+        Ok(true)
+    })?;
+    Ok((rows, sizes))
+}
+
+/// Every row of a table read through the tool, in key order.
+fn all(s: &Subject, sql: &TableSql) -> Result<Vec<Row>> {
+    Ok(scan(s, sql, None, 64)?.0)
+}
+
+/// Runs `f` inside one write transaction of `s.db`.
+fn write<T>(s: &Subject, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    s.db.write(f)
+}
+
+// ---------------------------------------------------------------------------
+// Connection
+
+/// Transactions are all or nothing and unseen by other connections until
+/// they commit; a savepoint undoes only its own part; `rollback` is safe at
+/// any time; the clock is the control tables' UTC text; messages name the
+/// database without a password.
+fn connection_contract(s: &Subject) -> Result<()> {
+    let db = &s.db;
+    s.exec("CREATE TABLE conn_t (id integer PRIMARY KEY, v text)");
+    let sql = db.table_sql("conn_t", &["id", "v"], 1, None);
+    let other = s.open();
+    let other_sql = other.table_sql("conn_t", &["id", "v"], 1, None);
+
+    assert!(!db.location().is_empty());
+    assert!(!db.is_read_only()?, "a database opened to write");
+    assert!(!db.durability()?.settings.is_empty());
+    assert_eq!(db.damage()?, None, "a healthy database has no damage");
+    assert!(is_utc_text(&db.now()?), "{}", db.now()?);
+    // A file has no connection to protect; a server's has one to describe.
+    let file = std::path::Path::new(db.location()).is_file();
+    assert_eq!(db.security()?.is_none(), file, "{}", db.location());
+
+    // Safe outside a transaction, and twice.
+    db.rollback();
+    db.rollback();
+
+    // Uncommitted work is invisible elsewhere, then visible at once.
+    db.begin_write()?;
+    assert_eq!(db.insert_row(&sql, &[int(1), text("a")])?, 1);
+    assert_eq!(db.row_count(&sql)?, 1, "its own write, inside");
+    assert_eq!(
+        other.row_count(&other_sql)?,
+        0,
+        "another connection, before the commit"
+    );
+    db.commit()?;
+    assert_eq!(
+        other.row_count(&other_sql)?,
+        1,
+        "another connection, after the commit"
+    );
+
+    // Rolled back: gone, for this connection and the others.
+    db.begin_write()?;
+    db.insert_row(&sql, &[int(2), text("b")])?;
+    db.update_row(&sql, &[int(1)], &[int(1), text("changed")])?;
+    db.rollback();
+    assert_eq!(all(s, &sql)?, [vec![int(1), text("a")]]);
+    assert_eq!(
+        other.get_row(&other_sql, &[int(1)])?,
+        Some(vec![int(1), text("a")])
+    );
+
+    // Db::write: committed on Ok, rolled back whole on Err.
+    let failed: Result<()> = db.write(|| {
+        db.insert_row(&sql, &[int(3), text("c")])?;
+        anyhow::bail!("the caller's error")
+    });
+    assert!(failed.is_err());
+    assert_eq!(db.row_count(&sql)?, 1);
+
+    // A savepoint undoes its own part only; a released one is kept.
+    db.begin_write()?;
+    db.insert_row(&sql, &[int(4), text("kept")])?;
+    db.savepoint()?;
+    db.insert_row(&sql, &[int(5), text("undone")])?;
+    db.rollback_savepoint();
+    db.savepoint()?;
+    db.insert_row(&sql, &[int(6), text("released")])?;
+    db.release()?;
+    db.commit()?;
+    let ids: Vec<Value> = all(s, &sql)?.into_iter().map(|r| r[0].clone()).collect();
+    assert_eq!(ids, [int(1), int(4), int(6)]);
+
+    // A read transaction ends with rollback, and reads in it work.
+    db.begin_read()?;
+    assert_eq!(db.row_count(&sql)?, 3);
+    db.rollback();
+
+    // Foreign keys suspended for a write transaction: a parent deleted
+    // under its child neither cascades nor is refused.
+    s.exec(
+        "CREATE TABLE conn_parent (id integer PRIMARY KEY);
+         CREATE TABLE conn_child (id integer PRIMARY KEY,
+             parent integer REFERENCES conn_parent (id) ON DELETE CASCADE);
+         INSERT INTO conn_parent VALUES (1);
+         INSERT INTO conn_child VALUES (10, 1);",
+    );
+    let parent = db.table_sql("conn_parent", &["id"], 1, None);
+    let child = db.table_sql("conn_child", &["id", "parent"], 1, None);
+    db.begin_write()?;
+    db.suspend_foreign_keys(&["conn_parent", "conn_child"], true)?;
+    assert_eq!(db.delete_row(&parent, &[int(1)])?, 1);
+    assert_eq!(db.row_count(&child)?, 1, "nothing cascades");
+    db.suspend_foreign_keys(&["conn_parent", "conn_child"], false)?;
+    db.rollback();
+    assert_eq!(db.row_count(&parent)?, 1);
+
+    // A password in the URL never shows.
+    if let Some(db) = s.open_with_password("s3cret-pw") {
+        assert!(!db.location().contains("s3cret-pw"), "{}", db.location());
+        assert!(db.location().contains("***"), "{}", db.location());
+        let sec = db.security()?.expect("a server's connection");
+        assert!(
+            !sec.warnings.is_empty(),
+            "a password in the URL is warned of"
+        );
+        assert!(
+            sec.warnings.iter().all(|w| !w.contains("s3cret-pw")),
+            "{:?}",
+            sec.warnings
+        );
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Catalogue
+
+/// Columns in declaration order with their place in the primary key;
+/// uniqueness by the key or a unique index, whatever the order of the
+/// columns asked; foreign keys in declaration order and the rows breaking
+/// them; generated columns; user tables without cutover's; application
+/// triggers; schema text in name order that moves with the schema.
+fn catalogue_contract(s: &Subject) -> Result<()> {
+    let db = &s.db;
+    s.exec(&format!(
+        "CREATE TABLE cat_other (id integer PRIMARY KEY);
+         CREATE TABLE cat_parent (a text NOT NULL, b integer NOT NULL, note text, PRIMARY KEY (b, a));
+         CREATE UNIQUE INDEX cat_parent_note ON cat_parent (note);
+         CREATE TABLE cat_child (id integer PRIMARY KEY, pa text, pb integer, other integer,
+             g integer GENERATED ALWAYS AS (other * 2) STORED,
+             FOREIGN KEY (pb, pa) REFERENCES cat_parent (b, a),
+             FOREIGN KEY (other) REFERENCES cat_other (id));
+         CREATE TABLE cat_trig (id integer PRIMARY KEY, v text);
+         {}",
+        (s.profile.swallowing_trigger)("cat_trig", "cat_swallow")
+    ));
+    let cols = db.table_columns("cat_parent")?;
+    let described: Vec<(String, String, i64)> = cols
+        .iter()
+        .map(|c| (c.name.clone(), c.decl_type.to_lowercase(), c.pk))
+        .collect();
+    assert_eq!(
+        described,
+        [("a", "text", 2), ("b", "integer", 1), ("note", "text", 0)].map(|(n, t, pk)| (
+            n.to_string(),
+            t.to_string(),
+            pk
+        ))
+    );
+    assert!(db.table_columns("cat_nowhere")?.is_empty());
+
+    assert!(db.key_is_unique("cat_parent", &["a", "b"])?);
+    assert!(db.key_is_unique("cat_parent", &["b", "a"])?);
+    assert!(db.key_is_unique("cat_parent", &["note"])?, "a unique index");
+    assert!(!db.key_is_unique("cat_parent", &["b"])?, "part of the key");
+    assert!(
+        !db.key_is_unique("cat_parent", &["a", "b", "note"])?,
+        "more than a key"
+    );
+    assert!(!db.key_is_unique("cat_trig", &["v"])?);
+
+    let fk = |parent: &str, pairs: &[(&str, &str)]| {
+        (
+            parent.to_string(),
+            pairs
+                .iter()
+                .map(|(c, p)| (c.to_string(), Some(p.to_string())))
+                .collect::<Vec<_>>(),
+        )
+    };
+    assert_eq!(
+        db.foreign_keys("cat_child")?,
+        [
+            fk("cat_parent", &[("pb", "b"), ("pa", "a")]),
+            fk("cat_other", &[("other", "id")])
+        ]
+    );
+    assert!(db.foreign_keys("cat_parent")?.is_empty());
+
+    assert_eq!(
+        db.generated_columns("cat_child")?,
+        [("g".to_string(), "stored")]
+    );
+    assert!(db.generated_columns("cat_parent")?.is_empty());
+
+    // A child without its parent, written as the rehearsal writes.
+    s.exec("INSERT INTO cat_parent VALUES ('x', 1, NULL); INSERT INTO cat_other VALUES (5)");
+    let child = db.table_sql("cat_child", &["id", "pa", "pb", "other"], 1, None);
+    write(s, || {
+        db.suspend_foreign_keys(&["cat_child"], true)?;
+        db.insert_row(&child, &[int(7), text("y"), int(1), int(5)])?;
+        db.insert_row(&child, &[int(8), text("x"), int(1), int(5)])?;
+        Ok(())
+    })?;
+    assert_eq!(
+        db.foreign_key_violations("cat_child", &["id"])?,
+        [(
+            "cat_child".to_string(),
+            Some(vec![int(7)]),
+            "cat_parent".to_string()
+        )]
+    );
+    assert!(
+        db.foreign_key_violations("cat_parent", &["b", "a"])?
+            .is_empty()
+    );
+
+    write(s, || db.ensure_control_tables())?;
+    assert_eq!(
+        db.user_tables()?,
+        ["cat_child", "cat_other", "cat_parent", "cat_trig"]
+    );
+    assert_eq!(db.app_triggers("cat_trig")?, ["cat_swallow"]);
+    assert!(db.app_triggers("cat_parent")?.is_empty());
+
+    let schema = db.schema_of(&["cat_parent"])?;
+    let names: Vec<&String> = schema.iter().map(|(n, _)| n).collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted, "in name order");
+    assert!(
+        schema.iter().any(|(_, d)| d.contains("note")),
+        "the table's definition: {schema:?}"
+    );
+    assert!(
+        schema.iter().any(|(n, _)| n.contains("_cutover_fence")),
+        "cutover's own tables: {schema:?}"
+    );
+    assert!(
+        !schema.iter().any(|(n, _)| n.contains("cat_trig")),
+        "only the tables asked for: {schema:?}"
+    );
+    s.exec("ALTER TABLE cat_parent ADD COLUMN extra integer");
+    assert_ne!(db.schema_of(&["cat_parent"])?, schema, "a column added");
+    Ok(())
+}
+
+/// The id generator of a table: its high-water mark, raised past a value
+/// and past the ids its column holds, never lowered; and where a rollback
+/// does not put it back, marks that do.
+fn sequences_contract(s: &Subject) -> Result<()> {
+    let db = &s.db;
+    s.exec(&format!(
+        "CREATE TABLE seq_ids (id {}, note text);
+         CREATE TABLE seq_plain (id integer PRIMARY KEY);
+         INSERT INTO seq_ids (note) VALUES ('a'), ('b'), ('c');",
+        s.profile.generated_id
+    ));
+    let next_id = || s.int("INSERT INTO seq_ids (note) VALUES ('next') RETURNING id");
+    assert_eq!(db.sequence("seq_ids")?, Some(3));
+    assert_eq!(
+        db.sequence("seq_plain")?,
+        None,
+        "a table without a generator"
+    );
+
+    write(s, || db.raise_sequence("seq_ids", 10))?;
+    assert_eq!(db.sequence("seq_ids")?, Some(10));
+    write(s, || db.raise_sequence("seq_ids", 5))?;
+    assert_eq!(db.sequence("seq_ids")?, Some(10), "never lowered");
+    assert_eq!(next_id(), 11);
+    write(s, || db.raise_sequence("seq_plain", 10))?;
+    assert_eq!(db.sequence("seq_plain")?, None);
+
+    // An id written past the generator by hand: raised past it.
+    s.exec("INSERT INTO seq_ids (id, note) VALUES (50, 'by hand')");
+    write(s, || db.raise_sequence("seq_ids", 0))?;
+    assert_eq!(db.sequence("seq_ids")?, Some(50));
+    assert_eq!(next_id(), 51);
+
+    // A generator moved in a transaction rolled back stands where it
+    // stood, by the rollback itself or by its marks.
+    let marks = db.sequence_marks(&["seq_ids", "seq_plain"])?;
+    db.begin_write()?;
+    db.raise_sequence("seq_ids", 1000)?;
+    assert_eq!(db.sequence("seq_ids")?, Some(1000));
+    db.rollback();
+    let moved = db.restore_sequences(&marks)?;
+    assert_eq!(db.sequence("seq_ids")?, Some(51));
+    let named: Vec<String> = marks.iter().map(|m| m.name.clone()).collect();
+    assert_eq!(moved, named, "the marks put back are those that moved");
+    assert!(
+        db.restore_sequences(&marks)?.is_empty(),
+        "nothing moved since"
+    );
+    assert_eq!(next_id(), 52);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Rows
+
+/// Scans in cutover's key order whatever the collation (NULL first,
+/// numbers by value, text by its bytes), in blocks, resumed after a key or
+/// from a watermark; keyed reads that match exactly; writes that say how
+/// many rows they wrote; values read back as written, kind for kind.
+fn rows_contract(s: &Subject) -> Result<()> {
+    let db = &s.db;
+    s.exec(&format!(
+        "CREATE TABLE rows_k (k text, n bigint, v text, r {real}, b {blob}, w bigint);
+         INSERT INTO rows_k VALUES
+             ('z', 1, 'z1', NULL, NULL, 3),
+             ('a', 10, 'a10', NULL, NULL, 1),
+             ('é', 1, 'e1', NULL, NULL, 2),
+             (NULL, 1, 'null', NULL, NULL, 2),
+             ('B', 1, 'B1', NULL, NULL, 1),
+             ('a', 2, 'a2', NULL, NULL, 3),
+             ('a', -5, 'a-5', NULL, NULL, 2);",
+        real = s.profile.real,
+        blob = s.profile.blob
+    ));
+    let cols = ["k", "n", "v", "r", "b", "w"];
+    let sql = db.table_sql("rows_k", &cols, 2, None);
+    assert_eq!(
+        (sql.table.as_str(), sql.key_len, sql.width()),
+        ("rows_k", 2, 6)
+    );
+    assert_eq!(db.row_count(&sql)?, 7);
+
+    let keys = |rows: &[Row]| rows.iter().map(|r| r[2].clone()).collect::<Vec<_>>();
+    let order = ["null", "B1", "a-5", "a2", "a10", "z1", "e1"].map(text);
+    let (rows, sizes) = scan(s, &sql, None, 3)?;
+    assert_eq!(
+        keys(&rows),
+        order,
+        "NULL, then text by its bytes, numbers by value"
+    );
+    assert_eq!(sizes, [3, 3, 1], "blocks of at most 3 rows");
+    assert_eq!(rows[0][0], Value::Null);
+
+    // Resumed after a key: only the keys past it.
+    let (rows, _) = scan(s, &sql, Some(&[text("a"), int(2)]), 2)?;
+    assert_eq!(keys(&rows), order[4..]);
+    // The sink stops the scan.
+    let mut blocks = 0;
+    db.scan_into(&sql, None, 2, &mut |_| {
+        blocks += 1;
+        Ok(false)
+    })?;
+    assert_eq!(blocks, 1);
+
+    // Ordered by a watermark column first, then the key; resumed at (not
+    // after) a watermark.
+    let by_w = db.table_sql("rows_k", &cols, 2, Some(5));
+    let (rows, _) = scan(s, &by_w, None, 10)?;
+    assert_eq!(
+        keys(&rows),
+        ["B1", "a10", "null", "a-5", "e1", "a2", "z1"].map(text)
+    );
+    let (rows, _) = scan(s, &by_w, Some(&[int(2)]), 10)?;
+    assert_eq!(keys(&rows), ["null", "a-5", "e1", "a2", "z1"].map(text));
+
+    // Keyed reads match exactly.
+    assert_eq!(
+        db.get_row(&sql, &[text("a"), int(10)])?,
+        Some(vec![
+            text("a"),
+            int(10),
+            text("a10"),
+            Value::Null,
+            Value::Null,
+            int(1)
+        ])
+    );
+    assert_eq!(
+        db.get_row(&sql, &[text("A"), int(10)])?,
+        None,
+        "not by case"
+    );
+    assert_eq!(db.get_row(&sql, &[text("a"), int(11)])?, None);
+    s.exec("INSERT INTO rows_k VALUES ('twice', 1, 'one', NULL, NULL, 0), ('twice', 1, 'two', NULL, NULL, 0)");
+    assert!(
+        db.get_row(&sql, &[text("twice"), int(1)]).is_err(),
+        "a key held by two rows is an error"
+    );
+    s.exec("DELETE FROM rows_k WHERE k = 'twice'");
+
+    // Writes say how many rows they wrote, and values come back exactly.
+    let row = vec![
+        text("new"),
+        int(i64::MIN),
+        text("snowman ☃ and \u{1F600}"),
+        Value::Real(0.1 + 0.2),
+        Value::Blob(vec![0, 255, 1, 0]),
+        int(i64::MAX),
+    ];
+    let key = &row[..2];
+    assert_eq!(db.insert_row(&sql, &row)?, 1);
+    assert_eq!(db.get_row(&sql, key)?, Some(row.clone()));
+    for r in [1e300, -5e-324, f64::INFINITY, -2.5] {
+        let mut changed = row.clone();
+        changed[3] = Value::Real(r);
+        assert_eq!(db.update_row(&sql, key, &changed)?, 1);
+        let back = db.get_row(&sql, key)?.expect("the row");
+        assert!(
+            same(&back[3], &Value::Real(r)),
+            "{r:?} came back as {:?}",
+            back[3]
+        );
+    }
+    let mut moved = row.clone();
+    moved[1] = int(7);
+    assert_eq!(db.update_row(&sql, key, &moved)?, 1, "a change of key");
+    assert_eq!(db.get_row(&sql, key)?, None);
+    assert_eq!(db.get_row(&sql, &moved[..2])?, Some(moved.clone()));
+    assert_eq!(
+        db.update_row(&sql, key, &row)?,
+        0,
+        "no row under the old key"
+    );
+    assert_eq!(db.delete_row(&sql, &moved[..2])?, 1);
+    assert_eq!(db.delete_row(&sql, &moved[..2])?, 0);
+    assert_eq!(db.row_count(&sql)?, 7);
+
+    // Columns outside the spec, by key.
+    assert_eq!(
+        db.get_columns("rows_k", &["k", "n"], &[text("z"), int(1)], &["w", "v"])?,
+        Some(vec![int(3), text("z1")])
+    );
+    assert_eq!(
+        db.get_columns("rows_k", &["k", "n"], &[text("y"), int(1)], &["w"])?,
+        None
+    );
+    assert_eq!(
+        db.set_columns(
+            "rows_k",
+            &["k", "n"],
+            &[text("z"), int(1)],
+            &["w", "v"],
+            &[int(9), text("z!")]
+        )?,
+        1
+    );
+    assert_eq!(
+        db.get_columns("rows_k", &["k", "n"], &[text("z"), int(1)], &["v", "w"])?,
+        Some(vec![text("z!"), int(9)])
+    );
+    assert_eq!(db.max_integer("rows_k", "w")?, Some(9));
+
+    // A column the table does not have (an empty name) reads as NULL and
+    // is never written; a generated column is read, never written.
+    s.exec(
+        "CREATE TABLE rows_g (id integer PRIMARY KEY, v integer,
+             g integer GENERATED ALWAYS AS (v * 2) STORED)",
+    );
+    let g = db.table_sql("rows_g", &["id", "", "v", "g"], 1, None);
+    assert_eq!(
+        db.insert_row(&g, &[int(1), text("ignored"), int(21), int(0)])?,
+        1
+    );
+    assert_eq!(all(s, &g)?, [vec![int(1), Value::Null, int(21), int(42)]]);
+    assert_eq!(
+        db.update_row(&g, &[int(1)], &[int(1), text("x"), int(5), int(0)])?,
+        1
+    );
+    assert_eq!(all(s, &g)?, [vec![int(1), Value::Null, int(5), int(10)]]);
+    assert_eq!(db.max_integer("rows_g", "g")?, Some(10));
+
+    // An insert a trigger swallows wrote no row.
+    s.exec(&format!(
+        "CREATE TABLE rows_t (id integer PRIMARY KEY, v text); {}",
+        (s.profile.swallowing_trigger)("rows_t", "rows_swallow")
+    ));
+    let t = db.table_sql("rows_t", &["id", "v"], 1, None);
+    assert_eq!(db.insert_row(&t, &[int(1), text("swallow")])?, 0);
+    assert_eq!(db.insert_row(&t, &[int(2), text("kept")])?, 1);
+    assert!(
+        db.insert_row(&t, &[int(2), text("again")]).is_err(),
+        "a key taken"
+    );
+    assert_eq!(db.max_integer("rows_t", "id")?, Some(2));
+
+    // Emptied: every row, counted.
+    assert_eq!(write(s, || db.clear_table("rows_k"))?, 7);
+    assert_eq!(db.row_count(&sql)?, 0);
+    assert_eq!(all(s, &sql)?, Vec::<Row>::new());
+    assert_eq!(db.max_integer("rows_k", "w")?, None);
+    Ok(())
+}
+
+/// Row-by-row inserts from blocks skip a key already there and go on; a
+/// bulk insert, where the engine has one, writes all or (a key taken)
+/// nothing and leaves the transaction usable.
+fn batch_insert_contract(s: &Subject) -> Result<()> {
+    let db = &s.db;
+    s.exec("CREATE TABLE bi (id integer PRIMARY KEY, code text UNIQUE, v text NOT NULL)");
+    let sql = db.table_sql("bi", &["id", "code", "v"], 1, None);
+    let rows = |ids: &[(i64, &str)]| {
+        ids.iter()
+            .map(|(i, c)| vec![int(*i), text(c), text(&format!("v{i}"))])
+            .collect::<Vec<Row>>()
+    };
+
+    let first = block_of(&rows(&[(1, "a"), (2, "b"), (3, "c")]));
+    write(s, || {
+        let mut ins = db.inserter(&sql)?;
+        assert!(ins.insert(&first, 0)?);
+        assert!(ins.insert(&first, 2)?);
+        assert!(!ins.insert(&first, 0)?, "the same key again");
+        let clash = block_of(&rows(&[(9, "a")]));
+        assert!(!ins.insert(&clash, 0)?, "a unique key taken");
+        Ok(())
+    })?;
+    assert_eq!(all(s, &sql)?, rows(&[(1, "a"), (3, "c")]));
+
+    let fresh = [
+        block_of(&rows(&[(10, "j"), (11, "k")])),
+        block_of(&rows(&[(12, "l")])),
+    ];
+    let colliding = [block_of(&rows(&[(20, "t"), (3, "again")]))];
+    write(s, || {
+        match db.bulk_insert(&sql, &fresh)? {
+            Some(n) => assert_eq!(n, 3, "every row of every block"),
+            None => {
+                assert_eq!(db.row_count(&sql)?, 2, "no fast way: nothing written");
+                let mut ins = db.inserter(&sql)?;
+                for b in &fresh {
+                    for r in 0..b.rows() {
+                        assert!(ins.insert(b, r)?);
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            db.bulk_insert(&sql, &colliding)?,
+            None,
+            "a key already there"
+        );
+        // Nothing of it was written, and the transaction goes on.
+        assert_eq!(db.get_row(&sql, &[int(20)])?, None);
+        assert_eq!(db.insert_row(&sql, &[int(21), text("u"), text("v21")])?, 1);
+        Ok(())
+    })?;
+    let ids: Vec<Value> = all(s, &sql)?.into_iter().map(|r| r[0].clone()).collect();
+    assert_eq!(ids, [1, 3, 10, 11, 12, 21].map(int));
+    assert_eq!(s.profile.bulk_insert, {
+        let probe = [block_of(&rows(&[(30, "x")]))];
+        let r = db.write(|| db.bulk_insert(&sql, &probe))?;
+        r.is_some()
+    });
+    Ok(())
+}
+
+/// The conditional write, where the engine has one: the row is written
+/// only over exactly the row expected (same kinds, same bytes), never
+/// moving a key, and a write that does not happen leaves the transaction
+/// going on.
+fn conditional_write_contract(s: &Subject) -> Result<()> {
+    let db = &s.db;
+    s.exec(&format!(
+        "CREATE TABLE cw (id integer PRIMARY KEY, v text, n {real});
+         INSERT INTO cw VALUES (1, 'one', 1.5), (2, 'two', NULL);
+         CREATE TABLE cw_t (id integer PRIMARY KEY, v text); {trigger}",
+        real = s.profile.real,
+        trigger = (s.profile.swallowing_trigger)("cw_t", "cw_swallow")
+    ));
+    let sql = db.table_sql("cw", &["id", "v", "n"], 1, None);
+    let Some(mut w) = db.conditional_writer(&sql) else {
+        assert!(
+            !s.profile.conditional_writes,
+            "{} documents conditional writes",
+            s.name
+        );
+        return Ok(());
+    };
+    assert!(s.profile.conditional_writes, "{} documents none", s.name);
+    let one = vec![int(1), text("one"), Value::Real(1.5)];
+    let two = vec![int(2), text("two"), Value::Null];
+    db.begin_write()?;
+    // Insert: only where no row holds the key.
+    assert!(w.write_if(None, Some(&[int(3), text("three"), Value::Null]))?);
+    assert!(!w.write_if(None, Some(&[int(1), text("clash"), Value::Null]))?);
+    // Update: only over exactly the row expected.
+    let changed = vec![int(1), text("uno"), Value::Real(1.5)];
+    assert!(!w.write_if(
+        Some(&[int(1), text("other"), Value::Real(1.5)]),
+        Some(&changed)
+    )?);
+    assert!(
+        !w.write_if(Some(&[int(1), text("one"), text("1.5")]), Some(&changed))?,
+        "a text is not a real"
+    );
+    assert!(!w.write_if(
+        Some(&[int(1), text("ONE"), Value::Real(1.5)]),
+        Some(&changed)
+    )?);
+    assert!(w.write_if(Some(&one), Some(&changed))?);
+    assert!(
+        !w.write_if(Some(&one), Some(&changed))?,
+        "no longer the row there"
+    );
+    // A change of key is not this write's.
+    assert!(!w.write_if(Some(&two), Some(&[int(4), text("two"), Value::Null]))?);
+    // Delete: only the row expected.
+    assert!(!w.write_if(Some(&[int(2), text("two"), Value::Real(0.0)]), None)?);
+    assert!(w.write_if(Some(&two), None)?);
+    assert!(!w.write_if(Some(&two), None)?);
+    drop(w);
+    db.commit()?;
+    assert_eq!(
+        all(s, &sql)?,
+        [changed, vec![int(3), text("three"), Value::Null]]
+    );
+    // A write the database swallowed was not written.
+    let t = db.table_sql("cw_t", &["id", "v"], 1, None);
+    if let Some(mut w) = db.conditional_writer(&t) {
+        assert!(!w.write_if(None, Some(&[int(1), text("swallow")]))?);
+        assert!(w.write_if(None, Some(&[int(2), text("kept")]))?);
+    }
+    assert_eq!(all(s, &t)?, [vec![int(2), text("kept")]]);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Digests
+
+/// SHA-256 of the rows [`cutover::db::Db::digest_rows`] gives for the rows
+/// of `digests_contract`'s table, on every engine: a digest over values and
+/// their kinds, whoever read them.
+const DIGEST_OF_ROWS: &str = "96434a74dfd14b209e822b844ce9056d01dcd43c4e84d930b19f73ffcca7152c";
+
+/// The same rows digest alike on every engine and a one-byte change does
+/// not; where the engine computes digests itself, its segments count,
+/// sum and digest the rows of each key range exactly, equal tables alike,
+/// and only the range holding a changed row differs.
+fn digests_contract(s: &Subject) -> Result<()> {
+    let db = &s.db;
+    let mut script = String::new();
+    for t in ["dg_a", "dg_b"] {
+        script.push_str(&format!(
+            "CREATE TABLE {t} (id bigint PRIMARY KEY, name text NOT NULL, cents bigint);
+             INSERT INTO {t} VALUES "
+        ));
+        let rows: Vec<String> = (1..=40)
+            .map(|i| {
+                let cents = if i % 10 == 0 {
+                    "NULL".to_string()
+                } else {
+                    (i * 100).to_string()
+                };
+                format!("({i}, 'n{i}', {cents})")
+            })
+            .collect();
+        script.push_str(&rows.join(", "));
+        script.push_str(";\n");
+    }
+    script.push_str("CREATE TABLE dg_loose (id bigint, name text, cents bigint);");
+    s.exec(&script);
+    let cols = ["id", "name", "cents"];
+    let a = db.table_sql("dg_a", &cols, 1, None);
+    let b = db.table_sql("dg_b", &cols, 1, None);
+    let digest = db.digest_rows(&a)?;
+    assert_eq!(digest, db.digest_rows(&b)?);
+    assert_eq!(digest, DIGEST_OF_ROWS, "the same rows on every engine");
+
+    let form = TableForm {
+        columns: vec![
+            ColumnForm {
+                form: CellForm::Copy,
+                integer: false,
+                min: None,
+                values: None,
+            };
+            3
+        ],
+        money: vec![2],
+        currency: None,
+    };
+    let digests = db.digests();
+    assert_eq!(
+        digests.is_some(),
+        s.profile.digests,
+        "{} documents digests: {}",
+        s.name,
+        s.profile.digests
+    );
+    let whole = KeyRange::default();
+    let before = if let Some(d) = digests {
+        assert_eq!(d.digest_refusal(&a, &form)?, None);
+        let loose = db.table_sql("dg_loose", &cols, 1, None);
+        assert!(
+            d.digest_refusal(&loose, &form)?.is_some(),
+            "a key not unique"
+        );
+        let _ = d.estimate_rows(&a)?;
+
+        let [seg] = &d.digest_ranges(&a, &form, &whole, &[])?[..] else {
+            panic!("one segment for no bounds");
+        };
+        assert_eq!((seg.rows, seg.notes), (40, 0));
+        let sum: i128 = (1..=40).filter(|i| i % 10 != 0).map(|i| i * 100).sum();
+        assert_eq!(seg.money.len(), 1);
+        assert_eq!(seg.money[0].currency, Value::Null);
+        assert_eq!(seg.money[0].sums, [(36, sum)]);
+        assert_eq!(
+            d.digest_ranges(&b, &form, &whole, &[])?,
+            std::slice::from_ref(seg)
+        );
+
+        let bounds = d.split_keys(&a, &whole, 4)?;
+        assert!(!bounds.is_empty() && bounds.len() <= 3, "{bounds:?}");
+        assert!(bounds.iter().all(|k| k.len() == 1));
+        assert!(
+            bounds.windows(2).all(|w| w[0][0].sql_cmp(&w[1][0]).is_lt()),
+            "{bounds:?}"
+        );
+        let segs = d.digest_ranges(&a, &form, &whole, &bounds)?;
+        assert_eq!(segs.len(), bounds.len() + 1);
+        assert_eq!(segs.iter().map(|g| g.rows).sum::<u64>(), 40);
+        assert_eq!(d.digest_ranges(&b, &form, &whole, &bounds)?, segs);
+
+        let range = KeyRange {
+            from: Some(vec![int(10)]),
+            before: Some(vec![int(20)]),
+        };
+        let mut ids = Vec::new();
+        d.scan_range(&a, &range, 4, &mut |blk| {
+            assert!(blk.rows() <= 4);
+            ids.extend((0..blk.rows()).map(|i| blk.get(i, 0).to_value()));
+            Ok(true)
+        })?;
+        assert_eq!(ids, (10..20).map(int).collect::<Vec<_>>());
+        let [seg] = &d.digest_ranges(&a, &form, &range, &[])?[..] else {
+            panic!("one segment");
+        };
+        assert_eq!(seg.rows, 10);
+        Some((bounds, segs))
+    } else {
+        None
+    };
+
+    // One byte of one row.
+    s.exec("UPDATE dg_b SET name = 'o7' WHERE id = 7");
+    assert_ne!(db.digest_rows(&b)?, digest);
+    if let (Some(d), Some((bounds, segs))) = (digests, before) {
+        let changed = d.digest_ranges(&b, &form, &whole, &bounds)?;
+        let differ: Vec<usize> = (0..segs.len()).filter(|&i| segs[i] != changed[i]).collect();
+        let holding = bounds
+            .iter()
+            .filter(|k| k[0].sql_cmp(&int(7)).is_le())
+            .count();
+        assert_eq!(differ, [holding], "only the range holding id 7");
+        assert_eq!(changed[holding].rows, segs[holding].rows);
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// AppliedSet, Receipts, Progress: the control tables
+
+/// The applied set's runs (`support::applied_set_contract`), the columns
+/// kept for a deleted row, the source's copy of the fence record and the
+/// replay's verdict.
+fn applied_set_contract(s: &Subject) -> Result<()> {
+    let db = &s.db;
+    assert_eq!(db.fence_copy("j1")?, None, "before any table is made");
+    assert_eq!(db.last_replay_verdict("j1")?, None);
+    support::applied_set_contract(&*s.db)?;
+
+    // Kept columns: kept, replaced by a later delete, taken back once.
+    write(s, || {
+        db.keep_columns("j1", "artist", "[1]", r#"{"note":"a"}"#, 3)?;
+        db.keep_columns("j1", "artist", "[1]", r#"{"note":"b"}"#, 4)?;
+        db.keep_columns("j2", "artist", "[1]", r#"{"note":"c"}"#, 4)
+    })?;
+    let taken = write(s, || db.take_kept_columns("j1", "artist", "[1]"))?;
+    assert_eq!(taken.as_deref(), Some(r#"{"note":"b"}"#));
+    assert_eq!(
+        write(s, || db.take_kept_columns("j1", "artist", "[1]"))?,
+        None
+    );
+    assert_eq!(db.take_kept_columns("j2", "artist", "[2]")?, None);
+
+    // The fence record's copy: the latest not lifted, field for field.
+    let fence = |at: &str, boundary: i64| FenceRecord {
+        boundary,
+        journal_rows: boundary - 1,
+        fingerprint: format!("fp-{boundary}"),
+        tables: r#"["orders"]"#.to_string(),
+        parts: r#"{"version":3}"#.to_string(),
+        fenced_at: at.to_string(),
+    };
+    let first = fence("2024-03-15T13:45:00.123Z", 7);
+    write(s, || db.record_fence_copy("j1", &first))?;
+    assert_eq!(db.fence_copy("j1")?, Some(first.clone()));
+    assert_eq!(db.fence_copy("j2")?, None);
+    let again = FenceRecord {
+        fingerprint: "fp-again".into(),
+        ..first.clone()
+    };
+    write(s, || db.record_fence_copy("j1", &again))?;
+    assert_eq!(
+        db.fence_copy("j1")?,
+        Some(again),
+        "the same fence, replaced"
+    );
+    let later = fence("2024-03-16T08:00:00.000Z", 9);
+    write(s, || db.record_fence_copy("j1", &later))?;
+    assert_eq!(db.fence_copy("j1")?, Some(later));
+    let at = db.now()?;
+    write(s, || db.lift_fence_copy("j1", &at))?;
+    assert_eq!(db.fence_copy("j1")?, None, "every copy lifted");
+
+    // The last verdict of a journal.
+    let verdict = |passed: bool, at: &str| ReplayVerdict {
+        journal: "j1".into(),
+        boundary: 9,
+        passed,
+        detail: if passed {
+            String::new()
+        } else {
+            "a conflict on 'orders' [3]".into()
+        },
+        at: at.to_string(),
+    };
+    let failed = verdict(false, "2024-03-16T08:00:01.000Z");
+    write(s, || db.record_replay_verdict(&failed))?;
+    assert_eq!(db.last_replay_verdict("j1")?, Some(failed));
+    let passed = verdict(true, "2024-03-16T08:00:02.000Z");
+    write(s, || db.record_replay_verdict(&passed))?;
+    assert_eq!(db.last_replay_verdict("j1")?, Some(passed));
+    assert_eq!(db.last_replay_verdict("j2")?, None);
+    Ok(())
+}
+
+/// A feed's receipts (one per delivery, the checkpoint their last
+/// position) and the evidence of its records' revisions.
+fn receipts_contract(s: &Subject) -> Result<()> {
+    let db = &s.db;
+    assert_eq!(db.receipt_digest("billing", "d1")?, None);
+    assert_eq!(db.feed_checkpoint("billing")?, 0);
+    write(s, || db.ensure_apply_tables())?;
+    write(s, || db.ensure_apply_tables())?;
+    write(s, || {
+        db.insert_receipt("billing", "d1", "sha-1", 1, 10, 8, 1, 1)?;
+        db.insert_receipt("billing", "d2", "sha-2", 11, 15, 5, 0, 0)?;
+        db.insert_receipt("other", "d1", "sha-3", 1, 99, 99, 0, 0)
+    })?;
+    assert_eq!(
+        db.receipt_digest("billing", "d1")?.as_deref(),
+        Some("sha-1")
+    );
+    assert_eq!(db.receipt_digest("other", "d1")?.as_deref(), Some("sha-3"));
+    assert_eq!(db.receipt_digest("billing", "d3")?, None);
+    assert_eq!(db.feed_checkpoint("billing")?, 15);
+    assert_eq!(db.feed_checkpoint("other")?, 99);
+    assert_eq!(db.feed_checkpoint("none")?, 0);
+    assert!(
+        write(s, || db
+            .insert_receipt("billing", "d1", "sha-x", 1, 10, 0, 0, 0))
+        .is_err(),
+        "a delivery has one receipt"
+    );
+    assert_eq!(
+        db.receipt_digest("billing", "d1")?.as_deref(),
+        Some("sha-1")
+    );
+    // Rolled back with its transaction.
+    db.begin_write()?;
+    db.insert_receipt("billing", "d3", "sha-4", 16, 20, 5, 0, 0)?;
+    db.rollback();
+    assert_eq!(db.feed_checkpoint("billing")?, 15);
+
+    write(s, || {
+        db.record_evidence("inv", "[1]", 3, "stale", Some(r#"{"a":1}"#), "d1", 4)?;
+        db.record_evidence("inv", "[1]", 3, "stale", Some(r#"{"a":2}"#), "d2", 5)?;
+        db.record_evidence("inv", "[1]", 5, "superseded", Some(r#"{"a":3}"#), "d2", 6)?;
+        db.record_evidence("inv", "[1]", 5, "tombstone", None, "d2", 7)?;
+        db.record_evidence("inv", "[1]", 2, "tombstone", None, "d1", 2)
+    })?;
+    assert_eq!(
+        db.evidence("inv", "[1]", 3)?,
+        Some(("stale".into(), Some(r#"{"a":1}"#.into()))),
+        "kept as first written"
+    );
+    assert_eq!(
+        db.evidence("inv", "[1]", 5)?,
+        Some(("tombstone".into(), None))
+    );
+    assert_eq!(db.evidence("inv", "[1]", 4)?, None);
+    assert_eq!(db.evidence("inv", "[2]", 3)?, None);
+    assert_eq!(db.tombstone("inv", "[1]")?, Some(5));
+    assert_eq!(db.tombstone("inv", "[2]")?, None);
+    assert_eq!(db.tombstone("other", "[1]")?, None);
+    Ok(())
+}
+
+/// Every kind of sync watermark, for the exactness the cursor must keep.
+fn watermarks() -> Vec<Value> {
+    vec![
+        Value::Null,
+        int(i64::MIN),
+        int(i64::MAX),
+        int(0),
+        Value::Real(0.1),
+        Value::Real(-0.0),
+        Value::Real(1e300),
+        Value::Real(5e-324),
+        Value::Real(f64::INFINITY),
+        Value::Real(f64::NEG_INFINITY),
+        Value::Real(f64::NAN),
+        text(""),
+        text("2024-03-15 13:45:00"),
+        text("1250"),
+        text("é\\'\""),
+        text("a\0b"),
+        Value::TextBytes(vec![0xff, 0x00, b'a']),
+        Value::Blob(vec![]),
+        Value::Blob(vec![0, 1, 255]),
+    ]
+}
+
+/// The load checkpoint and the sync cursor round trip exactly (a
+/// watermark of every kind), batches are provenance in order, and the
+/// source schema and evolved columns are kept per table.
+fn progress_contract(s: &Subject) -> Result<()> {
+    let db = &s.db;
+    let mut heard = Vec::new();
+    db.await_other_runs(&["orders"], &mut |w| heard.push(w.to_string()))?;
+    assert!(heard.is_empty(), "no other run: {heard:?}");
+
+    assert_eq!(db.load_checkpoint("artist")?, None);
+    write(s, || db.ensure_control_tables())?;
+    write(s, || db.ensure_control_tables())?;
+    assert_eq!(db.load_checkpoint("artist")?, None);
+    write(s, || {
+        db.set_load_checkpoint("artist", Some(r#"[500,"é"]"#), 500, false)
+    })?;
+    assert_eq!(
+        db.load_checkpoint("artist")?,
+        Some((Some(r#"[500,"é"]"#.into()), 500, false))
+    );
+    write(s, || db.set_load_checkpoint("artist", None, 1000, true))?;
+    assert_eq!(db.load_checkpoint("artist")?, Some((None, 1000, true)));
+    assert_eq!(db.load_checkpoint("album")?, None);
+    db.begin_write()?;
+    db.set_load_checkpoint("album", Some("[1]"), 1, false)?;
+    db.rollback();
+    assert_eq!(
+        db.load_checkpoint("album")?,
+        None,
+        "rolled back with its batch"
+    );
+
+    assert_eq!(db.sync_cursor("orders")?, None);
+    assert!(db.sync_batches("orders")?.is_empty());
+    assert!(!db.sync_batch_seen("orders", "b1")?);
+    write(s, || db.ensure_sync_tables())?;
+    write(s, || db.ensure_sync_tables())?;
+    assert_eq!(db.sync_cursor("orders")?, None);
+    // An engine that cannot store a NaN at all (SQLite keeps a NULL in
+    // its place, and so never reads one) keeps a NULL for it here too.
+    s.exec(&format!(
+        "CREATE TABLE nan_probe (id integer PRIMARY KEY, r {})",
+        s.profile.real
+    ));
+    let probe = db.table_sql("nan_probe", &["id", "r"], 1, None);
+    db.insert_row(&probe, &[int(1), Value::Real(f64::NAN)])?;
+    let nan_kept = match db.get_row(&probe, &[int(1)])?.expect("the row")[1] {
+        Value::Real(r) => r.is_nan(),
+        Value::Null => false,
+        ref other => panic!("a NaN came back as {other:?}"),
+    };
+    let stored = |v: &Value| match v {
+        Value::Real(r) if r.is_nan() && !nan_kept => Value::Null,
+        v => v.clone(),
+    };
+    let marks = watermarks();
+    for (i, m) in marks.iter().enumerate() {
+        let first = &marks[(i + 1) % marks.len()];
+        let key = format!("[{i}]");
+        write(s, || {
+            db.record_sync_batch("orders", &format!("b{i}"), 10, 2, first, m, &key)
+        })?;
+        let (back, k) = db.sync_cursor("orders")?.expect("a cursor");
+        assert!(
+            same(&back, &stored(m)),
+            "watermark {m:?} came back as {back:?}"
+        );
+        assert_eq!(k, key);
+    }
+    assert!(db.sync_batch_seen("orders", "b3")?);
+    assert!(!db.sync_batch_seen("orders", "b99")?);
+    assert!(!db.sync_batch_seen("other", "b3")?);
+    let batches = db.sync_batches("orders")?;
+    assert_eq!(batches.len(), marks.len());
+    for (i, (no, rows, changed, first, last, at)) in batches.iter().enumerate() {
+        assert_eq!((*no, *rows, *changed), (i as i64 + 1, 10, 2));
+        assert!(
+            same(first, &stored(&marks[(i + 1) % marks.len()])),
+            "{first:?}"
+        );
+        assert!(same(last, &stored(&marks[i])), "{last:?}");
+        assert!(is_utc_text(at), "{at}");
+    }
+    write(s, || {
+        db.record_sync_batch("lines", "b0", 1, 1, &Value::Null, &int(7), "[1]")
+    })?;
+    assert_eq!(db.sync_cursor("lines")?.map(|c| c.0), Some(int(7)));
+    assert_eq!(
+        db.sync_batches("lines")?[0].0,
+        1,
+        "each table numbers its own"
+    );
+
+    s.exec("CREATE TABLE customer (id integer PRIMARY KEY)");
+    assert!(db.recorded_source_schema("customer")?.is_empty());
+    assert!(db.evolved_columns("customer")?.is_empty());
+    let col = |n: &str, ty: &str| ColumnInfo {
+        name: n.into(),
+        decl_type: ty.into(),
+        pk: 0,
+    };
+    write(s, || {
+        db.record_source_schema("customer", &[col("b", "TEXT"), col("a", "INTEGER")])
+    })?;
+    write(s, || {
+        db.record_source_schema("customer", &[col("id", "INTEGER"), col("Name", "TEXT")])
+    })?;
+    assert_eq!(
+        db.recorded_source_schema("customer")?,
+        [("Name", "TEXT"), ("id", "INTEGER")].map(|(a, b)| (a.to_string(), b.to_string())),
+        "the last recorded, by column"
+    );
+    assert!(db.recorded_source_schema("other")?.is_empty());
+    write(s, || {
+        db.evolve_column("customer", "customer", "tier", "INTEGER")?;
+        db.evolve_column("customer", "customer", "Joined On", "TEXT")
+    })?;
+    let names: Vec<String> = db
+        .table_columns("customer")?
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
+    assert_eq!(names, ["id", "tier", "Joined On"]);
+    let mut evolved = db.evolved_columns("customer")?;
+    evolved.sort();
+    assert_eq!(
+        evolved,
+        [("Joined On", "Joined On"), ("tier", "tier")].map(|(a, b)| (a.to_string(), b.to_string()))
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Capture and JournalLog
+
+const JOURNALED: [&str; 4] = ["id", "v", "r", "b"];
+
+/// Installs the journal of spec table `items` on table `jt` as `journal
+/// install` does: control tables, identity, image, triggers and their
+/// proof in one transaction; how many triggers it created or replaced.
+fn install(s: &Subject) -> Result<usize> {
+    let db = &s.db;
+    write(s, || {
+        db.ensure_control_tables()?;
+        if db.journal_id()?.is_none() {
+            db.set_journal_id("0123456789abcdef", &["items"])?;
+        }
+        db.image_for("items", "jt", &JOURNALED)?;
+        let n = db.install_journal("items", "jt", &JOURNALED, 1)?;
+        db.prove_journal("items", "jt", &JOURNALED, 1)?;
+        Ok(n)
+    })
+}
+
+/// The journal's triggers record every committed write, from the tool's
+/// connection or another, as one entry each with the exact images before
+/// and after, in ascending seqs; nothing for a write rolled back or made
+/// after the journal is removed. Pages, counts, extent and digest read
+/// those entries; the identity and the image describe them.
+fn journal_contract(s: &Subject) -> Result<()> {
+    let db = &s.db;
+    s.exec(&format!(
+        "CREATE TABLE jt (id integer PRIMARY KEY, v text, r {}, b {})",
+        s.profile.real, s.profile.blob
+    ));
+    let sql = db.table_sql("jt", &JOURNALED, 1, None);
+    let row1 = vec![
+        int(1),
+        text("one"),
+        Value::Real(0.1 + 0.2),
+        Value::Blob(vec![0, 255]),
+    ];
+    let row2 = vec![int(2), Value::Null, Value::Null, Value::Null];
+    write(s, || {
+        db.insert_row(&sql, &row1)?;
+        db.insert_row(&sql, &row2)
+    })?;
+    assert!(!db.has_journal()?);
+    assert_eq!(db.journal_id()?, None);
+    assert!(db.journal_tables()?.is_empty());
+    assert_eq!(db.journal_extent()?, (0, 0));
+    assert_eq!(db.journal_start()?, 0);
+
+    assert!(install(s)? > 0, "triggers created");
+    assert_eq!(install(s)?, 0, "nothing to replace");
+    assert!(db.has_journal()?);
+    assert_eq!(db.journal_triggers("jt")?, db.journal_triggers_per_table());
+    assert!(
+        db.stale_journal_triggers("items", "jt", &JOURNALED, 1)?
+            .is_empty()
+    );
+    assert!(
+        db.app_triggers("jt")?.is_empty(),
+        "the journal's are cutover's own"
+    );
+    assert_eq!(
+        db.journal_id()?,
+        Some(("0123456789abcdef".to_string(), vec!["items".to_string()]))
+    );
+    let tables = db.journal_tables()?;
+    let [image] = &tables[..] else {
+        panic!("one image: {tables:?}");
+    };
+    assert_eq!(
+        (image.tbl.as_str(), image.target_table.as_str()),
+        ("items", "jt")
+    );
+    assert_eq!(image.columns, JOURNALED);
+    let img = image.img;
+    assert!(
+        db.journal_image_tables()?
+            .contains(&format!("_cutover_journal_{img}")),
+        "{:?}",
+        db.journal_image_tables()?
+    );
+    assert_eq!(db.journal_extent()?.0, 0, "the proof left no entry");
+    assert_eq!(db.last_journaled("items")?, None);
+
+    // Writes through the tool, in one transaction, and through another
+    // connection (a change of key).
+    let row3 = vec![
+        int(3),
+        text("three ☃"),
+        Value::Real(-1.5e-300),
+        Value::Blob(vec![]),
+    ];
+    let row1b = vec![int(1), text("uno"), Value::Real(0.1 + 0.2), Value::Null];
+    write(s, || {
+        db.insert_row(&sql, &row3)?;
+        db.update_row(&sql, &[int(1)], &row1b)?;
+        db.delete_row(&sql, &[int(2)])
+    })?;
+    let digest = db.journal_digest()?;
+    s.exec("UPDATE jt SET id = 4 WHERE id = 3");
+    let mut row4 = row3.clone();
+    row4[0] = int(4);
+    assert_ne!(db.journal_digest()?, digest);
+    assert_eq!(db.journal_digest()?, db.journal_digest()?);
+
+    let entries = db.journal_page(0, i64::MAX, 100)?;
+    let seqs: Vec<i64> = entries.iter().map(|e| e.seq).collect();
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "ascending seqs: {seqs:?}"
+    );
+    assert!(seqs[0] > 0);
+    let described: Vec<(&str, Option<Row>, Option<Row>)> = entries
+        .iter()
+        .map(|e| (e.op.as_str(), e.old.clone(), e.new.clone()))
+        .collect();
+    assert_eq!(
+        described,
+        [
+            ("insert", None, Some(row3.clone())),
+            ("update", Some(row1.clone()), Some(row1b.clone())),
+            ("delete", Some(row2.clone()), None),
+            ("update", Some(row3.clone()), Some(row4.clone())),
+        ]
+    );
+    assert!(entries.iter().all(|e| e.img == img));
+    let last = seqs[3];
+
+    assert_eq!(db.journal_extent()?, (4, last));
+    assert_eq!(db.journal_count_between(0, last)?, 4);
+    assert_eq!(db.journal_count_between(seqs[0], seqs[2])?, 2);
+    let page = |after, upto, limit| -> Result<Vec<i64>> {
+        Ok(db
+            .journal_page(after, upto, limit)?
+            .iter()
+            .map(|e| e.seq)
+            .collect())
+    };
+    assert_eq!(page(0, i64::MAX, 2)?, seqs[..2]);
+    assert_eq!(page(seqs[1], i64::MAX, 10)?, seqs[2..]);
+    assert_eq!(page(0, seqs[1], 10)?, seqs[..2], "up to and including");
+    assert!(page(last, i64::MAX, 10)?.is_empty());
+    let counted = |v: &[(&str, i64)]| {
+        v.iter()
+            .map(|(o, n)| (o.to_string(), *n))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        db.journal_counts()?,
+        [("delete", 1), ("insert", 1), ("update", 2)].map(|(o, n)| (
+            "items".to_string(),
+            o.to_string(),
+            n
+        ))
+    );
+    assert_eq!(
+        db.journal_pending_counts(0, last)?,
+        counted(&[("delete", 1), ("insert", 1), ("update", 2)])
+    );
+    assert_eq!(
+        db.journal_pending_counts(seqs[1], last)?,
+        counted(&[("delete", 1), ("update", 1)])
+    );
+    assert_eq!(db.last_journaled("items")?, Some(last));
+    assert_eq!(db.last_journaled("other")?, None);
+
+    // A write rolled back leaves no entry and no change to the digest.
+    let digest = db.journal_digest()?;
+    db.begin_write()?;
+    db.insert_row(&sql, &[int(9), text("gone"), Value::Null, Value::Null])?;
+    db.rollback();
+    assert_eq!(db.journal_extent()?, (4, last));
+    assert_eq!(db.journal_digest()?, digest);
+
+    // A new identity after the entries there; the spec's tables recorded.
+    write(s, || {
+        db.renew_journal_id("fedcba9876543210", last)?;
+        db.set_journal_tables(&["items", "more"])
+    })?;
+    assert_eq!(db.journal_start()?, last);
+    assert_eq!(
+        db.journal_id()?,
+        Some((
+            "fedcba9876543210".to_string(),
+            vec!["items".to_string(), "more".to_string()]
+        ))
+    );
+    assert!(
+        write(s, || db.set_journal_id("another", &["items"])).is_err(),
+        "one identity"
+    );
+
+    // Removed: no triggers, stale, no proof, and writes go unjournaled.
+    write(s, || db.remove_journal("jt"))?;
+    assert_eq!(db.journal_triggers("jt")?, 0);
+    assert!(
+        !db.stale_journal_triggers("items", "jt", &JOURNALED, 1)?
+            .is_empty()
+    );
+    assert!(write(s, || db.prove_journal("items", "jt", &JOURNALED, 1)).is_err());
+    s.exec("DELETE FROM jt WHERE id = 4");
+    assert_eq!(db.journal_extent()?, (4, last));
+    assert_eq!(db.journal_tables()?.len(), 1, "entries and images stay");
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Fence
+
+const REFUSED: &str = "cutover fence: table fz is read-only";
+const GUARDED: &str = "cutover fence: the fence row cannot change";
+
+/// Whether a probe was refused by the fence (another refusal, a key a
+/// probe's copy of a row collides with, is the table's own).
+fn fenced(probe: &Result<usize, String>) -> bool {
+    probe.as_ref().is_err_and(|e| e.contains(REFUSED))
+}
+
+/// The fence refuses every write to a fenced table from any connection
+/// (and the tool's own probes say so), guards its row, counts its
+/// triggers, and comes off whole; the change token moves when another
+/// connection changes the database.
+fn fence_contract(s: &Subject) -> Result<()> {
+    let db = &s.db;
+    s.exec(
+        "CREATE TABLE fz (id integer PRIMARY KEY, v text);
+         INSERT INTO fz VALUES (1, 'a'), (2, 'b');
+         CREATE TABLE fz_free (id integer PRIMARY KEY, v text);
+         INSERT INTO fz_free VALUES (1, 'a');",
+    );
+    write(s, || db.ensure_control_tables())?;
+    assert_eq!(db.fence_row()?, None);
+    assert_eq!(db.fence_triggers("fz")?, 0);
+    let token = db.change_token()?;
+    assert_eq!(db.change_token()?, token, "nothing changed");
+
+    let record = FenceRecord {
+        boundary: 42,
+        journal_rows: 40,
+        fingerprint: "f".repeat(64),
+        tables: r#"["fz"]"#.into(),
+        parts: r#"{"version":3,"content":{"fz":"00"}}"#.into(),
+        fenced_at: "2024-03-15T13:45:00.123Z".into(),
+    };
+    write(s, || {
+        db.drain_writers(&["fz"])?;
+        db.install_fence_triggers("fz", REFUSED)?;
+        // Whatever goes by the fence's names is replaced, not doubled.
+        db.install_fence_triggers("fz", REFUSED)?;
+        db.install_fence_guard(GUARDED)?;
+        db.set_fence_row(&record)?;
+        db.install_ddl_guard("cutover fence: no schema change")?;
+        Ok(())
+    })?;
+    assert_eq!(db.fence_triggers("fz")?, 3, "insert, update and delete");
+    assert_eq!(db.fence_triggers("_cutover_fence")?, 3);
+    assert_eq!(db.fence_triggers("fz_free")?, 0);
+    assert_eq!(
+        db.fence_row()?,
+        Some(record.clone()),
+        "every field as given"
+    );
+    let functions = db.fence_functions()?;
+
+    // Another connection's writes are refused with the fence's message.
+    for write in [
+        "INSERT INTO fz VALUES (3, 'c')",
+        "UPDATE fz SET v = 'x'",
+        "DELETE FROM fz WHERE id = 1",
+    ] {
+        let refused = s.try_exec(write).expect_err(write);
+        assert!(refused.contains(REFUSED), "{write}: {refused}");
+    }
+    s.exec("UPDATE fz_free SET v = 'free'");
+    for write in [
+        "UPDATE _cutover_fence SET boundary = 0",
+        "DELETE FROM _cutover_fence",
+        "INSERT INTO _cutover_fence (id, boundary, journal_rows, fingerprint, tables, parts, fenced_at)
+         VALUES (2, 0, 0, '', '[]', '{}', '')",
+    ] {
+        let refused = s.try_exec(write).expect_err(write);
+        assert!(refused.contains(GUARDED), "{write}: {refused}");
+    }
+    // So are the tool's, and its probes from another connection say so.
+    let other = s.open();
+    for refused in [
+        other.write(|| other.set_fence_row(&record)),
+        other.write(|| other.delete_fence_row()),
+    ] {
+        let refused = format!("{:#}", refused.expect_err("a write of the fence row"));
+        assert!(refused.contains(GUARDED), "{refused}");
+    }
+    let probes = other.probe_writes("fz")?;
+    let names: Vec<&str> = probes.iter().map(|(n, _)| *n).collect();
+    for n in ["insert", "update", "delete"] {
+        assert!(names.contains(&n), "{names:?}");
+    }
+    for (n, r) in &probes {
+        let refused = r.as_ref().expect_err(n);
+        assert!(refused.contains(REFUSED), "{n}: {refused}");
+    }
+    let free = other.probe_writes("fz_free")?;
+    assert!(
+        !free.iter().any(|(_, r)| fenced(r)),
+        "a table without the fence is not refused by it: {free:?}"
+    );
+    let sql = db.table_sql("fz", &["id", "v"], 1, None);
+    assert_eq!(
+        all(s, &sql)?,
+        [vec![int(1), text("a")], vec![int(2), text("b")]]
+    );
+    assert_eq!(db.fence_row()?, Some(record.clone()));
+
+    // Another connection changes the database: the token moves.
+    let token = db.change_token()?;
+    s.exec("CREATE TABLE fz_new (id integer)");
+    assert_ne!(db.change_token()?, token);
+
+    // Lifted as `fence off` lifts it: writable again, nothing left.
+    write(s, || {
+        db.remove_ddl_guard()?;
+        db.remove_fence_triggers("fz")?;
+        db.remove_fence_triggers("_cutover_fence")?;
+        db.delete_fence_row()
+    })?;
+    assert_eq!(db.fence_triggers("fz")?, 0);
+    assert_eq!(db.fence_triggers("_cutover_fence")?, 0);
+    assert_eq!(db.fence_row()?, None);
+    s.exec("UPDATE fz SET v = 'after' WHERE id = 1");
+    let lifted = other.probe_writes("fz")?;
+    assert!(!lifted.iter().any(|(_, r)| fenced(r)), "{lifted:?}");
+    write(s, || db.drop_fence_functions(&functions))?;
+    assert_eq!(db.fence_functions()?, functions, "those kept stay");
+    write(s, || db.drop_fence_functions(&[]))?;
+    assert!(db.fence_functions()?.is_empty());
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Fixtures
+
+/// Fixture SQL runs whole; the snapshot lists every table with its rows
+/// sorted, leaves out time columns, and moves with the data.
+fn fixtures_contract(s: &Subject) -> Result<()> {
+    let db = &s.db;
+    db.execute_script(
+        "CREATE TABLE fx (id integer PRIMARY KEY, v text, made_at text, at text);
+         INSERT INTO fx VALUES (2, 'b', 't1', 't2'), (1, 'a', 't1', 't2');
+         CREATE TABLE fx_at (at text);
+         INSERT INTO fx_at VALUES ('x');",
+    )?;
+    let err = db
+        .execute_script("INSERT INTO fx_nowhere VALUES (1)")
+        .unwrap_err();
+    assert!(format!("{err:#}").contains(db.location()), "{err:#}");
+    assert_eq!(s.int("SELECT count(*) FROM fx"), 2);
+
+    let snap = db.snapshot()?;
+    let names: Vec<&str> = snap.iter().map(|(n, _)| n.as_str()).collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted);
+    let fx = &snap.iter().find(|(n, _)| n == "fx").expect("fx").1;
+    assert_eq!(fx.len(), 2);
+    let mut rows = fx.clone();
+    rows.sort();
+    assert_eq!(*fx, rows, "rows sorted");
+    assert!(fx[0].contains("'a'") && fx[1].contains("'b'"), "{fx:?}");
+    assert!(
+        fx.iter().all(|r| !r.contains("t1") && !r.contains("t2")),
+        "{fx:?}"
+    );
+    assert!(
+        !names.contains(&"fx_at"),
+        "a table of nothing but times: {names:?}"
+    );
+
+    s.exec("UPDATE fx SET made_at = 'later', at = 'later'");
+    assert_eq!(db.snapshot()?, snap, "times are left out");
+    s.exec("UPDATE fx SET v = 'c' WHERE id = 2");
+    assert_ne!(db.snapshot()?, snap);
+
+    write(s, || {
+        db.ensure_control_tables()?;
+        db.set_load_checkpoint("fx", None, 2, true)
+    })?;
+    let snap = db.snapshot()?;
+    let load = &snap
+        .iter()
+        .find(|(n, _)| n == "_cutover_load")
+        .expect("control tables")
+        .1;
+    assert_eq!(load.len(), 1);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// SideEffects
+
+/// A table's triggers and the foreign-key actions of the tables referring
+/// to it are listed (cutover's own triggers are not), with the rows an
+/// action would change; holding them lets exactly those decided `Fire` act,
+/// within what the role may switch off, and no other session sees it.
+fn side_effects_contract(s: &Subject) -> Result<()> {
+    let db = &s.db;
+    s.exec(&format!(
+        "CREATE TABLE se_parent (id integer PRIMARY KEY, v text);
+         CREATE TABLE se_child (id integer PRIMARY KEY,
+             parent integer REFERENCES se_parent (id) ON DELETE CASCADE);
+         CREATE TABLE se_plain (id integer PRIMARY KEY, parent integer REFERENCES se_parent (id));
+         {}
+         INSERT INTO se_parent VALUES (1, 'a'), (2, 'b');
+         INSERT INTO se_child VALUES (10, 1), (11, 1), (12, 2);",
+        (s.profile.swallowing_trigger)("se_parent", "se_swallow")
+    ));
+    write(s, || db.install_fence_triggers("se_child", REFUSED))?;
+    write(s, || db.remove_fence_triggers("se_child"))?;
+    write(s, || db.install_fence_triggers("se_parent", REFUSED))?;
+    let with_fence = db.side_effects("se_parent")?;
+    write(s, || db.remove_fence_triggers("se_parent"))?;
+    let effects = db.side_effects("se_parent")?;
+    assert_eq!(
+        with_fence.iter().map(|e| &e.name).collect::<Vec<_>>(),
+        effects.iter().map(|e| &e.name).collect::<Vec<_>>(),
+        "the fence's triggers are cutover's own"
+    );
+    assert_eq!(effects.len(), 2, "{effects:?}");
+    let trigger = effects
+        .iter()
+        .find(|e| e.kind == SideEffectKind::Trigger)
+        .expect("the trigger");
+    assert_eq!(
+        (trigger.name.as_str(), trigger.table.as_str()),
+        ("se_swallow", "se_parent")
+    );
+    assert!(trigger.enabled && trigger.action.is_none());
+    assert!(
+        trigger.when.contains("BEFORE") && trigger.when.contains("INSERT"),
+        "{}",
+        trigger.when
+    );
+    let cascade = effects
+        .iter()
+        .find(|e| e.kind == SideEffectKind::ForeignKeyAction)
+        .expect("the foreign-key action");
+    let action = cascade.action.as_ref().expect("what it changes");
+    assert_eq!(action.child, "se_child");
+    assert_eq!(
+        (action.columns.clone(), action.parent_columns.clone()),
+        (vec!["parent".to_string()], vec!["id".to_string()])
+    );
+    assert!(action.on_delete && !action.on_update);
+    assert!(db.side_effects("se_plain")?.is_empty());
+
+    assert_eq!(
+        db.referencing_tables("se_parent")?,
+        ["se_child", "se_plain"]
+    );
+    assert!(db.referencing_tables("se_child")?.is_empty());
+    assert_eq!(db.referencing_rows(cascade, &[int(1)], 5)?.len(), 2);
+    assert_eq!(db.referencing_rows(cascade, &[int(1)], 1)?.len(), 1);
+    assert!(db.referencing_rows(cascade, &[int(3)], 5)?.is_empty());
+    assert!(db.referencing_rows(trigger, &[int(1)], 5)?.is_empty());
+
+    let powers = db.powers(&["se_parent", "se_child"])?;
+    let parent = db.table_sql("se_parent", &["id", "v"], 1, None);
+    let child = db.table_sql("se_child", &["id", "parent"], 1, None);
+    // Decided Fire: the trigger acts on the connection's writes; the
+    // foreign-key action, decided Suppress, does not.
+    db.hold_side_effects(
+        &[
+            (trigger.clone(), Decision::Fire),
+            (cascade.clone(), Decision::Suppress),
+        ],
+        &powers,
+    )?;
+    write(s, || {
+        assert_eq!(db.insert_row(&parent, &[int(3), text("swallow")])?, 0);
+        assert_eq!(db.delete_row(&parent, &[int(2)])?, 1);
+        assert_eq!(db.get_row(&child, &[int(12)])?, Some(vec![int(12), int(2)]));
+        Ok(())
+    })?;
+    if !powers.triggers_always_fire {
+        db.hold_side_effects(&[(trigger.clone(), Decision::Suppress)], &powers)?;
+        write(s, || {
+            assert_eq!(db.insert_row(&parent, &[int(4), text("swallow")])?, 1);
+            Ok(())
+        })?;
+        // Undone before the commit: the application's writes see the
+        // trigger as it was.
+        s.exec("INSERT INTO se_parent VALUES (5, 'swallow')");
+        assert_eq!(s.int("SELECT count(*) FROM se_parent WHERE id = 5"), 0);
+    }
+    Ok(())
+}
