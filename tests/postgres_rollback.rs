@@ -12,151 +12,11 @@
 
 mod support;
 
-use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use support::postgres::TestDb;
-
-const SOURCE_DDL: &str =
-    "CREATE TABLE orders (id INTEGER PRIMARY KEY, dollars TEXT NOT NULL, status TEXT NOT NULL);";
-const TARGET_DDL: &str =
-    "CREATE TABLE orders (id bigint PRIMARY KEY, cents bigint NOT NULL, status text NOT NULL)";
-
-/// A small seeded generator (xorshift64*): the same seed, the same round.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-/// A folder with the spec and the SQLite source, its target on the server.
-struct Migration {
-    dir: tempfile::TempDir,
-    db: TestDb,
-}
-
-impl Migration {
-    /// `rows` orders in the source (ids 1..=rows), an empty target table.
-    fn new(test: &str, rows: i64) -> Option<Migration> {
-        let db = TestDb::new(test)?;
-        db.client()
-            .batch_execute(TARGET_DDL)
-            .expect("creating the target table");
-        let dir = tempfile::tempdir().expect("a temporary folder");
-        let source = rusqlite::Connection::open(dir.path().join("source.db")).expect("source");
-        source.execute_batch(SOURCE_DDL).expect("source table");
-        source.execute_batch("BEGIN").expect("begin");
-        for id in 1..=rows {
-            source
-                .execute(
-                    "INSERT INTO orders VALUES (?1, ?2, ?3)",
-                    rusqlite::params![
-                        id,
-                        format!("{}.{:02}", id * 3 % 1000, id % 100),
-                        if id % 3 == 0 { "C" } else { "A" }
-                    ],
-                )
-                .expect("a source row");
-        }
-        source.execute_batch("COMMIT").expect("commit");
-        let spec = format!(
-            "[source]\nurl = \"sqlite://source.db\"\n[target]\nurl = \"{}\"\n\n[[tables]]\nname = \"orders\"\nkey = [\"id\"]\n\n[[tables.columns]]\nsource = \"dollars\"\ntarget = \"cents\"\ntransform = \"decimal_to_minor\"\nscale = 2\n\n[[tables.columns]]\nsource = \"status\"\ntarget = \"status\"\ntransform = \"map\"\nmap = {{ A = \"active\", C = \"closed\" }}\n",
-            db.url
-        );
-        std::fs::write(dir.path().join("spec.toml"), spec).expect("writing the spec");
-        Some(Migration { dir, db })
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_cutover"));
-        c.args(args)
-            .args(["--spec", "spec.toml"])
-            .current_dir(self.dir.path())
-            .env("CUTOVER_BUSY_TIMEOUT_MS", "5000")
-            // Correctness, not timing, is under test: a loaded machine must
-            // not make the fence give up on its locks.
-            .env("CUTOVER_LOCK_TIMEOUT_MS", "10000");
-        c
-    }
-
-    #[track_caller]
-    fn run(&self, args: &[&str], code: i32) -> Output {
-        let out = self.command(args).output().expect("running cutover");
-        assert_eq!(
-            out.status.code(),
-            Some(code),
-            "cutover {args:?}: expected exit {code}\nstdout:\n{}\nstderr:\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out
-    }
-
-    fn json(&self, args: &[&str]) -> serde_json::Value {
-        let mut all = vec!["--format", "json"];
-        all.extend_from_slice(args);
-        let out = self.run(&all, 0);
-        serde_json::from_slice(&out.stdout).expect("JSON on stdout")
-    }
-
-    /// The source's orders: id → (dollars, status).
-    fn source_rows(&self) -> BTreeMap<i64, (String, String)> {
-        let c = rusqlite::Connection::open(self.dir.path().join("source.db")).expect("source");
-        let mut st = c
-            .prepare("SELECT id, dollars, status FROM orders")
-            .expect("query");
-        st.query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))
-            .expect("rows")
-            .collect::<rusqlite::Result<_>>()
-            .expect("rows")
-    }
-
-    /// The oracle: the target's orders turned back into source form by
-    /// arithmetic done here, not by the tool.
-    fn target_as_source(&self) -> BTreeMap<i64, (String, String)> {
-        let mut c = self.db.client();
-        c.query("SELECT id, cents, status FROM orders", &[])
-            .expect("reading the target")
-            .iter()
-            .map(|r| {
-                let cents: i64 = r.get(1);
-                let status: String = r.get(2);
-                let code = match status.as_str() {
-                    "active" => "A",
-                    "closed" => "C",
-                    other => panic!("a status the map does not know: {other}"),
-                };
-                (
-                    r.get::<_, i64>(0),
-                    (
-                        format!("{}.{:02}", cents / 100, cents % 100),
-                        code.to_string(),
-                    ),
-                )
-            })
-            .collect()
-    }
-
-    fn source_path(&self) -> &Path {
-        self.dir.path()
-    }
-}
+use support::Rng;
+use support::postgres::{OrdersOnServer, SERVER_ORDERS_SOURCE, TestDb};
 
 /// One application connection writing until `stop`: transactions of 1 to
 /// 5 statements — inserts of fresh ids, updates, deletes and key changes of
@@ -170,14 +30,14 @@ fn application(url: &str, thread: u64, seed: u64, stop: &AtomicBool, committed: 
         let Ok(mut tx) = c.transaction() else { break };
         let mut changed = 0u64;
         let mut failed = false;
-        for _ in 0..1 + rng.below(5) {
-            let id = 1 + rng.below(300) as i64;
-            let r = match rng.below(4) {
+        for _ in 0..1 + rng.range(0, 5) {
+            let id = 1 + rng.range(0, 300) as i64;
+            let r = match rng.range(0, 4) {
                 0 => {
                     fresh += 1;
                     tx.execute(
                         "INSERT INTO orders VALUES ($1, $2, 'active')",
-                        &[&(fresh as i64), &((rng.below(100_000)) as i64)],
+                        &[&(fresh as i64), &((rng.range(0, 100_000)) as i64)],
                     )
                 }
                 1 => tx.execute(
@@ -199,7 +59,7 @@ fn application(url: &str, thread: u64, seed: u64, stop: &AtomicBool, committed: 
                 }
             }
         }
-        if failed || rng.below(8) == 0 {
+        if failed || rng.range(0, 8) == 0 {
             let _ = tx.rollback();
         } else if tx.commit().is_ok() {
             committed.fetch_add(changed, Ordering::SeqCst);
@@ -218,7 +78,7 @@ fn rounds() -> u64 {
 fn sixteen_writers_while_the_fence_goes_on_then_replay_leaves_the_source_equal_to_the_target() {
     for round in 0..rounds() {
         let seed = 0xC0_70_0E + round;
-        let Some(m) = Migration::new("sixteen_writers", 300) else {
+        let Some(m) = OrdersOnServer::new("sixteen_writers", 300) else {
             return;
         };
         m.run(&["load"], 0);
@@ -238,7 +98,7 @@ fn sixteen_writers_while_the_fence_goes_on_then_replay_leaves_the_source_equal_t
         while changes.load(Ordering::SeqCst) < 50 && started.elapsed() < Duration::from_secs(60) {
             std::thread::sleep(Duration::from_millis(10));
         }
-        std::thread::sleep(Duration::from_millis(rng.below(300)));
+        std::thread::sleep(Duration::from_millis(rng.range(0, 300)));
         // The fence goes on while the application writes: every write
         // committed before it is inside the boundary, none after.
         let fence = m.run(&["fence", "on"], 0);
@@ -259,7 +119,7 @@ fn sixteen_writers_while_the_fence_goes_on_then_replay_leaves_the_source_equal_t
             changes.load(Ordering::Relaxed),
             "round {round}: the journal holds {entries} entries, the application committed {} row changes\n{}",
             changes.load(Ordering::Relaxed),
-            String::from_utf8_lossy(&fence.stdout)
+            fence.stdout
         );
         m.run(&["replay"], 0);
         assert_eq!(
@@ -267,18 +127,13 @@ fn sixteen_writers_while_the_fence_goes_on_then_replay_leaves_the_source_equal_t
             m.target_as_source(),
             "round {round}: the source differs from the target after replay"
         );
-        let applied: i64 = rusqlite::Connection::open(m.source_path().join("source.db"))
-            .expect("source")
-            .query_row("SELECT sum(entries) FROM _cutover_applied", [], |r| {
-                r.get(0)
-            })
-            .expect("applied set");
+        let applied = m.applied_entries();
         assert_eq!(applied, entries, "round {round}: entries applied once each");
         // A second replay finds nothing to do and changes nothing but the
         // verdict it records.
         let image = || {
             use support::Engine as _;
-            support::Sqlite::new(m.source_path()).image("source.db")
+            support::Sqlite::new(m.path()).image("source.db")
         };
         let before = image();
         m.run(&["replay"], 0);
@@ -289,16 +144,11 @@ fn sixteen_writers_while_the_fence_goes_on_then_replay_leaves_the_source_equal_t
 
 /// Runs `args` killed after a random delay, again and again, until a run
 /// ends by itself; returns how many were killed.
-fn kill_until_done(m: &Migration, args: &[&str], rng: &mut Rng, max_ms: u64) -> u32 {
+fn kill_until_done(m: &OrdersOnServer, args: &[&str], rng: &mut Rng, max_ms: u64) -> u32 {
     let mut killed = 0;
     loop {
-        let mut child = m
-            .command(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("starting cutover");
-        let deadline = Instant::now() + Duration::from_millis(rng.below(max_ms));
+        let mut child = m.command(args).spawn_keeping_stderr();
+        let deadline = Instant::now() + Duration::from_millis(rng.range(0, max_ms));
         loop {
             if let Some(status) = child.try_wait().expect("waiting") {
                 let mut stderr = String::new();
@@ -328,7 +178,7 @@ fn load_and_replay_killed_at_random_moments_end_as_one_clean_run() {
     let mut kills = 0;
     for round in 0..6u64 {
         let mut rng = Rng::new(0x0C11 + round);
-        let Some(m) = Migration::new("kills", 4_000) else {
+        let Some(m) = OrdersOnServer::new("kills", 4_000) else {
             return;
         };
         kills += kill_until_done(&m, &["load", "--batch", "200"], &mut rng, 400);
@@ -350,12 +200,7 @@ fn load_and_replay_killed_at_random_moments_end_as_one_clean_run() {
             expected,
             "round {round}: source after killed replays"
         );
-        let applied: i64 = rusqlite::Connection::open(m.source_path().join("source.db"))
-            .expect("source")
-            .query_row("SELECT sum(entries) FROM _cutover_applied", [], |r| {
-                r.get(0)
-            })
-            .expect("applied set");
+        let applied = m.applied_entries();
         let entries = m.json(&["journal", "status"])["entries"]
             .as_i64()
             .expect("entries");
@@ -379,7 +224,7 @@ fn refused_by_fence(e: &postgres::Error) -> bool {
 /// replay as a breach that stops it before anything is written.
 #[test]
 fn every_write_route_into_a_fenced_postgres_table_is_refused_or_seen_as_a_breach() {
-    let Some(m) = Migration::new("fence_routes", 20) else {
+    let Some(m) = OrdersOnServer::new("fence_routes", 20) else {
         return;
     };
     m.run(&["load"], 0);
@@ -453,10 +298,10 @@ fn every_write_route_into_a_fenced_postgres_table_is_refused_or_seen_as_a_breach
          END $$;",
     )
     .expect("the owner's bypass");
-    let source_before = std::fs::read(m.source_path().join("source.db")).expect("source bytes");
+    let source_before = std::fs::read(m.path().join("source.db")).expect("source bytes");
     m.run(&["replay"], 1);
     assert_eq!(
-        std::fs::read(m.source_path().join("source.db")).expect("source bytes"),
+        std::fs::read(m.path().join("source.db")).expect("source bytes"),
         source_before,
         "replay wrote to the source past a breached fence"
     );
@@ -484,29 +329,14 @@ fn the_drill_runs_the_runbook_with_either_side_on_a_server_and_leaves_nothing_th
         vec!["--source", db.url.as_str()],
         vec!["--source", db.url.as_str(), "--target", db.url.as_str()],
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_cutover"))
-            .args(["--format", "json", "drill"])
-            .args(&args)
-            .output()
-            .expect("running the drill");
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "drill {args:?}\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let rep: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let rep = support::cutover(&[&["--format", "json", "drill"], &args[..]].concat())
+            .expect(0)
+            .json();
         assert_eq!(rep["verdict"], "pass", "drill {args:?}: {rep}");
         assert_eq!(schemas(&mut c), 0, "drill {args:?} left its schema behind");
     }
     // A url the drill cannot use is refused before anything is made.
-    let out = Command::new(env!("CARGO_BIN_EXE_cutover"))
-        .args(["drill", "--target"])
-        .arg(format!("{}?schema=public", db.url))
-        .output()
-        .expect("running the drill");
-    assert_eq!(out.status.code(), Some(2));
+    support::cutover(&["drill", "--target", &format!("{}?schema=public", db.url)]).expect(2);
     assert_eq!(schemas(&mut c), 0);
 }
 
@@ -515,25 +345,23 @@ fn the_drill_runs_the_runbook_with_either_side_on_a_server_and_leaves_nothing_th
 /// catalogue, and never lists cutover's own tables.
 #[test]
 fn init_drafts_a_spec_from_a_postgres_target() {
-    let Some(m) = Migration::new("init", 3) else {
+    let Some(m) = OrdersOnServer::new("init", 3) else {
         return;
     };
     m.run(&["load"], 0);
     m.run(&["journal", "install"], 0);
-    let out = Command::new(env!("CARGO_BIN_EXE_cutover"))
-        .args(["init", "--source", "sqlite://source.db", "--target"])
-        .arg(&m.db.url)
-        .args(["--out", "drafted.toml"])
-        .current_dir(m.source_path())
-        .output()
-        .expect("running init");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let draft = std::fs::read_to_string(m.source_path().join("drafted.toml")).expect("the draft");
+    support::cutover(&[
+        "init",
+        "--source",
+        "sqlite://source.db",
+        "--target",
+        &m.db.url,
+        "--out",
+        "drafted.toml",
+    ])
+    .current_dir(m.path())
+    .expect(0);
+    let draft = std::fs::read_to_string(m.path().join("drafted.toml")).expect("the draft");
     let spec: toml::Table = toml::from_str(&draft).expect("the draft is TOML");
     assert_eq!(spec["target"]["url"].as_str(), Some(m.db.url.as_str()));
     let tables = spec["tables"].as_array().expect("tables");
@@ -552,47 +380,21 @@ fn gate_in_digest_mode_agrees_with_the_streaming_gate_through_the_binary() {
     };
     let dir = tempfile::tempdir().expect("a folder");
     let kept = dir.path().join("kept");
-    let out = Command::new(env!("CARGO_BIN_EXE_cutover"))
-        .args([
-            "drill",
-            "--source",
-            &db.url,
-            "--target",
-            &db.url,
-            "--stop-after",
-            "gate",
-            "--keep",
-        ])
-        .arg(&kept)
-        .output()
-        .expect("running the drill");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let mut drill = support::cutover(&[
+        "drill",
+        "--source",
+        &db.url,
+        "--target",
+        &db.url,
+        "--stop-after",
+        "gate",
+        "--keep",
+    ]);
+    drill.arg(&kept).expect(0);
     let gate = |mode: &str, code: i32| -> serde_json::Value {
-        let out = Command::new(env!("CARGO_BIN_EXE_cutover"))
-            .args([
-                "--format",
-                "json",
-                "gate",
-                "--spec",
-                "spec.toml",
-                "--mode",
-                mode,
-            ])
-            .current_dir(&kept)
-            .output()
-            .expect("running the gate");
-        assert_eq!(
-            out.status.code(),
-            Some(code),
-            "{mode}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).expect("JSON")
+        support::cutover_in(&kept, &["--format", "json", "gate", "--mode", mode])
+            .expect(code)
+            .json()
     };
     let same = |a: &serde_json::Value, b: &serde_json::Value| {
         for key in ["verdict", "tables", "diffs", "diffs_found", "summary"] {
@@ -626,19 +428,12 @@ fn gate_in_digest_mode_agrees_with_the_streaming_gate_through_the_binary() {
     std::fs::write(kept.join("sqlite.toml"), bad).expect("writing a spec");
     rusqlite::Connection::open(kept.join("nowhere.db"))
         .expect("a SQLite source")
-        .execute_batch(SOURCE_DDL)
+        .execute_batch(SERVER_ORDERS_SOURCE)
         .expect("its table");
-    let out = Command::new(env!("CARGO_BIN_EXE_cutover"))
-        .args(["gate", "--spec", "sqlite.toml", "--mode", "digest"])
+    support::cutover(&["gate", "--spec", "sqlite.toml", "--mode", "digest"])
         .current_dir(&kept)
-        .output()
-        .expect("running the gate");
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("--mode digest"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .expect(2)
+        .assert_mentions(&["--mode digest"]);
 }
 
 /// Makes the target's key an identity column defined GENERATED ALWAYS.
@@ -665,7 +460,7 @@ fn next_id(c: &mut postgres::Client) -> i64 {
 /// first insert after the switch takes a new id instead of colliding.
 #[test]
 fn after_load_an_identity_key_hands_out_ids_past_the_loaded_ones() {
-    let Some(m) = Migration::new("identity", 50) else {
+    let Some(m) = OrdersOnServer::new("identity", 50) else {
         return;
     };
     let mut c = m.db.client();
@@ -710,19 +505,7 @@ fn replay_into_a_postgres_identity_key_keeps_the_ids_and_moves_the_sequence() {
     .replace("sqlite://source.db", &db.url);
     std::fs::write(dir.path().join("spec.toml"), spec).expect("the spec");
     let run = |args: &[&str], code: i32| {
-        let out = Command::new(env!("CARGO_BIN_EXE_cutover"))
-            .args(args)
-            .args(["--spec", "spec.toml"])
-            .current_dir(dir.path())
-            .output()
-            .expect("running cutover");
-        assert_eq!(
-            out.status.code(),
-            Some(code),
-            "{args:?}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        support::cutover_in(dir.path(), args).expect(code);
     };
     run(&["load"], 0);
     run(&["journal", "install"], 0);
@@ -761,13 +544,13 @@ fn replay_into_a_postgres_identity_key_keeps_the_ids_and_moves_the_sequence() {
 /// as load does.
 #[test]
 fn sync_leaves_an_identity_key_past_the_ids_it_copies() {
-    let Some(m) = Migration::new("identity_sync", 20) else {
+    let Some(m) = OrdersOnServer::new("identity_sync", 20) else {
         return;
     };
     let mut c = m.db.client();
     identity_key(&mut c);
     m.run(&["load"], 0);
-    rusqlite::Connection::open(m.source_path().join("source.db"))
+    rusqlite::Connection::open(m.path().join("source.db"))
         .expect("the source")
         .execute_batch("INSERT INTO orders VALUES (70, '1.00', 'A'), (71, '2.00', 'C');")
         .expect("new source rows");
@@ -780,7 +563,7 @@ fn sync_leaves_an_identity_key_past_the_ids_it_copies() {
 /// past the ids the feed wrote, as load, sync and replay do.
 #[test]
 fn apply_of_a_feed_leaves_an_identity_key_past_the_ids_it_wrote() {
-    let Some(m) = Migration::new("identity_feed", 5) else {
+    let Some(m) = OrdersOnServer::new("identity_feed", 5) else {
         return;
     };
     let mut c = m.db.client();
@@ -790,7 +573,7 @@ fn apply_of_a_feed_leaves_an_identity_key_past_the_ids_it_wrote() {
         "feed": "upstream", "delivery": "d1", "position": 1, "table": "orders",
         "op": "upsert", "key": {"id": 900}, "row": {"id": 900, "cents": 100, "status": "active"}
     });
-    std::fs::write(m.source_path().join("feed.jsonl"), format!("{line}\n")).expect("the feed");
+    std::fs::write(m.path().join("feed.jsonl"), format!("{line}\n")).expect("the feed");
     m.run(&["apply", "--feed", "feed.jsonl", "--into", "target"], 0);
     let id = next_id(&mut c);
     assert!(

@@ -40,7 +40,9 @@ use rusqlite::types::Value;
 pub use engine::{Engine, Image, Rows, Sqlite};
 pub use golden::{assert_golden, first_difference, repo_path};
 pub use postgres::Layout;
-pub use run::{Cmd, FAULT_EXIT, Output, PY_WRITE, assert_no_panic, cutover, python, sh};
+pub use run::{
+    Cmd, FAULT_EXIT, Output, PY_WRITE, assert_no_panic, cutover, cutover_in, python, sh,
+};
 pub use spec::{Column, Lit, Spec, Table};
 pub use workload::{JournalJson, applied_seqs, fenced_orders_workload, journal_json, journal_seqs};
 

@@ -9,6 +9,10 @@
 //! server's text. Reads go through the test's own connections, independent
 //! of the tool's decoding.
 //!
+//! [`OrdersOnServer`] is the running example with its target on the
+//! server, for the scenarios that drive the binary against a database of
+//! their own ([`TestDb`]) rather than a `Dir`.
+//!
 //! [`Layout`] says which side of a migration lives on which engine; a
 //! database is on the target side when its name starts with `target` or is
 //! `t.db`, on the source side otherwise (an oracle copy follows the database
@@ -753,5 +757,135 @@ impl Drop for TestDb {
                 self.name
             ));
         }
+    }
+}
+
+/// The source table of [`OrdersOnServer`] (SQLite).
+pub const SERVER_ORDERS_SOURCE: &str =
+    "CREATE TABLE orders (id INTEGER PRIMARY KEY, dollars TEXT NOT NULL, status TEXT NOT NULL);";
+/// The target table of [`OrdersOnServer`] (PostgreSQL).
+pub const SERVER_ORDERS_TARGET: &str =
+    "CREATE TABLE orders (id bigint PRIMARY KEY, cents bigint NOT NULL, status text NOT NULL)";
+
+/// The running example's orders moving from a SQLite file in a folder of
+/// the test's into a database of its own on the server (`public` schema,
+/// [`TestDb`]): `cutover` runs in the folder through the harness's
+/// [`Cmd`], and the rows of either side are read by the test's own
+/// connections.
+pub struct OrdersOnServer {
+    dir: tempfile::TempDir,
+    pub db: TestDb,
+}
+
+impl OrdersOnServer {
+    /// `rows` orders in the source (ids 1..=rows), an empty target table;
+    /// `None` when no server answers (see [`TestDb::new`]).
+    pub fn new(test: &str, rows: i64) -> Option<OrdersOnServer> {
+        let db = TestDb::new(test)?;
+        db.client()
+            .batch_execute(SERVER_ORDERS_TARGET)
+            .expect("creating the target table");
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let source = rusqlite::Connection::open(dir.path().join("source.db")).expect("source");
+        source
+            .execute_batch(SERVER_ORDERS_SOURCE)
+            .expect("source table");
+        source.execute_batch("BEGIN").expect("begin");
+        for id in 1..=rows {
+            source
+                .execute(
+                    "INSERT INTO orders VALUES (?1, ?2, ?3)",
+                    rusqlite::params![
+                        id,
+                        format!("{}.{:02}", id * 3 % 1000, id % 100),
+                        if id % 3 == 0 { "C" } else { "A" }
+                    ],
+                )
+                .expect("a source row");
+        }
+        source.execute_batch("COMMIT").expect("commit");
+        let spec = format!(
+            "[source]\nurl = \"sqlite://source.db\"\n[target]\nurl = \"{}\"\n\n[[tables]]\nname = \"orders\"\nkey = [\"id\"]\n\n[[tables.columns]]\nsource = \"dollars\"\ntarget = \"cents\"\ntransform = \"decimal_to_minor\"\nscale = 2\n\n[[tables.columns]]\nsource = \"status\"\ntarget = \"status\"\ntransform = \"map\"\nmap = {{ A = \"active\", C = \"closed\" }}\n",
+            db.url
+        );
+        std::fs::write(dir.path().join("spec.toml"), spec).expect("writing the spec");
+        Some(OrdersOnServer { dir, db })
+    }
+
+    /// The folder: the spec and the source.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `cutover ARGS --spec spec.toml` in the folder, not started yet.
+    pub fn command(&self, args: &[&str]) -> super::Cmd {
+        let mut c = super::cutover_in(self.path(), args);
+        c.env("CUTOVER_BUSY_TIMEOUT_MS", "5000")
+            // Correctness, not timing, is under test: a loaded machine must
+            // not make the fence give up on its locks.
+            .env("CUTOVER_LOCK_TIMEOUT_MS", "10000");
+        c
+    }
+
+    /// `cutover ARGS`, which must exit with `code`.
+    #[track_caller]
+    pub fn run(&self, args: &[&str], code: i32) -> super::Output {
+        self.command(args).expect(code)
+    }
+
+    /// `cutover --format json ARGS`, which must exit 0 with one JSON document.
+    #[track_caller]
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let mut all = vec!["--format", "json"];
+        all.extend_from_slice(args);
+        self.run(&all, 0).json()
+    }
+
+    /// The source's orders: id → (dollars, status).
+    pub fn source_rows(&self) -> BTreeMap<i64, (String, String)> {
+        let c = rusqlite::Connection::open(self.path().join("source.db")).expect("source");
+        let mut st = c
+            .prepare("SELECT id, dollars, status FROM orders")
+            .expect("query");
+        st.query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))
+            .expect("rows")
+            .collect::<rusqlite::Result<_>>()
+            .expect("rows")
+    }
+
+    /// The oracle: the target's orders turned back into source form by
+    /// arithmetic done here, not by the tool.
+    pub fn target_as_source(&self) -> BTreeMap<i64, (String, String)> {
+        let mut c = self.db.client();
+        c.query("SELECT id, cents, status FROM orders", &[])
+            .expect("reading the target")
+            .iter()
+            .map(|r| {
+                let cents: i64 = r.get(1);
+                let status: String = r.get(2);
+                let code = match status.as_str() {
+                    "active" => "A",
+                    "closed" => "C",
+                    other => panic!("a status the map does not know: {other}"),
+                };
+                (
+                    r.get::<_, i64>(0),
+                    (
+                        format!("{}.{:02}", cents / 100, cents % 100),
+                        code.to_string(),
+                    ),
+                )
+            })
+            .collect()
+    }
+
+    /// The journal entries the source records as applied.
+    pub fn applied_entries(&self) -> i64 {
+        rusqlite::Connection::open(self.path().join("source.db"))
+            .expect("source")
+            .query_row("SELECT sum(entries) FROM _cutover_applied", [], |r| {
+                r.get(0)
+            })
+            .expect("applied set")
     }
 }

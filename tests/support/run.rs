@@ -23,6 +23,17 @@ pub fn cutover<S: AsRef<OsStr>>(args: &[S]) -> Cmd {
     c
 }
 
+/// `cutover ARGS --spec spec.toml` run in `dir`: a scenario that keeps its
+/// own folder (its databases on a server) rather than a `Dir`.
+pub fn cutover_in<S: AsRef<OsStr>>(dir: &Path, args: &[S]) -> Cmd {
+    let mut c = Cmd::new(Some(dir));
+    for a in args {
+        c.arg(a);
+    }
+    c.arg("--spec").arg("spec.toml");
+    c
+}
+
 /// One run of the binary, not started yet.
 pub struct Cmd {
     cwd: Option<PathBuf>,
@@ -114,6 +125,17 @@ impl Cmd {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", self.shown()))
+    }
+
+    /// Starts it in the background, stdout discarded and stderr kept for a
+    /// run that ends by itself to explain a failure.
+    pub fn spawn_keeping_stderr(&self) -> Child {
+        self.build()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("starting {}: {e}", self.shown()))
     }
