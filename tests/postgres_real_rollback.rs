@@ -163,21 +163,16 @@ impl Rental {
     }
 
     #[track_caller]
-    fn run(&self, args: &[&str], code: i32) -> Output {
-        let out = Command::new(env!("CARGO_BIN_EXE_cutover"))
-            .args(args)
-            .args(["--spec", "spec.toml"])
-            .current_dir(self.dir.path())
-            .env("CUTOVER_LOCK_TIMEOUT_MS", "10000")
-            .output()
-            .expect("running cutover");
+    fn run(&self, args: &[&str], code: i32) -> support::Output {
+        let mut c = support::cutover_in(self.dir.path(), args);
+        c.env("CUTOVER_BUSY_TIMEOUT_MS", "10000")
+            .env("CUTOVER_LOCK_TIMEOUT_MS", "10000");
+        let out = c.output();
         assert_eq!(
-            out.status.code(),
+            out.code,
             Some(code),
-            "cutover {args:?} as {}: expected exit {code}\nstdout:\n{}\nstderr:\n{}",
-            self.runner,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+            "cutover as {}: expected exit {code}\n{out}",
+            self.runner
         );
         out
     }
@@ -186,8 +181,7 @@ impl Rental {
     fn json(&self, args: &[&str], code: i32) -> serde_json::Value {
         let mut all = vec!["--format", "json"];
         all.extend_from_slice(args);
-        let out = self.run(&all, code);
-        serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+        self.run(&all, code).json()
     }
 
     /// Runs `sql` on the target as the application: `psql`, its own role.
@@ -588,7 +582,7 @@ fn a_write_a_source_trigger_swallows_is_named_by_that_trigger() {
     );
     r.run(&["fence", "on"], 0);
     let out = r.run(&["replay"], 1);
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = &out.stdout;
     assert!(text.contains("changed no row"), "{text}");
     assert!(text.contains("trigger 'skip_ignored'"), "{text}");
     assert!(!text.contains("RAISE(IGNORE)"), "{text}");
@@ -835,7 +829,7 @@ fn a_plain_owner_is_refused_before_writing_when_an_entry_would_cascade() {
         return;
     };
     let check = r.run(&["check"], 0);
-    let text = String::from_utf8_lossy(&check.stdout);
+    let text = &check.stdout;
     assert!(text.contains("CANNOT HOLD"), "{text}");
     r.run(&["load"], 0);
     r.run(&["journal", "install"], 0);
@@ -886,7 +880,7 @@ fn a_target_rule_that_sends_writes_outside_the_table_is_refused_by_journal_insta
     };
     r.run(&["load"], 0);
     let out = r.run(&["journal", "install"], 2);
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = &out.stderr;
     assert!(
         err.contains("parent_route") && err.contains("parent_inbox"),
         "{err}"
@@ -946,7 +940,7 @@ fn a_truncated_inheritance_parent_journals_each_row_once_and_a_new_child_is_name
     let stale = journal["tables"][0]["stale"].to_string();
     assert!(stale.contains("on parent_later (missing)"), "{journal}");
     let out = r.run(&["status"], 1);
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = &out.stdout;
     assert!(text.contains("parent_later"), "{text}");
     r.run(&["journal", "install"], 0);
     let journal = r.json(&["journal", "status"], 0);
@@ -990,7 +984,7 @@ fn a_role_that_cannot_switch_the_source_triggers_off_fails_check_and_replay_writ
         return;
     };
     let check = r.run(&["check"], 1);
-    let text = String::from_utf8_lossy(&check.stdout);
+    let text = &check.stdout;
     assert!(
         text.contains("CANNOT HOLD") && text.contains("'last_updated'"),
         "{text}"
@@ -1002,7 +996,7 @@ fn a_role_that_cannot_switch_the_source_triggers_off_fails_check_and_replay_writ
     let before = r.dump("source");
     for args in [&["replay", "--dry-run"][..], &["replay"][..]] {
         let out = r.run(args, 2);
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = &out.stderr;
         assert!(
             err.contains("last_updated") && err.contains("wrote nothing"),
             "{err}"
@@ -1231,7 +1225,7 @@ source = \"initials\"
     ] {
         std::fs::write(&path, changed).expect("the spec");
         let out = r.run(&["check"], 2);
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = &out.stderr;
         assert!(
             err.contains(&format!("'{column}'")) && err.contains("is generated"),
             "{err}"

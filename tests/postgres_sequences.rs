@@ -11,7 +11,7 @@
 
 mod support;
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use support::postgres::TestDb;
@@ -100,26 +100,14 @@ impl Case {
         Some(Case { db, dir })
     }
 
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_cutover"));
-        c.args(args)
-            .args(["--spec", "spec.toml"])
-            .current_dir(self.dir.path())
-            .env("CUTOVER_LOCK_TIMEOUT_MS", "10000");
-        c
-    }
-
     #[track_caller]
-    fn run(&self, args: &[&str], code: i32) -> Output {
-        let out = self.command(args).output().expect("running cutover");
-        assert_eq!(
-            out.status.code(),
-            Some(code),
-            "cutover {args:?}: expected exit {code}\nstdout:\n{}\nstderr:\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out
+    fn run(&self, args: &[&str], code: i32) -> support::Output {
+        let mut c = support::cutover_in(self.dir.path(), args);
+        // A stopped run's session is waited for as long as an operator's
+        // run would wait for it.
+        c.env("CUTOVER_BUSY_TIMEOUT_MS", "10000")
+            .env("CUTOVER_LOCK_TIMEOUT_MS", "10000");
+        c.expect(code)
     }
 
     /// The sequences feeding the spec's columns in `schema`, each with the
@@ -266,7 +254,7 @@ fn sequences_end_past_their_columns_after_load_and_replay_and_rolled_back_runs_m
 
     let before = case.next_values("tgt");
     let rehearsal = case.run(&["gate", "--inject-mismatch"], 1);
-    assert!(String::from_utf8_lossy(&rehearsal.stdout).contains("caught 3 of 3"));
+    assert!(rehearsal.stdout.contains("caught 3 of 3"));
     assert_eq!(
         case.next_values("tgt"),
         before,
@@ -307,7 +295,7 @@ fn sequences_end_past_their_columns_after_load_and_replay_and_rolled_back_runs_m
 
     let source_before = case.next_values("src");
     let dry = case.run(&["replay", "--dry-run"], 0);
-    assert!(String::from_utf8_lossy(&dry.stdout).contains("nothing was written"));
+    assert!(dry.stdout.contains("nothing was written"));
     assert_eq!(
         case.next_values("src"),
         source_before,
@@ -425,15 +413,14 @@ fn a_load_waits_for_a_stopped_loads_session_to_end_then_resumes() {
     let _ = stopped.kill();
     let _ = stopped.wait();
     let out = case.run(&["load", "--batch", "5"], 0);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = &out.stderr;
     assert!(
         stderr.contains("waiting for another cutover session") && stderr.contains("pid "),
         "the load did not say whom it waited for: {stderr}"
     );
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("[10]"),
-        "the load did not resume after the committed batch:\n{}",
-        String::from_utf8_lossy(&out.stdout)
+        out.stdout.contains("[10]"),
+        "the load did not resume after the committed batch:\n{out}"
     );
     case.run(&["gate"], 0);
 }
