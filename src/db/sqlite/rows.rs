@@ -271,7 +271,9 @@ fn ordered_by(
 ) -> TableSql {
     let mut sql = table_sql(table, columns, key_len, generated);
     let cols: Vec<String> = columns.iter().map(|c| column_expr(c)).collect();
-    let order = std::iter::once(cols[first].clone())
+    // BINARY whatever the column's collation, as the resumed scan's
+    // condition compares it: the watermark's order is the engine-neutral one.
+    let order = std::iter::once(binary(&cols[first]))
         .chain(cols[..key_len].iter().map(|c| binary(c)))
         .collect::<Vec<_>>()
         .join(", ");
