@@ -183,10 +183,9 @@ impl Rows for Sqlite {
                 .collect::<Vec<_>>()
                 .join(", "),
             quote_ident(table),
-            assign(
+            key_match(
                 &key_names.iter().map(|c| quote_ident(c)).collect::<Vec<_>>(),
-                1,
-                " AND "
+                1
             )
         );
         let mut st = self.conn.prepare_cached(&sql)?;
@@ -214,10 +213,9 @@ impl Rows for Sqlite {
                 1,
                 ", "
             ),
-            assign(
+            key_match(
                 &key_names.iter().map(|c| quote_ident(c)).collect::<Vec<_>>(),
-                names.len() + 1,
-                " AND "
+                names.len() + 1
             )
         );
         Ok(self
@@ -332,7 +330,7 @@ fn table_sql(table: &str, columns: &[&str], key_len: usize, generated: &[String]
             "SELECT {list} FROM {t} WHERE ({order}) > ({}) ORDER BY {order}",
             params(key_len, 1)
         ),
-        select_by_key: format!("SELECT {list} FROM {t} WHERE {}", assign(keys, 1, " AND ")),
+        select_by_key: format!("SELECT {list} FROM {t} WHERE {}", key_match(keys, 1)),
         insert: format!(
             "INSERT INTO {t} ({}) VALUES ({})",
             written.join(", "),
@@ -341,7 +339,7 @@ fn table_sql(table: &str, columns: &[&str], key_len: usize, generated: &[String]
         update: format!(
             "UPDATE {t} SET {} WHERE {}",
             assign(&written, 1, ", "),
-            assign(keys, w + 1, " AND ")
+            key_match(keys, w + 1)
         ),
         // The common update leaves the key alone: set only the other
         // columns, so SQLite need not touch the key's index.
@@ -349,10 +347,10 @@ fn table_sql(table: &str, columns: &[&str], key_len: usize, generated: &[String]
             format!(
                 "UPDATE {t} SET {} WHERE {}",
                 assign(&rest, 1, ", "),
-                assign(keys, rest.len() + 1, " AND ")
+                key_match(keys, rest.len() + 1)
             )
         }),
-        delete: format!("DELETE FROM {t} WHERE {}", assign(keys, 1, " AND ")),
+        delete: format!("DELETE FROM {t} WHERE {}", key_match(keys, 1)),
         count: format!("SELECT count(*) FROM {t}"),
         conditional: (keys_written && narrow && !rest.is_empty()).then(|| {
             // `?first…`: the stored row, each value exactly (its storage
@@ -406,6 +404,18 @@ fn params(n: usize, first: usize) -> String {
         .map(|i| format!("?{i}"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The row under the key bound from `?first` on, exactly: `"k" = ?n AND
+/// "k" = ?n COLLATE BINARY` per column. The first term walks the key's
+/// index in whatever collation it declares; the second keeps a NOCASE key
+/// `'A'` from reaching the row stored as `'a'`.
+fn key_match(keys: &[String], first: usize) -> String {
+    keys.iter()
+        .enumerate()
+        .map(|(i, k)| format!("{k} = ?{0} AND {k} = ?{0} COLLATE BINARY", first + i))
+        .collect::<Vec<_>>()
+        .join(" AND ")
 }
 
 /// `"a" = ?first <sep> "b" = ?first+1 …`.
