@@ -399,7 +399,7 @@ fn sequences_contract(s: &Subject) -> Result<()> {
 fn rows_contract(s: &Subject) -> Result<()> {
     let db = &s.db;
     s.exec(&format!(
-        "CREATE TABLE rows_k (k text, n bigint, v text, r {real}, b {blob}, w bigint);
+        "CREATE TABLE rows_k (k {text}, n bigint, v {text}, r {real}, b {blob}, w bigint);
          INSERT INTO rows_k VALUES
              ('z', 1, 'z1', NULL, NULL, 3),
              ('a', 10, 'a10', NULL, NULL, 1),
@@ -408,6 +408,7 @@ fn rows_contract(s: &Subject) -> Result<()> {
              ('B', 1, 'B1', NULL, NULL, 1),
              ('a', 2, 'a2', NULL, NULL, 3),
              ('a', -5, 'a-5', NULL, NULL, 2);",
+        text = s.profile.text_not_by_bytes,
         real = s.profile.real,
         blob = s.profile.blob
     ));
@@ -451,6 +452,15 @@ fn rows_contract(s: &Subject) -> Result<()> {
     );
     let (rows, _) = scan(s, &by_w, Some(&[int(2)]), 10)?;
     assert_eq!(keys(&rows), ["null", "a-5", "e1", "a2", "z1"].map(text));
+    // A text watermark goes by its bytes too.
+    let by_v = db.table_sql("rows_k", &cols, 2, Some(2));
+    let (rows, _) = scan(s, &by_v, None, 10)?;
+    assert_eq!(
+        keys(&rows),
+        ["B1", "a-5", "a10", "a2", "e1", "null", "z1"].map(text)
+    );
+    let (rows, _) = scan(s, &by_v, Some(&[text("a2")]), 10)?;
+    assert_eq!(keys(&rows), ["a2", "e1", "null", "z1"].map(text));
 
     // Keyed reads match exactly.
     assert_eq!(
@@ -468,6 +478,20 @@ fn rows_contract(s: &Subject) -> Result<()> {
         db.get_row(&sql, &[text("A"), int(10)])?,
         None,
         "not by case"
+    );
+    let other_case = [
+        text("A"),
+        int(10),
+        text("A10"),
+        Value::Null,
+        Value::Null,
+        int(1),
+    ];
+    assert_eq!(db.update_row(&sql, &other_case[..2], &other_case)?, 0);
+    assert_eq!(db.delete_row(&sql, &other_case[..2])?, 0);
+    assert_eq!(
+        db.get_columns("rows_k", &["k", "n"], &other_case[..2], &["v"])?,
+        None
     );
     assert_eq!(db.get_row(&sql, &[text("a"), int(11)])?, None);
     s.exec("INSERT INTO rows_k VALUES ('twice', 1, 'one', NULL, NULL, 0), ('twice', 1, 'two', NULL, NULL, 0)");
@@ -822,6 +846,13 @@ fn digests_contract(s: &Subject) -> Result<()> {
             Ok(true)
         })?;
         assert_eq!(ids, (10..20).map(int).collect::<Vec<_>>());
+        let inside = d.split_keys(&a, &range, 2)?;
+        assert!(
+            inside.iter().all(|k| k.len() == 1
+                && k[0].sql_cmp(&int(10)).is_ge()
+                && k[0].sql_cmp(&int(20)).is_lt()),
+            "{inside:?}"
+        );
         let [seg] = &d.digest_ranges(&a, &form, &range, &[])?[..] else {
             panic!("one segment");
         };
@@ -1228,6 +1259,21 @@ fn journal_contract(s: &Subject) -> Result<()> {
         db.journal_image_tables()?
     );
     assert_eq!(db.journal_extent()?.0, 0, "the proof left no entry");
+    // The first table whose proof fails, by its index.
+    s.exec("CREATE TABLE jt_bare (id integer PRIMARY KEY, v text); INSERT INTO jt_bare VALUES (1, 'x')");
+    let proofs = [
+        ("items", "jt", JOURNALED.to_vec(), 1),
+        ("bare", "jt_bare", vec!["id", "v"], 1),
+    ];
+    db.begin_write()?;
+    let proved = db.prove_journals(&proofs);
+    db.rollback();
+    assert_eq!(
+        proved.err().map(|(i, _)| i),
+        Some(1),
+        "a table with no journal"
+    );
+    assert_eq!(db.journal_extent()?.0, 0);
     assert_eq!(db.last_journaled("items")?, None);
 
     // Writes through the tool, in one transaction, and through another
@@ -1373,6 +1419,7 @@ fn fence_contract(s: &Subject) -> Result<()> {
     s.exec(
         "CREATE TABLE fz (id integer PRIMARY KEY, v text);
          INSERT INTO fz VALUES (1, 'a'), (2, 'b');
+         CREATE TABLE fz_empty (id integer PRIMARY KEY, v text);
          CREATE TABLE fz_free (id integer PRIMARY KEY, v text);
          INSERT INTO fz_free VALUES (1, 'a');",
     );
@@ -1392,6 +1439,7 @@ fn fence_contract(s: &Subject) -> Result<()> {
     };
     write(s, || {
         db.drain_writers(&["fz"])?;
+        db.install_fence_triggers("fz_empty", REFUSED)?;
         db.install_fence_triggers("fz", REFUSED)?;
         // Whatever goes by the fence's names is replaced, not doubled.
         db.install_fence_triggers("fz", REFUSED)?;
@@ -1447,6 +1495,14 @@ fn fence_contract(s: &Subject) -> Result<()> {
         let refused = r.as_ref().expect_err(n);
         assert!(refused.contains(REFUSED), "{n}: {refused}");
     }
+    // An empty table: an insert is refused, an update or a delete writes
+    // nothing whether refused or not.
+    for (n, r) in other.probe_writes("fz_empty")? {
+        match n {
+            "insert" => assert!(fenced(&r), "{n}: {r:?}"),
+            _ => assert!(fenced(&r) || r == Ok(0), "{n}: {r:?}"),
+        }
+    }
     let free = other.probe_writes("fz_free")?;
     assert!(
         !free.iter().any(|(_, r)| fenced(r)),
@@ -1468,6 +1524,7 @@ fn fence_contract(s: &Subject) -> Result<()> {
     write(s, || {
         db.remove_ddl_guard()?;
         db.remove_fence_triggers("fz")?;
+        db.remove_fence_triggers("fz_empty")?;
         db.remove_fence_triggers("_cutover_fence")?;
         db.delete_fence_row()
     })?;
