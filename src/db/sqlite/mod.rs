@@ -26,6 +26,7 @@ mod journal_log;
 mod progress;
 mod receipts;
 mod rows;
+mod schema;
 mod side_effects;
 
 const CONTROL_DDL: &str = include_str!("../../../sql/sqlite/control.sql");
@@ -127,6 +128,23 @@ pub struct Sqlite {
     /// The folder of a temporary database (a CSV snapshot read in), removed
     /// when the database is dropped.
     _temp: Option<tempfile::TempDir>,
+    /// The catalogue as last read ([`schema::Schema`]).
+    schema: std::cell::RefCell<Option<schema::Schema>>,
+}
+
+impl Sqlite {
+    fn wrap(
+        conn: rusqlite::Connection,
+        location: String,
+        temp: Option<tempfile::TempDir>,
+    ) -> Sqlite {
+        Sqlite {
+            conn,
+            location,
+            _temp: temp,
+            schema: Default::default(),
+        }
+    }
 }
 
 impl Database for Sqlite {}
