@@ -153,6 +153,7 @@ impl Sqlite {
             .replace("{{del}}", &del)
             .replace("{{table}}", &quote_ident(table))
             .replace("{{message}}", &quote_literal(message));
+        self.grow_cache(&sql)?;
         self.conn
             .execute_batch(&sql)
             .with_context(|| format!("installing fence triggers on '{table}'"))

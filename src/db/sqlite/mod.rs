@@ -130,6 +130,9 @@ pub struct Sqlite {
     _temp: Option<tempfile::TempDir>,
     /// The catalogue as last read ([`schema::Schema`]).
     schema: std::cell::RefCell<Option<schema::Schema>>,
+    /// About how many bytes `sqlite_schema` takes: its last full read plus
+    /// the DDL this connection ran since ([`Sqlite::grow_cache`]).
+    schema_bytes: std::cell::Cell<usize>,
 }
 
 impl Sqlite {
@@ -143,6 +146,7 @@ impl Sqlite {
             location,
             _temp: temp,
             schema: Default::default(),
+            schema_bytes: Default::default(),
         }
     }
 }
