@@ -23,7 +23,10 @@
 //! - `delete`: `DELETE FROM orders WHERE id = ?` of every row, in a seeded
 //!   random order.
 //!
-//! The time is measured inside the Python process, around the writes only.
+//! The time is measured inside the Python process, around the writes only:
+//! wall time, and the process's CPU time (user and system,
+//! `time.process_time()`), which the load of a shared machine moves much
+//! less; the summary gives the median ratio of each.
 //! `CUTOVER_BENCH_DIR` picks where the databases go.
 
 use std::path::{Path, PathBuf};
@@ -38,7 +41,7 @@ const TARGET_DDL: &str =
     "CREATE TABLE orders (id INTEGER PRIMARY KEY, cents INTEGER NOT NULL, status TEXT NOT NULL)";
 
 /// The application: `python3 -c APP DB WORKLOAD ROWS SEED`; prints
-/// `seconds journal_mode synchronous sqlite_version`.
+/// `seconds journal_mode synchronous sqlite_version cpu_seconds`.
 const APP: &str = r#"
 import random, sqlite3, sys, time
 db, workload, rows, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
@@ -65,6 +68,7 @@ con = sqlite3.connect(db, isolation_level=None)
 mode = con.execute("PRAGMA journal_mode").fetchone()[0]
 sync = con.execute("PRAGMA synchronous").fetchone()[0]
 start = time.perf_counter()
+cpu = time.process_time()
 for b in range(0, len(args), 1000):
     con.execute("BEGIN")
     for a in args[b:b + 1000]:
@@ -72,8 +76,9 @@ for b in range(0, len(args), 1000):
             sys.exit("a write changed no row: %s %r" % (sql, a))
     con.execute("COMMIT")
 took = time.perf_counter() - start
+cpu = time.process_time() - cpu
 con.close()
-print("%.3f %s %s %s" % (took, mode, sync, sqlite3.sqlite_version))
+print("%.3f %s %s %s %.3f" % (took, mode, sync, sqlite3.sqlite_version, cpu))
 "#;
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -114,6 +119,8 @@ fn main() {
     for (w, workload) in workloads.split(',').enumerate() {
         let mut without = Vec::new();
         let mut with = Vec::new();
+        let mut cpu_without = Vec::new();
+        let mut cpu_with = Vec::new();
         for rep in 0..repeats {
             let seed = 0xC0FFEE + w as u64;
             std::fs::copy(d.join("base.db"), d.join("plain.db")).expect("copy");
@@ -138,10 +145,10 @@ fn main() {
                 } else {
                     "plain.db"
                 };
-                let (secs, s) = app(d, db, workload, rows, seed);
+                let (secs, cpu, s) = app(d, db, workload, rows, seed);
                 settings = s;
                 println!(
-                    "{workload:<7} run {}: {:<16} {secs:>8.3} s",
+                    "{workload:<7} run {}: {:<16} {secs:>8.3} s (cpu {cpu:.3} s)",
                     rep + 1,
                     if journaled {
                         "with journal"
@@ -151,35 +158,71 @@ fn main() {
                 );
                 if journaled {
                     with.push(secs);
+                    cpu_with.push(cpu);
                     let n = journal_entries(&d.join(db));
                     assert_eq!(n, rows, "the journal must hold one entry per write");
                 } else {
                     without.push(secs);
+                    cpu_without.push(cpu);
                 }
             }
         }
         let mut ratios: Vec<f64> = with.iter().zip(&without).map(|(a, b)| a / b).collect();
-        summary.push((
-            workload.to_string(),
-            median(&mut without.clone()),
-            median(&mut with.clone()),
-            median(&mut ratios),
+        let mut cpu_ratios: Vec<f64> = cpu_with
+            .iter()
+            .zip(&cpu_without)
+            .map(|(a, b)| a / b)
+            .collect();
+        summary.push(Summary {
+            workload: workload.to_string(),
+            without: median(&mut without.clone()),
+            with: median(&mut with.clone()),
+            ratio: median(&mut ratios),
             ratios,
-        ));
+            cpu_without: median(&mut cpu_without.clone()),
+            cpu_with: median(&mut cpu_with.clone()),
+            cpu_ratio: median(&mut cpu_ratios),
+            cpu_ratios,
+        });
     }
     println!("\napplication: python3 sqlite3, {settings}; batches of 1,000 writes per commit");
-    println!("\n| workload | rows | without (s) | with (s) | ratio (median) | ratios per run |");
-    println!("|---|---|---|---|---|---|");
-    for (w, without, with, ratio, ratios) in summary {
+    println!(
+        "\n| workload | rows | without (s) | with (s) | ratio (median) | ratios per run | cpu without (s) | cpu with (s) | cpu ratio (median) | cpu ratios per run |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let list = |v: &[f64]| {
+        v.iter()
+            .map(|r| format!("{r:.2}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for s in summary {
         println!(
-            "| {w} | {rows} | {without:.2} | {with:.2} | {ratio:.2}x | {} |",
-            ratios
-                .iter()
-                .map(|r| format!("{r:.2}"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            "| {} | {rows} | {:.2} | {:.2} | {:.2}x | {} | {:.2} | {:.2} | {:.2}x | {} |",
+            s.workload,
+            s.without,
+            s.with,
+            s.ratio,
+            list(&s.ratios),
+            s.cpu_without,
+            s.cpu_with,
+            s.cpu_ratio,
+            list(&s.cpu_ratios),
         );
     }
+}
+
+/// One workload's medians (wall and CPU seconds) and ratios per run.
+struct Summary {
+    workload: String,
+    without: f64,
+    with: f64,
+    ratio: f64,
+    ratios: Vec<f64>,
+    cpu_without: f64,
+    cpu_with: f64,
+    cpu_ratio: f64,
+    cpu_ratios: Vec<f64>,
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -213,8 +256,8 @@ fn generate(db: &Path, rows: i64) {
     c.execute_batch("COMMIT").expect("commit");
 }
 
-/// Runs the application on `db`; its seconds and its settings.
-fn app(d: &Path, db: &str, workload: &str, rows: i64, seed: u64) -> (f64, String) {
+/// Runs the application on `db`; its wall and CPU seconds and its settings.
+fn app(d: &Path, db: &str, workload: &str, rows: i64, seed: u64) -> (f64, f64, String) {
     let out = Command::new("python3")
         .args([
             "-c",
@@ -240,8 +283,10 @@ fn app(d: &Path, db: &str, workload: &str, rows: i64, seed: u64) -> (f64, String
         f.next().unwrap_or("?"),
         f.next().unwrap_or("?"),
     );
+    let cpu: f64 = f.next().and_then(|s| s.parse().ok()).expect("cpu seconds");
     (
         secs,
+        cpu,
         format!("SQLite {version}, journal_mode={mode}, synchronous={sync}"),
     )
 }

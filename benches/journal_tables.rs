@@ -17,7 +17,15 @@
 //! - `cutover fence on`.
 //!
 //! Each figure is the best of `CUTOVER_BENCH_RUNS` runs (default 3) on a
-//! fresh copy. `CUTOVER_BENCH_DIR` picks where the databases go.
+//! fresh copy. `CUTOVER_BENCH_DIR` picks where the databases go;
+//! `CUTOVER_BENCH_BIN` another cutover binary to time (an earlier build, to
+//! compare under the same load), this build's by default.
+//!
+//! Beside wall time, each command's CPU time (user and system, from the
+//! children's times in /proc/self/stat): on a shared machine the wall time
+//! of one run moves with the load, its CPU time much less. The summary gives
+//! both per table, and what each table added cost between one count and
+//! the next (the fixed cost of starting a command cancels there).
 
 mod support;
 
@@ -37,11 +45,20 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 struct Figures {
     tables: usize,
     install: Duration,
+    install_cpu: Duration,
     install_kb: Option<u64>,
     write: Duration,
     first_write: Duration,
     fence: Duration,
+    fence_cpu: Duration,
     fence_kb: Option<u64>,
+}
+
+/// What one run of a command took.
+struct Run {
+    wall: Duration,
+    cpu: Duration,
+    kb: Option<u64>,
 }
 
 fn main() {
@@ -51,6 +68,8 @@ fn main() {
     let base = std::env::var_os("CUTOVER_BENCH_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(std::env::temp_dir);
+    // Read before the first child is timed: getconf is a child too.
+    clock_ticks();
     let dir = tempfile::tempdir_in(base).expect("a temporary folder");
     let d = dir.path();
     println!(
@@ -66,7 +85,7 @@ fn main() {
         let mut best: Option<Figures> = None;
         for run in 0..runs {
             std::fs::copy(d.join("target.base.db"), d.join("target.db")).expect("copy");
-            let (install, install_kb) = cutover(d, &["journal", "install"]);
+            let install = cutover(d, &["journal", "install"]);
             let (write, first_write) = app_writes(&d.join("target.db"), writes);
             let entries: i64 = Connection::open(d.join("target.db"))
                 .and_then(|c| {
@@ -78,59 +97,86 @@ fn main() {
                 writes + 1,
                 "one entry per write (and the first write's)"
             );
-            let (fence, fence_kb) = cutover(d, &["fence", "on"]);
+            let fence = cutover(d, &["fence", "on"]);
             println!(
-                "{n:>5} tables, run {}: install {:.3} s ({} MB), write {:.1} µs, open + first write {:.2} ms, fence on {:.3} s ({} MB)",
+                "{n:>5} tables, run {}: install {:.3} s (cpu {:.3} s, {} MB), write {:.1} µs, open + first write {:.2} ms, fence on {:.3} s (cpu {:.3} s, {} MB)",
                 run + 1,
-                install.as_secs_f64(),
-                mb(install_kb),
+                install.wall.as_secs_f64(),
+                install.cpu.as_secs_f64(),
+                mb(install.kb),
                 write.as_secs_f64() * 1e6,
                 first_write.as_secs_f64() * 1e3,
-                fence.as_secs_f64(),
-                mb(fence_kb),
+                fence.wall.as_secs_f64(),
+                fence.cpu.as_secs_f64(),
+                mb(fence.kb),
             );
             let f = Figures {
                 tables: n,
-                install,
-                install_kb,
+                install: install.wall,
+                install_cpu: install.cpu,
+                install_kb: install.kb,
                 write,
                 first_write,
-                fence,
-                fence_kb,
+                fence: fence.wall,
+                fence_cpu: fence.cpu,
+                fence_kb: fence.kb,
             };
             best = Some(match best {
                 None => f,
                 Some(b) => Figures {
                     tables: n,
                     install: b.install.min(f.install),
+                    install_cpu: b.install_cpu.min(f.install_cpu),
                     install_kb: b.install_kb.max(f.install_kb),
                     write: b.write.min(f.write),
                     first_write: b.first_write.min(f.first_write),
                     fence: b.fence.min(f.fence),
+                    fence_cpu: b.fence_cpu.min(f.fence_cpu),
                     fence_kb: b.fence_kb.max(f.fence_kb),
                 },
             });
         }
         all.extend(best);
     }
-    let first = all.first().map(|f| (f.install, f.write, f.fence));
+    let per = |d: Duration, n: usize| d.as_secs_f64() * 1e3 / n.max(1) as f64;
     println!(
-        "\n| tables | journal install | one write | open + first write | fence on | install ÷ 1 table | write ÷ 1 table |"
+        "\n| tables | journal install | cpu | per table (cpu) | one write | open + first write | fence on | cpu | per table (cpu) |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for f in &all {
-        let (i1, w1, _) = first.expect("a first row");
         println!(
-            "| {} | {:.3} s, {} MB | {:.1} µs | {:.2} ms | {:.3} s, {} MB | {:.2}× | {:.2}× |",
+            "| {} | {:.3} s, {} MB | {:.3} s | {:.2} ms ({:.2} ms) | {:.1} µs | {:.2} ms | {:.3} s, {} MB | {:.3} s | {:.2} ms ({:.2} ms) |",
             f.tables,
             f.install.as_secs_f64(),
             mb(f.install_kb),
+            f.install_cpu.as_secs_f64(),
+            per(f.install, f.tables),
+            per(f.install_cpu, f.tables),
             f.write.as_secs_f64() * 1e6,
             f.first_write.as_secs_f64() * 1e3,
             f.fence.as_secs_f64(),
             mb(f.fence_kb),
-            f.install.as_secs_f64() / i1.as_secs_f64(),
-            f.write.as_secs_f64() / w1.as_secs_f64(),
+            f.fence_cpu.as_secs_f64(),
+            per(f.fence, f.tables),
+            per(f.fence_cpu, f.tables),
+        );
+    }
+    // What each table added costs, between one count and the next: the
+    // fixed cost of a command (starting, opening both databases) cancels.
+    println!("\neach table added: install wall, cpu; fence on wall, cpu");
+    for w in all.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        let added = |x: Duration, y: Duration| {
+            (y.as_secs_f64() - x.as_secs_f64()) * 1e3 / (b.tables - a.tables).max(1) as f64
+        };
+        println!(
+            "{:>5} → {:>5} tables: {:.2} ms, {:.2} ms; {:.2} ms, {:.2} ms",
+            a.tables,
+            b.tables,
+            added(a.install, b.install),
+            added(a.install_cpu, b.install_cpu),
+            added(a.fence, b.fence),
+            added(a.fence_cpu, b.fence_cpu),
         );
     }
 }
@@ -171,10 +217,15 @@ fn generate(d: &Path, n: usize) {
     std::fs::write(d.join("spec.toml"), spec).expect("the spec");
 }
 
-/// Runs `cutover ARGS --spec spec.toml`: its time and peak memory.
-fn cutover(d: &Path, args: &[&str]) -> (Duration, Option<u64>) {
+/// Runs `cutover ARGS --spec spec.toml`: its wall and CPU time and peak
+/// memory.
+fn cutover(d: &Path, args: &[&str]) -> Run {
+    let bin = std::env::var_os("CUTOVER_BENCH_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_cutover")));
+    let cpu_before = children_cpu();
     let start = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cutover"))
+    let mut child = Command::new(bin)
         .args(args)
         .args(["--spec", "spec.toml"])
         .current_dir(d)
@@ -183,7 +234,7 @@ fn cutover(d: &Path, args: &[&str]) -> (Duration, Option<u64>) {
         .spawn()
         .expect("running cutover");
     let (code, kb) = support::watch(&mut child);
-    let took = start.elapsed();
+    let wall = start.elapsed();
     if code != 0 {
         let mut err = String::new();
         if let Some(mut e) = child.stderr.take() {
@@ -192,7 +243,38 @@ fn cutover(d: &Path, args: &[&str]) -> (Duration, Option<u64>) {
         }
         panic!("cutover {args:?} exited {code}: {err}");
     }
-    (took, kb)
+    Run {
+        wall,
+        cpu: children_cpu().saturating_sub(cpu_before),
+        kb,
+    }
+}
+
+/// The user and system time of this process's children that have been
+/// waited for (`cutime` and `cstime` of /proc/self/stat).
+fn children_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+    // The fields after the command name, which is in parentheses.
+    let rest = &stat[stat.rfind(')').expect("a command name") + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // cutime and cstime are fields 16 and 17 of stat(5), 14 and 15 here.
+    let ticks: u64 =
+        fields[13].parse::<u64>().unwrap_or(0) + fields[14].parse::<u64>().unwrap_or(0);
+    Duration::from_secs_f64(ticks as f64 / clock_ticks())
+}
+
+/// Clock ticks per second, as `getconf CLK_TCK` says (100 on Linux).
+fn clock_ticks() -> f64 {
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or(100.0)
+    })
 }
 
 /// The time of one write (`writes` updates of `t1`, batches of 1,000), and

@@ -12,14 +12,7 @@ impl Capture for Sqlite {
     /// Whether the journal was installed: the view `_cutover_journal` over
     /// its tables exists. A table of that name is an older cutover's.
     fn has_journal(&self) -> Result<bool> {
-        let kind: Option<String> = self
-            .conn
-            .query_row(
-                "SELECT type FROM sqlite_schema WHERE name = '_cutover_journal'",
-                [],
-                |r| r.get(0),
-            )
-            .optional()?;
+        let kind = self.with_schema(|s| s.kind_of("_cutover_journal").map(str::to_string))?;
         match kind.as_deref() {
             None => Ok(false),
             Some("view") => Ok(true),
@@ -57,19 +50,22 @@ impl Capture for Sqlite {
         // as they are. `seq` is an INTEGER PRIMARY KEY, never the implicit
         // rowid, which VACUUM may renumber.
         for (p, (t, range)) in journal_parts(img, columns.len()).into_iter().enumerate() {
-            self.conn.execute_batch(&format!(
+            let sql = format!(
                 "CREATE TABLE {} (seq INTEGER PRIMARY KEY, {}{}, {})",
                 quote_ident(&t),
                 if p == 0 { "op, " } else { "" },
                 prefixed("o", range.clone()),
                 prefixed("n", range)
-            ))?;
+            );
+            self.own_ddl(&sql, |s| s.created_table(&t))?;
         }
-        self.conn.execute_batch(&format!(
+        let pending = pending_table(img);
+        let sql = format!(
             "CREATE TABLE {} ({})",
-            quote_ident(&pending_table(img)),
+            quote_ident(&pending),
             col_list(1..columns.len() + 1)
-        ))?;
+        );
+        self.own_ddl(&sql, |s| s.created_table(&pending))?;
         Ok(img)
     }
 
@@ -99,9 +95,8 @@ impl Capture for Sqlite {
         // event first, and the order among them (and after the
         // application's own triggers) is part of what they journal.
         self.remove_journal(table)?;
-        for (_, sql) in &want {
-            self.conn
-                .execute_batch(sql)
+        for (trigger, sql) in &want {
+            self.own_ddl(sql, |s| s.created_trigger(trigger, table, sql))
                 .with_context(|| format!("installing journal triggers on '{table}'"))?;
         }
         Ok(differ.max(1))
@@ -202,8 +197,10 @@ impl Capture for Sqlite {
 
     fn remove_journal(&self, table: &str) -> Result<()> {
         for n in journal_trigger_names(table) {
-            self.conn
-                .execute_batch(&format!("DROP TRIGGER IF EXISTS {}", quote_ident(&n)))?;
+            self.own_ddl(
+                &format!("DROP TRIGGER IF EXISTS {}", quote_ident(&n)),
+                |s| s.dropped_trigger(&n),
+            )?;
         }
         Ok(())
     }
@@ -340,15 +337,10 @@ impl Sqlite {
     /// cutover has no such list: its view is a UNION ALL of every journal
     /// table, and each trigger took the next seq over all of them.
     pub(super) fn has_entry_list(&self) -> Result<bool> {
-        let sql: Option<String> = self
-            .conn
-            .query_row(
-                "SELECT sql FROM sqlite_schema WHERE type = 'view' AND name = '_cutover_journal'",
-                [],
-                |r| r.get(0),
-            )
-            .optional()?;
-        Ok(sql.is_some_and(|s| s.contains(ENTRIES)))
+        self.with_schema(|s| {
+            s.sql("view", "_cutover_journal")
+                .is_some_and(|sql| sql.contains(ENTRIES))
+        })
     }
 
     /// The list of entries `_cutover_journal_entries (seq, img, op)` and the
@@ -574,41 +566,30 @@ impl Sqlite {
     /// triggers: it fires before them, so a trigger of its that rewrites its
     /// own row (a "touch updated_at") is journaled out of order.
     pub(super) fn newer_trigger(&self, table: &str) -> Result<Option<String>> {
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT name FROM sqlite_schema
-                 WHERE type = 'trigger' AND tbl_name = ?1 AND name NOT LIKE '\\_cutover\\_%' ESCAPE '\\'
-                   AND rowid > (SELECT min(rowid) FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = ?1
-                                AND name LIKE '\\_cutover\\_journal\\_%' ESCAPE '\\')
-                 ORDER BY rowid LIMIT 1",
-                [table],
-                |r| r.get(0),
-            )
-            .optional()?)
+        self.with_schema(|s| {
+            let first = s
+                .triggers_on(table)
+                .find(|(_, o)| like_prefix(&o.name, "_cutover_journal_"))?
+                .0;
+            s.triggers_on(table)
+                .find(|(id, o)| *id > first && !like_prefix(&o.name, "_cutover_"))
+                .map(|(_, o)| o.name.clone())
+        })
     }
 
     /// The triggers on `table` by name, with their stored `CREATE TRIGGER`
-    /// statements: one read of the schema, whose size grows with the number
-    /// of tables, instead of one per trigger.
+    /// statements.
     pub(super) fn triggers_on(&self, table: &str) -> Result<BTreeMap<String, String>> {
-        let mut st = self.conn.prepare_cached(
-            "SELECT name, sql FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = ?1",
-        )?;
-        let rows = st.query_map([table], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        self.with_schema(|s| {
+            s.triggers_on(table)
+                .map(|(_, o)| (o.name.clone(), o.sql.clone().unwrap_or_default()))
+                .collect()
+        })
     }
 
     /// The stored `CREATE TRIGGER` statement of a trigger.
     pub(super) fn trigger_sql(&self, name: &str) -> Result<Option<String>> {
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT sql FROM sqlite_schema WHERE type = 'trigger' AND name = ?1",
-                [name],
-                |r| r.get(0),
-            )
-            .optional()?)
+        self.with_schema(|s| s.sql("trigger", name).map(str::to_string))
     }
 
     pub(super) fn probe_writes_journal(
@@ -673,6 +654,13 @@ impl Sqlite {
 
 const JOURNAL_TRIGGERS: &str = include_str!("../../../sql/sqlite/journal_triggers.sql");
 const JOURNAL_FLUSH: &str = include_str!("../../../sql/sqlite/journal_flush.sql");
+
+/// Whether `name` starts with `prefix` as SQLite's `LIKE 'prefix%'` with
+/// `_` escaped says: ASCII letters in either case.
+fn like_prefix(name: &str, prefix: &str) -> bool {
+    name.len() >= prefix.len()
+        && name.as_bytes()[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
+}
 
 /// The names of the journal's triggers on one table.
 /// How many triggers the journal puts on each table.

@@ -211,15 +211,7 @@ impl Catalogue for Sqlite {
 
 impl Sqlite {
     pub(super) fn has_table(&self, name: &str) -> Result<bool> {
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1",
-                [name],
-                |_| Ok(()),
-            )
-            .optional()?
-            .is_some())
+        self.with_schema(|s| s.has("table", name))
     }
 
     pub(super) fn has_column(&self, table: &str, column: &str) -> Result<bool> {

@@ -48,6 +48,8 @@ impl Connection for Sqlite {
     }
 
     fn commit(&self) -> Result<()> {
+        #[cfg(debug_assertions)]
+        self.check_patched_schema();
         self.conn
             .execute_batch("COMMIT")
             .with_context(|| format!("committing to {}", self.location))
@@ -55,6 +57,7 @@ impl Connection for Sqlite {
 
     /// Rolls back if a transaction is open; safe to call at any time.
     fn rollback(&self) {
+        self.forget_schema();
         if !self.conn.is_autocommit() {
             let _ = self.conn.execute_batch("ROLLBACK");
         }
@@ -72,6 +75,7 @@ impl Connection for Sqlite {
 
     /// Undoes the nested transaction's work and closes it.
     fn rollback_savepoint(&self) {
+        self.forget_schema();
         let _ = self
             .conn
             .execute_batch("ROLLBACK TO cutover_batch; RELEASE cutover_batch");
@@ -161,11 +165,7 @@ pub fn damage_behind(err: &anyhow::Error) -> Option<String> {
         ) else {
             continue;
         };
-        let db = Sqlite {
-            conn,
-            location: path.display().to_string(),
-            _temp: None,
-        };
+        let db = Sqlite::wrap(conn, path.display().to_string(), None);
         if let Ok(Some(d)) = db.damage() {
             found.push(format!("{role}: {d}"));
         }
@@ -207,11 +207,7 @@ impl Sqlite {
             | OpenFlags::SQLITE_OPEN_URI;
         let conn = rusqlite::Connection::open_with_flags(path, flags)
             .with_context(|| format!("opening {role} database {}", path.display()))?;
-        let db = Sqlite {
-            conn,
-            location: path.display().to_string(),
-            _temp: None,
-        };
+        let db = Sqlite::wrap(conn, path.display().to_string(), None);
         OPENED
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -305,11 +301,7 @@ impl Sqlite {
         let conn = rusqlite::Connection::open(&path)?;
         conn.pragma_update(None, "journal_mode", "OFF")?;
         conn.pragma_update(None, "synchronous", "OFF")?;
-        let db = Sqlite {
-            conn,
-            location: shown.display().to_string(),
-            _temp: Some(dir),
-        };
+        let db = Sqlite::wrap(conn, shown.display().to_string(), Some(dir));
         db.conn
             .set_db_config(DbConfig::SQLITE_DBCONFIG_DQS_DML, false)?;
         Ok(db)

@@ -140,15 +140,7 @@ impl Sqlite {
     }
 
     pub(super) fn count_triggers(&self, names: &[String]) -> Result<usize> {
-        let mut n: i64 = 0;
-        for name in names {
-            n += self.conn.query_row(
-                "SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND name = ?1",
-                [name],
-                |r| r.get::<_, i64>(0),
-            )?;
-        }
-        Ok(n as usize)
+        self.with_schema(|s| names.iter().filter(|n| s.has("trigger", n)).count())
     }
 
     /// The fence's three triggers on `table` from `template`.
@@ -161,6 +153,7 @@ impl Sqlite {
             .replace("{{del}}", &del)
             .replace("{{table}}", &quote_ident(table))
             .replace("{{message}}", &quote_literal(message));
+        self.grow_cache(&sql)?;
         self.conn
             .execute_batch(&sql)
             .with_context(|| format!("installing fence triggers on '{table}'"))

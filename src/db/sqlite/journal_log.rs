@@ -15,31 +15,7 @@ const DIGEST_BUFFER: usize = 64 * 1024;
 impl JournalLog for Sqlite {
     /// Every journaled table (and earlier column lists of the same table).
     fn journal_tables(&self) -> Result<Vec<JournalTable>> {
-        if !self.has_table("_cutover_journal_tables")? {
-            return Ok(Vec::new());
-        }
-        let mut st = self.conn.prepare(
-            "SELECT img, tbl, target_table, columns FROM _cutover_journal_tables ORDER BY img",
-        )?;
-        let rows = st.query_map([], |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, String>(3)?,
-            ))
-        })?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (img, tbl, target_table, columns) = row?;
-            out.push(JournalTable {
-                img,
-                tbl,
-                target_table,
-                columns: serde_json::from_str(&columns)?,
-            });
-        }
-        Ok(out)
+        self.journal_tables_where("1", [])
     }
 
     /// `(tbl, op, entries)` of the journal, in table then op order.
@@ -132,11 +108,7 @@ impl JournalLog for Sqlite {
         };
         let imgs: std::collections::BTreeSet<i64> = list.iter().map(|e| e.1).collect();
         let mut runs: Vec<std::collections::VecDeque<JournalEntry>> = Vec::new();
-        for t in self
-            .journal_tables()?
-            .into_iter()
-            .filter(|t| imgs.contains(&t.img))
-        {
+        for t in self.journal_tables_of(&imgs)? {
             let width = t.columns.len();
             let parts = journal_parts(t.img, width);
             let first = &parts[0];
@@ -271,7 +243,7 @@ impl JournalLog for Sqlite {
     /// The last seq journaled for spec table `name`, under any column list.
     fn last_journaled(&self, name: &str) -> Result<Option<i64>> {
         let mut last = None;
-        for t in self.journal_tables()?.into_iter().filter(|t| t.tbl == name) {
+        for t in self.journal_tables_where("tbl = ?1", [name])? {
             let table = &journal_parts(t.img, t.columns.len())[0].0;
             if !self.has_table(table)? {
                 continue;
@@ -288,6 +260,53 @@ impl JournalLog for Sqlite {
 }
 
 impl Sqlite {
+    /// The rows of the journal's list of tables that `filter` (a condition
+    /// on its columns, with `params`) keeps, in image order.
+    fn journal_tables_where(
+        &self,
+        filter: &str,
+        params: impl rusqlite::Params,
+    ) -> Result<Vec<JournalTable>> {
+        if !self.has_table("_cutover_journal_tables")? {
+            return Ok(Vec::new());
+        }
+        let mut st = self.conn.prepare_cached(&format!(
+            "SELECT img, tbl, target_table, columns FROM _cutover_journal_tables WHERE {filter} ORDER BY img"
+        ))?;
+        let rows = st.query_map(params, |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (img, tbl, target_table, columns) = row?;
+            out.push(JournalTable {
+                img,
+                tbl,
+                target_table,
+                columns: serde_json::from_str(&columns)?,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The journal tables of the images `imgs`, in image order: a look-up
+    /// by key each, whatever the number of journaled tables.
+    fn journal_tables_of(
+        &self,
+        imgs: &std::collections::BTreeSet<i64>,
+    ) -> Result<Vec<JournalTable>> {
+        let mut out = Vec::new();
+        for img in imgs {
+            out.extend(self.journal_tables_where("img = ?1", [img])?);
+        }
+        Ok(out)
+    }
+
     /// The journal's digest form, in order, a buffer at a time: every
     /// entry's seq, image and op, then each journal table in seq order,
     /// every column (op and both images) with its storage class.

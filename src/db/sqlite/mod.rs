@@ -26,6 +26,7 @@ mod journal_log;
 mod progress;
 mod receipts;
 mod rows;
+mod schema;
 mod side_effects;
 
 const CONTROL_DDL: &str = include_str!("../../../sql/sqlite/control.sql");
@@ -127,6 +128,27 @@ pub struct Sqlite {
     /// The folder of a temporary database (a CSV snapshot read in), removed
     /// when the database is dropped.
     _temp: Option<tempfile::TempDir>,
+    /// The catalogue as last read ([`schema::Schema`]).
+    schema: std::cell::RefCell<Option<schema::Schema>>,
+    /// About how many bytes `sqlite_schema` takes: its last full read plus
+    /// the DDL this connection ran since ([`Sqlite::grow_cache`]).
+    schema_bytes: std::cell::Cell<usize>,
+}
+
+impl Sqlite {
+    fn wrap(
+        conn: rusqlite::Connection,
+        location: String,
+        temp: Option<tempfile::TempDir>,
+    ) -> Sqlite {
+        Sqlite {
+            conn,
+            location,
+            _temp: temp,
+            schema: Default::default(),
+            schema_bytes: Default::default(),
+        }
+    }
 }
 
 impl Database for Sqlite {}
