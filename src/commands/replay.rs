@@ -201,6 +201,7 @@ fn fold(spec: &Spec, changes: Vec<Change>) -> Vec<Change> {
                 crate::value::CellRef::Real(r) => (2u8, r.to_bits()).hash(&mut h),
                 crate::value::CellRef::Text(t) => (3u8, t).hash(&mut h),
                 crate::value::CellRef::Blob(b) => (4u8, b).hash(&mut h),
+                crate::value::CellRef::Digested(d) => (5u8, d.len, d.sha256).hash(&mut h),
             }
         }
         h.finish()
