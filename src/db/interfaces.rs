@@ -531,6 +531,14 @@ pub trait Fence {
     fn drop_fence_functions(&self, _keep: &[String]) -> Result<()> {
         Ok(())
     }
+    /// The SHA-256 of every row a scan of `sql` returns, as
+    /// [`crate::db::Db::digest_rows`] computes it, where the engine reads
+    /// each value in place instead of copying the rows into blocks (a
+    /// large value is then never copied whole); `None`: the engine has no
+    /// such read, and the blocks are hashed.
+    fn rows_digest(&self, _sql: &TableSql) -> Result<Option<String>> {
+        Ok(None)
+    }
 }
 
 /// What drills need of a database they built: run fixture SQL, and compare

@@ -34,7 +34,9 @@ impl Rows for Sqlite {
             .query_row([], |r| r.get(0))?)
     }
 
-    /// Values are copied once, into the block: no allocation per row.
+    /// Values are copied once, into the block: no allocation per row. A
+    /// large value of a column read as a digest is hashed where SQLite
+    /// holds it, never copied.
     fn scan_into(
         &self,
         sql: &TableSql,
@@ -52,9 +54,19 @@ impl Rows for Sqlite {
             .with_context(|| format!("reading table '{}' in {}", sql.table, self.location))?;
         let mut rows = st.query(rusqlite::params_from_iter(binds.iter()))?;
         let mut block = Block::new(sql.width, block_rows);
+        let digesting = sql.digested.contains(&true);
         while let Some(r) = rows.next()? {
-            for i in 0..sql.width {
-                block.push(cell(r.get_ref(i)?));
+            if digesting {
+                for i in 0..sql.width {
+                    match sql.digests(i) {
+                        true => block.push_digesting(cell(r.get_ref(i)?)),
+                        false => block.push(cell(r.get_ref(i)?)),
+                    }
+                }
+            } else {
+                for i in 0..sql.width {
+                    block.push(cell(r.get_ref(i)?));
+                }
             }
             if block.full(block_rows) {
                 let full = std::mem::replace(&mut block, Block::new(sql.width, block_rows));
@@ -74,7 +86,17 @@ impl Rows for Sqlite {
         let mut st = self.conn.prepare_cached(&sql.select_by_key)?;
         let mut rows = st.query(rusqlite::params_from_iter(key.iter().map(Bind)))?;
         let first = match rows.next()? {
-            Some(r) => read_row(r, sql.width)?,
+            Some(r) => (0..sql.width)
+                .map(|i| {
+                    let c = cell(r.get_ref(i)?);
+                    Ok(
+                        match sql.digests(i).then(|| c.digest_if_large()).flatten() {
+                            Some(d) => Value::Digested(Box::new(d)),
+                            None => c.to_value(),
+                        },
+                    )
+                })
+                .collect::<rusqlite::Result<Row>>()?,
             None => return Ok(None),
         };
         if rows.next()?.is_some() {
@@ -394,6 +416,7 @@ fn table_sql(table: &str, columns: &[&str], key_len: usize, generated: &[String]
                 delete: format!("DELETE FROM {t} WHERE {}", exactly(1)),
             }
         }),
+        digested: Vec::new(),
     }
 }
 
