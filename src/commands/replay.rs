@@ -605,6 +605,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
                     if dry_run && let Some(ch) = changes.iter().find(|x| x.tag == c.tag) {
                         poisoned.extend(record_keys(spec, ch));
                         conflicts.push(*c);
+                        runs.give_back(changes);
                         continue;
                     }
                     rep.conflict = Some(*c);
@@ -614,6 +615,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
                     // Another replay committed first: carry on after what it did.
                     after = source.applied_last(&journal)?.max(start);
                     rep.raced = true;
+                    runs.give_back(changes);
                     continue;
                 }
                 other => bail!("unexpected outcome of a replay batch: {other:?}"),
@@ -919,8 +921,14 @@ fn refused_by_actions(
     let reader = crate::commands::journal::Reader::new(spec, target)?;
     let mut out = Vec::new();
     let mut from = after;
+    let whole = |_: i64, _: usize, _: bool| false;
+    let shape = crate::db::RunShape {
+        limit: 1000,
+        bytes: crate::commands::journal::RUN_BYTES,
+        digest: &whole,
+    };
     loop {
-        let page = target.journal_page(from, boundary, 1000)?;
+        let (page, _) = target.journal_run(from, boundary, &shape)?;
         let Some(last) = page.last() else { break };
         from = last.seq;
         for e in page {
@@ -1213,8 +1221,16 @@ fn plan(
     let mut order: Vec<(String, serde_json::Value)> = Vec::new();
     let mut ops: std::collections::HashMap<(String, String), Vec<String>> = Default::default();
     let mut after = last_applied;
+    // Only the keys are read from the entries: every other large value is
+    // taken as its digest.
+    let keys_only = |img: i64, col: usize, _: bool| reader.outside_key(img, col);
+    let shape = crate::db::RunShape {
+        limit: 1000,
+        bytes: usize::MAX,
+        digest: &keys_only,
+    };
     loop {
-        let page = target.journal_page(after, boundary, 1000)?;
+        let (page, _) = target.journal_run(after, boundary, &shape)?;
         let Some(last) = page.last() else { break };
         after = last.seq;
         for e in page {

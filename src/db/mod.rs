@@ -20,7 +20,7 @@ use sha2::Digest;
 
 pub use interfaces::{
     AppliedSet, BatchInsert, Capture, Catalogue, ConditionalWrite, Connection, Database, Digests,
-    Fence, Fixtures, JournalLog, Progress, Receipts, Rows, SideEffects,
+    Fence, Fixtures, JournalLog, Progress, Receipts, Rows, RunShape, SideEffects,
 };
 pub use types::{
     Access, CellForm, ColumnForm, ColumnInfo, Decision, Durability, FenceRecord, ForeignKey,

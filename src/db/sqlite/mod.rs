@@ -23,6 +23,7 @@ mod connection;
 mod fence;
 mod fixtures;
 mod journal_log;
+mod large;
 mod progress;
 mod receipts;
 mod rows;
