@@ -520,7 +520,9 @@ pub fn scan_source(
     shown: bool,
     mut note: impl FnMut(Row, &Note) -> Result<bool>,
 ) -> Result<SourceScan> {
-    let sql = source.source_sql(table);
+    // Only the checked and transformed columns are looked into; the large
+    // values of the others are read as digests, never copied.
+    let sql = source.source_sql(table).digesting(table.compared_only());
     let k = table.key_len;
     let mut scan = SourceScan::default();
     let mut prev_last: Option<Row> = None;
@@ -805,8 +807,16 @@ where
 {
     use sha2::Digest;
     let hasher = std::sync::Mutex::new(sha2::Sha256::new());
-    let s_sql = source_sql_of(source, table);
-    let t_sql = target_sql_of(target, table);
+    // Columns carried as they are only need comparing: their large values
+    // are read as digests on both sides, so that neither reader holds one
+    // twice. Not when the target's rows are digested for the fence, which
+    // hashes every value whole.
+    let compared: Vec<usize> = match digest {
+        true => Vec::new(),
+        false => table.compared_only().collect(),
+    };
+    let s_sql = source_sql_of(source, table).digesting(compared.iter().copied());
+    let t_sql = target_sql_of(target, table).digesting(compared);
     let mut tally = Tally::new(table);
 
     let total = if progress::visible() {

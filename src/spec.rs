@@ -322,13 +322,28 @@ impl Checks {
         Ok(())
     }
 
+    /// Whether there is no check at all.
     #[inline]
-    fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         !self.integer && self.min.is_none() && self.values.is_none() && self.pattern.is_none()
     }
 }
 
 impl Table {
+    /// The columns whose values a comparison of rows needs only to compare:
+    /// carried as `copy`, with no check, and not in the key. Their large
+    /// values can be read as digests ([`crate::db::TableSql::digesting`]).
+    pub fn compared_only(&self) -> impl Iterator<Item = usize> + '_ {
+        self.columns
+            .iter()
+            .enumerate()
+            .skip(self.key_len)
+            .filter(|(_, c)| {
+                matches!(c.transform, crate::transform::Transform::Copy) && c.checks.is_empty()
+            })
+            .map(|(i, _)| i)
+    }
+
     pub fn key_columns(&self) -> &[Column] {
         &self.columns[..self.key_len]
     }

@@ -13,12 +13,22 @@
 
 use std::cmp::Ordering;
 use std::fmt;
+use std::sync::Arc;
 
 use anyhow::{Result, bail};
 use serde_json::Value as Json;
 
+/// A text or blob at least this long is large. Read from a database it is
+/// kept once and shared, never copied ([`Value::Large`]); where only its
+/// equality matters (the gate's comparison, replay's before-image, the
+/// source row replay checks against it) it is read as its SHA-256
+/// ([`Digested`]) without being kept at all. So a value of any size SQLite
+/// allows (1 GB) rolls back in about twice its size (docs/journal.md,
+/// "Large values").
+pub const LARGE: usize = 1 << 20;
+
 /// One value with its kind (SQLite's storage class).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub enum Value {
     Null,
     Integer(i64),
@@ -28,6 +38,79 @@ pub enum Value {
     /// a rollback carries it back as the same text, byte for byte.
     TextBytes(Vec<u8>),
     Blob(Vec<u8>),
+    /// A text or blob of at least [`LARGE`] bytes as read, shared by every
+    /// copy of the row that holds it: a clone copies no byte. Equal to the
+    /// `Text`, `TextBytes` or `Blob` of the same class and bytes.
+    Large(Arc<Large>),
+    /// A large text or blob known by its length and SHA-256 only: read
+    /// where it is only compared, never written. Equal to a value of its
+    /// class whose bytes have this length and digest.
+    Digested(Box<Digested>),
+}
+
+/// The bytes of a [`Value::Large`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct Large {
+    pub text: bool,
+    pub bytes: Vec<u8>,
+}
+
+/// A text or blob by its class, length and SHA-256 ([`Value::Digested`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Digested {
+    pub text: bool,
+    pub len: u64,
+    pub sha256: [u8; 32],
+}
+
+impl Digested {
+    /// The digest of a text (`text`) or blob's bytes.
+    pub fn of(text: bool, bytes: &[u8]) -> Digested {
+        Digested {
+            text,
+            len: bytes.len() as u64,
+            sha256: sha2::Digest::finalize(<sha2::Sha256 as sha2::Digest>::new_with_prefix(bytes))
+                .into(),
+        }
+    }
+
+    /// Whether `bytes`, of class text (`text`) or blob, are the bytes this
+    /// digest was made of: the class and length first, then the digest.
+    pub fn matches(&self, text: bool, bytes: &[u8]) -> bool {
+        self.text == text && self.len == bytes.len() as u64 && *self == Digested::of(text, bytes)
+    }
+}
+
+impl fmt::Display for Digested {
+    /// A digested value is shown as what it is; its bytes are not here.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "<{} of {} bytes, SHA-256 {}>",
+            if self.text { "text" } else { "blob" },
+            self.len,
+            hex::encode(self.sha256)
+        )
+    }
+}
+
+impl PartialEq for Value {
+    /// Equality with storage class: the text `'1250'` is not the integer
+    /// `1250`. A large value equals the same class and bytes however it is
+    /// held (shared, or known by its digest).
+    fn eq(&self, other: &Value) -> bool {
+        match (self, other) {
+            (Value::Null, Value::Null) => true,
+            (Value::Integer(a), Value::Integer(b)) => a == b,
+            (Value::Real(a), Value::Real(b)) => a == b,
+            (Value::Text(a), Value::Text(b)) => a == b,
+            (Value::TextBytes(a), Value::TextBytes(b)) => a == b,
+            (Value::Blob(a), Value::Blob(b)) => a == b,
+            (Value::Large(_) | Value::Digested(_), _)
+            | (_, Value::Large(_) | Value::Digested(_)) => self.as_cell() == other.as_cell(),
+            _ => false,
+        }
+    }
 }
 
 /// A row of a table in spec column order (key columns first).
@@ -42,6 +125,35 @@ impl Value {
             Value::Real(_) => "real",
             Value::Text(_) | Value::TextBytes(_) => "text",
             Value::Blob(_) => "blob",
+            Value::Large(l) if l.text => "text",
+            Value::Large(_) => "blob",
+            Value::Digested(d) if d.text => "text",
+            Value::Digested(_) => "blob",
+        }
+    }
+
+    /// A text or blob as read from a database: [`Value::Large`] from
+    /// [`LARGE`] bytes on, so that clones of its row share it.
+    pub fn from_bytes(text: bool, bytes: Vec<u8>) -> Value {
+        if bytes.len() >= LARGE {
+            return Value::Large(Arc::new(Large { text, bytes }));
+        }
+        match text {
+            false => Value::Blob(bytes),
+            true => match String::from_utf8(bytes) {
+                Ok(s) => Value::Text(s),
+                Err(e) => Value::TextBytes(e.into_bytes()),
+            },
+        }
+    }
+
+    /// Whether this is a large text or blob, held or digested.
+    pub fn is_large(&self) -> bool {
+        match self {
+            Value::Large(_) | Value::Digested(_) => true,
+            Value::Text(t) => t.len() >= LARGE,
+            Value::TextBytes(b) | Value::Blob(b) => b.len() >= LARGE,
+            _ => false,
         }
     }
 
@@ -61,6 +173,17 @@ impl Value {
             Value::Text(t) => Json::String(t.clone()),
             Value::TextBytes(b) => serde_json::json!({ "text_hex": hex::encode(b) }),
             Value::Blob(b) => serde_json::json!({ "blob": hex::encode(b) }),
+            Value::Large(l) => match (l.text, std::str::from_utf8(&l.bytes)) {
+                (true, Ok(t)) => Json::String(t.to_string()),
+                (true, Err(_)) => serde_json::json!({ "text_hex": hex::encode(&l.bytes) }),
+                (false, _) => serde_json::json!({ "blob": hex::encode(&l.bytes) }),
+            },
+            // Only reports show a digested value; a feed never holds one
+            // (`from_json` refuses it).
+            Value::Digested(d) => serde_json::json!({
+                if d.text { "text_sha256" } else { "blob_sha256" }: hex::encode(d.sha256),
+                "bytes": d.len,
+            }),
         }
     }
 
@@ -118,6 +241,9 @@ impl Value {
             Value::Text(t) => CellRef::Text(t.as_bytes()),
             Value::TextBytes(t) => CellRef::Text(t),
             Value::Blob(b) => CellRef::Blob(b),
+            Value::Large(l) if l.text => CellRef::Text(&l.bytes),
+            Value::Large(l) => CellRef::Blob(&l.bytes),
+            Value::Digested(d) => CellRef::Digested(d),
         }
     }
 }
@@ -125,13 +251,37 @@ impl Value {
 /// A value borrowed from a [`Block`] (or a [`Value`]): what the hot paths
 /// compare and transform, without allocating. Text is kept as bytes because
 /// SQLite does not promise UTF-8.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug)]
 pub enum CellRef<'a> {
     Null,
     Integer(i64),
     Real(f64),
     Text(&'a [u8]),
     Blob(&'a [u8]),
+    /// A large text or blob known by its digest ([`Value::Digested`]).
+    Digested(&'a Digested),
+}
+
+impl PartialEq for CellRef<'_> {
+    /// Equality with storage class; a digested cell equals the text or
+    /// blob of its class whose bytes it was made of.
+    #[inline]
+    fn eq(&self, other: &CellRef<'_>) -> bool {
+        match (self, other) {
+            (CellRef::Null, CellRef::Null) => true,
+            (CellRef::Integer(a), CellRef::Integer(b)) => a == b,
+            (CellRef::Real(a), CellRef::Real(b)) => a == b,
+            (CellRef::Text(a), CellRef::Text(b)) | (CellRef::Blob(a), CellRef::Blob(b)) => a == b,
+            (CellRef::Digested(a), CellRef::Digested(b)) => a == b,
+            (CellRef::Digested(d), CellRef::Text(t)) | (CellRef::Text(t), CellRef::Digested(d)) => {
+                d.matches(true, t)
+            }
+            (CellRef::Digested(d), CellRef::Blob(b)) | (CellRef::Blob(b), CellRef::Digested(d)) => {
+                d.matches(false, b)
+            }
+            _ => false,
+        }
+    }
 }
 
 impl CellRef<'_> {
@@ -146,7 +296,8 @@ impl CellRef<'_> {
                 CellRef::Null => 0,
                 CellRef::Integer(_) | CellRef::Real(_) => 1,
                 CellRef::Text(_) => 2,
-                CellRef::Blob(_) => 3,
+                CellRef::Digested(d) if d.text => 2,
+                CellRef::Blob(_) | CellRef::Digested(_) => 3,
             }
         }
         match (self, other) {
@@ -155,14 +306,41 @@ impl CellRef<'_> {
             (CellRef::Integer(a), CellRef::Real(b)) => cmp_int_real(*a, *b),
             (CellRef::Real(a), CellRef::Integer(b)) => cmp_int_real(*b, *a).reverse(),
             (CellRef::Text(a), CellRef::Text(b)) | (CellRef::Blob(a), CellRef::Blob(b)) => a.cmp(b),
+            // Keys are never read as digests; a digested cell sorts after
+            // the bytes of its class, digests by length and digest, so that
+            // the order stays total.
+            (CellRef::Digested(a), CellRef::Digested(b)) if a.text == b.text => {
+                (a.len, a.sha256).cmp(&(b.len, b.sha256))
+            }
+            (CellRef::Digested(_), CellRef::Text(_) | CellRef::Blob(_))
+                if rank(self) == rank(other) =>
+            {
+                Ordering::Greater
+            }
+            (CellRef::Text(_) | CellRef::Blob(_), CellRef::Digested(_))
+                if rank(self) == rank(other) =>
+            {
+                Ordering::Less
+            }
             _ => rank(self).cmp(&rank(other)),
         }
     }
 
     /// The owned value. Text that is not UTF-8 is kept as its bytes rather
-    /// than altered.
+    /// than altered; a large text or blob is copied once into a value its
+    /// row's clones share ([`Value::Large`]).
     pub fn to_value(&self) -> Value {
         match *self {
+            CellRef::Text(b) | CellRef::Blob(b) if b.len() >= LARGE => {
+                Value::from_bytes(matches!(self, CellRef::Text(_)), b.to_vec())
+            }
+            _ => self.to_value_small(),
+        }
+    }
+
+    /// [`CellRef::to_value`] without sharing.
+    fn to_value_small(self) -> Value {
+        match self {
             CellRef::Null => Value::Null,
             CellRef::Integer(i) => Value::Integer(i),
             CellRef::Real(r) => Value::Real(r),
@@ -171,6 +349,30 @@ impl CellRef<'_> {
                 Err(_) => Value::TextBytes(t.to_vec()),
             },
             CellRef::Blob(b) => Value::Blob(b.to_vec()),
+            CellRef::Digested(d) => Value::Digested(Box::new(d.clone())),
+        }
+    }
+
+    /// The digest of a large text or blob, for a reader that only compares
+    /// it; `None` for any other cell.
+    #[inline]
+    pub fn digest_if_large(&self) -> Option<Digested> {
+        match *self {
+            CellRef::Text(b) if b.len() >= LARGE => Some(Digested::of(true, b)),
+            CellRef::Blob(b) if b.len() >= LARGE => Some(Digested::of(false, b)),
+            _ => None,
+        }
+    }
+
+    /// How many bytes the value takes (8 for a number, 0 for NULL): what a
+    /// reader counts against a memory budget.
+    #[inline]
+    pub fn size(&self) -> usize {
+        match self {
+            CellRef::Null => 0,
+            CellRef::Integer(_) | CellRef::Real(_) => 8,
+            CellRef::Text(b) | CellRef::Blob(b) => b.len(),
+            CellRef::Digested(_) => std::mem::size_of::<Digested>(),
         }
     }
 }
@@ -183,6 +385,8 @@ enum Cell {
     Real(f64),
     Text(u32, u32),
     Blob(u32, u32),
+    /// An index into the block's digests.
+    Digested(u32),
 }
 
 /// A run of rows of one width stored flat: a few allocations per block, none
@@ -192,6 +396,7 @@ pub struct Block {
     width: usize,
     cells: Vec<Cell>,
     bytes: Vec<u8>,
+    digests: Vec<Digested>,
 }
 
 /// The memory a block's cells and bytes may take before a scan hands it
@@ -206,6 +411,7 @@ impl Block {
             width,
             cells: Vec::with_capacity(cells),
             bytes: Vec::with_capacity((rows * width * 8).min(BLOCK_BYTES)),
+            digests: Vec::new(),
         }
     }
 
@@ -214,7 +420,10 @@ impl Block {
     /// block always holds whole rows, and one row however large).
     pub fn full(&self, rows: usize) -> bool {
         self.cells.len() >= rows * self.width
-            || self.cells.len() * std::mem::size_of::<Cell>() + self.bytes.len() >= BLOCK_BYTES
+            || self.cells.len() * std::mem::size_of::<Cell>()
+                + self.bytes.len()
+                + self.digests.len() * std::mem::size_of::<Digested>()
+                >= BLOCK_BYTES
     }
 
     pub fn width(&self) -> usize {
@@ -232,6 +441,7 @@ impl Block {
     pub fn clear(&mut self) {
         self.cells.clear();
         self.bytes.clear();
+        self.digests.clear();
     }
 
     /// Appends one cell; a row is complete after `width` pushes.
@@ -254,8 +464,26 @@ impl Block {
                 let (a, n) = span(b);
                 Cell::Blob(a, n)
             }
+            CellRef::Digested(d) => {
+                self.digests.push(d.clone());
+                Cell::Digested(self.digests.len() as u32 - 1)
+            }
         };
         self.cells.push(cell);
+    }
+
+    /// Appends one cell, a large text or blob as its digest: for a reader
+    /// whose rows are only compared, so that a large value is never copied.
+    #[inline(always)]
+    pub fn push_digesting(&mut self, v: CellRef<'_>) {
+        match v.digest_if_large() {
+            Some(d) => {
+                self.digests.push(d);
+                self.cells
+                    .push(Cell::Digested(self.digests.len() as u32 - 1));
+            }
+            None => self.push(v),
+        }
     }
 
     #[inline]
@@ -267,6 +495,7 @@ impl Block {
             Cell::Real(r) => CellRef::Real(r),
             Cell::Text(a, n) => CellRef::Text(slice(a, n)),
             Cell::Blob(a, n) => CellRef::Blob(slice(a, n)),
+            Cell::Digested(i) => CellRef::Digested(&self.digests[i as usize]),
         }
     }
 
@@ -278,15 +507,13 @@ impl Block {
     /// Feeds every cell, storage class included, into a digest: the same
     /// rows in the same order always hash alike, whatever the block sizes.
     pub fn hash_into(&self, h: &mut sha2::Sha256) {
-        // Nine bytes per cell, and a length beside each text or blob.
-        let mut buf = Vec::with_capacity(self.cells.len() * 17 + self.bytes.len());
+        let mut sink = HashSink::new(h);
         for i in 0..self.cells.len() {
             hash_cell(
-                &mut buf,
+                &mut sink,
                 self.get(i / self.width.max(1), i % self.width.max(1)),
             );
         }
-        sha2::Digest::update(h, &buf);
     }
 
     /// Compares the first `n` cells of two rows in SQLite's order.
@@ -355,6 +582,53 @@ impl CellSink for Vec<u8> {
     }
 }
 
+/// A hash fed through a buffer: small pieces are gathered and hashed
+/// together, a long one is hashed where it lies, never copied.
+pub struct HashSink<'h> {
+    h: &'h mut sha2::Sha256,
+    buf: Vec<u8>,
+}
+
+/// Pieces at least this long go to the hash without the buffer.
+const HASH_DIRECT: usize = 4096;
+/// How much the buffer gathers before it is hashed.
+const HASH_BUFFER: usize = 64 * 1024;
+
+impl<'h> HashSink<'h> {
+    pub fn new(h: &'h mut sha2::Sha256) -> HashSink<'h> {
+        HashSink {
+            h,
+            buf: Vec::with_capacity(HASH_BUFFER + HASH_DIRECT),
+        }
+    }
+
+    fn flush(&mut self) {
+        sha2::Digest::update(self.h, &self.buf);
+        self.buf.clear();
+    }
+}
+
+impl CellSink for HashSink<'_> {
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        if bytes.len() >= HASH_DIRECT {
+            self.flush();
+            sha2::Digest::update(self.h, bytes);
+        } else {
+            self.buf.extend_from_slice(bytes);
+            if self.buf.len() >= HASH_BUFFER {
+                self.flush();
+            }
+        }
+    }
+}
+
+impl Drop for HashSink<'_> {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
 /// Feeds one cell, storage class included, into a digest.
 pub fn hash_cell(h: &mut impl CellSink, c: CellRef<'_>) {
     match c {
@@ -376,6 +650,15 @@ pub fn hash_cell(h: &mut impl CellSink, c: CellRef<'_>) {
             h.put(&[4u8]);
             h.put(&(b.len() as u64).to_le_bytes());
             h.put(b);
+        }
+        // No fingerprint is computed from a digested cell (the scans that
+        // feed one read every value whole); should one ever be, it hashes
+        // unlike the value's bytes, so a fence would report a breach rather
+        // than pass a change.
+        CellRef::Digested(d) => {
+            h.put(&[5u8]);
+            h.put(&d.len.to_le_bytes());
+            h.put(&d.sha256);
         }
     }
 }
@@ -445,6 +728,12 @@ impl fmt::Display for Value {
             // How SQLite itself would be asked for these bytes as text.
             Value::TextBytes(b) => write!(f, "CAST(x'{}' AS TEXT)", hex::encode(b)),
             Value::Blob(b) => write!(f, "x'{}'", hex::encode(b)),
+            Value::Large(l) => match (l.text, std::str::from_utf8(&l.bytes)) {
+                (true, Ok(t)) => write!(f, "'{}'", t.replace('\'', "''")),
+                (true, Err(_)) => write!(f, "CAST(x'{}' AS TEXT)", hex::encode(&l.bytes)),
+                (false, _) => write!(f, "x'{}'", hex::encode(&l.bytes)),
+            },
+            Value::Digested(d) => d.fmt(f),
         }
     }
 }
@@ -563,6 +852,46 @@ mod tests {
         }
         assert_ne!(Value::Integer(1250), Value::Text("1250".into()));
         Ok(())
+    }
+
+    /// A large value is the same value however it is held: bytes, shared,
+    /// or known by its digest; never a value of another class or bytes.
+    #[test]
+    fn a_large_value_equals_its_bytes_however_it_is_held() {
+        let bytes: Vec<u8> = (0..LARGE + 3).map(|i| (i % 251) as u8).collect();
+        let blob = Value::Blob(bytes.clone());
+        let shared = CellRef::Blob(&bytes).to_value();
+        assert!(matches!(shared, Value::Large(_)), "read once, then shared");
+        let digested = Value::Digested(Box::new(Digested::of(false, &bytes)));
+        for (a, b) in [(&blob, &shared), (&blob, &digested), (&shared, &digested)] {
+            assert_eq!(a, b);
+            assert_eq!(b, a);
+        }
+        let mut other = bytes.clone();
+        other[LARGE / 2] ^= 1;
+        let text = Value::from_bytes(true, bytes.clone());
+        for v in [&shared, &digested] {
+            assert_ne!(v, &Value::Blob(other.clone()));
+            assert_ne!(v, &text, "a text is not the blob of its bytes");
+        }
+        assert_eq!(text.class(), "text");
+        assert_eq!(digested.class(), "blob");
+        // Shown and reported by length and digest, never read back.
+        let sha = hex::encode(Digested::of(false, &bytes).sha256);
+        assert_eq!(
+            digested.to_string(),
+            format!("<blob of {} bytes, SHA-256 {sha}>", LARGE + 3)
+        );
+        assert_eq!(
+            digested.to_json(),
+            serde_json::json!({"blob_sha256": sha, "bytes": LARGE + 3})
+        );
+        assert!(Value::from_json(&digested.to_json()).is_err());
+        // A shared value's JSON is its bytes, as a small one's.
+        assert_eq!(
+            Value::from_json(&shared.to_json()).expect("read back"),
+            blob
+        );
     }
 
     #[test]

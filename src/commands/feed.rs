@@ -898,6 +898,7 @@ pub fn export(spec: &Spec, out: &Path, delivery_size: usize) -> Result<ExportRep
             after,
             fence.boundary,
             delivery_size,
+            crate::commands::journal::Reading::Whole,
         )?;
         let Some(last) = page.iter().map(|e| e.seq).max() else {
             break;

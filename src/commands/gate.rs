@@ -423,7 +423,12 @@ fn nudge(v: &Value) -> Option<Value> {
             b.push(0);
             Some(Value::Blob(b))
         }
-        Value::Null => None,
+        Value::Large(l) => {
+            let mut b = l.bytes.clone();
+            b.push(if l.text { b'~' } else { 0 });
+            Some(Value::from_bytes(l.text, b))
+        }
+        Value::Null | Value::Digested(_) => None,
     }
 }
 

@@ -385,6 +385,8 @@ pub struct Reader {
     /// Spec columns, as (table index, target name), that some image did not
     /// record: the table gained them after the image's `journal install`.
     unjournaled: Vec<(usize, String)>,
+    /// Per image id, the positions in the image of the spec's key columns.
+    keys: std::collections::HashMap<i64, Vec<usize>>,
 }
 
 /// Whether a column an image recorded is spec column `c`: by its name now
@@ -414,9 +416,23 @@ pub struct Entry {
     pub unrecorded: Vec<usize>,
 }
 
+impl Entry {
+    /// Whether an image holds a large value whole ([`Value::Large`]).
+    ///
+    /// [`Value::Large`]: crate::value::Value::Large
+    pub fn holds_large(&self) -> bool {
+        [&self.before, &self.after]
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|v| matches!(v, crate::value::Value::Large(_)))
+    }
+}
+
 impl Reader {
     pub fn new(spec: &Spec, target: &Db) -> Result<Reader> {
         let mut images = std::collections::HashMap::new();
+        let mut keys = std::collections::HashMap::new();
         let mut refused = std::collections::HashSet::new();
         let mut unjournaled: Vec<(usize, String)> = Vec::new();
         for jt in target.journal_tables()? {
@@ -468,6 +484,10 @@ impl Reader {
                     unjournaled.push(col);
                 }
             }
+            keys.insert(
+                jt.img,
+                order[..t.key_len].iter().flatten().copied().collect(),
+            );
             let unrecorded = (0..order.len()).filter(|&i| order[i].is_none()).collect();
             images.insert(
                 jt.img,
@@ -482,7 +502,16 @@ impl Reader {
             images,
             refused,
             unjournaled,
+            keys,
         })
+    }
+
+    /// Whether column `col` of image `img` is outside the key of a spec
+    /// table: its values are only ever compared or written, never looked
+    /// up by, so a reader that only compares them may take their large
+    /// values as digests.
+    pub fn outside_key(&self, img: i64, col: usize) -> bool {
+        self.keys.get(&img).is_some_and(|k| !k.contains(&col))
     }
 
     /// Spec columns, as (table index, target column), that entries of some
@@ -588,6 +617,22 @@ impl Reader {
     }
 }
 
+/// How [`next_run`] reads each entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reading {
+    /// Every image whole, runs cut by count only (a feed's deliveries).
+    Whole,
+    /// For replay: runs cut by their images' bytes too ([`RUN_BYTES`]),
+    /// and the large values of before-images outside the key read as
+    /// their digests, since replay only compares them with the source.
+    Replay,
+}
+
+/// The images' bytes after which replay's run of the journal ends: with
+/// large values a run is a short one, so that the run being applied and
+/// the one read ahead hold little beside them.
+pub const RUN_BYTES: usize = 16 << 20;
+
 /// The next run of journal entries after `after` (at most `boundary`), in
 /// the order that replays them: at most about `limit`, always a whole prefix
 /// of the journal in `seq` order, so that the applied set stays a prefix.
@@ -605,10 +650,52 @@ pub fn next_run(
     after: i64,
     boundary: i64,
     limit: usize,
+    reading: Reading,
+) -> Result<Vec<Entry>> {
+    let bytes = match reading {
+        Reading::Whole => usize::MAX,
+        Reading::Replay => RUN_BYTES,
+    };
+    run_within(spec, target, reader, after, boundary, limit, bytes, reading)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_within(
+    spec: &Spec,
+    target: &Db,
+    reader: &Reader,
+    after: i64,
+    boundary: i64,
+    limit: usize,
+    bytes: usize,
+    reading: Reading,
 ) -> Result<Vec<Entry>> {
     const LOOKAHEAD: usize = 8;
-    let page = target.journal_page(after, boundary, limit + LOOKAHEAD)?;
-    let complete = page.len() < limit + LOOKAHEAD;
+    let compared = |img: i64, col: usize, after_image: bool| {
+        reading == Reading::Replay && !after_image && reader.outside_key(img, col)
+    };
+    let shape = crate::db::RunShape {
+        limit: limit + LOOKAHEAD,
+        bytes,
+        digest: &compared,
+    };
+    let (mut page, more) = target.journal_run(after, boundary, &shape)?;
+    // Entries read whole; any after them are only looked at.
+    let within = page.len();
+    if more && within < limit + LOOKAHEAD {
+        // Cut by its bytes: the next few entries, every large value read
+        // as its digest, show whether the last one is the first of a pair
+        // to put in causal order.
+        let last = page.last().map_or(after, |e| e.seq);
+        let looked = |_: i64, _: usize, _: bool| true;
+        let ahead = crate::db::RunShape {
+            limit: LOOKAHEAD,
+            bytes: usize::MAX,
+            digest: &looked,
+        };
+        page.extend(target.journal_run(last, boundary, &ahead)?.0);
+    }
+    let complete = !more;
     let mut run: Vec<Entry> = page
         .into_iter()
         .map(|e| reader.entry(spec, target, e))
@@ -632,8 +719,10 @@ pub fn next_run(
     if complete && run.len() <= limit {
         return Ok(run);
     }
-    // The longest cut of at most `limit` whose seqs are the smallest ones;
-    // failing that, the shortest longer one.
+    // The longest cut of at most `limit` (and of the entries read whole)
+    // whose seqs are the smallest ones; failing that, the shortest longer
+    // one.
+    let cap = limit.min(within);
     let mut sorted: Vec<i64> = run.iter().map(|e| e.seq).collect();
     sorted.sort_unstable();
     let mut max = i64::MIN;
@@ -641,14 +730,29 @@ pub fn next_run(
     for (k, e) in run.iter().enumerate() {
         max = max.max(e.seq);
         let valid = max == sorted[k];
-        if valid && (k < limit || best.is_none()) {
+        if valid && (k < cap || best.is_none()) {
             best = Some(k + 1);
         }
-        if valid && k + 1 >= limit {
+        if valid && k + 1 >= cap {
             break;
         }
     }
-    run.truncate(best.unwrap_or(run.len()));
+    let cut = best.unwrap_or(run.len());
+    if cut > within {
+        // A pair to put in causal order straddles the entries read whole:
+        // those up to the end of the pair, read whole.
+        return run_within(
+            spec,
+            target,
+            reader,
+            after,
+            boundary,
+            cut,
+            usize::MAX,
+            reading,
+        );
+    }
+    run.truncate(cut);
     Ok(run)
 }
 
@@ -720,8 +824,20 @@ impl<'scope, 'env, T: Send + 'scope> RunsAhead<'scope, 'env, T> {
                     return;
                 }
             };
+            let (mut sent, mut back) = (0u64, 0u64);
             loop {
-                let run = next_run(spec, &target, &reader, after, boundary, limit).map(|r| {
+                let mut large = false;
+                let run = next_run(
+                    spec,
+                    &target,
+                    &reader,
+                    after,
+                    boundary,
+                    limit,
+                    Reading::Replay,
+                )
+                .map(|r| {
+                    large = r.iter().any(Entry::holds_large);
                     r.into_iter()
                         .map(|e| (e.seq, map(spec, e)))
                         .collect::<Vec<_>>()
@@ -737,10 +853,25 @@ impl<'scope, 'env, T: Send + 'scope> RunsAhead<'scope, 'env, T> {
                 if tx.send(run).is_err() || end {
                     return;
                 }
+                sent += 1;
                 // At most the run applied since the last send: each is freed
                 // here, by the thread whose allocator made it.
                 while let Ok(applied) = spent.try_recv() {
                     drop(applied);
+                    back += 1;
+                }
+                // A run holding a large value is not read past until it is
+                // applied and handed back, so that the applier's writes and
+                // the next large value read are never in memory together.
+                // The applier hands every run back, or hangs up.
+                while large && back < sent {
+                    match spent.recv() {
+                        Ok(applied) => {
+                            drop(applied);
+                            back += 1;
+                        }
+                        Err(_) => return,
+                    }
                 }
             }
         });

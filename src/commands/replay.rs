@@ -201,6 +201,7 @@ fn fold(spec: &Spec, changes: Vec<Change>) -> Vec<Change> {
                 crate::value::CellRef::Real(r) => (2u8, r.to_bits()).hash(&mut h),
                 crate::value::CellRef::Text(t) => (3u8, t).hash(&mut h),
                 crate::value::CellRef::Blob(b) => (4u8, b).hash(&mut h),
+                crate::value::CellRef::Digested(d) => (5u8, d.len, d.sha256).hash(&mut h),
             }
         }
         h.finish()
@@ -604,6 +605,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
                     if dry_run && let Some(ch) = changes.iter().find(|x| x.tag == c.tag) {
                         poisoned.extend(record_keys(spec, ch));
                         conflicts.push(*c);
+                        runs.give_back(changes);
                         continue;
                     }
                     rep.conflict = Some(*c);
@@ -613,6 +615,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
                     // Another replay committed first: carry on after what it did.
                     after = source.applied_last(&journal)?.max(start);
                     rep.raced = true;
+                    runs.give_back(changes);
                     continue;
                 }
                 other => bail!("unexpected outcome of a replay batch: {other:?}"),
@@ -638,8 +641,15 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
     }
     if rep.breach.is_none() && rep.conflict.is_none() {
         // One read of the target serves both the rollback reconciliation
-        // and the fence's final check.
-        let mut rec = reconcile::reconcile_digesting(spec, &mut source, &mut target, max_diffs)?;
+        // and the final check of a fence of format 1 or 2; a later fence is
+        // checked by reading the tables as they are, so the reconcile need
+        // not hash every target row for it.
+        let mut rec = match watch.fence().format {
+            f if f < 3 => {
+                reconcile::reconcile_digesting(spec, &mut source, &mut target, max_diffs)?
+            }
+            _ => reconcile::reconcile(spec, &mut source, &mut target, max_diffs)?,
+        };
         rep.breach = watch.verify(&target, spec, std::mem::take(&mut rec.target_digests))?;
         rep.summary = Some(crate::commands::gate::summary(spec, &rec));
         rep.causes = causes(spec, &policy, &rec);
@@ -911,8 +921,14 @@ fn refused_by_actions(
     let reader = crate::commands::journal::Reader::new(spec, target)?;
     let mut out = Vec::new();
     let mut from = after;
+    let whole = |_: i64, _: usize, _: bool| false;
+    let shape = crate::db::RunShape {
+        limit: 1000,
+        bytes: crate::commands::journal::RUN_BYTES,
+        digest: &whole,
+    };
     loop {
-        let page = target.journal_page(from, boundary, 1000)?;
+        let (page, _) = target.journal_run(from, boundary, &shape)?;
         let Some(last) = page.last() else { break };
         from = last.seq;
         for e in page {
@@ -1205,8 +1221,16 @@ fn plan(
     let mut order: Vec<(String, serde_json::Value)> = Vec::new();
     let mut ops: std::collections::HashMap<(String, String), Vec<String>> = Default::default();
     let mut after = last_applied;
+    // Only the keys are read from the entries: every other large value is
+    // taken as its digest.
+    let keys_only = |img: i64, col: usize, _: bool| reader.outside_key(img, col);
+    let shape = crate::db::RunShape {
+        limit: 1000,
+        bytes: usize::MAX,
+        digest: &keys_only,
+    };
     loop {
-        let page = target.journal_page(after, boundary, 1000)?;
+        let (page, _) = target.journal_run(after, boundary, &shape)?;
         let Some(last) = page.last() else { break };
         after = last.seq;
         for e in page {

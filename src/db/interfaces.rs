@@ -460,6 +460,22 @@ pub trait Capture {
     fn set_journal_tables(&self, tables: &[&str]) -> Result<()>;
 }
 
+/// How much of the journal [`JournalLog::journal_run`] reads at once, and
+/// how: a reader holds no more than a page, so a page of large values is a
+/// short one.
+pub struct RunShape<'a> {
+    /// At most this many entries.
+    pub limit: usize,
+    /// The page ends with the entry whose images bring it to this many
+    /// bytes (a page holds at least one entry, whatever its size).
+    pub bytes: usize,
+    /// Whether the large values ([`crate::value::LARGE`] bytes on) of
+    /// image `img`, column `col` (in the image's own column order), of the
+    /// before-image (`false`) or the after-image (`true`), are read as
+    /// their digests: for a reader that only compares them.
+    pub digest: &'a dyn Fn(i64, usize, bool) -> bool,
+}
+
 /// Change capture, reading side: the journal's entries.
 pub trait JournalLog {
     /// Every journaled table (and earlier column lists of the same table).
@@ -472,6 +488,21 @@ pub trait JournalLog {
     fn journal_count_between(&self, after: i64, upto: i64) -> Result<i64>;
     /// Entries with `after < seq <= upto`, at most `limit`, in seq order.
     fn journal_page(&self, after: i64, upto: i64, limit: usize) -> Result<Vec<JournalEntry>>;
+    /// Entries with `after < seq <= upto` in seq order, as `journal_page`,
+    /// read to `shape`: at most `shape.limit`, fewer once their images hold
+    /// `shape.bytes`, and the large values `shape.digest` names read as
+    /// their digests. `true` beside them when more may follow before `upto`
+    /// (the page was cut). An engine without budgets reads a plain page.
+    fn journal_run(
+        &self,
+        after: i64,
+        upto: i64,
+        shape: &RunShape<'_>,
+    ) -> Result<(Vec<JournalEntry>, bool)> {
+        let page = self.journal_page(after, upto, shape.limit)?;
+        let more = page.len() >= shape.limit;
+        Ok((page, more))
+    }
     /// Entries with `after < seq <= upto` counted per op.
     fn journal_pending_counts(&self, after: i64, upto: i64) -> Result<Vec<(String, i64)>>;
     /// A digest of every entry and image, exact to each value's kind.
@@ -530,6 +561,14 @@ pub trait Fence {
     /// once the triggers calling them are gone.
     fn drop_fence_functions(&self, _keep: &[String]) -> Result<()> {
         Ok(())
+    }
+    /// The SHA-256 of every row a scan of `sql` returns, as
+    /// [`crate::db::Db::digest_rows`] computes it, where the engine reads
+    /// each value in place instead of copying the rows into blocks (a
+    /// large value is then never copied whole); `None`: the engine has no
+    /// such read, and the blocks are hashed.
+    fn rows_digest(&self, _sql: &TableSql) -> Result<Option<String>> {
+        Ok(None)
     }
 }
 

@@ -20,7 +20,7 @@ use sha2::Digest;
 
 pub use interfaces::{
     AppliedSet, BatchInsert, Capture, Catalogue, ConditionalWrite, Connection, Database, Digests,
-    Fence, Fixtures, JournalLog, Progress, Receipts, Rows, SideEffects,
+    Fence, Fixtures, JournalLog, Progress, Receipts, Rows, RunShape, SideEffects,
 };
 pub use types::{
     Access, CellForm, ColumnForm, ColumnInfo, Decision, Durability, FenceRecord, ForeignKey,
@@ -138,6 +138,9 @@ impl Db {
     /// its kind ([`Block::hash_into`]). Reconcile's target reader computes
     /// the same digest as it goes.
     pub fn digest_rows(&self, sql: &TableSql) -> Result<String> {
+        if let Some(d) = self.0.rows_digest(sql)? {
+            return Ok(d);
+        }
         let ((), h) = crate::value::hashed_beside(
             |h, b: Block| b.hash_into(h),
             |hash| {

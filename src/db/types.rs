@@ -135,6 +135,9 @@ pub struct TableSql {
     /// The writes that happen only on the row expected, where the engine
     /// has them ([`crate::db::ConditionalWrite`]).
     pub(crate) conditional: Option<Conditional>,
+    /// Per column, whether a scan or `get_row` may read its large values
+    /// as digests ([`TableSql::digesting`]); empty: none.
+    pub(crate) digested: Vec<bool>,
 }
 
 /// An insert that does nothing when the key is taken, and an update and a
@@ -150,6 +153,27 @@ impl TableSql {
     /// How many columns each row read has.
     pub fn width(&self) -> usize {
         self.width
+    }
+
+    /// The same statements, with the large values ([`crate::value::LARGE`]
+    /// bytes on) of `columns` read as their digests
+    /// ([`crate::value::Digested`]) by scans and [`crate::db::Rows::get_row`]:
+    /// for a reader that only compares those columns, so that it never
+    /// copies a large value. An engine may still read them whole.
+    pub fn digesting(mut self, columns: impl IntoIterator<Item = usize>) -> TableSql {
+        self.digested = vec![false; self.width];
+        for c in columns {
+            if let Some(d) = self.digested.get_mut(c) {
+                *d = true;
+            }
+        }
+        self
+    }
+
+    /// Whether column `c`'s large values are read as digests.
+    #[inline]
+    pub(crate) fn digests(&self, c: usize) -> bool {
+        self.digested.get(c).copied().unwrap_or(false)
     }
 
     /// The values of `row` from column `from` on that the table has (all of

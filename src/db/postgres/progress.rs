@@ -28,6 +28,10 @@ pub fn watermark_text(v: &Value) -> (&'static str, Option<String>) {
         Value::Text(t) => ("text_hex", Some(hex::encode(t.as_bytes()))),
         Value::TextBytes(b) => ("text_hex", Some(hex::encode(b))),
         Value::Blob(b) => ("blob", Some(hex::encode(b))),
+        Value::Large(l) if l.text => ("text_hex", Some(hex::encode(&l.bytes))),
+        Value::Large(l) => ("blob", Some(hex::encode(&l.bytes))),
+        // Never a watermark: a kind `watermark_value` refuses.
+        Value::Digested(d) => ("digested", Some(d.to_string())),
     }
 }
 

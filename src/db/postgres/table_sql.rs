@@ -213,6 +213,7 @@ impl Plan {
             // A failed statement spoils a PostgreSQL transaction: every
             // write reads its row first.
             conditional: None,
+            digested: Vec::new(),
         };
         let plan = Plan {
             table: table.to_string(),
@@ -256,6 +257,7 @@ impl Plan {
             delete: text,
             count: format!("SELECT count(*) FROM {q}"),
             conditional: None,
+            digested: Vec::new(),
         }
     }
 

@@ -1,12 +1,13 @@
 //! Change capture, reading side: the journal's entries, pages of them in
 //! seq order, counts and the digest.
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use rusqlite::{OptionalExtension, params};
 
 use sha2::Digest;
 
-use super::capture::{journal_parts, prefixed};
+use super::capture::{PART, journal_parts, prefixed};
+use super::large::{self, Slot};
 use super::*;
 
 /// How many bytes the journal's digest gathers before hashing them.
@@ -92,116 +93,24 @@ impl JournalLog for Sqlite {
     /// Entries with `after < seq <= upto`, at most `limit`, in `seq` order,
     /// with their images.
     fn journal_page(&self, after: i64, upto: i64, limit: usize) -> Result<Vec<JournalEntry>> {
-        // Each journal table is read as one range of its primary key (at
-        // most `limit` rows), then the runs are merged by seq: a page costs
-        // a scan, not a look-up per entry.
-        // Only the tables that hold an entry of the page are read: the
-        // list of entries says which, whatever the number of tables.
-        let list: Vec<(i64, i64)> = if self.has_journal()? {
-            let mut st = self.conn.prepare_cached(&format!(
-                "SELECT seq, img FROM _cutover_journal WHERE seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT {limit}"
-            ))?;
-            st.query_map(params![after, upto], |r| Ok((r.get(0)?, r.get(1)?)))?
-                .collect::<rusqlite::Result<_>>()?
-        } else {
-            Vec::new()
+        let whole = |_: i64, _: usize, _: bool| false;
+        let shape = RunShape {
+            limit,
+            bytes: usize::MAX,
+            digest: &whole,
         };
-        let imgs: std::collections::BTreeSet<i64> = list.iter().map(|e| e.1).collect();
-        let mut runs: Vec<std::collections::VecDeque<JournalEntry>> = Vec::new();
-        for t in self.journal_tables_of(&imgs)? {
-            let width = t.columns.len();
-            let parts = journal_parts(t.img, width);
-            let first = &parts[0];
-            // The limit is written into the statement: bound as a parameter,
-            // SQLite prepares the statement again at every page.
-            let mut st = self.conn.prepare_cached(&format!(
-                "SELECT seq, op, {}, {} FROM {} WHERE seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT {limit}",
-                prefixed("o", first.1.clone()),
-                prefixed("n", first.1.clone()),
-                quote_ident(&first.0)
-            ))?;
-            let mut rows = st.query(params![after, upto])?;
-            let mut run = std::collections::VecDeque::new();
-            while let Some(r) = rows.next()? {
-                let seq: i64 = r.get(0)?;
-                let op: String = r.get(1)?;
-                let n = first.1.len();
-                let read = |from: usize| -> rusqlite::Result<Row> {
-                    (0..n)
-                        .map(|i| r.get_ref(from + i).map(|v| cell(v).to_value()))
-                        .collect()
-                };
-                let (mut old, mut new) = match op.as_str() {
-                    "insert" => (None, Some(read(2 + n)?)),
-                    "delete" => (Some(read(2)?), None),
-                    "update" => (Some(read(2)?), Some(read(2 + n)?)),
-                    other => bail!(
-                        "journal entry seq {seq} (table '{}') has op {other:?}; the journal is damaged",
-                        t.tbl
-                    ),
-                };
-                // A table wider than one part: the rest of each image.
-                for (part, range) in &parts[1..] {
-                    let mut st = self.conn.prepare_cached(&format!(
-                        "SELECT {}, {} FROM {} WHERE seq = ?1",
-                        prefixed("o", range.clone()),
-                        prefixed("n", range.clone()),
-                        quote_ident(part)
-                    ))?;
-                    let mut more = st.query([seq])?;
-                    let Some(m) = more.next()? else {
-                        bail!(
-                            "journal entry seq {seq} (table '{}') has no row in {part}; the journal is damaged",
-                            t.tbl
-                        );
-                    };
-                    let k = range.len();
-                    for (image, from) in [(&mut old, 0), (&mut new, k)] {
-                        if let Some(row) = image {
-                            for i in 0..k {
-                                row.push(cell(m.get_ref(from + i)?).to_value());
-                            }
-                        }
-                    }
-                }
-                run.push_back(JournalEntry {
-                    seq,
-                    img: t.img,
-                    op,
-                    old,
-                    new,
-                });
-            }
-            if !run.is_empty() {
-                runs.push(run);
-            }
-        }
-        let mut out = Vec::with_capacity(limit.min(4096));
-        while out.len() < limit {
-            let Some(next) = runs
-                .iter_mut()
-                .filter(|r| !r.is_empty())
-                .min_by_key(|r| r.front().map_or(i64::MAX, |e| e.seq))
-            else {
-                break;
-            };
-            match next.pop_front() {
-                Some(e) => out.push(e),
-                None => break,
-            }
-        }
-        // An entry listed but gone from its journal table (deleted behind
-        // the triggers) is a gap, as a missing seq always was; the page is
-        // filled from the entries listed after it, so that a short page
-        // still means the end of the journal.
-        if out.len() < limit
-            && list.len() == limit
-            && let Some(&(last, _)) = list.last()
-        {
-            let more = self.journal_page(last, upto, limit - out.len())?;
-            out.extend(more);
-        }
-        Ok(out)
+        Ok(self.page(after, upto, &shape)?.0)
+    }
+
+    /// A page cut by its images' bytes too, its large values read only
+    /// for the entries it keeps, each whole or as its digest.
+    fn journal_run(
+        &self,
+        after: i64,
+        upto: i64,
+        shape: &RunShape<'_>,
+    ) -> Result<(Vec<JournalEntry>, bool)> {
+        self.page(after, upto, shape)
     }
 
     /// Entries with `after < seq <= upto` counted per op.
@@ -259,6 +168,52 @@ impl JournalLog for Sqlite {
     }
 }
 
+/// A journal entry as first read: its large values left in place until
+/// the page is cut.
+struct Read {
+    seq: i64,
+    img: i64,
+    width: usize,
+    op: String,
+    old: Option<Row>,
+    new: Option<Row>,
+    /// The large values left in place, `(after-image, column, text, bytes)`:
+    /// NULL in `old` and `new` until read.
+    pending: Vec<(bool, usize, bool, usize)>,
+}
+
+impl Read {
+    fn size(&self) -> usize {
+        let held: usize = [&self.old, &self.new]
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|v| v.as_cell().size())
+            .sum();
+        held + self.pending.iter().map(|p| p.3).sum::<usize>()
+    }
+
+    /// Appends cells read under [`Sqlite::refusing_large`] to an image,
+    /// from its column `first` on, noting the large ones left in place.
+    fn take(&mut self, after: bool, first: usize, cells: impl IntoIterator<Item = Slot>) {
+        let Read {
+            old, new, pending, ..
+        } = self;
+        let Some(row) = (if after { new } else { old }) else {
+            return;
+        };
+        for (i, c) in cells.into_iter().enumerate() {
+            row.push(match c {
+                Slot::Ready(v) => v,
+                Slot::Large { text, len } => {
+                    pending.push((after, first + i, text, len));
+                    Value::Null
+                }
+            });
+        }
+    }
+}
+
 impl Sqlite {
     /// The rows of the journal's list of tables that `filter` (a condition
     /// on its columns, with `params`) keeps, in image order.
@@ -307,20 +262,308 @@ impl Sqlite {
         Ok(out)
     }
 
+    /// Entries with `after < seq <= upto` in `seq` order, read to `shape`,
+    /// and whether more may follow before `upto`.
+    ///
+    /// Each journal table is read as one range of its primary key (at most
+    /// `limit` rows), then the runs are merged by seq: a page costs a scan,
+    /// not a look-up per entry. Only the tables that hold an entry of the
+    /// page are read: the list of entries says which, whatever the number
+    /// of tables. The runs are read refusing large values
+    /// ([`Sqlite::refusing_large`]); those of the entries the page keeps
+    /// are read last, one at a time.
+    fn page(
+        &self,
+        after: i64,
+        upto: i64,
+        shape: &RunShape<'_>,
+    ) -> Result<(Vec<JournalEntry>, bool)> {
+        let limit = shape.limit;
+        let list: Vec<(i64, i64)> = if self.has_journal()? {
+            let mut st = self.conn.prepare_cached(&format!(
+                "SELECT seq, img FROM _cutover_journal WHERE seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT {limit}"
+            ))?;
+            st.query_map(params![after, upto], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?
+        } else {
+            Vec::new()
+        };
+        let imgs: std::collections::BTreeSet<i64> = list.iter().map(|e| e.1).collect();
+        let mut runs: Vec<std::collections::VecDeque<Read>> = Vec::new();
+        {
+            let _refusing = self.refusing_large()?;
+            for t in self.journal_tables_of(&imgs)? {
+                let run = self.image_run(&t, after, upto, limit)?;
+                if !run.is_empty() {
+                    runs.push(run);
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(limit.min(4096));
+        // The images' bytes so far: the page ends with the entry that
+        // reaches the budget.
+        let mut bytes = 0usize;
+        while out.len() < limit && bytes < shape.bytes {
+            let Some(next) = runs
+                .iter_mut()
+                .filter(|r| !r.is_empty())
+                .min_by_key(|r| r.front().map_or(i64::MAX, |e| e.seq))
+            else {
+                break;
+            };
+            match next.pop_front() {
+                Some(e) => {
+                    bytes = bytes.saturating_add(e.size());
+                    out.push(self.entry(e, shape)?);
+                }
+                None => break,
+            }
+        }
+        if bytes >= shape.bytes {
+            return Ok((out, true));
+        }
+        // An entry listed but gone from its journal table (deleted behind
+        // the triggers) is a gap, as a missing seq always was; the page is
+        // filled from the entries listed after it, so that a short page
+        // still means the end of the journal.
+        if out.len() < limit
+            && list.len() == limit
+            && let Some(&(last, _)) = list.last()
+        {
+            let rest = RunShape {
+                limit: limit - out.len(),
+                bytes: shape.bytes - bytes,
+                digest: shape.digest,
+            };
+            let (more, cut) = self.page(last, upto, &rest)?;
+            out.extend(more);
+            return Ok((out, cut));
+        }
+        let full = out.len() >= limit;
+        Ok((out, full))
+    }
+
+    /// The entries of one journal table with `after < seq <= upto`, at most
+    /// `limit`, in seq order, each large value left in place.
+    fn image_run(
+        &self,
+        t: &JournalTable,
+        after: i64,
+        upto: i64,
+        limit: usize,
+    ) -> Result<std::collections::VecDeque<Read>> {
+        let width = t.columns.len();
+        let parts = journal_parts(t.img, width);
+        let first = &parts[0];
+        let n = first.1.len();
+        let names: Vec<String> = std::iter::once("op".to_string())
+            .chain(first.1.clone().map(|i| format!("o{i}")))
+            .chain(first.1.clone().map(|i| format!("n{i}")))
+            .collect();
+        // The limit is written into the statement: bound as a parameter,
+        // SQLite prepares the statement again at every page.
+        let text = format!(
+            "SELECT seq, op, {}, {} FROM {} WHERE seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT {limit}",
+            prefixed("o", first.1.clone()),
+            prefixed("n", first.1.clone()),
+            quote_ident(&first.0)
+        );
+        let mut run = std::collections::VecDeque::new();
+        let mut from = after;
+        while run.len() < limit {
+            let mut st = self.conn.prepare_cached(&text)?;
+            let mut rows = st.query(params![from, upto])?;
+            let stopped = loop {
+                let r = match rows.next() {
+                    Ok(Some(r)) => r,
+                    Ok(None) => break false,
+                    Err(e) if large::too_big(&e) => break true,
+                    Err(e) => return Err(e.into()),
+                };
+                let seq: i64 = r.get(0)?;
+                let op: String = r.get(1)?;
+                let read = |from: usize| -> rusqlite::Result<Row> {
+                    (0..n)
+                        .map(|i| r.get_ref(from + i).map(|v| cell(v).to_value()))
+                        .collect()
+                };
+                let (old, new) = match op.as_str() {
+                    "insert" => (None, Some(read(2 + n)?)),
+                    "delete" => (Some(read(2)?), None),
+                    "update" => (Some(read(2)?), Some(read(2 + n)?)),
+                    other => bail!(
+                        "journal entry seq {seq} (table '{}') has op {other:?}; the journal is damaged",
+                        t.tbl
+                    ),
+                };
+                let e = Read {
+                    seq,
+                    img: t.img,
+                    width,
+                    op,
+                    old,
+                    new,
+                    pending: Vec::new(),
+                };
+                run.push_back(self.rest_of_entry(t, &parts, e)?);
+                from = seq;
+                if run.len() >= limit {
+                    break false;
+                }
+            };
+            drop(rows);
+            drop(st);
+            if !stopped {
+                break;
+            }
+            // The next row holds a large value: read alone.
+            let seq: i64 = self
+                .conn
+                .query_row(
+                    &format!(
+                        "SELECT seq FROM {} WHERE seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT 1",
+                        quote_ident(&first.0)
+                    ),
+                    params![from, upto],
+                    |r| r.get(0),
+                )
+                .context("a journal row refused as too large is not there")?;
+            let mut cells = self
+                .slots(&first.0, &names, seq)?
+                .context("a journal row refused as too large is not there")?;
+            let op = match cells.remove(0) {
+                Slot::Ready(Value::Text(op)) => op,
+                other => bail!(
+                    "journal entry seq {seq} (table '{}') has op {other:?}; the journal is damaged",
+                    t.tbl
+                ),
+            };
+            let (has_old, has_new) = match op.as_str() {
+                "insert" => (false, true),
+                "delete" => (true, false),
+                "update" => (true, true),
+                other => bail!(
+                    "journal entry seq {seq} (table '{}') has op {other:?}; the journal is damaged",
+                    t.tbl
+                ),
+            };
+            let mut e = Read {
+                seq,
+                img: t.img,
+                width,
+                op,
+                old: has_old.then(Vec::new),
+                new: has_new.then(Vec::new),
+                pending: Vec::new(),
+            };
+            let new_cells = cells.split_off(n);
+            e.take(false, 0, cells);
+            e.take(true, 0, new_cells);
+            run.push_back(self.rest_of_entry(t, &parts, e)?);
+            from = seq;
+        }
+        Ok(run)
+    }
+
+    /// The rest of each image of an entry of a table wider than one part,
+    /// from the other parts.
+    fn rest_of_entry(
+        &self,
+        t: &JournalTable,
+        parts: &[(String, std::ops::Range<usize>)],
+        mut e: Read,
+    ) -> Result<Read> {
+        let seq = e.seq;
+        for (part, range) in &parts[1..] {
+            let names: Vec<String> = range
+                .clone()
+                .map(|i| format!("o{i}"))
+                .chain(range.clone().map(|i| format!("n{i}")))
+                .collect();
+            let mut st = self.conn.prepare_cached(&format!(
+                "SELECT {}, {} FROM {} WHERE seq = ?1",
+                prefixed("o", range.clone()),
+                prefixed("n", range.clone()),
+                quote_ident(part)
+            ))?;
+            let read = st.query_row([seq], |m| {
+                (0..names.len())
+                    .map(|i| Ok(Slot::Ready(cell(m.get_ref(i)?).to_value())))
+                    .collect::<rusqlite::Result<Vec<Slot>>>()
+            });
+            let mut cells = match read.optional() {
+                Ok(Some(cells)) => cells,
+                Ok(None) => bail!(
+                    "journal entry seq {seq} (table '{}') has no row in {part}; the journal is damaged",
+                    t.tbl
+                ),
+                Err(err) if large::too_big(&err) => {
+                    drop(st);
+                    self.slots(part, &names, seq)?.with_context(|| {
+                        format!(
+                            "journal entry seq {seq} (table '{}') has no row in {part}; the journal is damaged",
+                            t.tbl
+                        )
+                    })?
+                }
+                Err(err) => return Err(err.into()),
+            };
+            let new_cells = cells.split_off(range.len());
+            // Image columns are numbered from 1 across the parts.
+            e.take(false, range.start - 1, cells);
+            e.take(true, range.start - 1, new_cells);
+        }
+        Ok(e)
+    }
+
+    /// An entry of a page with its large values read, each whole or as its
+    /// digest as `shape` says.
+    fn entry(&self, mut e: Read, shape: &RunShape<'_>) -> Result<JournalEntry> {
+        if !e.pending.is_empty() {
+            let parts = journal_parts(e.img, e.width);
+            for (after, i, text, len) in std::mem::take(&mut e.pending) {
+                // Image column i (from 0) is `o{i+1}` or `n{i+1}` of the part
+                // whose range holds it.
+                let part = &parts[i / PART].0;
+                let column = format!("{}{}", if after { "n" } else { "o" }, i + 1);
+                let v = self.large_value(
+                    part,
+                    &column,
+                    e.seq,
+                    (text, len),
+                    (shape.digest)(e.img, i, after),
+                )?;
+                if let Some(slot) = if after { &mut e.new } else { &mut e.old }
+                    .as_mut()
+                    .and_then(|row| row.get_mut(i))
+                {
+                    *slot = v;
+                }
+            }
+        }
+        Ok(JournalEntry {
+            seq: e.seq,
+            img: e.img,
+            op: e.op,
+            old: e.old,
+            new: e.new,
+        })
+    }
+
     /// The journal's digest form, in order, a buffer at a time: every
     /// entry's seq, image and op, then each journal table in seq order,
     /// every column (op and both images) with its storage class.
     fn journal_bytes(&self, hash: &mut dyn FnMut(Vec<u8>)) -> Result<()> {
         use crate::value::CellSink;
         let mut buf: Vec<u8> = Vec::with_capacity(2 * DIGEST_BUFFER);
-        let mut flush = |buf: &mut Vec<u8>| {
+        fn flush(buf: &mut Vec<u8>, hash: &mut dyn FnMut(Vec<u8>)) {
             if buf.len() >= DIGEST_BUFFER {
                 hash(std::mem::replace(
                     buf,
                     Vec::with_capacity(2 * DIGEST_BUFFER),
                 ));
             }
-        };
+        }
         if self.has_journal()? {
             let mut st = self
                 .conn
@@ -332,25 +575,84 @@ impl Sqlite {
                 let op = r.get_ref(2)?.as_bytes().unwrap_or(b"");
                 buf.put(&(op.len() as u64).to_le_bytes());
                 buf.put(op);
-                flush(&mut buf);
+                flush(&mut buf, hash);
             }
-            // The list of entries is the view's rows, hashed above.
+            // The list of entries is the view's rows, hashed above. A large
+            // value is hashed as it is read from the file, a chunk at a
+            // time (a text stored in UTF-16 is read whole, as before).
+            let refusing = match self.stores_utf8()? {
+                true => Some(self.refusing_large()?),
+                false => None,
+            };
             for t in self.image_tables()? {
                 buf.put(&(t.len() as u64).to_le_bytes());
                 buf.put(t.as_bytes());
-                let mut st = self.conn.prepare(&format!(
-                    "SELECT rowid, * FROM {} ORDER BY rowid",
-                    quote_ident(&t)
-                ))?;
-                let width = st.column_count();
-                let mut rows = st.query([])?;
-                while let Some(r) = rows.next()? {
-                    for i in 0..width {
-                        crate::value::hash_cell(&mut buf, cell(r.get_ref(i)?));
+                let table = quote_ident(&t);
+                let mut from: Option<i64> = None;
+                loop {
+                    let mut st = match from {
+                        None => self
+                            .conn
+                            .prepare(&format!("SELECT rowid, * FROM {table} ORDER BY rowid"))?,
+                        Some(_) => self.conn.prepare(&format!(
+                            "SELECT rowid, * FROM {table} WHERE rowid > ?1 ORDER BY rowid"
+                        ))?,
+                    };
+                    let names: Vec<String> =
+                        st.column_names().skip(1).map(|c| c.to_string()).collect();
+                    let width = st.column_count();
+                    let mut rows = match from {
+                        None => st.query([])?,
+                        Some(f) => st.query([f])?,
+                    };
+                    let stopped = loop {
+                        let r = match rows.next() {
+                            Ok(Some(r)) => r,
+                            Ok(None) => break false,
+                            Err(e) if large::too_big(&e) => break true,
+                            Err(e) => return Err(e.into()),
+                        };
+                        for i in 0..width {
+                            crate::value::hash_cell(&mut buf, cell(r.get_ref(i)?));
+                        }
+                        from = Some(r.get(0)?);
+                        flush(&mut buf, hash);
+                    };
+                    drop(rows);
+                    drop(st);
+                    if !stopped {
+                        break;
                     }
-                    flush(&mut buf);
+                    // The next row holds a large value.
+                    let rowid: i64 = self.conn.query_row(
+                        &format!(
+                            "SELECT rowid FROM {table} WHERE rowid > ?1 ORDER BY rowid LIMIT 1"
+                        ),
+                        [from.unwrap_or(i64::MIN)],
+                        |r| r.get(0),
+                    )?;
+                    let slots = self
+                        .slots(&t, &names, rowid)?
+                        .context("a journal row refused as too large is not there")?;
+                    crate::value::hash_cell(&mut buf, CellRef::Integer(rowid));
+                    for (name, slot) in names.iter().zip(slots) {
+                        match slot {
+                            Slot::Ready(v) => crate::value::hash_cell(&mut buf, v.as_cell()),
+                            Slot::Large { text, len } => {
+                                buf.put(&[if text { 3 } else { 4 }]);
+                                buf.put(&(len as u64).to_le_bytes());
+                                hash(std::mem::take(&mut buf));
+                                self.large_chunks(&t, name, rowid, text, &mut |b| {
+                                    hash(b.to_vec())
+                                })?;
+                            }
+                        }
+                    }
+                    from = Some(rowid);
+                    flush(&mut buf, hash);
                 }
             }
+            drop(refusing);
         }
         hash(buf);
         Ok(())

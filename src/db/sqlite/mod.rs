@@ -23,6 +23,7 @@ mod connection;
 mod fence;
 mod fixtures;
 mod journal_log;
+mod large;
 mod progress;
 mod receipts;
 mod rows;
@@ -61,7 +62,7 @@ struct Bind<'a>(&'a Value);
 
 impl ToSql for Bind<'_> {
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-        Ok(ToSqlOutput::Borrowed(value_ref(self.0.as_cell())))
+        value_ref(self.0.as_cell()).map(ToSqlOutput::Borrowed)
     }
 }
 
@@ -88,19 +89,25 @@ struct BindCell<'a>(CellRef<'a>);
 
 impl ToSql for BindCell<'_> {
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-        Ok(ToSqlOutput::Borrowed(value_ref(self.0)))
+        value_ref(self.0).map(ToSqlOutput::Borrowed)
     }
 }
 
-/// A cell as rusqlite binds it (the inverse of [`cell`]).
-fn value_ref(c: CellRef<'_>) -> ValueRef<'_> {
-    match c {
+/// A cell as rusqlite binds it (the inverse of [`cell`]). A value known
+/// only by its digest is refused: it is never written.
+fn value_ref(c: CellRef<'_>) -> rusqlite::Result<ValueRef<'_>> {
+    Ok(match c {
         CellRef::Null => ValueRef::Null,
         CellRef::Integer(i) => ValueRef::Integer(i),
         CellRef::Real(r) => ValueRef::Real(r),
         CellRef::Text(t) => ValueRef::Text(t),
         CellRef::Blob(b) => ValueRef::Blob(b),
-    }
+        CellRef::Digested(d) => {
+            return Err(rusqlite::Error::ToSqlConversionFailure(
+                format!("{d} is known by its digest only and cannot be written").into(),
+            ));
+        }
+    })
 }
 
 /// When `err` is the database refusing a row (a UNIQUE, NOT NULL, CHECK or

@@ -34,7 +34,9 @@ impl Rows for Sqlite {
             .query_row([], |r| r.get(0))?)
     }
 
-    /// Values are copied once, into the block: no allocation per row.
+    /// Values are copied once, into the block: no allocation per row. A
+    /// large value of a column read as a digest is hashed where SQLite
+    /// holds it, never copied.
     fn scan_into(
         &self,
         sql: &TableSql,
@@ -52,9 +54,19 @@ impl Rows for Sqlite {
             .with_context(|| format!("reading table '{}' in {}", sql.table, self.location))?;
         let mut rows = st.query(rusqlite::params_from_iter(binds.iter()))?;
         let mut block = Block::new(sql.width, block_rows);
+        let digesting = sql.digested.contains(&true);
         while let Some(r) = rows.next()? {
-            for i in 0..sql.width {
-                block.push(cell(r.get_ref(i)?));
+            if digesting {
+                for i in 0..sql.width {
+                    match sql.digests(i) {
+                        true => block.push_digesting(cell(r.get_ref(i)?)),
+                        false => block.push(cell(r.get_ref(i)?)),
+                    }
+                }
+            } else {
+                for i in 0..sql.width {
+                    block.push(cell(r.get_ref(i)?));
+                }
             }
             if block.full(block_rows) {
                 let full = std::mem::replace(&mut block, Block::new(sql.width, block_rows));
@@ -74,7 +86,17 @@ impl Rows for Sqlite {
         let mut st = self.conn.prepare_cached(&sql.select_by_key)?;
         let mut rows = st.query(rusqlite::params_from_iter(key.iter().map(Bind)))?;
         let first = match rows.next()? {
-            Some(r) => read_row(r, sql.width)?,
+            Some(r) => (0..sql.width)
+                .map(|i| {
+                    let c = cell(r.get_ref(i)?);
+                    Ok(
+                        match sql.digests(i).then(|| c.digest_if_large()).flatten() {
+                            Some(d) => Value::Digested(Box::new(d)),
+                            None => c.to_value(),
+                        },
+                    )
+                })
+                .collect::<rusqlite::Result<Row>>()?,
             None => return Ok(None),
         };
         if rows.next()?.is_some() {
@@ -91,6 +113,13 @@ impl Rows for Sqlite {
     /// Inserts a row; returns how many rows the statement inserted (0 when
     /// a trigger swallowed it).
     fn insert_row(&self, sql: &TableSql, row: &[Value]) -> Result<usize> {
+        if row.iter().any(Value::is_large) {
+            return Ok(execute_in_place(
+                &self.conn,
+                &sql.insert,
+                sql.written(row, 0),
+            )?);
+        }
         Ok(self
             .conn
             .prepare_cached(&sql.insert)?
@@ -114,22 +143,29 @@ impl Rows for Sqlite {
 
     fn update_row(&self, sql: &TableSql, old_key: &[Value], row: &[Value]) -> Result<usize> {
         let k = sql.key_len;
+        let large = row.iter().any(Value::is_large);
         // The common update leaves the key alone and sets the other columns
         // only; a table of nothing but its key takes the full statement.
         if row[..k] == *old_key
             && let Some(update) = &sql.update_values
         {
-            let binds = sql.written(row, k).chain(old_key).map(Bind);
+            let values = sql.written(row, k).chain(old_key);
+            if large {
+                return Ok(execute_in_place(&self.conn, update, values)?);
+            }
             return Ok(self
                 .conn
                 .prepare_cached(update)?
-                .execute(rusqlite::params_from_iter(binds))?);
+                .execute(rusqlite::params_from_iter(values.map(Bind)))?);
         }
-        let binds = sql.written(row, 0).chain(old_key).map(Bind);
+        let values = sql.written(row, 0).chain(old_key);
+        if large {
+            return Ok(execute_in_place(&self.conn, &sql.update, values)?);
+        }
         Ok(self
             .conn
             .prepare_cached(&sql.update)?
-            .execute(rusqlite::params_from_iter(binds))?)
+            .execute(rusqlite::params_from_iter(values.map(Bind)))?)
     }
 
     fn conditional_writer<'a>(&'a self, sql: &TableSql) -> Option<Box<dyn ConditionalWrite + 'a>> {
@@ -380,6 +416,7 @@ fn table_sql(table: &str, columns: &[&str], key_len: usize, generated: &[String]
                 delete: format!("DELETE FROM {t} WHERE {}", exactly(1)),
             }
         }),
+        digested: Vec::new(),
     }
 }
 
@@ -464,6 +501,13 @@ impl ConditionalWrite for ConditionalWriter<'_> {
             Some(st) => st,
             None => slot.insert(conn.prepare_cached(text)?),
         };
+        // A large value (or one known by its digest) takes the long way,
+        // where it is compared by digest and written in place: bound here,
+        // SQLite would copy it, and keep it in the held statement until the
+        // next write binds another.
+        if first.0.iter().chain(then.0).any(Value::is_large) {
+            return Ok(false);
+        }
         let binds = sql
             .written(first.0, first.1)
             .chain(sql.written(then.0, then.1));
@@ -506,6 +550,103 @@ impl BatchInsert for Inserter<'_> {
                 Ok(false)
             }
             Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Runs one write with every value bound where it lies (`SQLITE_STATIC`),
+/// returning the rows it changed. rusqlite binds text and blobs
+/// `SQLITE_TRANSIENT`: SQLite copies each before it builds the row's record,
+/// a second copy of its own; for a row holding a large value
+/// ([`crate::value::LARGE`]) that first copy is one too many. The rows
+/// written and the errors are those of the same statement run through
+/// rusqlite.
+fn execute_in_place<'v>(
+    conn: &rusqlite::Connection,
+    sql: &str,
+    values: impl Iterator<Item = &'v Value>,
+) -> rusqlite::Result<usize> {
+    use rusqlite::ffi;
+    use std::ffi::{CStr, CString, c_char, c_int, c_void};
+
+    struct Statement(*mut ffi::sqlite3_stmt);
+    impl Drop for Statement {
+        fn drop(&mut self) {
+            // SAFETY: a statement prepared below (or NULL, which SQLite
+            // ignores), finalized once.
+            unsafe {
+                ffi::sqlite3_finalize(self.0);
+            }
+        }
+    }
+    /// The connection's last error, as rusqlite reports one.
+    ///
+    /// # Safety
+    /// `db` is an open connection, used on this thread.
+    unsafe fn failure(db: *mut ffi::sqlite3) -> rusqlite::Error {
+        // SAFETY: as the caller promises; SQLite's message is a C string
+        // that lives until the next call on the connection.
+        let (code, message) = unsafe {
+            (
+                ffi::sqlite3_extended_errcode(db),
+                CStr::from_ptr(ffi::sqlite3_errmsg(db))
+                    .to_string_lossy()
+                    .into_owned(),
+            )
+        };
+        rusqlite::Error::SqliteFailure(ffi::Error::new(code), Some(message))
+    }
+
+    let values: Vec<CellRef<'v>> = values.map(Value::as_cell).collect();
+    for v in &values {
+        value_ref(*v)?;
+    }
+    let text = CString::new(sql)?;
+    // SAFETY: the handle is this open connection's, used on its own thread
+    // (rusqlite's `Connection` is not `Sync`), and nothing of rusqlite's runs
+    // on it until this returns. Every text and blob bound is borrowed by
+    // `values`, which outlives the statement: it is finalized when `st`
+    // drops, before this returns. A Rust slice's pointer is never NULL
+    // (SQLite would bind NULL as a NULL value), even when it is empty.
+    unsafe {
+        let db = conn.handle();
+        let mut raw = std::ptr::null_mut();
+        let rc = ffi::sqlite3_prepare_v2(db, text.as_ptr(), -1, &mut raw, std::ptr::null_mut());
+        let st = Statement(raw);
+        if rc != ffi::SQLITE_OK {
+            return Err(failure(db));
+        }
+        for (i, v) in values.iter().enumerate() {
+            let n = (i + 1) as c_int;
+            let rc = match *v {
+                // A digested value was refused above.
+                CellRef::Null | CellRef::Digested(_) => ffi::sqlite3_bind_null(st.0, n),
+                CellRef::Integer(x) => ffi::sqlite3_bind_int64(st.0, n, x),
+                CellRef::Real(x) => ffi::sqlite3_bind_double(st.0, n, x),
+                CellRef::Text(t) => ffi::sqlite3_bind_text64(
+                    st.0,
+                    n,
+                    t.as_ptr() as *const c_char,
+                    t.len() as u64,
+                    ffi::SQLITE_STATIC(),
+                    ffi::SQLITE_UTF8 as u8,
+                ),
+                CellRef::Blob(b) => ffi::sqlite3_bind_blob64(
+                    st.0,
+                    n,
+                    b.as_ptr() as *const c_void,
+                    b.len() as u64,
+                    ffi::SQLITE_STATIC(),
+                ),
+            };
+            if rc != ffi::SQLITE_OK {
+                return Err(failure(db));
+            }
+        }
+        match ffi::sqlite3_step(st.0) {
+            ffi::SQLITE_DONE => Ok(ffi::sqlite3_changes64(db) as usize),
+            ffi::SQLITE_ROW => Err(rusqlite::Error::ExecuteReturnedResults),
+            _ => Err(failure(db)),
         }
     }
 }
