@@ -29,6 +29,7 @@ pub mod cli;
 pub mod commands;
 pub mod db;
 pub mod digest;
+pub mod fence;
 pub mod progress;
 pub mod reconcile;
 pub mod report;
@@ -42,7 +43,7 @@ pub mod watermark;
 use anyhow::Result;
 
 use cli::{Cli, Command, FenceAction, JournalAction};
-use commands::{check, drill, feed, fence, gate, init, journal, load, replay, status, sync};
+use commands::{check, drill, feed, gate, init, journal, load, replay, status, sync};
 use report::Outcome;
 
 /// Runs the command line.
@@ -175,11 +176,11 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
         }
         Command::Fence { action } => {
             let rep = match action {
-                FenceAction::On(s) => fence::on(&load(s)?)?,
-                FenceAction::Off { spec, force } => fence::off(&load(spec)?, *force)?,
-                FenceAction::Status(s) => fence::status(&load(s)?)?,
+                FenceAction::On(s) => commands::fence::on(&load(s)?)?,
+                FenceAction::Off { spec, force } => commands::fence::off(&load(spec)?, *force)?,
+                FenceAction::Status(s) => commands::fence::status(&load(s)?)?,
             };
-            Outcome::of(&rep, fence::render(&rep))
+            Outcome::of(&rep, commands::fence::render(&rep))
         }
         Command::Replay {
             spec,

@@ -866,7 +866,7 @@ impl Report for ExportReport {
 /// `cutover journal export --out FILE`: the fenced journal as a feed.
 pub fn export(spec: &Spec, out: &Path, delivery_size: usize) -> Result<ExportReport> {
     let (_, target, _) = schema::open(spec, Access::Read, Access::Read)?;
-    let Some(fence) = crate::commands::fence::read(&target)? else {
+    let Some(fence) = crate::fence::read(&target)? else {
         bail!(
             "target {} is not fenced; export takes the journal at the fence's boundary. Run `cutover fence on` first",
             target.location()

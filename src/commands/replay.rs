@@ -14,8 +14,8 @@ use serde::Serialize;
 use crate::apply::{
     BatchOutcome, Change, Conflict, Engine, JournalCheckpoint, Rule, row_from_json,
 };
-use crate::commands::fence::Watch;
 use crate::db::{Access, Db};
+use crate::fence::Watch;
 use crate::progress::Progress;
 use crate::reconcile;
 use crate::report::{self, Report, Verdict};
@@ -414,10 +414,10 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
     if let Err(e) = spec.check_schema(&source, &target) {
         // A table dropped or altered behind the fence shows as a schema
         // error; it is a breach (exit 1), not a spec to fix.
-        if crate::commands::fence::read(&target)?.is_some()
+        if crate::fence::read(&target)?.is_some()
             && let Ok(Err(breach)) = Watch::start(&target, spec)
         {
-            let boundary = crate::commands::fence::read(&target)?.map_or(0, |f| f.boundary);
+            let boundary = crate::fence::read(&target)?.map_or(0, |f| f.boundary);
             let entries = target
                 .journal_count_between(target.journal_start()?, boundary)
                 .unwrap_or(0);
@@ -428,7 +428,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
     let mut watch = match Watch::start(&target, spec)? {
         Ok(w) => w,
         Err(breach) => {
-            let boundary = crate::commands::fence::read(&target)?.map_or(0, |f| f.boundary);
+            let boundary = crate::fence::read(&target)?.map_or(0, |f| f.boundary);
             let entries = target
                 .journal_count_between(target.journal_start()?, boundary)
                 .unwrap_or(0);
@@ -677,10 +677,10 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
             })))
         }
         None => {
-            crate::commands::fence::record_replay(
+            crate::fence::record_replay(
                 &source,
                 &journal,
-                crate::commands::fence::ReplayEnd {
+                crate::fence::ReplayEnd {
                     boundary: rep.boundary,
                     passed: rep.verdict.holds(),
                     conflict: rep.conflict.as_ref(),

@@ -6,9 +6,9 @@
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::commands::fence::Copy;
 use crate::commands::sync::Cursor;
 use crate::db::Access;
+use crate::fence::Copy;
 use crate::report::{self, Report};
 use crate::schema;
 use crate::spec::Spec;
@@ -105,10 +105,10 @@ pub fn run(spec: &Spec) -> Result<StatusReport> {
     }
     let journal_installed = crate::commands::journal::installed(spec, &target)?;
     let (journal_entries, _) = target.journal_extent()?;
-    let fence = crate::commands::fence::read(&target)?;
+    let fence = crate::fence::read(&target)?;
     let orphaned = match fence {
         Some(_) => None,
-        None => crate::commands::fence::orphaned(&target, spec)?,
+        None => crate::fence::orphaned(&target, spec)?,
     };
     let journal = crate::commands::journal::identity(&target)?;
     let (replayed, _) = match &journal {
@@ -137,13 +137,13 @@ pub fn run(spec: &Spec) -> Result<StatusReport> {
     let (stage, phase, next, to_replay) = match &fence {
         Some(f) => {
             let n = target.journal_count_between(target.journal_start()?, f.boundary)?;
-            let copy = crate::commands::fence::copy_of(f, &source, &target)?;
+            let copy = crate::fence::copy_of(f, &source, &target)?;
             let breach = match &copy {
                 Copy::Differs(what) => Some(what.clone()),
                 _ => f.breach(&target, spec)?,
             };
             let passed = match &journal {
-                Some(j) => crate::commands::fence::replay_passed(&source, j, f.boundary)?,
+                Some(j) => crate::fence::replay_passed(&source, j, f.boundary)?,
                 None => Err(String::new()),
             };
             let record_copy = if copy == Copy::Missing {
