@@ -34,44 +34,6 @@ impl Report for GateReport {
     }
 }
 
-/// The one-line summary the runbook and drill quote: `rows=3, total_cents=4000`.
-pub fn summary(spec: &Spec, rec: &Reconciliation) -> String {
-    let mut parts = vec![format!("rows={}", rec.rows())];
-    for (t, r) in spec.tables.iter().zip(&rec.tables) {
-        for tot in &r.totals {
-            // `cents` reads as total_cents; a column already named
-            // `total_cents` is not doubled.
-            let base = if tot.column.starts_with("total") {
-                tot.column.clone()
-            } else {
-                format!("total_{}", tot.column)
-            };
-            let name = match &tot.currency {
-                Some(c) => format!("{base}[{c}]"),
-                None => base,
-            };
-            let name = if spec.tables.len() > 1 {
-                format!("{}.{name}", t.name)
-            } else {
-                name
-            };
-            parts.push(format!("{name}={}", tot.target));
-        }
-    }
-    parts.push(format!("differences={}", rec.diffs_found_blocking()));
-    parts.join(", ")
-}
-
-impl Reconciliation {
-    /// Differences that fail the gate (non-canonical texts do not).
-    pub fn diffs_found_blocking(&self) -> u64 {
-        self.tables
-            .iter()
-            .map(|t| t.changed + t.missing + t.extra + t.invalid)
-            .sum()
-    }
-}
-
 /// Reconciles source against target (the source read from `snapshot` if
 /// given), with the sync provenance of the tables that have a watermark.
 pub fn run(
@@ -98,7 +60,7 @@ pub fn run_in(
     let holds = rec.clean() && provenance.iter().all(|p| p.quality_failures == 0);
     Ok(GateReport {
         verdict: Verdict::of(holds),
-        summary: summary(spec, &rec),
+        summary: reconcile::summary(spec, &rec),
         provenance,
         rec,
     })

@@ -651,7 +651,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
             _ => reconcile::reconcile(spec, &mut source, &mut target, max_diffs)?,
         };
         rep.breach = watch.verify(&target, spec, std::mem::take(&mut rec.target_digests))?;
-        rep.summary = Some(crate::commands::gate::summary(spec, &rec));
+        rep.summary = Some(reconcile::summary(spec, &rec));
         rep.causes = causes(spec, &policy, &rec);
         rep.unjournaled = unjournaled(spec, &target, &rec)?;
         if rec.clean() && rep.breach.is_none() && rep.foreign_keys.is_empty() {
