@@ -23,7 +23,7 @@ pub struct GateReport {
     pub verdict: Verdict,
     pub summary: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub provenance: Vec<crate::commands::sync::Provenance>,
+    pub provenance: Vec<crate::provenance::Provenance>,
     #[serde(flatten)]
     pub rec: Reconciliation,
 }
@@ -56,7 +56,7 @@ pub fn run_in(
     let rec = digest::reconcile(spec, &mut source, &mut target, max_diffs, mode)?;
     // Tables kept up by sync: the quality of the source now, and where every
     // synced row came from.
-    let provenance = crate::commands::sync::provenance(spec, &mut source, &target, max_diffs)?;
+    let provenance = crate::provenance::provenance(spec, &mut source, &target, max_diffs)?;
     let holds = rec.clean() && provenance.iter().all(|p| p.quality_failures == 0);
     Ok(GateReport {
         verdict: Verdict::of(holds),

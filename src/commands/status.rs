@@ -6,9 +6,9 @@
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::commands::sync::Cursor;
 use crate::db::Access;
 use crate::fence::Copy;
+use crate::provenance::Cursor;
 use crate::report::{self, Report};
 use crate::schema;
 use crate::spec::Spec;
