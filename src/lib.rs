@@ -30,6 +30,7 @@ pub mod commands;
 pub mod db;
 pub mod digest;
 pub mod fence;
+pub mod journal;
 pub mod progress;
 pub mod provenance;
 pub mod reconcile;
@@ -45,7 +46,7 @@ pub mod watermark;
 use anyhow::Result;
 
 use cli::{Cli, Command, FenceAction, JournalAction};
-use commands::{check, drill, feed, gate, init, journal, load, replay, status, sync};
+use commands::{check, drill, feed, gate, init, load, replay, status, sync};
 use report::Outcome;
 
 /// Runs the command line.
@@ -162,9 +163,9 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
         }
         Command::Journal { action } => {
             let rep = match action {
-                JournalAction::Install(s) => journal::install(&load(s)?)?,
-                JournalAction::Remove(s) => journal::remove(&load(s)?)?,
-                JournalAction::Status(s) => journal::status(&load(s)?)?,
+                JournalAction::Install(s) => commands::journal::install(&load(s)?)?,
+                JournalAction::Remove(s) => commands::journal::remove(&load(s)?)?,
+                JournalAction::Status(s) => commands::journal::status(&load(s)?)?,
                 JournalAction::Export {
                     spec,
                     out,
@@ -174,7 +175,7 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
                     return Outcome::of(&rep, feed::render_export(&rep));
                 }
             };
-            Outcome::of(&rep, journal::render(&rep))
+            Outcome::of(&rep, commands::journal::render(&rep))
         }
         Command::Fence { action } => {
             let rep = match action {

@@ -875,13 +875,13 @@ pub fn export(spec: &Spec, out: &Path, delivery_size: usize) -> Result<ExportRep
     // The feed is named after the journal's identity, which is also the
     // name of the source's applied set: a replay and this feed's apply never
     // apply one entry twice.
-    let feed = crate::commands::journal::identity(&target)?.with_context(|| {
+    let feed = crate::journal::identity(&target)?.with_context(|| {
         format!(
             "target {} has a fence but its journal has no identity; install the journal with this version of cutover",
             target.location()
         )
     })?;
-    let reader = crate::commands::journal::Reader::new(spec, &target)?;
+    let reader = crate::journal::Reader::new(spec, &target)?;
     let dir = out
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -891,14 +891,14 @@ pub fn export(spec: &Spec, out: &Path, delivery_size: usize) -> Result<ExportRep
     let mut w = std::io::BufWriter::new(tmp.as_file_mut());
     let (mut after, mut position, mut deliveries) = (target.journal_start()?, 0i64, 0u64);
     loop {
-        let page = crate::commands::journal::next_run(
+        let page = crate::journal::next_run(
             spec,
             &target,
             &reader,
             after,
             fence.boundary,
             delivery_size,
-            crate::commands::journal::Reading::Whole,
+            crate::journal::Reading::Whole,
         )?;
         let Some(last) = page.iter().map(|e| e.seq).max() else {
             break;

@@ -162,7 +162,7 @@ pub fn on(spec: &Spec) -> Result<FenceReport> {
             target.location()
         );
     }
-    let drift = crate::commands::journal::drift(spec, &target)?;
+    let drift = crate::journal::drift(spec, &target)?;
     let tables: Vec<String> = spec
         .tables
         .iter()
@@ -245,7 +245,7 @@ fn already_on(
 
 pub fn off(spec: &Spec, force: bool) -> Result<FenceReport> {
     let (source, target, _) = schema::open(spec, Access::Write, Access::Write)?;
-    let journal = crate::commands::journal::identity(&target)?.unwrap_or_default();
+    let journal = crate::journal::identity(&target)?.unwrap_or_default();
     let Some(existing) = read(&target)? else {
         let Some(what) = orphaned(&target, spec)? else {
             return Ok(FenceReport::of(Action::Off, None));

@@ -125,7 +125,7 @@ impl Report for Replay {
 /// the key the row had before it (a key change moves it from there), with
 /// both images in the source's form: made on the journal's reading thread,
 /// so the applying one only writes.
-fn to_change(spec: &Spec, e: crate::commands::journal::Entry) -> Change {
+fn to_change(spec: &Spec, e: crate::journal::Entry) -> Change {
     let t = &spec.tables[e.table];
     let k = t.key_len;
     let at = e
@@ -436,7 +436,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         }
     };
     let boundary = watch.fence().boundary;
-    let journal = crate::commands::journal::identity(&target)?.with_context(|| {
+    let journal = crate::journal::identity(&target)?.with_context(|| {
         format!(
             "target {} has a fence but its journal has no identity; install the journal with this version of cutover",
             target.location()
@@ -557,9 +557,8 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
     let mut after = last_applied;
     let bar = Progress::new("replay", Some((entries - applied_rows).max(0) as u64));
     std::thread::scope(|scope| -> Result<()> {
-        let mut runs = crate::commands::journal::RunsAhead::start(
-            scope, spec, after, boundary, batch, to_change,
-        );
+        let mut runs =
+            crate::journal::RunsAhead::start(scope, spec, after, boundary, batch, to_change);
         loop {
             let run = runs.next(after)?;
             if run.is_empty() {
@@ -918,13 +917,13 @@ fn refused_by_actions(
     after: i64,
     boundary: i64,
 ) -> Result<Vec<Conflict>> {
-    let reader = crate::commands::journal::Reader::new(spec, target)?;
+    let reader = crate::journal::Reader::new(spec, target)?;
     let mut out = Vec::new();
     let mut from = after;
     let whole = |_: i64, _: usize, _: bool| false;
     let shape = crate::db::RunShape {
         limit: 1000,
-        bytes: crate::commands::journal::RUN_BYTES,
+        bytes: crate::journal::RUN_BYTES,
         digest: &whole,
     };
     loop {
@@ -995,7 +994,7 @@ fn refused_by_actions(
 /// default in a row it inserted), and the reconciliation found the source
 /// differing there. One line per column.
 fn unjournaled(spec: &Spec, target: &Db, rec: &reconcile::Reconciliation) -> Result<Vec<String>> {
-    let reader = crate::commands::journal::Reader::new(spec, target)?;
+    let reader = crate::journal::Reader::new(spec, target)?;
     let mut out = Vec::new();
     for (ti, col) in reader.unjournaled() {
         let t = &spec.tables[*ti];
@@ -1217,7 +1216,7 @@ fn plan(
     // Every key the pending entries touch, with its ops in order, first
     // touched first. Held in memory: it grows with the keys the application
     // wrote after the cutover, not with the table.
-    let reader = crate::commands::journal::Reader::new(spec, target)?;
+    let reader = crate::journal::Reader::new(spec, target)?;
     let mut order: Vec<(String, serde_json::Value)> = Vec::new();
     let mut ops: std::collections::HashMap<(String, String), Vec<String>> = Default::default();
     let mut after = last_applied;

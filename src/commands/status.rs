@@ -103,14 +103,14 @@ pub fn run(spec: &Spec) -> Result<StatusReport> {
     for t in &spec.tables {
         target_rows += target.row_count(&target.target_sql(t)).unwrap_or(0);
     }
-    let journal_installed = crate::commands::journal::installed(spec, &target)?;
+    let journal_installed = crate::journal::installed(spec, &target)?;
     let (journal_entries, _) = target.journal_extent()?;
     let fence = crate::fence::read(&target)?;
     let orphaned = match fence {
         Some(_) => None,
         None => crate::fence::orphaned(&target, spec)?,
     };
-    let journal = crate::commands::journal::identity(&target)?;
+    let journal = crate::journal::identity(&target)?;
     let (replayed, _) = match &journal {
         Some(j) => source.applied_progress(j)?,
         None => (0, 0),
@@ -123,7 +123,7 @@ pub fn run(spec: &Spec) -> Result<StatusReport> {
     // Once a journal exists, the target must stay as the spec describes it:
     // drift or a missing trigger means writes may be unjournaled.
     let mut drift = if journal.is_some() {
-        crate::commands::journal::drift(spec, &target)?
+        crate::journal::drift(spec, &target)?
     } else {
         Vec::new()
     };

@@ -99,7 +99,7 @@ pub fn read(target: &Db) -> Result<Option<FenceRow>> {
 /// The copy of the fence record that the source keeps for the target's
 /// journal, and how the target's record compares with it.
 pub fn copy_of(fence: &FenceRow, source: &Db, target: &Db) -> Result<Copy> {
-    let Some(journal) = crate::commands::journal::identity(target)? else {
+    let Some(journal) = crate::journal::identity(target)? else {
         return Ok(Copy::Missing);
     };
     Ok(fence.against(source.fence_copy(&journal)?.as_ref(), source))
@@ -116,8 +116,8 @@ pub fn copy_missing(spec: &Spec) -> String {
 /// Keeps a copy of the fence record in the source. `Err` says why it could
 /// not, and what to run.
 pub fn keep_copy(spec: &Spec, target: &Db, fence: &FenceRow) -> Result<String> {
-    let journal = crate::commands::journal::identity(target)?
-        .context("the target's journal has no identity")?;
+    let journal =
+        crate::journal::identity(target)?.context("the target's journal has no identity")?;
     let source = schema::open_source(spec, None, Access::Write)?;
     source.write(|| source.record_fence_copy(&journal, &fence.record))?;
     Ok("kept in the source".to_string())
