@@ -34,6 +34,7 @@ pub mod journal;
 pub mod progress;
 pub mod provenance;
 pub mod reconcile;
+pub mod replay;
 pub mod report;
 pub mod schema;
 pub mod side_effects;
@@ -46,7 +47,7 @@ pub mod watermark;
 use anyhow::Result;
 
 use cli::{Cli, Command, FenceAction, JournalAction};
-use commands::{check, drill, feed, gate, init, load, replay, status, sync};
+use commands::{check, drill, feed, gate, init, load, status, sync};
 use report::Outcome;
 
 /// Runs the command line.
@@ -193,8 +194,8 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
             report: _,
         } => {
             let spec = load(spec)?;
-            let rep = replay::run(&spec, *batch, *dry_run, *max_diffs)?;
-            Outcome::of(&rep, replay::render(&spec, &rep))
+            let rep = commands::replay::run(&spec, *batch, *dry_run, *max_diffs)?;
+            Outcome::of(&rep, commands::replay::render(&spec, &rep))
         }
         Command::Apply {
             spec,
