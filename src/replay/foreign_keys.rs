@@ -153,3 +153,10 @@ pub fn refused_by_actions(
     }
     Ok(out)
 }
+
+/// The rows of the source that break a foreign key now and did not
+/// `before` (a [`foreign_key_violations`] of then).
+pub fn violations_since(spec: &Spec, source: &Db, before: &[String]) -> Result<Vec<String>> {
+    let after = foreign_key_violations(spec, source)?;
+    Ok(after.into_iter().filter(|v| !before.contains(v)).collect())
+}
