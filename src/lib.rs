@@ -29,6 +29,7 @@ pub mod cli;
 pub mod commands;
 pub mod db;
 pub mod digest;
+pub mod feed;
 pub mod fence;
 pub mod journal;
 pub mod progress;
@@ -47,7 +48,7 @@ pub mod watermark;
 use anyhow::Result;
 
 use cli::{Cli, Command, FenceAction, JournalAction};
-use commands::{check, drill, feed, gate, init, load, status, sync};
+use commands::{check, drill, gate, init, load, status, sync};
 use report::Outcome;
 
 /// Runs the command line.
@@ -172,8 +173,8 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
                     out,
                     delivery_size,
                 } => {
-                    let rep = feed::export(&load(spec)?, out, *delivery_size)?;
-                    return Outcome::of(&rep, feed::render_export(&rep));
+                    let rep = commands::feed::export(&load(spec)?, out, *delivery_size)?;
+                    return Outcome::of(&rep, commands::feed::render_export(&rep));
                 }
             };
             Outcome::of(&rep, commands::journal::render(&rep))
@@ -206,8 +207,8 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
                 cli::IntoSide::Source => spec::Side::Source,
                 cli::IntoSide::Target => spec::Side::Target,
             };
-            let rep = feed::apply(&load(spec)?, file, side)?;
-            Outcome::of(&rep, feed::render(&rep))
+            let rep = commands::feed::apply(&load(spec)?, file, side)?;
+            Outcome::of(&rep, commands::feed::render(&rep))
         }
         Command::Status { spec } => {
             let rep = status::run(&load(spec)?)?;
