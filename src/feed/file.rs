@@ -100,37 +100,11 @@ pub fn validate(
                 return Ok(true);
             }
         };
-        let at = |reason: String, field: &str| Rejection {
-            line: l.line,
-            position: Some(l.position),
-            key: Some(key_json(&l.change.key)),
-            field: Some(field.into()),
-            reason,
-        };
+        let at = |reason: String, field: &str| at(&l, reason, field);
         match deliveries.last_mut() {
             Some(d) if d.delivery == l.delivery => {
-                if d.feed != l.feed {
-                    push(
-                        &mut errors,
-                        at(
-                            format!(
-                                "delivery '{}' mixes feeds '{}' and '{}'; a delivery belongs to one feed",
-                                l.delivery, d.feed, l.feed
-                            ),
-                            "feed",
-                        ),
-                    );
-                } else if d.last_position.checked_add(1) != Some(l.position) {
-                    push(
-                        &mut errors,
-                        at(
-                            format!(
-                                "position {} follows {} in delivery '{}'; positions must be consecutive",
-                                l.position, d.last_position, l.delivery
-                            ),
-                            "position",
-                        ),
-                    );
+                if let Some(r) = out_of_place(d, &l) {
+                    push(&mut errors, r);
                 }
                 d.last_position = l.position;
                 d.last_line = l.line;
@@ -176,4 +150,41 @@ pub fn validate(
         bail!("feed {} holds no changes", path.display());
     }
     Ok(Ok(deliveries))
+}
+
+/// A rejection of line `l`, pointing at `field`.
+fn at(l: &Line, reason: String, field: &str) -> Rejection {
+    Rejection {
+        line: l.line,
+        position: Some(l.position),
+        key: Some(key_json(&l.change.key)),
+        field: Some(field.into()),
+        reason,
+    }
+}
+
+/// What is wrong with line `l` where it continues delivery `d`: another
+/// feed, or a position that does not follow.
+fn out_of_place(d: &DeliveryInfo, l: &Line) -> Option<Rejection> {
+    if d.feed != l.feed {
+        Some(at(
+            l,
+            format!(
+                "delivery '{}' mixes feeds '{}' and '{}'; a delivery belongs to one feed",
+                l.delivery, d.feed, l.feed
+            ),
+            "feed",
+        ))
+    } else if d.last_position.checked_add(1) != Some(l.position) {
+        Some(at(
+            l,
+            format!(
+                "position {} follows {} in delivery '{}'; positions must be consecutive",
+                l.position, d.last_position, l.delivery
+            ),
+            "position",
+        ))
+    } else {
+        None
+    }
 }

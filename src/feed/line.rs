@@ -1,14 +1,15 @@
 //! One feed line (format in docs/feed.md): parsed and validated against the
 //! spec, each rejection naming line, position, key and field; a line is a
 //! change for the apply engine, under the replay rule when it carries a
-//! before-image.
+//! before-image; and a journal entry written as one.
 
 use std::collections::HashMap;
 
+use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
-use serde_json::Value as Json;
+use serde_json::{Map, Value as Json, json};
 
-use crate::apply::{Change, Rule, row_from_json_of};
+use crate::apply::{Change, Rule, row_from_json_of, row_json_of};
 use crate::spec::{Spec, Table};
 use crate::transform::Transform;
 use crate::value::{Row, Value};
@@ -93,11 +94,6 @@ pub fn parse_line(
         field: None,
         reason: String::new(),
     };
-    let fail = |rej: &Rejection, field: Option<&str>, reason: String| Rejection {
-        field: field.map(str::to_string),
-        reason,
-        ..rej.clone()
-    };
     let json: Json =
         serde_json::from_str(text).map_err(|e| fail(&rej, None, format!("not valid JSON: {e}")))?;
     let Json::Object(obj) = &json else {
@@ -109,190 +105,51 @@ pub fn parse_line(
     if let Some(k) = obj.get("key") {
         rej.key = Some(k.clone());
     }
-    for name in obj.keys() {
-        if !FIELDS.contains(&name.as_str()) {
-            return Err(fail(
-                &rej,
-                Some(name),
-                format!("unknown field; a feed line has only {}", FIELDS.join(", ")),
-            ));
-        }
-    }
-    let required = |name: &str| {
-        obj.get(name)
-            .ok_or_else(|| fail(&rej, Some(name), "missing field".into()))
-    };
-    let text_field = |name: &str| -> Result<String, Rejection> {
-        match required(name)? {
-            Json::String(s) if !s.is_empty() => Ok(s.clone()),
-            other => Err(fail(
-                &rej,
-                Some(name),
-                format!("must be a non-empty string, found {other}"),
-            )),
-        }
-    };
-    let feed = text_field("feed")?;
-    let delivery = text_field("delivery")?;
-    let position =
-        positive(required("position")?, "position").map_err(|r| fail(&rej, Some("position"), r))?;
-    let seq = match obj.get("seq") {
+    let f = Fields { obj, rej };
+    f.known()?;
+    let feed = f.text_field("feed")?;
+    let delivery = f.text_field("delivery")?;
+    let position = positive(f.required("position")?, "position")
+        .map_err(|r| fail(&f.rej, Some("position"), r))?;
+    let seq = match f.obj.get("seq") {
         None => None,
-        Some(v) => Some(positive(v, "seq").map_err(|r| fail(&rej, Some("seq"), r))?),
+        Some(v) => Some(positive(v, "seq").map_err(|r| fail(&f.rej, Some("seq"), r))?),
     };
-    let table_name = text_field("table")?;
+    let table_name = f.text_field("table")?;
     let Some(&ti) = tables.get(table_name.as_str()) else {
         return Err(fail(
-            &rej,
+            &f.rej,
             Some("table"),
             format!("the spec has no table '{table_name}'"),
         ));
     };
     let table = &spec.tables[ti];
-    let op = text_field("op")?;
+    let op = f.text_field("op")?;
     if op != "upsert" && op != "delete" {
         return Err(fail(
-            &rej,
+            &f.rej,
             Some("op"),
             format!("must be \"upsert\" or \"delete\", found \"{op}\""),
         ));
     }
-    let key = parse_key(table, required("key")?).map_err(|(f, r)| fail(&rej, f.as_deref(), r))?;
-    let revision = match obj.get("revision") {
+    let key = parse_key(table, f.required("key")?)
+        .map_err(|(field, r)| fail(&f.rej, field.as_deref(), r))?;
+    let revision = match f.obj.get("revision") {
         None => None,
-        Some(v) => Some(positive(v, "revision").map_err(|r| fail(&rej, Some("revision"), r))?),
+        Some(v) => Some(positive(v, "revision").map_err(|r| fail(&f.rej, Some("revision"), r))?),
     };
     if revision.is_some() && table.revision.is_none() {
         return Err(fail(
-            &rej,
+            &f.rej,
             Some("revision"),
             format!("table '{}' has no revision column in the spec", table.name),
         ));
     }
-    let row = match (op.as_str(), obj.get("row")) {
-        ("upsert", Some(r)) => {
-            Some(parse_row(table, r, "row").map_err(|(f, r)| fail(&rej, Some(&f), r))?)
-        }
-        ("upsert", None) => {
-            return Err(fail(
-                &rej,
-                Some("row"),
-                "an upsert needs the whole row".into(),
-            ));
-        }
-        (_, Some(_)) => return Err(fail(&rej, Some("row"), "a delete carries no row".into())),
-        (_, None) => None,
-    };
-    if let Some((r, absent)) = &row {
-        for (i, c) in table.key_columns().iter().enumerate() {
-            if r[i] != key[i] {
-                return Err(fail(
-                    &rej,
-                    Some(&format!("row.{}", c.target)),
-                    format!("{} differs from the key's {}", r[i], key[i]),
-                ));
-            }
-        }
-        if let Some(rc) = table.revision
-            && absent.contains(&rc)
-        {
-            return Err(fail(
-                &rej,
-                Some("row"),
-                format!(
-                    "revision column '{}' is missing; a row of a table with revisions carries it",
-                    table.columns[rc].target
-                ),
-            ));
-        }
-        if let (Some(rc), Some(rev)) = (table.revision, revision)
-            && r[rc] != Value::Integer(rev)
-        {
-            return Err(fail(
-                &rej,
-                Some(&format!("row.{}", table.columns[rc].target)),
-                format!("{} differs from the line's revision {rev}", r[rc]),
-            ));
-        }
-    }
-    let before = match obj.get("before") {
-        None => None,
-        Some(Json::Null) => {
-            if op == "delete" {
-                return Err(fail(
-                    &rej,
-                    Some("before"),
-                    "a delete must say which row it removes".into(),
-                ));
-            }
-            Some(None)
-        }
-        Some(b) => Some(Some(
-            parse_row(table, b, "before").map_err(|(f, r)| fail(&rej, Some(&f), r))?,
-        )),
-    };
-    // A line may leave out columns only under the replay rule, the same in
-    // both images: a journal entry recorded before the column was journaled
-    // carries no value for it, which is not NULL.
-    let absent = match (&row, &before) {
-        (Some((_, a)), Some(Some((_, b)))) if a != b => {
-            let names = |cols: &[usize]| -> String {
-                let n: Vec<&str> = cols
-                    .iter()
-                    .map(|&i| table.columns[i].target.as_str())
-                    .collect();
-                if n.is_empty() {
-                    "none".into()
-                } else {
-                    n.join(", ")
-                }
-            };
-            return Err(fail(
-                &rej,
-                Some("before"),
-                format!(
-                    "row and before leave out different columns (row: {}; before: {}); the images of one change carry the same columns",
-                    names(a),
-                    names(b)
-                ),
-            ));
-        }
-        (Some((_, a)), _) => a.clone(),
-        (None, Some(Some((_, b)))) => b.clone(),
-        (None, _) => Vec::new(),
-    };
-    if before.is_none()
-        && let Some(&i) = absent.first()
-    {
-        return Err(fail(
-            &rej,
-            Some("row"),
-            format!(
-                "column '{}' of table '{}' is missing; a row leaves out a column only together with `before` (the replay rule), as the line of a journal entry recorded before the column was journaled does",
-                table.columns[i].target, table.name
-            ),
-        ));
-    }
+    let (row, before) = images(&f, table, &op, &key, revision)?;
+    let absent = absent(&f, table, &row, &before)?;
     let row = row.map(|(r, _)| r);
     let before = before.map(|b| b.map(|(r, _)| r));
-    let rule = match (&before, revision) {
-        (Some(b), r) => Rule::Expect {
-            before: b.clone(),
-            revision: r,
-        },
-        (None, Some(r)) => Rule::Revision(r),
-        (None, None) if table.revision.is_some() => {
-            return Err(fail(
-                &rej,
-                Some("revision"),
-                format!(
-                    "table '{}' orders records by revision; the line needs one",
-                    table.name
-                ),
-            ));
-        }
-        (None, None) => Rule::Plain,
-    };
+    let rule = rule(&f, table, &before, revision)?;
     // A change of key is addressed by the key the row had before.
     let at = match &before {
         Some(Some(b)) => b[..table.key_len].to_vec(),
@@ -315,6 +172,216 @@ pub fn parse_line(
             unrecorded: absent,
         },
         canonical: serde_json::to_string(&json).unwrap_or_default(),
+    })
+}
+
+/// A rejection of `rej`'s line, pointing at `field`.
+fn fail(rej: &Rejection, field: Option<&str>, reason: String) -> Rejection {
+    Rejection {
+        field: field.map(str::to_string),
+        reason,
+        ..rej.clone()
+    }
+}
+
+/// A line's fields, and where a rejection of one of them points.
+struct Fields<'a> {
+    obj: &'a serde_json::Map<String, Json>,
+    rej: Rejection,
+}
+
+impl Fields<'_> {
+    /// Refuses a field a feed line does not have.
+    fn known(&self) -> Result<(), Rejection> {
+        for name in self.obj.keys() {
+            if !FIELDS.contains(&name.as_str()) {
+                return Err(fail(
+                    &self.rej,
+                    Some(name),
+                    format!("unknown field; a feed line has only {}", FIELDS.join(", ")),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn required(&self, name: &str) -> Result<&Json, Rejection> {
+        self.obj
+            .get(name)
+            .ok_or_else(|| fail(&self.rej, Some(name), "missing field".into()))
+    }
+
+    fn text_field(&self, name: &str) -> Result<String, Rejection> {
+        match self.required(name)? {
+            Json::String(s) if !s.is_empty() => Ok(s.clone()),
+            other => Err(fail(
+                &self.rej,
+                Some(name),
+                format!("must be a non-empty string, found {other}"),
+            )),
+        }
+    }
+}
+
+/// An image of the row, with the columns it leaves out.
+type Image = (Row, Vec<usize>);
+
+/// The line's row and before-image, each checked against the op, the key
+/// and the revision.
+#[allow(
+    clippy::type_complexity,
+    reason = "a row, and a before-image that may be null"
+)]
+fn images(
+    f: &Fields<'_>,
+    table: &Table,
+    op: &str,
+    key: &Row,
+    revision: Option<i64>,
+) -> Result<(Option<Image>, Option<Option<Image>>), Rejection> {
+    let row = match (op, f.obj.get("row")) {
+        ("upsert", Some(r)) => {
+            Some(parse_row(table, r, "row").map_err(|(field, r)| fail(&f.rej, Some(&field), r))?)
+        }
+        ("upsert", None) => {
+            return Err(fail(
+                &f.rej,
+                Some("row"),
+                "an upsert needs the whole row".into(),
+            ));
+        }
+        (_, Some(_)) => return Err(fail(&f.rej, Some("row"), "a delete carries no row".into())),
+        (_, None) => None,
+    };
+    if let Some((r, absent)) = &row {
+        for (i, c) in table.key_columns().iter().enumerate() {
+            if r[i] != key[i] {
+                return Err(fail(
+                    &f.rej,
+                    Some(&format!("row.{}", c.target)),
+                    format!("{} differs from the key's {}", r[i], key[i]),
+                ));
+            }
+        }
+        if let Some(rc) = table.revision
+            && absent.contains(&rc)
+        {
+            return Err(fail(
+                &f.rej,
+                Some("row"),
+                format!(
+                    "revision column '{}' is missing; a row of a table with revisions carries it",
+                    table.columns[rc].target
+                ),
+            ));
+        }
+        if let (Some(rc), Some(rev)) = (table.revision, revision)
+            && r[rc] != Value::Integer(rev)
+        {
+            return Err(fail(
+                &f.rej,
+                Some(&format!("row.{}", table.columns[rc].target)),
+                format!("{} differs from the line's revision {rev}", r[rc]),
+            ));
+        }
+    }
+    let before = match f.obj.get("before") {
+        None => None,
+        Some(Json::Null) => {
+            if op == "delete" {
+                return Err(fail(
+                    &f.rej,
+                    Some("before"),
+                    "a delete must say which row it removes".into(),
+                ));
+            }
+            Some(None)
+        }
+        Some(b) => Some(Some(
+            parse_row(table, b, "before").map_err(|(field, r)| fail(&f.rej, Some(&field), r))?,
+        )),
+    };
+    Ok((row, before))
+}
+
+/// The columns the line leaves out: only under the replay rule, the same
+/// in both images.
+fn absent(
+    f: &Fields<'_>,
+    table: &Table,
+    row: &Option<Image>,
+    before: &Option<Option<Image>>,
+) -> Result<Vec<usize>, Rejection> {
+    // A line may leave out columns only under the replay rule, the same in
+    // both images: a journal entry recorded before the column was journaled
+    // carries no value for it, which is not NULL.
+    let absent = match (row, before) {
+        (Some((_, a)), Some(Some((_, b)))) if a != b => {
+            let names = |cols: &[usize]| -> String {
+                let n: Vec<&str> = cols
+                    .iter()
+                    .map(|&i| table.columns[i].target.as_str())
+                    .collect();
+                if n.is_empty() {
+                    "none".into()
+                } else {
+                    n.join(", ")
+                }
+            };
+            return Err(fail(
+                &f.rej,
+                Some("before"),
+                format!(
+                    "row and before leave out different columns (row: {}; before: {}); the images of one change carry the same columns",
+                    names(a),
+                    names(b)
+                ),
+            ));
+        }
+        (Some((_, a)), _) => a.clone(),
+        (None, Some(Some((_, b)))) => b.clone(),
+        (None, _) => Vec::new(),
+    };
+    if before.is_none()
+        && let Some(&i) = absent.first()
+    {
+        return Err(fail(
+            &f.rej,
+            Some("row"),
+            format!(
+                "column '{}' of table '{}' is missing; a row leaves out a column only together with `before` (the replay rule), as the line of a journal entry recorded before the column was journaled does",
+                table.columns[i].target, table.name
+            ),
+        ));
+    }
+    Ok(absent)
+}
+
+/// How the apply engine writes the line: under the replay rule with a
+/// before-image, else by revision, else plainly.
+fn rule(
+    f: &Fields<'_>,
+    table: &Table,
+    before: &Option<Option<Row>>,
+    revision: Option<i64>,
+) -> Result<Rule, Rejection> {
+    Ok(match (before, revision) {
+        (Some(b), r) => Rule::Expect {
+            before: b.clone(),
+            revision: r,
+        },
+        (None, Some(r)) => Rule::Revision(r),
+        (None, None) if table.revision.is_some() => {
+            return Err(fail(
+                &f.rej,
+                Some("revision"),
+                format!(
+                    "table '{}' orders records by revision; the line needs one",
+                    table.name
+                ),
+            ));
+        }
+        (None, None) => Rule::Plain,
     })
 }
 
@@ -394,4 +461,54 @@ fn parse_row(table: &Table, v: &Json, what: &str) -> Result<(Row, Vec<usize>), (
             .map_err(|r| (field, format!("cannot be carried back to the source: {r}")))?;
     }
     Ok((row, absent))
+}
+
+/// A journal entry as the feed line `journal export` writes at `position`
+/// of `delivery`.
+pub fn entry_line(
+    spec: &Spec,
+    feed: &str,
+    delivery: &str,
+    position: i64,
+    e: crate::journal::Entry,
+) -> Result<Json> {
+    let table = &spec.tables[e.table];
+    // A column the entry's image did not record is left out of the
+    // line: it has no value, which NULL would claim.
+    let (old, new) = (
+        e.before
+            .as_ref()
+            .map(|r| row_json_of(table, r, &e.unrecorded)),
+        e.after
+            .as_ref()
+            .map(|r| row_json_of(table, r, &e.unrecorded)),
+    );
+    let named = new
+        .as_ref()
+        .or(old.as_ref())
+        .with_context(|| format!("journal seq {} has no image", e.seq))?;
+    let mut key = Map::new();
+    for c in table.key_columns() {
+        let part = named.get(&c.target).cloned().unwrap_or(Json::Null);
+        if part.is_null() {
+            bail!(
+                "journal entry seq {} of table '{}': key column '{}' is NULL, and a feed cannot carry a record without identity; no feed was written",
+                e.seq,
+                table.name,
+                c.target
+            );
+        }
+        key.insert(c.target.clone(), part);
+    }
+    let mut line = json!({
+        "feed": feed, "delivery": delivery, "position": position, "seq": e.seq,
+        "table": table.name, "op": if e.op == "delete" { "delete" } else { "upsert" }, "key": key,
+    });
+    if let Some(n) = new {
+        line["row"] = n;
+    }
+    // The before-image carries the replay rule; an insert's is null:
+    // there must be no row, or already this one.
+    line["before"] = old.unwrap_or(Json::Null);
+    Ok(line)
 }

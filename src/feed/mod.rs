@@ -17,4 +17,4 @@ pub mod file;
 pub mod line;
 
 pub use file::{DeliveryInfo, read_lines, validate};
-pub use line::{Line, Rejection, parse_line};
+pub use line::{Line, Rejection, entry_line, parse_line};

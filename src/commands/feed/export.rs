@@ -7,10 +7,9 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
-use serde_json::{Map, Value as Json, json};
 
-use crate::apply::row_json_of;
 use crate::db::Access;
+use crate::feed::entry_line;
 use crate::report::{self, Report};
 use crate::schema;
 use crate::spec::Spec;
@@ -78,44 +77,7 @@ pub fn export(spec: &Spec, out: &Path, delivery_size: usize) -> Result<ExportRep
         deliveries += 1;
         for e in page {
             position += 1;
-            let table = &spec.tables[e.table];
-            // A column the entry's image did not record is left out of the
-            // line: it has no value, which NULL would claim.
-            let (old, new) = (
-                e.before
-                    .as_ref()
-                    .map(|r| row_json_of(table, r, &e.unrecorded)),
-                e.after
-                    .as_ref()
-                    .map(|r| row_json_of(table, r, &e.unrecorded)),
-            );
-            let named = new
-                .as_ref()
-                .or(old.as_ref())
-                .with_context(|| format!("journal seq {} has no image", e.seq))?;
-            let mut key = Map::new();
-            for c in table.key_columns() {
-                let part = named.get(&c.target).cloned().unwrap_or(Json::Null);
-                if part.is_null() {
-                    bail!(
-                        "journal entry seq {} of table '{}': key column '{}' is NULL, and a feed cannot carry a record without identity; no feed was written",
-                        e.seq,
-                        table.name,
-                        c.target
-                    );
-                }
-                key.insert(c.target.clone(), part);
-            }
-            let mut line = json!({
-                "feed": feed, "delivery": delivery, "position": position, "seq": e.seq,
-                "table": table.name, "op": if e.op == "delete" { "delete" } else { "upsert" }, "key": key,
-            });
-            if let Some(n) = new {
-                line["row"] = n;
-            }
-            // The before-image carries the replay rule; an insert's is null:
-            // there must be no row, or already this one.
-            line["before"] = old.unwrap_or(Json::Null);
+            let line = entry_line(spec, &feed, &delivery, position, e)?;
             serde_json::to_writer(&mut w, &line)?;
             w.write_all(b"\n")?;
         }

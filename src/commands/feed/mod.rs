@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 
 use crate::apply::{Applied, BatchOutcome, Change, DeliveryCheckpoint, Engine, FailedChange};
 use crate::db::{Access, Db};
-use crate::feed::{Line, Rejection, read_lines, validate};
+use crate::feed::{DeliveryInfo, Line, Rejection, read_lines, validate};
 use crate::report::{BatchStatus, Report, Verdict};
 use crate::schema;
 use crate::spec::{Side, Spec};
@@ -94,101 +94,7 @@ pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<ApplyReport> {
     let mut apply_delivery = |lines: &mut Vec<Line>, rep: &mut ApplyReport| -> Result<bool> {
         let info = &infos[idx];
         idx += 1;
-        let mut h = Sha256::new();
-        for l in lines.iter() {
-            h.update(l.canonical.as_bytes());
-            h.update(b"\n");
-        }
-        if hex::encode(h.finalize()) != info.digest {
-            bail!(
-                "feed {} changed while it was being applied (delivery '{}'); apply it again",
-                path.display(),
-                info.delivery
-            );
-        }
-        let changes: Vec<Change> = lines.iter().map(|l| l.change.clone()).collect();
-        let seqs: Vec<i64> = lines.iter().map(|l| l.seq.unwrap_or(0)).collect();
-        let cp = DeliveryCheckpoint {
-            feed: &info.feed,
-            delivery: &info.delivery,
-            digest: &info.digest,
-            first: info.first_position,
-            last: info.last_position,
-            seqs: &seqs,
-        };
-        let mut dr = DeliveryReport {
-            feed: info.feed.clone(),
-            delivery: info.delivery.clone(),
-            positions: [info.first_position, info.last_position],
-            lines: [info.first_line, info.last_line],
-            status: BatchStatus::Applied,
-            applied: 0,
-            duplicate: 0,
-            stale: 0,
-            reason: None,
-        };
-        let outcome = engine.apply_batch(&changes, &cp).map_err(|e| {
-            let at = e
-                .downcast_ref::<FailedChange>()
-                .and_then(|f| lines.get(f.index))
-                .map(|l| (l.line, l.position));
-            match at {
-                Some((line, position)) => e.context(format!(
-                    "feed {}, delivery '{}', line {line}, position {position}",
-                    path.display(),
-                    info.delivery
-                )),
-                None => e.context(format!(
-                    "feed {}, delivery '{}'",
-                    path.display(),
-                    info.delivery
-                )),
-            }
-        })?;
-        let go_on = match outcome {
-            BatchOutcome::Committed(Applied {
-                written,
-                duplicate,
-                stale,
-            }) => {
-                (dr.applied, dr.duplicate, dr.stale) = (written, duplicate, stale);
-                true
-            }
-            BatchOutcome::Replayed => {
-                dr.status = BatchStatus::Replayed;
-                true
-            }
-            BatchOutcome::Refused(why) => {
-                dr.status = BatchStatus::Rejected;
-                dr.reason = Some(why);
-                false
-            }
-            BatchOutcome::Conflict(c) => {
-                let line = lines
-                    .iter()
-                    .find(|l| l.position == c.tag)
-                    .map_or(0, |l| l.line);
-                dr.status = BatchStatus::Rejected;
-                dr.reason = Some(format!(
-                    "line {line}, position {}, table '{}', key {}{}: {}; found {}, wanted {}. The whole delivery was rolled back",
-                    c.tag,
-                    c.table,
-                    c.key,
-                    c.column
-                        .as_ref()
-                        .map(|col| format!(", column '{col}'"))
-                        .unwrap_or_default(),
-                    c.reason,
-                    c.found.as_ref().map_or("no row".into(), |f| f.to_string()),
-                    c.wanted.as_ref().map_or("no row".into(), |f| f.to_string()),
-                ));
-                false
-            }
-            BatchOutcome::Raced => bail!("unexpected race applying delivery '{}'", info.delivery),
-        };
-        rep.deliveries.push(dr);
-        lines.clear();
-        Ok(go_on)
+        deliver(&engine, path, info, lines, rep)
     };
     read_lines(path, spec, |l| {
         let l = l.map_err(|r| {
@@ -226,6 +132,123 @@ pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<ApplyReport> {
         rep.verdict = Verdict::Pass;
     }
     with_checkpoints(rep, db)
+}
+
+/// Applies one delivery, `lines` as read again, in one transaction with its
+/// receipt; whether the next may follow.
+fn deliver(
+    engine: &Engine<'_>,
+    path: &Path,
+    info: &DeliveryInfo,
+    lines: &mut Vec<Line>,
+    rep: &mut ApplyReport,
+) -> Result<bool> {
+    let mut h = Sha256::new();
+    for l in lines.iter() {
+        h.update(l.canonical.as_bytes());
+        h.update(b"\n");
+    }
+    if hex::encode(h.finalize()) != info.digest {
+        bail!(
+            "feed {} changed while it was being applied (delivery '{}'); apply it again",
+            path.display(),
+            info.delivery
+        );
+    }
+    let changes: Vec<Change> = lines.iter().map(|l| l.change.clone()).collect();
+    let seqs: Vec<i64> = lines.iter().map(|l| l.seq.unwrap_or(0)).collect();
+    let cp = DeliveryCheckpoint {
+        feed: &info.feed,
+        delivery: &info.delivery,
+        digest: &info.digest,
+        first: info.first_position,
+        last: info.last_position,
+        seqs: &seqs,
+    };
+    let mut dr = DeliveryReport {
+        feed: info.feed.clone(),
+        delivery: info.delivery.clone(),
+        positions: [info.first_position, info.last_position],
+        lines: [info.first_line, info.last_line],
+        status: BatchStatus::Applied,
+        applied: 0,
+        duplicate: 0,
+        stale: 0,
+        reason: None,
+    };
+    let outcome = engine.apply_batch(&changes, &cp).map_err(|e| {
+        let at = e
+            .downcast_ref::<FailedChange>()
+            .and_then(|f| lines.get(f.index))
+            .map(|l| (l.line, l.position));
+        match at {
+            Some((line, position)) => e.context(format!(
+                "feed {}, delivery '{}', line {line}, position {position}",
+                path.display(),
+                info.delivery
+            )),
+            None => e.context(format!(
+                "feed {}, delivery '{}'",
+                path.display(),
+                info.delivery
+            )),
+        }
+    })?;
+    let go_on = settle(&mut dr, outcome, lines, info)?;
+    rep.deliveries.push(dr);
+    lines.clear();
+    Ok(go_on)
+}
+
+/// What a delivery's outcome makes of its report; whether the next may
+/// follow.
+fn settle(
+    dr: &mut DeliveryReport,
+    outcome: BatchOutcome,
+    lines: &[Line],
+    info: &DeliveryInfo,
+) -> Result<bool> {
+    Ok(match outcome {
+        BatchOutcome::Committed(Applied {
+            written,
+            duplicate,
+            stale,
+        }) => {
+            (dr.applied, dr.duplicate, dr.stale) = (written, duplicate, stale);
+            true
+        }
+        BatchOutcome::Replayed => {
+            dr.status = BatchStatus::Replayed;
+            true
+        }
+        BatchOutcome::Refused(why) => {
+            dr.status = BatchStatus::Rejected;
+            dr.reason = Some(why);
+            false
+        }
+        BatchOutcome::Conflict(c) => {
+            let line = lines
+                .iter()
+                .find(|l| l.position == c.tag)
+                .map_or(0, |l| l.line);
+            dr.status = BatchStatus::Rejected;
+            dr.reason = Some(format!(
+                "line {line}, position {}, table '{}', key {}{}: {}; found {}, wanted {}. The whole delivery was rolled back",
+                c.tag,
+                c.table,
+                c.key,
+                c.column
+                    .as_ref()
+                    .map(|col| format!(", column '{col}'"))
+                    .unwrap_or_default(),
+                c.reason,
+                c.found.as_ref().map_or("no row".into(), |f| f.to_string()),
+                c.wanted.as_ref().map_or("no row".into(), |f| f.to_string()),
+            ));
+            false
+        }
+        BatchOutcome::Raced => bail!("unexpected race applying delivery '{}'", info.delivery),
+    })
 }
 
 /// The report with each feed's checkpoint as the database holds it now.
