@@ -207,27 +207,8 @@ impl Survey {
             q.duplicate_keys += 1;
             q.note(max, format!("key {}: appears twice in the snapshot", key()));
         }
-        let mut mark_of = None;
-        if let Some(wm) = wm {
-            let w = b.get(r, wm);
-            match mark(w) {
-                Err(e) => {
-                    q.bad_watermarks += 1;
-                    q.note(max, format!("key {}: {e}", key()));
-                }
-                Ok(m) => match &self.shape {
-                    None => {
-                        self.shape = shape(w);
-                        mark_of = Some(m);
-                    }
-                    Some(s) if s.fits(w) => mark_of = Some(m),
-                    _ => {
-                        q.bad_watermarks += 1;
-                        q.note(max, format!("key {}: watermark {} is not of the shape of the others (mixed widths or kinds)", key(), w.to_value()));
-                    }
-                },
-            }
-        }
+        let mark_of = wm.and_then(|wm| self.watermark(b.get(r, wm), max, &key));
+        let q = &mut self.quality;
         let invalid = if let canonical::Forwarded::Invalid(Note::Invalid(column, value, reason)) =
             canonical::forward_row(p, b, r, fwd)
         {
@@ -262,9 +243,49 @@ impl Survey {
             }
             return Ok(());
         }
-        let Some((t, width)) = target else {
+        let Some(target) = target else {
             return Ok(());
         };
+        self.behind(p, b, r, fwd, target, max)
+    }
+
+    /// A watermark as a typed value of the shape of the others; else a
+    /// finding, and `None`.
+    fn watermark(&mut self, w: CellRef<'_>, max: usize, key: &dyn Fn() -> String) -> Option<Mark> {
+        let q = &mut self.quality;
+        let mut mark_of = None;
+        match mark(w) {
+            Err(e) => {
+                q.bad_watermarks += 1;
+                q.note(max, format!("key {}: {e}", key()));
+            }
+            Ok(m) => match &self.shape {
+                None => {
+                    self.shape = shape(w);
+                    mark_of = Some(m);
+                }
+                Some(s) if s.fits(w) => mark_of = Some(m),
+                _ => {
+                    q.bad_watermarks += 1;
+                    q.note(max, format!("key {}: watermark {} is not of the shape of the others (mixed widths or kinds)", key(), w.to_value()));
+                }
+            },
+        }
+        mark_of
+    }
+
+    /// A row at or behind the cursor: late unless the target (read beside
+    /// the source, judged on its first `width` columns) holds it as it is.
+    fn behind(
+        &mut self,
+        p: &Table,
+        b: &Block,
+        r: usize,
+        fwd: &[CellRef<'_>],
+        (t, width): (&mut reconcile::Cursor<Block>, usize),
+        max: usize,
+    ) -> Result<()> {
+        let k = p.key_len;
         // The target rows before this key are not the source's business here.
         let held = match t.seek(b, r, k, &p.target_table, |_, _| Ok(()))? {
             Ordering::Equal => t
