@@ -21,7 +21,7 @@
 //! `--lookback` re-reads a window behind the cursor to pick them up.
 //!
 //! The checks and the late rows come from one key-ordered pass over the
-//! source, the target read beside it ([`crate::survey::Survey`]). The carrying pass then
+//! source, the target read beside it ([`crate::survey`]). The carrying pass then
 //! reads, in watermark order, only the rows from the least watermark the
 //! survey wanted (a range the engine can seek when the watermark is
 //! indexed), and nothing when it wanted none: a sync with little to carry
