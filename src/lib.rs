@@ -4,7 +4,18 @@
 //! Architecture, one module per concept (docs/architecture.md draws it):
 //!
 //! - [`commands`] — one module per command: check, load, sync, gate, journal,
-//!   fence, replay, feed (export and apply), status, init and the drill;
+//!   fence, replay, feed (export and apply), status, init and the drill. A
+//!   command opens what it needs, calls the layers below and renders its
+//!   typed report; none imports another;
+//! - the rollback's and the migration's own concepts, which the commands
+//!   share: [`journal`] (identity, drift, install and its proof, entries
+//!   read as rows, runs in replay order), [`fence`] (fingerprint, the record
+//!   and its copy, breach, replay's watch, the replay verdict, set and taken
+//!   off), [`replay`] (changes and their fold, the dry run's plan,
+//!   foreign-key checks, causes, conflict texts), [`feed`] (a feed line
+//!   parsed and validated, a feed file validated whole), [`survey`] (sync's
+//!   checks of a source table) and [`provenance`] (a synced table's batches
+//!   and cursor);
 //! - [`spec`] — the TOML migration spec and its load-time checks, parsed
 //!   without touching a database; [`schema`] — opening its databases and
 //!   checking the spec against their catalogues;
@@ -13,8 +24,11 @@
 //! - [`canonical`] — a source row in target form (forward transform and
 //!   checks), the one conversion every command uses; [`watermark`] — the
 //!   typed values sync's cursor is made of;
-//! - [`reconcile`] — the streaming merge of canonical views, which the gate
-//!   turns into a verdict and check into a reversibility proof;
+//! - [`reconcile`] — the streaming merge of canonical views and the
+//!   reconciliation it gives (its summary line included), which the gate
+//!   turns into a verdict and check into a reversibility proof; [`digest`] —
+//!   the gate's digest mode over it; [`side_effects`] — the source's
+//!   triggers, rules and foreign-key actions, decided;
 //! - [`apply`] — the one engine that writes rows, batch and checkpoint in one
 //!   transaction, used by load, sync, replay and feed apply;
 //! - [`db`] — every SQL statement, behind the engine interfaces (SQLite,
@@ -29,12 +43,18 @@ pub mod cli;
 pub mod commands;
 pub mod db;
 pub mod digest;
+pub mod feed;
+pub mod fence;
+pub mod journal;
 pub mod progress;
+pub mod provenance;
 pub mod reconcile;
+pub mod replay;
 pub mod report;
 pub mod schema;
 pub mod side_effects;
 pub mod spec;
+pub mod survey;
 pub mod transform;
 pub mod value;
 pub mod watermark;
@@ -42,7 +62,7 @@ pub mod watermark;
 use anyhow::Result;
 
 use cli::{Cli, Command, FenceAction, JournalAction};
-use commands::{check, drill, feed, fence, gate, init, journal, load, replay, status, sync};
+use commands::{check, drill, gate, init, load, status, sync};
 use report::Outcome;
 
 /// Runs the command line.
@@ -93,6 +113,60 @@ fn only(mut spec: spec::Spec, filter: &cli::TableFilter) -> Result<spec::Spec> {
 
 /// Runs one command: its typed report, rendered as JSON and text.
 pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
+    let load = |a: &cli::SpecArg| spec::load(&a.spec);
+    match command {
+        Command::Check { .. }
+        | Command::Load { .. }
+        | Command::Sync { .. }
+        | Command::Gate { .. } => before_cutover(command),
+        Command::Journal { .. }
+        | Command::Fence { .. }
+        | Command::Replay { .. }
+        | Command::Apply { .. } => rollback(command),
+        Command::Status { spec } => {
+            let rep = status::run(&load(spec)?)?;
+            Outcome::of(&rep, status::render(&rep))
+        }
+        Command::Init {
+            source,
+            target,
+            out,
+        } => {
+            let rep = init::run(source, target, out.as_deref())?;
+            Outcome::of(&rep, init::render(&rep))
+        }
+        Command::Drill {
+            scenario,
+            inject_mismatch,
+            crash_matrix,
+            verify,
+            keep,
+            stop_after,
+            source,
+            target,
+            report: _,
+        } => {
+            let rep = drill::run(drill::Options {
+                scenario: *scenario,
+                inject: *inject_mismatch,
+                crash_matrix: *crash_matrix,
+                verify: verify.as_deref(),
+                keep: keep.as_deref(),
+                stop_after: *stop_after,
+                servers: drill::Servers {
+                    source: source.clone(),
+                    target: target.clone(),
+                },
+                format,
+            })?;
+            Outcome::of(&rep, drill::render(&rep))
+        }
+    }
+}
+
+/// The commands that carry the data across and prove it before the
+/// cutover: check, load, sync and the gate.
+fn before_cutover(command: &Command) -> Result<Outcome> {
     let load = |a: &cli::SpecArg| spec::load(&a.spec);
     match command {
         Command::Check {
@@ -157,29 +231,38 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
                 Outcome::of(&rep, gate::render(&rep))
             }
         }
+        _ => unreachable!("execute hands only the commands before the cutover here"),
+    }
+}
+
+/// The commands of the rollback: the journal, the fence, the replay, and a
+/// feed exported or applied.
+fn rollback(command: &Command) -> Result<Outcome> {
+    let load = |a: &cli::SpecArg| spec::load(&a.spec);
+    match command {
         Command::Journal { action } => {
             let rep = match action {
-                JournalAction::Install(s) => journal::install(&load(s)?)?,
-                JournalAction::Remove(s) => journal::remove(&load(s)?)?,
-                JournalAction::Status(s) => journal::status(&load(s)?)?,
+                JournalAction::Install(s) => commands::journal::install(&load(s)?)?,
+                JournalAction::Remove(s) => commands::journal::remove(&load(s)?)?,
+                JournalAction::Status(s) => commands::journal::status(&load(s)?)?,
                 JournalAction::Export {
                     spec,
                     out,
                     delivery_size,
                 } => {
-                    let rep = feed::export(&load(spec)?, out, *delivery_size)?;
-                    return Outcome::of(&rep, feed::render_export(&rep));
+                    let rep = commands::feed::export(&load(spec)?, out, *delivery_size)?;
+                    return Outcome::of(&rep, commands::feed::render_export(&rep));
                 }
             };
-            Outcome::of(&rep, journal::render(&rep))
+            Outcome::of(&rep, commands::journal::render(&rep))
         }
         Command::Fence { action } => {
             let rep = match action {
-                FenceAction::On(s) => fence::on(&load(s)?)?,
-                FenceAction::Off { spec, force } => fence::off(&load(spec)?, *force)?,
-                FenceAction::Status(s) => fence::status(&load(s)?)?,
+                FenceAction::On(s) => commands::fence::on(&load(s)?)?,
+                FenceAction::Off { spec, force } => commands::fence::off(&load(spec)?, *force)?,
+                FenceAction::Status(s) => commands::fence::status(&load(s)?)?,
             };
-            Outcome::of(&rep, fence::render(&rep))
+            Outcome::of(&rep, commands::fence::render(&rep))
         }
         Command::Replay {
             spec,
@@ -189,8 +272,8 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
             report: _,
         } => {
             let spec = load(spec)?;
-            let rep = replay::run(&spec, *batch, *dry_run, *max_diffs)?;
-            Outcome::of(&rep, replay::render(&spec, &rep))
+            let rep = commands::replay::run(&spec, *batch, *dry_run, *max_diffs)?;
+            Outcome::of(&rep, commands::replay::render(&spec, &rep))
         }
         Command::Apply {
             spec,
@@ -201,46 +284,9 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
                 cli::IntoSide::Source => spec::Side::Source,
                 cli::IntoSide::Target => spec::Side::Target,
             };
-            let rep = feed::apply(&load(spec)?, file, side)?;
-            Outcome::of(&rep, feed::render(&rep))
+            let rep = commands::feed::apply(&load(spec)?, file, side)?;
+            Outcome::of(&rep, commands::feed::render(&rep))
         }
-        Command::Status { spec } => {
-            let rep = status::run(&load(spec)?)?;
-            Outcome::of(&rep, status::render(&rep))
-        }
-        Command::Init {
-            source,
-            target,
-            out,
-        } => {
-            let rep = init::run(source, target, out.as_deref())?;
-            Outcome::of(&rep, init::render(&rep))
-        }
-        Command::Drill {
-            scenario,
-            inject_mismatch,
-            crash_matrix,
-            verify,
-            keep,
-            stop_after,
-            source,
-            target,
-            report: _,
-        } => {
-            let rep = drill::run(drill::Options {
-                scenario: *scenario,
-                inject: *inject_mismatch,
-                crash_matrix: *crash_matrix,
-                verify: verify.as_deref(),
-                keep: keep.as_deref(),
-                stop_after: *stop_after,
-                servers: drill::Servers {
-                    source: source.clone(),
-                    target: target.clone(),
-                },
-                format,
-            })?;
-            Outcome::of(&rep, drill::render(&rep))
-        }
+        _ => unreachable!("execute hands only the rollback's commands here"),
     }
 }

@@ -200,6 +200,14 @@ impl Reconciliation {
         self.tables.iter().map(|t| t.target_rows).sum()
     }
 
+    /// Differences that fail the gate (non-canonical texts do not).
+    pub fn diffs_found_blocking(&self) -> u64 {
+        self.tables
+            .iter()
+            .map(|t| t.changed + t.missing + t.extra + t.invalid)
+            .sum()
+    }
+
     /// Counts a difference; builds it (keys, JSON, display text) only when
     /// it is one of the first few kept, so a table with millions of
     /// differences costs a counter per difference, not an allocation.
@@ -209,6 +217,34 @@ impl Reconciliation {
             self.diffs.push(d());
         }
     }
+}
+
+/// The one-line summary the runbook and drill quote: `rows=3, total_cents=4000`.
+pub fn summary(spec: &Spec, rec: &Reconciliation) -> String {
+    let mut parts = vec![format!("rows={}", rec.rows())];
+    for (t, r) in spec.tables.iter().zip(&rec.tables) {
+        for tot in &r.totals {
+            // `cents` reads as total_cents; a column already named
+            // `total_cents` is not doubled.
+            let base = if tot.column.starts_with("total") {
+                tot.column.clone()
+            } else {
+                format!("total_{}", tot.column)
+            };
+            let name = match &tot.currency {
+                Some(c) => format!("{base}[{c}]"),
+                None => base,
+            };
+            let name = if spec.tables.len() > 1 {
+                format!("{}.{name}", t.name)
+            } else {
+                name
+            };
+            parts.push(format!("{name}={}", tot.target));
+        }
+    }
+    parts.push(format!("differences={}", rec.diffs_found_blocking()));
+    parts.join(", ")
 }
 
 /// Reconciles every table of the spec. Both connections are used from a

@@ -4,7 +4,7 @@
 //!   agrees with a reference implementation of docs/spec.md's grammar
 //!   (`-?[0-9]+(\.[0-9]{1,scale})?`, value × 10^scale within `i64`), never
 //!   panics, and `render_minor` inverts it;
-//! - `fuzz_feed_line_*`: `cutover::commands::feed::parse_line` on arbitrary and mutated
+//! - `fuzz_feed_line_*`: `cutover::feed::parse_line` on arbitrary and mutated
 //!   lines never panics; the built binary fed arbitrary byte lines never
 //!   panics, exits 1 or 2, and writes nothing;
 //! - `replaying_twice_equals_replaying_once`: on generated journals
@@ -287,7 +287,7 @@ proptest! {
                 .enumerate()
                 .map(|(i, t)| (t.name.as_str(), i))
                 .collect();
-            match cutover::commands::feed::parse_line(spec, &tables, n, &line) {
+            match cutover::feed::parse_line(spec, &tables, n, &line) {
                 Ok(l) => {
                     prop_assert_eq!(l.line, n);
                     prop_assert!(l.position > 0, "{}", line);

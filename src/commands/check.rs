@@ -315,6 +315,28 @@ pub fn render(rep: &CheckReport) -> String {
             "note: table '{t}': source column '{c}' is ignored; the migration is irreversible for it (rollback keeps it on rows that exist before and after, and leaves it NULL or at its default on rows new to the source)\n"
         ));
     }
+    render_findings(rep, &mut text);
+    text.push_str(&if rep.holds() {
+        if non_canonical > 0 {
+            format!("check: pass ({non_canonical} non-canonical texts would be rewritten by replay; --strict makes that a failure)\n")
+        } else {
+            "check: pass (every source row transforms and round-trips)\n".to_string()
+        }
+    } else if invalid > 0 {
+        format!("check: FAIL ({invalid} invalid source rows; fix them in the source, or the spec, and run check again)\n")
+    } else if let Some(d) = rep.side_effects.unheld_triggers().next() {
+        format!(
+            "check: FAIL (the rollback is not ready: replay cannot hold the source {} '{}' on '{}' as its policy says, and would refuse; see CANNOT HOLD above)\n",
+            d.effect.kind, d.effect.name, d.effect.table
+        )
+    } else {
+        format!("check: FAIL under --strict ({non_canonical} non-canonical texts)\n")
+    });
+    text
+}
+
+/// The findings per column, then the first differences found.
+fn render_findings(rep: &CheckReport, text: &mut String) {
     if !rep.summary.is_empty() {
         text.push_str("\nfindings per column\n");
         text.push_str(&report::table(
@@ -352,21 +374,4 @@ pub fn render(rep: &CheckReport) -> String {
         text.push_str(&report::diffs(&rep.diffs));
         text.push('\n');
     }
-    text.push_str(&if rep.holds() {
-        if non_canonical > 0 {
-            format!("check: pass ({non_canonical} non-canonical texts would be rewritten by replay; --strict makes that a failure)\n")
-        } else {
-            "check: pass (every source row transforms and round-trips)\n".to_string()
-        }
-    } else if invalid > 0 {
-        format!("check: FAIL ({invalid} invalid source rows; fix them in the source, or the spec, and run check again)\n")
-    } else if let Some(d) = rep.side_effects.unheld_triggers().next() {
-        format!(
-            "check: FAIL (the rollback is not ready: replay cannot hold the source {} '{}' on '{}' as its policy says, and would refuse; see CANNOT HOLD above)\n",
-            d.effect.kind, d.effect.name, d.effect.table
-        )
-    } else {
-        format!("check: FAIL under --strict ({non_canonical} non-canonical texts)\n")
-    });
-    text
 }

@@ -1,8 +1,10 @@
 //! The commands, one module each: what `cutover <command>` does, from an
-//! opened spec to a typed report. They use the layers below them (spec,
-//! schema, reconcile, apply, db) and, where one command is a step of another
-//! (the gate's quality checks are sync's, replay ends with the gate's
-//! reconcile), each other.
+//! opened spec to a typed report. A command opens what it needs, calls the
+//! domain modules (journal, fence, replay, feed, survey, provenance,
+//! reconcile) and the layers below them, and renders its report. No command
+//! imports another: what two of them share lives below them
+//! (`tests/engine_seam.rs` keeps it so). The drill, which rehearses the
+//! runbook, runs the commands themselves.
 
 pub mod check;
 pub mod drill;

@@ -120,20 +120,7 @@ pub(super) fn run(
         std::fs::write(dir.join(name), text)?;
     }
     if setup_only {
-        rec.say(
-            "set up",
-            None,
-            true,
-            json!({}),
-            "spec.toml, an empty target.db and three snapshots".into(),
-        );
-        return Ok((
-            DrillVerdict::Pass,
-            Transcript::Customers {
-                customers: None,
-                steps: Vec::new(),
-            },
-        ));
+        return Ok(set_up(rec));
     }
     if rec.print {
         println!(
@@ -145,17 +132,7 @@ pub(super) fn run(
     for s in &STEPS {
         let before = Db::open_file(&dir.join("target.db"), Access::Read, "target")?.snapshot()?;
         let snapshot = dir.join(s.snapshot);
-        let options = sync::Options {
-            snapshot: Some(&snapshot),
-            lookback: s
-                .extra
-                .iter()
-                .position(|a| *a == "--lookback")
-                .map(|i| s.extra[i + 1]),
-            evolve: s.extra.contains(&"--evolve"),
-            batch: 10_000,
-            max_keys: 20,
-        };
+        let options = options(s, &snapshot);
         let shown = format!(
             "cutover sync --spec spec.toml --snapshot {}{}",
             s.snapshot,
@@ -184,36 +161,10 @@ pub(super) fn run(
         let (changed, unchanged, late) = (t.changed, t.unchanged, t.late);
         let unchanged_db =
             Db::open_file(&dir.join("target.db"), Access::Read, "target")?.snapshot()? == before;
-        let mut said = format!(
-            "{}: exit {}, changed {changed}, unchanged {unchanged}, late {late}",
-            s.name,
-            if holds { 0 } else { 1 }
-        );
         let drift = t.drift.new.clone();
-        if !drift.is_empty() {
-            said.push_str(&format!(
-                "; drift: new column {} (nothing written: {unchanged_db})",
-                drift.join(", ")
-            ));
-        }
         let evolved = t.drift.evolved.clone();
-        if !evolved.is_empty() {
-            said.push_str(&format!("; evolved: added column {}", evolved.join(", ")));
-        }
-        if late > 0 {
-            let keys: Vec<String> = t.late_keys.iter().map(Json::to_string).collect();
-            said.push_str(&format!("; late keys {}", keys.join(", ")));
-        }
         let failures = t.quality.failures();
-        if failures > 0 {
-            said.push_str(&format!(
-                "; quality: duplicate keys {}, bad watermarks {} (target and cursor unchanged: {unchanged_db})",
-                t.quality.duplicate_keys, t.quality.bad_watermarks
-            ));
-        }
-        if let Some(c) = &t.cursor_after {
-            said.push_str(&format!("; cursor ({}, {})", c.watermark, c.key));
-        }
+        let mut said = said(s, t, holds, unchanged_db);
         // A refusal must leave the target as it was; a no-op too.
         let nothing_written_when_refused = holds || s.changed > 0 || unchanged_db;
         let ok = holds == s.holds
@@ -250,4 +201,73 @@ pub(super) fn run(
             steps,
         },
     ))
+}
+
+/// What a sync step reports, in the transcript's words.
+fn said(s: &Step, t: &sync::TableSync, holds: bool, unchanged_db: bool) -> String {
+    let (changed, unchanged, late) = (t.changed, t.unchanged, t.late);
+    let mut said = format!(
+        "{}: exit {}, changed {changed}, unchanged {unchanged}, late {late}",
+        s.name,
+        if holds { 0 } else { 1 }
+    );
+    let drift = t.drift.new.clone();
+    if !drift.is_empty() {
+        said.push_str(&format!(
+            "; drift: new column {} (nothing written: {unchanged_db})",
+            drift.join(", ")
+        ));
+    }
+    let evolved = t.drift.evolved.clone();
+    if !evolved.is_empty() {
+        said.push_str(&format!("; evolved: added column {}", evolved.join(", ")));
+    }
+    if late > 0 {
+        let keys: Vec<String> = t.late_keys.iter().map(Json::to_string).collect();
+        said.push_str(&format!("; late keys {}", keys.join(", ")));
+    }
+    let failures = t.quality.failures();
+    if failures > 0 {
+        said.push_str(&format!(
+            "; quality: duplicate keys {}, bad watermarks {} (target and cursor unchanged: {unchanged_db})",
+            t.quality.duplicate_keys, t.quality.bad_watermarks
+        ));
+    }
+    if let Some(c) = &t.cursor_after {
+        said.push_str(&format!("; cursor ({}, {})", c.watermark, c.key));
+    }
+    said
+}
+
+/// The options a step runs `cutover sync` with.
+fn options<'a>(s: &Step, snapshot: &'a Path) -> sync::Options<'a> {
+    sync::Options {
+        snapshot: Some(snapshot),
+        lookback: s
+            .extra
+            .iter()
+            .position(|a| *a == "--lookback")
+            .map(|i| s.extra[i + 1]),
+        evolve: s.extra.contains(&"--evolve"),
+        batch: 10_000,
+        max_keys: 20,
+    }
+}
+
+/// `--stop-after setup`: the files in place, nothing synced.
+fn set_up(rec: &mut Recorder) -> (DrillVerdict, Transcript) {
+    rec.say(
+        "set up",
+        None,
+        true,
+        json!({}),
+        "spec.toml, an empty target.db and three snapshots".into(),
+    );
+    (
+        DrillVerdict::Pass,
+        Transcript::Customers {
+            customers: None,
+            steps: Vec::new(),
+        },
+    )
 }

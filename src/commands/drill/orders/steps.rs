@@ -1,195 +1,24 @@
-//! The running example (README.md), step by step as RUNBOOK.md tells it.
+//! The drill's runbook, part by part: proven before the cutover (check,
+//! load, gate and rehearsal), cut over, fenced, rolled back.
 
-use std::path::Path;
-
-use anyhow::{Result, bail};
+use anyhow::Result;
 use serde_json::{Value as Json, json};
 
-use super::{DrillVerdict, Recorder, Servers, StepRecord, Transcript, key_text};
+use super::{APP_WRITES, Drill, application, set_up_on};
 use crate::cli::Step;
+use crate::commands::drill::{Servers, key_text};
 use crate::commands::replay::Replay;
 use crate::commands::{check, fence, gate, journal, load, replay, status};
-use crate::db::{Access, Db};
 use crate::report::{self, Report};
-use crate::spec::{Location, Spec};
+use crate::spec::Spec;
 
-const SPEC: &str = include_str!("../../../fixtures/orders/spec.toml");
-const SOURCE: &str = include_str!("../../../fixtures/orders/source.sql");
-const TARGET: &str = include_str!("../../../fixtures/orders/target.sql");
-const APP_WRITES: &str = include_str!("../../../fixtures/orders/app_writes.sql");
-
-struct Drill<'a> {
-    dir: &'a Path,
-    rec: &'a mut Recorder,
-}
-
-impl Drill<'_> {
-    fn say(
-        &mut self,
-        name: &'static str,
-        command: Option<&str>,
-        ok: bool,
-        figures: Json,
-        said: String,
-    ) {
-        self.rec.say(name, command, ok, figures, said);
-    }
-
-    /// Runs a command on the drill's spec, returning its typed report; an
-    /// error is a failed step, reported with its message.
-    fn run<R>(
-        &mut self,
-        name: &'static str,
-        shown: &str,
-        command: impl FnOnce(&Spec) -> Result<R>,
-    ) -> Result<Option<R>> {
-        match crate::spec::load(&self.dir.join("spec.toml")).and_then(|s| command(&s)) {
-            Ok(r) => Ok(Some(r)),
-            Err(e) => {
-                self.say(
-                    name,
-                    Some(shown),
-                    false,
-                    Json::Null,
-                    format!("FAILED: {e:#}"),
-                );
-                Ok(None)
-            }
-        }
-    }
-}
-
-/// A schema the drill made on a server for one side, dropped with this
-/// handle unless the folder is kept.
-struct ServerSide {
-    url: String,
-    schema: String,
-    keep: bool,
-}
-
-impl Drop for ServerSide {
-    fn drop(&mut self) {
-        if self.keep {
-            return;
-        }
-        let base = Location::Postgres(self.url.clone());
-        if let Ok(db) = Db::open(&base, Access::Write, "drill") {
-            let _ = db.execute_script(&format!("DROP SCHEMA \"{}\" CASCADE", self.schema));
-        }
-    }
-}
-
-/// Makes a schema of the drill's own in the PostgreSQL database at `url`
-/// and the table of `script` in it; returns the url of that schema.
-fn on_server(
-    url: &str,
-    side: &str,
-    script: &str,
-    keep: bool,
-    made: &mut Vec<ServerSide>,
-) -> Result<String> {
-    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-        bail!(
-            "--{side} {}: give a postgres://USER@HOST:PORT/DB url",
-            crate::spec::without_password(url)
-        );
-    }
-    if url.contains("schema=") {
-        bail!(
-            "--{side} {}: leave out schema=; the drill makes a schema of its own and drops it afterwards",
-            crate::spec::without_password(url)
-        );
-    }
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let schema = format!("cutover_drill_{side}_{}_{nanos}", std::process::id());
-    let base = Db::open(&Location::Postgres(url.to_string()), Access::Write, side)?;
-    base.execute_script(&format!("CREATE SCHEMA \"{schema}\""))?;
-    made.push(ServerSide {
-        url: url.to_string(),
-        schema: schema.clone(),
-        keep,
-    });
-    let sep = if url.contains('?') { '&' } else { '?' };
-    let at = format!("{url}{sep}schema={schema}");
-    Db::open(&Location::Postgres(at.clone()), Access::Write, side)?.execute_script(script)?;
-    Ok(at)
-}
-
-/// Creates the running example's spec and databases in `dir`: SQLite files,
-/// or schemas of the drill's own on the servers given.
-fn set_up_on(dir: &Path, servers: &Servers, keep: bool) -> Result<Vec<ServerSide>> {
-    let mut made = Vec::new();
-    let mut spec = SPEC.to_string();
-    match &servers.source {
-        Some(url) => {
-            let at = on_server(url, "source", SOURCE, keep, &mut made)?;
-            spec = spec.replace("sqlite://source.db", &at);
-        }
-        None => Db::create(&dir.join("source.db"), SOURCE)?,
-    }
-    match &servers.target {
-        Some(url) => {
-            let at = on_server(url, "target", TARGET, keep, &mut made)?;
-            spec = spec.replace("sqlite://target.db", &at);
-        }
-        None => Db::create(&dir.join("target.db"), TARGET)?,
-    }
-    std::fs::write(dir.join("spec.toml"), spec)?;
-    Ok(made)
-}
-
-/// The target of the drill's spec, opened to write as the application does.
-fn application(dir: &Path) -> Result<Db> {
-    let spec = crate::spec::load(&dir.join("spec.toml"))?;
-    Db::open(&spec.target, Access::Write, "target")
-}
-
-/// Runs the drill in `dir`; returns its verdict and transcript.
-pub(super) fn run(
-    dir: &Path,
-    rec: &mut Recorder,
+pub(super) fn steps(
+    d: &mut Drill,
     inject: bool,
-    stop_after: Option<Step>,
+    last: Step,
     servers: &Servers,
     keep: bool,
-) -> Result<(DrillVerdict, Transcript)> {
-    if rec.print {
-        println!(
-            "cutover drill: the running example (orders: dollars and status codes → cents and words)\n"
-        );
-    }
-    let mut d = Drill { dir, rec };
-    let ok = steps(
-        &mut d,
-        inject,
-        stop_after.unwrap_or(Step::Replay),
-        servers,
-        keep,
-    )?;
-    let verdict = match (ok, inject) {
-        (true, false) => DrillVerdict::Pass,
-        (true, true) => DrillVerdict::Blocked,
-        (false, _) => DrillVerdict::Fail,
-    };
-    let steps: Vec<StepRecord> = std::mem::take(&mut d.rec.steps);
-    Ok((verdict, Transcript::Orders { steps }))
-}
-
-/// The runbook, step by step. Returns whether every step held.
-pub(super) fn steps_until(dir: &Path, rec: &mut Recorder, last: Step) -> Result<bool> {
-    steps(
-        &mut Drill { dir, rec },
-        false,
-        last,
-        &Servers::default(),
-        true,
-    )
-}
-
-fn steps(d: &mut Drill, inject: bool, last: Step, servers: &Servers, keep: bool) -> Result<bool> {
-    let sh = |c: &str| format!("cutover {c} --spec spec.toml");
+) -> Result<bool> {
     // The schemas made on servers go when this returns, unless kept.
     let _made = set_up_on(d.dir, servers, keep)?;
     let name = |server: &Option<String>, side: &str, file: &str| match server {
@@ -210,10 +39,36 @@ fn steps(d: &mut Drill, inject: bool, last: Step, servers: &Servers, keep: bool)
     if last == Step::Setup {
         return Ok(true);
     }
+    if let Err(held) = prove(d, last)? {
+        return Ok(held);
+    }
+    if let Err(held) = gate(d, inject, last)? {
+        return Ok(held);
+    }
+    let last_seq = match cut_over(d, last)? {
+        Ok(seq) => seq,
+        Err(held) => return Ok(held),
+    };
+    if let Err(held) = fence_up(d, last, last_seq)? {
+        return Ok(held);
+    }
+    roll_back(d)
+}
 
+/// The command line a step shows.
+fn sh(c: &str) -> String {
+    format!("cutover {c} --spec spec.toml")
+}
+
+/// A part of the runbook: `Ok` to go on, `Err` to stop there with whether
+/// every step so far held.
+type Part<T = ()> = Result<std::result::Result<T, bool>>;
+
+/// Check and load.
+fn prove(d: &mut Drill, last: Step) -> Part {
     let c = sh("check");
     let Some(o) = d.run("check", &c, |s| check::run(s, false, 20))? else {
-        return Ok(false);
+        return Ok(Err(false));
     };
     let rows: u64 = o.tables.iter().map(|t| t.rows).sum();
     d.say(
@@ -224,12 +79,12 @@ fn steps(d: &mut Drill, inject: bool, last: Step, servers: &Servers, keep: bool)
         format!("{rows} source rows, every one transforms and round-trips"),
     );
     if !o.holds() || last == Step::Check {
-        return Ok(o.holds());
+        return Ok(Err(o.holds()));
     }
 
     let c = sh("load");
     let Some(o) = d.run("load", &c, |s| load::run(s, 1000, false))? else {
-        return Ok(false);
+        return Ok(Err(false));
     };
     let loaded: u64 = o.tables.iter().map(|t| t.loaded).sum();
     d.say(
@@ -240,13 +95,18 @@ fn steps(d: &mut Drill, inject: bool, last: Step, servers: &Servers, keep: bool)
         format!("{loaded} rows loaded into the target"),
     );
     if !o.holds() || last == Step::Load {
-        return Ok(o.holds());
+        return Ok(Err(o.holds()));
     }
+    Ok(Ok(()))
+}
 
+/// The gate, and the rehearsal that proves it alive (with `inject`, the
+/// mismatch that blocks the cutover).
+fn gate(d: &mut Drill, inject: bool, last: Step) -> Part {
     if !inject {
         let c = sh("gate");
         let Some(o) = d.run("gate", &c, |s| gate::run(s, 20, None))? else {
-            return Ok(false);
+            return Ok(Err(false));
         };
         d.say(
             "gate",
@@ -256,12 +116,12 @@ fn steps(d: &mut Drill, inject: bool, last: Step, servers: &Servers, keep: bool)
             format!("initial reconciliation {}: PASS", o.summary),
         );
         if !o.holds() {
-            return Ok(false);
+            return Ok(Err(false));
         }
     }
     let c = format!("{} --inject-mismatch", sh("gate"));
     let Some(o) = d.run("rehearsal", &c, |s| gate::rehearse(s, 20))? else {
-        return Ok(false);
+        return Ok(Err(false));
     };
     let (injected, caught) = (o.injected, o.caught);
     let details: Vec<String> = o
@@ -293,12 +153,17 @@ fn steps(d: &mut Drill, inject: bool, last: Step, servers: &Servers, keep: bool)
         ),
     );
     if inject || !alive || last == Step::Gate {
-        return Ok(alive);
+        return Ok(Err(alive));
     }
+    Ok(Ok(()))
+}
 
+/// The cutover: the journal installed and the application's writes
+/// journaled. The last seq journaled.
+fn cut_over(d: &mut Drill, last: Step) -> Part<i64> {
     let c = sh("journal install");
     let Some(o) = d.run("cut over", &c, journal::install)? else {
-        return Ok(false);
+        return Ok(Err(false));
     };
     d.say(
         "cut over",
@@ -308,12 +173,12 @@ fn steps(d: &mut Drill, inject: bool, last: Step, servers: &Servers, keep: bool)
         "the application switches to the target; every write to it is journaled".into(),
     );
     if !o.holds() || last == Step::Journal {
-        return Ok(o.holds());
+        return Ok(Err(o.holds()));
     }
 
     application(d.dir)?.execute_script(APP_WRITES)?;
     let Some(o) = d.run("application", "", journal::status)? else {
-        return Ok(false);
+        return Ok(Err(false));
     };
     let entries = o.entries;
     // The boundary is the last seq journaled: 3 on SQLite; a server's
@@ -327,12 +192,17 @@ fn steps(d: &mut Drill, inject: bool, last: Step, servers: &Servers, keep: bool)
         format!("the application writes: 101 becomes 1400 cents, 104 (900, active) is inserted, 103 is deleted; journal_entries={entries}"),
     );
     if entries != 3 || last == Step::Writes {
-        return Ok(entries == 3);
+        return Ok(Err(entries == 3));
     }
+    Ok(Ok(last_seq))
+}
 
+/// The cutover declared failed: the target fenced at `last_seq`, and a
+/// write refused.
+fn fence_up(d: &mut Drill, last: Step, last_seq: i64) -> Part {
     let c = sh("fence on");
     let Some(o) = d.run("fence", &c, fence::on)? else {
-        return Ok(false);
+        return Ok(Err(false));
     };
     let Some(boundary) = o.fence.as_ref().map(|f| f.boundary) else {
         d.say(
@@ -342,7 +212,7 @@ fn steps(d: &mut Drill, inject: bool, last: Step, servers: &Servers, keep: bool)
             Json::Null,
             "fence on reported no fence".into(),
         );
-        return Ok(false);
+        return Ok(Err(false));
     };
     d.say(
         "fence",
@@ -354,7 +224,7 @@ fn steps(d: &mut Drill, inject: bool, last: Step, servers: &Servers, keep: bool)
         ),
     );
     if !o.holds() || boundary != last_seq {
-        return Ok(false);
+        return Ok(Err(false));
     }
     let refused = application(d.dir)?
         .execute_script("UPDATE orders SET cents = cents + 1 WHERE id = 102")
@@ -372,9 +242,14 @@ fn steps(d: &mut Drill, inject: bool, last: Step, servers: &Servers, keep: bool)
         },
     );
     if refused.is_none() || last == Step::Fence {
-        return Ok(refused.is_some());
+        return Ok(Err(refused.is_some()));
     }
+    Ok(Ok(()))
+}
 
+/// The rollback: the plan, the replay, a replay again that changes nothing,
+/// and the status that says it is done.
+fn roll_back(d: &mut Drill) -> Result<bool> {
     let c = format!("{} --dry-run", sh("replay"));
     let Some(o) = d.run("plan", &c, |s| replay::run(s, 1000, true, 20))? else {
         return Ok(false);

@@ -1,0 +1,190 @@
+//! The running example (README.md), step by step as RUNBOOK.md tells it.
+
+use std::path::Path;
+
+use anyhow::{Result, bail};
+use serde_json::Value as Json;
+
+use super::{DrillVerdict, Recorder, Servers, StepRecord, Transcript};
+use crate::cli::Step;
+use crate::db::{Access, Db};
+use crate::spec::{Location, Spec};
+
+mod steps;
+
+use steps::steps;
+
+const SPEC: &str = include_str!("../../../../fixtures/orders/spec.toml");
+const SOURCE: &str = include_str!("../../../../fixtures/orders/source.sql");
+const TARGET: &str = include_str!("../../../../fixtures/orders/target.sql");
+const APP_WRITES: &str = include_str!("../../../../fixtures/orders/app_writes.sql");
+
+struct Drill<'a> {
+    dir: &'a Path,
+    rec: &'a mut Recorder,
+}
+
+impl Drill<'_> {
+    fn say(
+        &mut self,
+        name: &'static str,
+        command: Option<&str>,
+        ok: bool,
+        figures: Json,
+        said: String,
+    ) {
+        self.rec.say(name, command, ok, figures, said);
+    }
+
+    /// Runs a command on the drill's spec, returning its typed report; an
+    /// error is a failed step, reported with its message.
+    fn run<R>(
+        &mut self,
+        name: &'static str,
+        shown: &str,
+        command: impl FnOnce(&Spec) -> Result<R>,
+    ) -> Result<Option<R>> {
+        match crate::spec::load(&self.dir.join("spec.toml")).and_then(|s| command(&s)) {
+            Ok(r) => Ok(Some(r)),
+            Err(e) => {
+                self.say(
+                    name,
+                    Some(shown),
+                    false,
+                    Json::Null,
+                    format!("FAILED: {e:#}"),
+                );
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// A schema the drill made on a server for one side, dropped with this
+/// handle unless the folder is kept.
+struct ServerSide {
+    url: String,
+    schema: String,
+    keep: bool,
+}
+
+impl Drop for ServerSide {
+    fn drop(&mut self) {
+        if self.keep {
+            return;
+        }
+        let base = Location::Postgres(self.url.clone());
+        if let Ok(db) = Db::open(&base, Access::Write, "drill") {
+            let _ = db.execute_script(&format!("DROP SCHEMA \"{}\" CASCADE", self.schema));
+        }
+    }
+}
+
+/// Makes a schema of the drill's own in the PostgreSQL database at `url`
+/// and the table of `script` in it; returns the url of that schema.
+fn on_server(
+    url: &str,
+    side: &str,
+    script: &str,
+    keep: bool,
+    made: &mut Vec<ServerSide>,
+) -> Result<String> {
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        bail!(
+            "--{side} {}: give a postgres://USER@HOST:PORT/DB url",
+            crate::spec::without_password(url)
+        );
+    }
+    if url.contains("schema=") {
+        bail!(
+            "--{side} {}: leave out schema=; the drill makes a schema of its own and drops it afterwards",
+            crate::spec::without_password(url)
+        );
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let schema = format!("cutover_drill_{side}_{}_{nanos}", std::process::id());
+    let base = Db::open(&Location::Postgres(url.to_string()), Access::Write, side)?;
+    base.execute_script(&format!("CREATE SCHEMA \"{schema}\""))?;
+    made.push(ServerSide {
+        url: url.to_string(),
+        schema: schema.clone(),
+        keep,
+    });
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let at = format!("{url}{sep}schema={schema}");
+    Db::open(&Location::Postgres(at.clone()), Access::Write, side)?.execute_script(script)?;
+    Ok(at)
+}
+
+/// Creates the running example's spec and databases in `dir`: SQLite files,
+/// or schemas of the drill's own on the servers given.
+fn set_up_on(dir: &Path, servers: &Servers, keep: bool) -> Result<Vec<ServerSide>> {
+    let mut made = Vec::new();
+    let mut spec = SPEC.to_string();
+    match &servers.source {
+        Some(url) => {
+            let at = on_server(url, "source", SOURCE, keep, &mut made)?;
+            spec = spec.replace("sqlite://source.db", &at);
+        }
+        None => Db::create(&dir.join("source.db"), SOURCE)?,
+    }
+    match &servers.target {
+        Some(url) => {
+            let at = on_server(url, "target", TARGET, keep, &mut made)?;
+            spec = spec.replace("sqlite://target.db", &at);
+        }
+        None => Db::create(&dir.join("target.db"), TARGET)?,
+    }
+    std::fs::write(dir.join("spec.toml"), spec)?;
+    Ok(made)
+}
+
+/// The target of the drill's spec, opened to write as the application does.
+fn application(dir: &Path) -> Result<Db> {
+    let spec = crate::spec::load(&dir.join("spec.toml"))?;
+    Db::open(&spec.target, Access::Write, "target")
+}
+
+/// Runs the drill in `dir`; returns its verdict and transcript.
+pub(super) fn run(
+    dir: &Path,
+    rec: &mut Recorder,
+    inject: bool,
+    stop_after: Option<Step>,
+    servers: &Servers,
+    keep: bool,
+) -> Result<(DrillVerdict, Transcript)> {
+    if rec.print {
+        println!(
+            "cutover drill: the running example (orders: dollars and status codes → cents and words)\n"
+        );
+    }
+    let mut d = Drill { dir, rec };
+    let ok = steps(
+        &mut d,
+        inject,
+        stop_after.unwrap_or(Step::Replay),
+        servers,
+        keep,
+    )?;
+    let verdict = match (ok, inject) {
+        (true, false) => DrillVerdict::Pass,
+        (true, true) => DrillVerdict::Blocked,
+        (false, _) => DrillVerdict::Fail,
+    };
+    let steps: Vec<StepRecord> = std::mem::take(&mut d.rec.steps);
+    Ok((verdict, Transcript::Orders { steps }))
+}
+
+/// The runbook, step by step. Returns whether every step held.
+pub(super) fn steps_until(dir: &Path, rec: &mut Recorder, last: Step) -> Result<bool> {
+    steps(
+        &mut Drill { dir, rec },
+        false,
+        last,
+        &Servers::default(),
+        true,
+    )
+}

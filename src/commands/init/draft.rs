@@ -1,0 +1,371 @@
+//! The draft `cutover init` writes: tables and columns matched by name,
+//! keys from the source's primary key, transforms proposed from the
+//! declared types and a sample of the values, and whatever does not match a
+//! commented line to decide on.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use anyhow::Result;
+
+use crate::db::{ColumnInfo, Db};
+use crate::value::{Value, key_json};
+
+/// At most this many distinct text values make a column a `map` candidate.
+const MAP_MAX_VALUES: usize = 12;
+/// Rows read per column to find a scale or a map (a draft, not a proof).
+const SAMPLE_ROWS: usize = 100_000;
+
+/// A name as matching sees it: lower case, no underscores, no plural `s`.
+pub(super) fn norm(name: &str) -> String {
+    let n: String = name
+        .chars()
+        .filter(|c| *c != '_')
+        .flat_map(char::to_lowercase)
+        .collect();
+    n.strip_suffix('s').map(str::to_string).unwrap_or(n)
+}
+
+/// A TOML string literal.
+pub(super) fn lit(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+/// The scale a declared type gives (`NUMERIC(10,2)` → 2).
+fn declared_scale(decl: &str) -> Option<u32> {
+    let inside = decl.split_once('(')?.1.split_once(')')?.0;
+    inside.split_once(',')?.1.trim().parse().ok()
+}
+
+fn numeric_type(decl: &str) -> bool {
+    let d = decl.to_ascii_uppercase();
+    ["NUMERIC", "DECIMAL", "REAL", "DOUBLE", "FLOAT", "MONEY"]
+        .iter()
+        .any(|t| d.contains(t))
+}
+
+fn integer_type(decl: &str) -> bool {
+    decl.to_ascii_uppercase().contains("INT")
+}
+
+/// Values of one column keyed by the table's key, first rows only.
+fn sample(db: &Db, table: &str, key: &[&str], column: &str) -> Result<Vec<(Vec<Value>, Value)>> {
+    let mut cols: Vec<&str> = key.to_vec();
+    cols.push(column);
+    let sql = db.table_sql(table, &cols, key.len(), None);
+    let mut out = Vec::new();
+    db.scan(&sql, None, |mut row| {
+        let v = row.pop().unwrap_or(Value::Null);
+        out.push((row, v));
+        Ok(out.len() < SAMPLE_ROWS)
+    })?;
+    Ok(out)
+}
+
+/// The largest number of fraction digits among decimal-looking values.
+fn data_scale(values: &[(Vec<Value>, Value)]) -> u32 {
+    values
+        .iter()
+        .filter_map(|(_, v)| match v {
+            Value::Text(t) => Some(t.clone()),
+            Value::Real(r) if r.is_finite() => Some(format!("{r}")),
+            _ => None,
+        })
+        .map(|t| t.split_once('.').map_or(0, |(_, f)| f.len() as u32))
+        .max()
+        .unwrap_or(0)
+}
+
+/// Drafts the entry of matched tables `st` (source) and `tt` (target): the
+/// key, the columns paired, what is left to decide.
+pub(super) fn table(
+    source: &Db,
+    target: &Db,
+    st: &str,
+    tt: &str,
+    toml: &mut String,
+    to_decide: &mut usize,
+) -> Result<()> {
+    let s_cols = source.table_columns(st)?;
+    let t_cols = target.table_columns(tt)?;
+    let mut pk: Vec<&ColumnInfo> = s_cols.iter().filter(|c| c.pk > 0).collect();
+    pk.sort_by_key(|c| c.pk);
+    let _ = writeln!(toml, "\n[[tables]]\nname = {}", lit(tt));
+    if st != tt {
+        let _ = writeln!(toml, "source_table = {}", lit(st));
+    }
+    let _ = writeln!(toml, "target_table = {}", lit(tt));
+    if pk.is_empty() {
+        *to_decide += 1;
+        let _ = writeln!(
+            toml,
+            "# DECIDE: source table {st} has no primary key; name the column(s) that identify a row\nkey = []"
+        );
+    } else {
+        let names: Vec<String> = pk.iter().map(|c| lit(&c.name)).collect();
+        let _ = writeln!(toml, "key = [{}]", names.join(", "));
+    }
+    let key: Vec<&str> = pk.iter().map(|c| c.name.as_str()).collect();
+    // Pair the columns first: `ignore` belongs above the column entries.
+    let (pairs, ignored) = pair_columns(&s_cols, &t_cols);
+    if !ignored.is_empty() {
+        *to_decide += 1;
+        let names: Vec<String> = ignored.iter().map(|c| lit(c)).collect();
+        let _ = writeln!(
+            toml,
+            "# DECIDE: these source columns have no target column. Map each to a target column, or\n# drop them by removing the # below (the migration is then irreversible for them):\n# ignore = [{}]",
+            names.join(", ")
+        );
+    }
+    let used_t: Vec<&str> = pairs.iter().map(|p| p.1.name.as_str()).collect();
+    for (sc, tc) in pairs {
+        if let Some(entry) = column_entry(source, target, (st, tt), &key, sc, tc, to_decide)? {
+            toml.push_str(&entry);
+        }
+    }
+    for tc in t_cols.iter().filter(|t| !used_t.contains(&t.name.as_str())) {
+        *to_decide += 1;
+        let _ = writeln!(
+            toml,
+            "\n# DECIDE: target column {}.{} ({}) has no source column: map one to it, hold a constant,\n# or leave it to the target's default (default = true instead of value):\n# [[tables.columns]]\n# target = {}\n# value = \"…\"",
+            tt,
+            tc.name,
+            if tc.decl_type.is_empty() {
+                "untyped"
+            } else {
+                &tc.decl_type
+            },
+            lit(&tc.name)
+        );
+    }
+    Ok(())
+}
+
+/// Source columns, each with the target column it is paired with.
+type Pairs<'c> = Vec<(&'c ColumnInfo, &'c ColumnInfo)>;
+
+/// The source columns paired with target columns, in the source's order,
+/// and the source columns left without one.
+fn pair_columns<'c>(
+    s_cols: &'c [ColumnInfo],
+    t_cols: &'c [ColumnInfo],
+) -> (Pairs<'c>, Vec<String>) {
+    let mut pairs: Pairs<'c> = Vec::new();
+    let mut ignored: Vec<String> = Vec::new();
+    for sc in s_cols {
+        if let Some(tc) = t_cols
+            .iter()
+            .find(|t| norm(&t.name) == norm(&sc.name) && !pairs.iter().any(|p| p.1.name == t.name))
+        {
+            pairs.push((sc, tc));
+        }
+    }
+    // Second pass: an amount renamed with its unit (`Total` →
+    // `total_cents`): a numeric source column and an integer target
+    // column whose name starts with it, when exactly one does.
+    for sc in s_cols {
+        if pairs.iter().any(|p| p.0.name == sc.name) {
+            continue;
+        }
+        let free: Vec<&ColumnInfo> = t_cols
+            .iter()
+            .filter(|t| !pairs.iter().any(|p| p.1.name == t.name))
+            .filter(|t| {
+                numeric_type(&sc.decl_type)
+                    && integer_type(&t.decl_type)
+                    && norm(&t.name).starts_with(&norm(&sc.name))
+            })
+            .collect();
+        if let [tc] = free[..] {
+            pairs.push((sc, tc));
+        }
+    }
+    for sc in s_cols {
+        if !pairs.iter().any(|p| p.0.name == sc.name) {
+            ignored.push(sc.name.clone());
+        }
+    }
+    // In the source's column order.
+    pairs.sort_by_key(|p| s_cols.iter().position(|c| c.name == p.0.name));
+    (pairs, ignored)
+}
+
+/// The `[[tables.columns]]` entry of source column `sc` paired with target
+/// column `tc`: a transform proposed where the types or the values suggest
+/// one. `None` for a key column of the same name, which needs none.
+fn column_entry(
+    source: &Db,
+    target: &Db,
+    (st, tt): (&str, &str),
+    key: &[&str],
+    sc: &ColumnInfo,
+    tc: &ColumnInfo,
+    to_decide: &mut usize,
+) -> Result<Option<String>> {
+    let is_key = key.contains(&sc.name.as_str());
+    let mut entry = format!("\n[[tables.columns]]\nsource = {}\n", lit(&sc.name));
+    if tc.name != sc.name {
+        let _ = writeln!(entry, "target = {}", lit(&tc.name));
+    }
+    if !is_key && numeric_type(&sc.decl_type) && integer_type(&tc.decl_type) {
+        let scale = match declared_scale(&sc.decl_type) {
+            Some(s) => s,
+            None => data_scale(&sample(source, st, key, &sc.name)?),
+        };
+        let _ = writeln!(
+            entry,
+            "transform = \"decimal_to_minor\"\nscale = {scale}   # from {}",
+            if declared_scale(&sc.decl_type).is_some() {
+                format!("the declared type {}", sc.decl_type)
+            } else {
+                "the data".to_string()
+            }
+        );
+    } else if !is_key && !key.is_empty() && !numeric_type(&sc.decl_type) {
+        match propose_map(source, st, target, tt, key, &sc.name, &tc.name)? {
+            Proposal::None => {}
+            Proposal::Values(values) => {
+                let shown: Vec<String> = values.iter().map(|v| lit(v)).collect();
+                let _ = writeln!(
+                    entry,
+                    "# a few distinct values: {}; if the target spells them otherwise, add\n# transform = \"map\" and map = {{ CODE = \"word\", … }}",
+                    shown.join(", ")
+                );
+            }
+            Proposal::Map(pairs, undecided) => {
+                let _ = writeln!(entry, "transform = \"map\"");
+                if undecided > 0 {
+                    *to_decide += 1;
+                    let _ = writeln!(
+                        entry,
+                        "# DECIDE: give each code its word (\"?\" marks the {undecided} not found under the same key in the target)"
+                    );
+                }
+                let items: Vec<String> = pairs
+                    .iter()
+                    .map(|(k, v)| format!("{} = {}", lit(k), lit(v)))
+                    .collect();
+                let _ = writeln!(entry, "map = {{ {} }}", items.join(", "));
+            }
+        }
+    }
+    Ok((!(is_key && tc.name == sc.name)).then_some(entry))
+}
+
+/// What a text column's values suggest.
+enum Proposal {
+    /// Nothing: too many values, not text, or the target holds them as they are.
+    None,
+    /// Few distinct values and no target rows to pair them with: listed.
+    Values(Vec<String>),
+    /// The target spells them otherwise: each code with the word most often
+    /// found under the same key (`"?"` where none was), and how many are `?`.
+    Map(BTreeMap<String, String>, usize),
+}
+
+/// Whether a value reads as a code (`A`, `active`, `NC-17`, `gold_2`):
+/// short, one word of letters, digits, `_` or `-`, and not a date, a time, an
+/// e-mail address or a phone number.
+fn looks_like_code(v: &str) -> bool {
+    let digits = v.bytes().filter(u8::is_ascii_digit).count();
+    !v.is_empty()
+        && v.len() <= 16
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && v.bytes().any(|b| b.is_ascii_alphabetic())
+        && digits * 2 <= v.len()
+}
+
+/// A `map` for a low-cardinality text column whose values the target spells
+/// otherwise: each source code paired with the target word most often found
+/// under the same key, `"?"` where the target has no row to tell.
+fn propose_map(
+    source: &Db,
+    st: &str,
+    target: &Db,
+    tt: &str,
+    key: &[&str],
+    s_col: &str,
+    t_col: &str,
+) -> Result<Proposal> {
+    let s = sample(source, st, key, s_col)?;
+    let mut codes: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    for (_, v) in &s {
+        match v {
+            Value::Text(t) => {
+                codes.entry(t.clone()).or_default();
+            }
+            Value::Null => {}
+            _ => return Ok(Proposal::None),
+        }
+        if codes.len() > MAP_MAX_VALUES {
+            return Ok(Proposal::None);
+        }
+    }
+    if codes.is_empty() || !codes.keys().all(|c| looks_like_code(c)) {
+        return Ok(Proposal::None);
+    }
+    // A code names a class of rows, so codes repeat. Where every row has a
+    // value of its own (a small table of names), the values are data, not
+    // codes, unless they are one- or two-letter codes.
+    let present = s.iter().filter(|(_, v)| !matches!(v, Value::Null)).count();
+    if codes.len() >= present && codes.keys().any(|c| c.len() > 2) {
+        return Ok(Proposal::None);
+    }
+    // The target's words under the same keys (key names matched as the
+    // source's, which the draft carries unchanged or renamed by position).
+    let t_cols = target.table_columns(tt)?;
+    let mut t_key: Vec<&str> = Vec::new();
+    for k in key {
+        match t_cols.iter().find(|c| norm(&c.name) == norm(k)) {
+            Some(c) => t_key.push(&c.name),
+            None => return Ok(Proposal::None),
+        }
+    }
+    let t = sample(target, tt, &t_key, t_col)?;
+    let words: std::collections::HashMap<String, &Value> = t
+        .iter()
+        .map(|(k, v)| (key_json(k).to_string(), v))
+        .collect();
+    let mut any_word = false;
+    for (k, v) in &s {
+        if let (Value::Text(code), Some(Value::Text(word))) =
+            (v, words.get(&key_json(k).to_string()))
+        {
+            any_word = true;
+            *codes
+                .entry(code.clone())
+                .or_default()
+                .entry(word.clone())
+                .or_default() += 1;
+        }
+    }
+    // Codes the target already holds as they are need no map.
+    let identical = codes.iter().all(|(c, w)| w.keys().all(|x| x == c));
+    if any_word && identical {
+        return Ok(Proposal::None);
+    }
+    if !any_word {
+        return Ok(if t.is_empty() {
+            Proposal::Values(codes.into_keys().collect())
+        } else {
+            Proposal::None
+        });
+    }
+    let mut undecided = 0;
+    let pairs = codes
+        .into_iter()
+        .map(|(code, words)| {
+            let word = words
+                .into_iter()
+                .max_by_key(|(_, n)| *n)
+                .map(|(w, _)| w)
+                .unwrap_or_else(|| {
+                    undecided += 1;
+                    "?".to_string()
+                });
+            (code, word)
+        })
+        .collect();
+    Ok(Proposal::Map(pairs, undecided))
+}

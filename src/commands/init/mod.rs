@@ -1,0 +1,157 @@
+//! `cutover init`: drafts a spec from the two schemas. Tables and columns
+//! are matched by name (case, underscores and a plural `s` ignored:
+//! `InvoiceLine` ↔ `invoice_lines`), keys come from the source's primary
+//! key, `decimal_to_minor` is proposed where a decimal, NUMERIC or REAL
+//! source column meets an INTEGER target column, `map` where a text column
+//! holds few distinct values that the target spells otherwise, and whatever
+//! does not match is a commented line to decide on. The draft is a proposal:
+//! `cutover check` is what proves it.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+
+use crate::db::{Access, Db};
+use crate::report::Report;
+use crate::spec::Location;
+
+mod draft;
+
+/// The spec `init` drafted: where, what it matched, what is left to decide.
+#[derive(Debug, Serialize)]
+pub struct InitReport {
+    pub out: Option<String>,
+    pub tables: Vec<String>,
+    pub unmatched_source_tables: Vec<String>,
+    pub unmatched_target_tables: Vec<String>,
+    pub to_decide: usize,
+    /// The draft itself (printed when there is no `--out`).
+    #[serde(skip)]
+    pub toml: String,
+}
+
+impl Report for InitReport {
+    fn holds(&self) -> bool {
+        true
+    }
+}
+
+fn open(url: &str, role: &str) -> Result<Db> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Db::open(&Location::Postgres(url.to_string()), Access::Read, role);
+    }
+    let path = url.strip_prefix("sqlite://").with_context(|| {
+        format!(
+            "--{role} {}: write sqlite://PATH (relative to the current folder) or postgres://USER@HOST:PORT/DB?schema=NAME",
+            crate::spec::without_password(url),
+        )
+    })?;
+    Db::open_file(Path::new(path), Access::Read, role)
+}
+
+pub fn run(source_url: &str, target_url: &str, out: Option<&Path>) -> Result<InitReport> {
+    if let Some(p) = out
+        && p.exists()
+    {
+        bail!(
+            "{} already exists; init never overwrites a file. Choose another --out, or remove it first",
+            p.display()
+        );
+    }
+    let source = open(source_url, "source")?;
+    let target = open(target_url, "target")?;
+    let s_tables = source.user_tables()?;
+    let t_tables = target.user_tables()?;
+    let mut toml = String::new();
+    let _ = writeln!(
+        toml,
+        "# Drafted by `cutover init` from {} and {}.\n# Read every comment marked DECIDE, then run `cutover check --spec <this file>`.\n\n[source]\nurl = {}\n\n[target]\nurl = {}",
+        crate::spec::without_password(source_url),
+        crate::spec::without_password(target_url),
+        draft::lit(source_url),
+        draft::lit(target_url)
+    );
+    let mut matched = Vec::new();
+    let mut to_decide = 0usize;
+    let mut used_targets = Vec::new();
+    for st in &s_tables {
+        let Some(tt) = t_tables
+            .iter()
+            .find(|t| draft::norm(t) == draft::norm(st) && !used_targets.contains(*t))
+        else {
+            continue;
+        };
+        used_targets.push(tt.clone());
+        matched.push(tt.clone());
+        draft::table(&source, &target, st, tt, &mut toml, &mut to_decide)?;
+    }
+    let unmatched_s: Vec<String> = s_tables
+        .iter()
+        .filter(|s| !t_tables.iter().any(|t| draft::norm(t) == draft::norm(s)))
+        .cloned()
+        .collect();
+    let unmatched_t: Vec<String> = t_tables
+        .iter()
+        .filter(|t| !used_targets.contains(t))
+        .cloned()
+        .collect();
+    for s in &unmatched_s {
+        to_decide += 1;
+        let _ = writeln!(
+            toml,
+            "\n# DECIDE: source table {s} has no target table of a matching name; add a [[tables]] with source_table = {}",
+            draft::lit(s)
+        );
+    }
+    for t in &unmatched_t {
+        to_decide += 1;
+        let _ = writeln!(
+            toml,
+            "\n# DECIDE: target table {t} has no source table of a matching name; add a [[tables]] with target_table = {}",
+            draft::lit(t)
+        );
+    }
+    // The draft must itself be valid TOML.
+    toml::from_str::<toml::Value>(&toml).context("the drafted spec is not valid TOML (a bug)")?;
+    if let Some(p) = out {
+        write_new(p, &toml)?;
+    }
+    Ok(InitReport {
+        out: out.map(|p| p.display().to_string()),
+        tables: matched,
+        unmatched_source_tables: unmatched_s,
+        unmatched_target_tables: unmatched_t,
+        to_decide,
+        toml,
+    })
+}
+
+/// Writes the draft to `p`, which must not exist: never overwrites, even a
+/// file that appeared meanwhile.
+fn write_new(p: &Path, toml: &str) -> Result<()> {
+    let dir = p
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
+    std::io::Write::write_all(&mut tmp, toml.as_bytes())?;
+    // Never overwrites: refused if the file appeared meanwhile.
+    tmp.persist_noclobber(p)
+        .with_context(|| format!("writing {}", p.display()))?;
+    Ok(())
+}
+
+/// The report as text: the draft itself, or where it was written.
+pub fn render(rep: &InitReport) -> String {
+    match &rep.out {
+        Some(p) => format!(
+            "init: drafted {p} ({} tables matched, {} things to decide: see the DECIDE comments); next: cutover check --spec {p}\n",
+            rep.tables.len(),
+            rep.to_decide,
+        ),
+        None => rep.toml.clone(),
+    }
+}

@@ -1,0 +1,242 @@
+//! `cutover replay`: the rollback. Applies the fenced journal, at or below
+//! its boundary, to the source through the reverse transform, batch by batch
+//! through the apply engine, with each entry's `seq` recorded in
+//! `_cutover_applied` in the same transaction as its rows. Then reconciles the
+//! source against the target; exit 0 only if they are equal.
+//!
+//! Applied entries are always a prefix of the journal in `seq` order (a batch
+//! commits whole), so a rerun after any crash starts after the last applied
+//! `seq` and applies nothing twice. Gaps in `seq` are counted, never waited for.
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use crate::apply::{Conflict, Engine};
+use crate::db::Access;
+use crate::progress::Progress;
+use crate::reconcile;
+use crate::replay::{
+    Plan, carry_sequences, foreign_key_violations, plan, refuse_unheld, refused_by_actions,
+    violations_since,
+};
+use crate::report::{Report, Verdict};
+use crate::schema;
+use crate::side_effects::Policy;
+use crate::spec::Spec;
+
+mod render;
+mod steps;
+
+pub use render::render;
+use steps::{Replaying, Start, close, dry_run_report, record, refused_before_writing, watch};
+
+/// What the replay did.
+#[derive(Debug, Serialize)]
+pub struct ReplayReport {
+    pub verdict: Verdict,
+    pub boundary: i64,
+    pub entries: i64,
+    pub previously_applied: i64,
+    pub applied: u64,
+    pub already_in_place: u64,
+    pub batches: u64,
+    pub gaps: i64,
+    /// Another replay ran at the same time; this one skipped what it applied.
+    pub raced: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conflict: Option<Conflict>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub breach: Option<String>,
+    /// Rows of the source that break a foreign key after the replay and did
+    /// not before it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub foreign_keys: Vec<String>,
+    /// Entries that would set off a foreign-key action of the source that
+    /// its role cannot switch off: found before anything was written, and
+    /// nothing was.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<Conflict>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reconciliation: Option<reconcile::Reconciliation>,
+    /// What the closing reconciliation's differences can be traced to: the
+    /// source's triggers and rules that fired and set a differing column.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub causes: Vec<String>,
+    /// Columns added to a target table after `journal install`, mapped
+    /// since: the keys whose value the journal never saw, as the closing
+    /// reconciliation found them differing.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unjournaled: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+}
+
+/// What `cutover replay` reports.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum Replay {
+    /// The replay's report; a dry run gives it too when the fence is found
+    /// breached before anything is planned.
+    Ran(Box<ReplayReport>),
+    /// `--dry-run`: the plan, and what the rolled-back replay met.
+    DryRun(Box<DryRunReport>),
+}
+
+impl Report for Replay {
+    fn holds(&self) -> bool {
+        match self {
+            Replay::Ran(r) => r.verdict.holds(),
+            Replay::DryRun(d) => d.tried.as_ref().is_none_or(|t| t.verdict.holds()),
+        }
+    }
+}
+
+pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result<Replay> {
+    // A dry run writes too, inside one transaction it always rolls back:
+    // every check the replay makes, on the state the replay would leave.
+    let mut source = schema::open_source(spec, None, Access::Write)?;
+    let mut target = crate::db::Db::open(&spec.target, Access::Read, "target")?;
+    let mut watch = match watch(spec, &source, &target)? {
+        Ok(w) => w,
+        Err(breached) => return Ok(breached),
+    };
+    let at = Start::read(&source, &target, watch.fence().boundary)?;
+    let planned = if dry_run {
+        Some(plan(
+            spec,
+            &target,
+            at.boundary,
+            at.applied_rows,
+            at.last_applied,
+            at.gaps,
+            max_diffs,
+        )?)
+    } else {
+        None
+    };
+
+    let fk_before = foreign_key_violations(spec, &source)?;
+    if dry_run && source.is_read_only()? {
+        // A source this process may not write cannot host the rolled-back
+        // replay: the plan alone, and say so.
+        return Ok(Replay::DryRun(Box::new(DryRunReport {
+            plan: planned.context("a dry run has its plan")?,
+            tried: None,
+            source: source.location().to_string(),
+        })));
+    }
+    let mut rep = at.report();
+    // The source's triggers, rules and foreign-key actions: what the role
+    // cannot hold is refused before anything is written.
+    let policy = Policy::read(spec, &source)?;
+    refuse_unheld(&policy, &source)?;
+    if policy.live_actions().next().is_some() {
+        let refused = refused_by_actions(
+            spec,
+            &source,
+            &target,
+            &policy,
+            at.last_applied,
+            at.boundary,
+        )?;
+        if !refused.is_empty() {
+            return Ok(refused_before_writing(planned, rep, refused, &source));
+        }
+    }
+    policy.hold(&source)?;
+    let mut engine =
+        Engine::for_journal(&spec.tables, &source, &at.journal).acting(policy.acting(spec));
+    let sequences =
+        crate::apply::Sequences::mark(&source, &spec.tables, crate::spec::Side::Source)?;
+    if dry_run {
+        source.begin_write()?;
+        engine = engine.dry();
+    }
+    let bar = Progress::new("replay", Some((at.entries - at.applied_rows).max(0) as u64));
+    let replaying = Replaying {
+        spec,
+        source: &source,
+        target: &target,
+        at: &at,
+        dry_run,
+    };
+    let conflicts = replaying.apply_runs(&engine, &mut watch, batch, &bar, &mut rep)?;
+    drop(engine);
+    if rep.breach.is_none() && rep.conflict.is_none() && !dry_run {
+        carry_sequences(spec, &source, &target)?;
+    }
+    if rep.breach.is_none() && rep.conflict.is_none() {
+        rep.foreign_keys = violations_since(spec, &source, &fk_before)?;
+        close(
+            spec,
+            &mut source,
+            &mut target,
+            &watch,
+            &policy,
+            max_diffs,
+            &mut rep,
+        )?;
+    }
+    match planned {
+        Some(plan) => {
+            source.rollback();
+            sequences.restore(&source)?;
+            Ok(dry_run_report(plan, &source, conflicts, rep))
+        }
+        None => {
+            record(&source, &at.journal, &rep)?;
+            Ok(Replay::Ran(Box::new(rep)))
+        }
+    }
+}
+
+/// The dry run's report: the plan, every conflict the replay would stop
+/// at, and the reconciliation it would end with.
+#[derive(Debug, Serialize)]
+pub struct DryRunReport {
+    #[serde(flatten)]
+    pub plan: Plan,
+    /// What the rolled-back replay met; `None` when the source is read-only
+    /// for this user, so that only the plan was made.
+    #[serde(flatten)]
+    pub tried: Option<DryRunTried>,
+    /// The source's path, for the text.
+    #[serde(skip)]
+    pub source: String,
+}
+
+/// What the rolled-back replay of a dry run met.
+#[derive(Debug, Serialize)]
+pub struct DryRunTried {
+    /// `pass` when the replay would apply every entry and reconcile.
+    pub verdict: Verdict,
+    pub conflicts: Vec<Conflict>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub breach: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub foreign_keys: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reconciliation: Option<reconcile::Reconciliation>,
+}
+
+pub(super) fn breached(breach: String, boundary: i64, entries: i64) -> Result<Replay> {
+    Ok(Replay::Ran(Box::new(ReplayReport {
+        verdict: Verdict::Fail,
+        boundary,
+        entries,
+        previously_applied: 0,
+        applied: 0,
+        already_in_place: 0,
+        batches: 0,
+        gaps: 0,
+        raced: false,
+        conflict: None,
+        breach: Some(breach),
+        foreign_keys: Vec::new(),
+        refused: Vec::new(),
+        reconciliation: None,
+        causes: Vec::new(),
+        unjournaled: Vec::new(),
+        summary: None,
+    })))
+}

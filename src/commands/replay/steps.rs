@@ -1,0 +1,307 @@
+//! The steps of a replay, in the order `run` takes them: the fence
+//! watched, where the journal starts, the refusals before writing, the
+//! runs applied, the closing checks, and the verdict recorded.
+
+use anyhow::{Context, Result, bail};
+
+use super::{DryRunReport, DryRunTried, Replay, ReplayReport, breached};
+use crate::apply::{BatchOutcome, Change, Conflict, Engine, JournalCheckpoint};
+use crate::db::Db;
+use crate::fence::Watch;
+use crate::progress::Progress;
+use crate::reconcile;
+use crate::replay::{Plan, causes, fold, record_keys, to_change, unjournaled};
+use crate::report::Verdict;
+use crate::side_effects::Policy;
+use crate::spec::Spec;
+
+/// The fence watched from the target's connection; or, when it is found
+/// breached before anything is planned, the replay's report of that.
+pub(super) fn watch(spec: &Spec, source: &Db, target: &Db) -> Result<Result<Watch, Replay>> {
+    if let Err(e) = spec.check_schema(source, target) {
+        // A table dropped or altered behind the fence shows as a schema
+        // error; it is a breach (exit 1), not a spec to fix.
+        if crate::fence::read(target)?.is_some()
+            && let Ok(Err(breach)) = Watch::start(target, spec)
+        {
+            let boundary = crate::fence::read(target)?.map_or(0, |f| f.boundary);
+            let entries = target
+                .journal_count_between(target.journal_start()?, boundary)
+                .unwrap_or(0);
+            return breached(breach, boundary, entries).map(Err);
+        }
+        return Err(e);
+    }
+    match Watch::start(target, spec)? {
+        Ok(w) => Ok(Ok(w)),
+        Err(breach) => {
+            let boundary = crate::fence::read(target)?.map_or(0, |f| f.boundary);
+            let entries = target
+                .journal_count_between(target.journal_start()?, boundary)
+                .unwrap_or(0);
+            breached(breach, boundary, entries).map(Err)
+        }
+    }
+}
+
+/// Where a replay starts: the journal's identity and extent up to the
+/// fence's boundary, and what the source's applied set records of it.
+pub(super) struct Start {
+    pub(super) journal: String,
+    pub(super) boundary: i64,
+    /// The journal's first seq: this journal's entries are those past it (a
+    /// restored target renews its identity after the entries already there).
+    pub(super) start: i64,
+    pub(super) applied_rows: i64,
+    pub(super) last_applied: i64,
+    pub(super) entries: i64,
+    pub(super) gaps: i64,
+}
+
+impl Start {
+    pub(super) fn read(source: &Db, target: &Db, boundary: i64) -> Result<Start> {
+        let journal = crate::journal::identity(target)?.with_context(|| {
+            format!(
+                "target {} has a fence but its journal has no identity; install the journal with this version of cutover",
+                target.location()
+            )
+        })?;
+        // This journal's entries are those past its start (a restored target
+        // renews its identity after the entries already there).
+        let start = target.journal_start()?;
+        let (applied_rows, last_applied) = source.applied_progress(&journal)?;
+        let last_applied = last_applied.max(start);
+        let entries = target.journal_count_between(start, boundary)?;
+        let consistent = target.journal_count_between(start, last_applied)?;
+        if consistent != applied_rows || last_applied > boundary.max(start) {
+            bail!(
+                "source {} records {applied_rows} applied entries up to seq {last_applied}, but the journal holds {consistent} entries up to that seq (boundary {boundary}); this source was replayed from another journal. Stop and investigate",
+                source.location()
+            );
+        }
+        let gaps = (boundary - last_applied) - (entries - applied_rows);
+        Ok(Start {
+            journal,
+            boundary,
+            start,
+            applied_rows,
+            last_applied,
+            entries,
+            gaps,
+        })
+    }
+
+    /// The report of a replay from here, before it has applied anything.
+    pub(super) fn report(&self) -> ReplayReport {
+        ReplayReport {
+            verdict: Verdict::Fail,
+            boundary: self.boundary,
+            entries: self.entries,
+            previously_applied: self.applied_rows,
+            applied: 0,
+            already_in_place: 0,
+            batches: 0,
+            gaps: self.gaps,
+            raced: false,
+            conflict: None,
+            breach: None,
+            foreign_keys: Vec::new(),
+            refused: Vec::new(),
+            reconciliation: None,
+            causes: Vec::new(),
+            unjournaled: Vec::new(),
+            summary: None,
+        }
+    }
+}
+
+/// Entries that would set off a foreign-key action the role cannot switch
+/// off: the report, found before anything was written.
+pub(super) fn refused_before_writing(
+    planned: Option<Plan>,
+    mut rep: ReplayReport,
+    refused: Vec<Conflict>,
+    source: &Db,
+) -> Replay {
+    if let Some(plan) = planned {
+        return Replay::DryRun(Box::new(DryRunReport {
+            plan,
+            tried: Some(DryRunTried {
+                verdict: Verdict::Fail,
+                conflicts: refused,
+                breach: None,
+                foreign_keys: Vec::new(),
+                reconciliation: None,
+            }),
+            source: source.location().to_string(),
+        }));
+    }
+    rep.refused = refused;
+    Replay::Ran(Box::new(rep))
+}
+
+/// A replay under way: what applying its runs reads.
+pub(super) struct Replaying<'a> {
+    pub(super) spec: &'a Spec,
+    pub(super) source: &'a Db,
+    pub(super) target: &'a Db,
+    pub(super) at: &'a Start,
+    pub(super) dry_run: bool,
+}
+
+impl Replaying<'_> {
+    /// Applies the journal's runs, batch by batch, until the boundary, a
+    /// conflict or a breach; the conflicts a dry run went on past.
+    pub(super) fn apply_runs(
+        &self,
+        engine: &Engine<'_>,
+        watch: &mut Watch,
+        batch: usize,
+        bar: &Progress,
+        rep: &mut ReplayReport,
+    ) -> Result<Vec<Conflict>> {
+        let (spec, source, target) = (self.spec, self.source, self.target);
+        let (journal, start, boundary) = (&self.at.journal, self.at.start, self.at.boundary);
+        let dry_run = self.dry_run;
+        // A dry run goes on past a conflict, leaving out every later entry of
+        // that record, so that it lists every conflict the replay would meet.
+        let mut poisoned: std::collections::HashSet<(usize, String)> = Default::default();
+        let mut conflicts: Vec<Conflict> = Vec::new();
+        let mut after = self.at.last_applied;
+        std::thread::scope(|scope| -> Result<()> {
+            let mut runs =
+                crate::journal::RunsAhead::start(scope, spec, after, boundary, batch, to_change);
+            loop {
+                let run = runs.next(after)?;
+                if run.is_empty() {
+                    break;
+                }
+                let seqs: Vec<i64> = run.iter().map(|(seq, _)| *seq).collect();
+                let last_seq = seqs.iter().copied().max().unwrap_or(after);
+                let n = run.len() as u64;
+                let changes: Vec<Change> = run
+                    .into_iter()
+                    .map(|(_, c)| c)
+                    .filter(|c| {
+                        poisoned.is_empty()
+                            || record_keys(spec, c).iter().all(|k| !poisoned.contains(k))
+                    })
+                    .collect();
+                let changes = fold(spec, changes);
+                if let Some(b) = watch.recheck(target, spec)? {
+                    rep.breach = Some(b);
+                    break;
+                }
+                let delivery = format!(
+                    "journal:{}-{last_seq}",
+                    seqs.iter().copied().min().unwrap_or(last_seq)
+                );
+                match engine.apply_batch(
+                    &changes,
+                    &JournalCheckpoint {
+                        journal,
+                        floor: start,
+                        after,
+                        seqs: &seqs,
+                        delivery: &delivery,
+                    },
+                )? {
+                    BatchOutcome::Committed(a) => {
+                        bar.add(n);
+                        rep.applied += a.written;
+                        rep.already_in_place += a.duplicate;
+                        rep.batches += 1;
+                    }
+                    BatchOutcome::Conflict(c) => {
+                        if dry_run && let Some(ch) = changes.iter().find(|x| x.tag == c.tag) {
+                            poisoned.extend(record_keys(spec, ch));
+                            conflicts.push(*c);
+                            runs.give_back(changes);
+                            continue;
+                        }
+                        rep.conflict = Some(*c);
+                        break;
+                    }
+                    BatchOutcome::Raced => {
+                        // Another replay committed first: carry on after what it did.
+                        after = source.applied_last(journal)?.max(start);
+                        rep.raced = true;
+                        runs.give_back(changes);
+                        continue;
+                    }
+                    other => bail!("unexpected outcome of a replay batch: {other:?}"),
+                }
+                runs.give_back(changes);
+                after = last_seq;
+            }
+            Ok(())
+        })?;
+        Ok(conflicts)
+    }
+}
+
+/// The closing checks once every entry is applied: one read of the target
+/// serves both the rollback reconciliation and the final check of a fence
+/// of format 1 or 2; a later fence is checked by reading the tables as they
+/// are, so the reconcile need not hash every target row for it.
+pub(super) fn close(
+    spec: &Spec,
+    source: &mut Db,
+    target: &mut Db,
+    watch: &Watch,
+    policy: &Policy,
+    max_diffs: usize,
+    rep: &mut ReplayReport,
+) -> Result<()> {
+    let mut rec = match watch.fence().format {
+        f if f < 3 => reconcile::reconcile_digesting(spec, source, target, max_diffs)?,
+        _ => reconcile::reconcile(spec, source, target, max_diffs)?,
+    };
+    rep.breach = watch.verify(target, spec, std::mem::take(&mut rec.target_digests))?;
+    rep.summary = Some(reconcile::summary(spec, &rec));
+    rep.causes = causes(spec, policy, &rec);
+    rep.unjournaled = unjournaled(spec, target, &rec)?;
+    if rec.clean() && rep.breach.is_none() && rep.foreign_keys.is_empty() {
+        rep.verdict = Verdict::Pass;
+    }
+    rep.reconciliation = Some(rec);
+    Ok(())
+}
+
+/// The dry run's report, its replay rolled back.
+pub(super) fn dry_run_report(
+    plan: Plan,
+    source: &Db,
+    conflicts: Vec<Conflict>,
+    rep: ReplayReport,
+) -> Replay {
+    let would_pass = conflicts.is_empty() && rep.verdict == Verdict::Pass;
+    Replay::DryRun(Box::new(DryRunReport {
+        plan,
+        tried: Some(DryRunTried {
+            verdict: Verdict::of(would_pass),
+            conflicts,
+            breach: rep.breach,
+            foreign_keys: rep.foreign_keys,
+            reconciliation: rep.reconciliation,
+        }),
+        source: source.location().to_string(),
+    }))
+}
+
+/// Records in the source how the replay ended, which `fence off` and
+/// `status` go by.
+pub(super) fn record(source: &Db, journal: &str, rep: &ReplayReport) -> Result<()> {
+    crate::fence::record_replay(
+        source,
+        journal,
+        crate::fence::ReplayEnd {
+            boundary: rep.boundary,
+            passed: rep.verdict.holds(),
+            conflict: rep.conflict.as_ref(),
+            breach: rep.breach.as_deref(),
+            foreign_keys: &rep.foreign_keys,
+            summary: rep.summary.as_deref(),
+        },
+    )
+}

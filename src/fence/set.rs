@@ -1,0 +1,173 @@
+//! The fence put on, proven and taken off: its triggers, guard and row
+//! written in one transaction; the fence proven by a write from another
+//! connection on every table it guards; and, when it cannot stand, taken
+//! off again with what `fence on` changed put back.
+
+use anyhow::{Context, Result, bail};
+
+use super::record::keep_copy;
+use super::{FENCE_TABLE, FORMAT, FenceRow, Fingerprint, journal_tables, message, read};
+use crate::db::{Access, Db, FenceRecord};
+use crate::spec::Spec;
+
+/// What `fence on` changes on the target besides the fence's triggers, row
+/// and guard, as it was before: the functions the triggers call
+/// (PostgreSQL), and the id sequences of the tables it probes, which a
+/// refused insert still moves (PostgreSQL's `nextval` is not rolled back).
+pub struct Before {
+    functions: Vec<String>,
+    sequences: Vec<crate::db::SequenceMark>,
+}
+
+impl Before {
+    pub fn read(target: &Db, tables: &[&str]) -> Result<Before> {
+        Ok(Before {
+            functions: target.fence_functions()?,
+            sequences: target.sequence_marks(tables)?,
+        })
+    }
+}
+
+/// Proves a fence just committed: its row read back, a write from another
+/// connection, as any other writer would come, refused on every table it
+/// guards, and a copy of its record kept in the source. The row, the
+/// refusals and what became of the copy.
+pub fn stand(
+    spec: &Spec,
+    tables: &[String],
+    images: &[String],
+) -> Result<(FenceRow, Vec<String>, String)> {
+    let other = Db::open(&spec.target, Access::Write, "target")?;
+    let row = read(&other)?.context("the fence row just written is not there")?;
+    let mut refused = Vec::new();
+    for t in tables
+        .iter()
+        .chain(images)
+        .map(String::as_str)
+        .chain([FENCE_TABLE])
+    {
+        for (what, result) in other.probe_writes(t)? {
+            match result {
+                Err(msg) if msg.contains("cutover fence") => refused.push(msg),
+                // An update or delete that matched no row proves nothing either way.
+                Ok(0) if what != "insert" => {}
+                Err(msg) => bail!(
+                    "fence verification: an {what} on '{t}' from another connection failed, but not because of the fence ({msg}), so the fence could not be proven. Find what refused the write (a trigger of the table that runs before the fence's, a constraint or default that fails, a permission of the role), then run `cutover fence on` again"
+                ),
+                Ok(_) => bail!(
+                    "fence verification FAILED: an {what} on '{t}' from another connection went through (it was rolled back): the fence does not hold there. Find what lets the write past the fence's triggers before fencing again"
+                ),
+            }
+        }
+    }
+    // The copy outside the target, once the fence stands: a record
+    // rewritten on the target no longer matches it.
+    let copy = keep_copy(spec, &other, &row).map_err(|e| {
+        e.context(format!(
+            "the copy of the fence record could not be kept in the source, and replay refuses without it. When source {} can be written, run `cutover fence on --spec {}` again",
+            spec.source.display(),
+            spec.path.display()
+        ))
+    })?;
+    Ok((row, refused, copy))
+}
+
+/// Takes a fence that could not stand off again, in one transaction: as
+/// `fence off` does, and the functions this command created and the
+/// sequences as they were. `why` is what stopped the fence, with what
+/// became of the target.
+pub fn take_off(
+    target: &Db,
+    tables: &[String],
+    before: &Before,
+    why: anyhow::Error,
+) -> anyhow::Error {
+    let undone = target.write(|| {
+        unfence(target, tables)?;
+        target.drop_fence_functions(&before.functions)?;
+        target.restore_sequences(&before.sequences)?;
+        Ok(())
+    });
+    match undone {
+        Ok(()) => why.context(format!(
+            "the fence was taken off again: target {} is as it was before `fence on`, and writers can change it",
+            target.location()
+        )),
+        Err(e) => why.context(format!(
+            "the fence could not be taken off again ({e:#}): target {} may still be fenced, unproven. Run `cutover fence status`; lift it with `cutover fence off --force` before fencing again",
+            target.location()
+        )),
+    }
+}
+
+/// Takes the fence off `tables`, the journal and the fence table, and its
+/// row, and lifts the source's copy of its record.
+pub fn lift(source: &Db, target: &Db, journal: &str, tables: &[String]) -> Result<()> {
+    // The source's copy is lifted first: should lifting the target fail,
+    // `fence on` keeps a new copy of the fence still standing.
+    if !journal.is_empty() {
+        source.write(|| source.lift_fence_copy(journal, &source.now()?))?;
+    }
+    target
+        .write(|| unfence(target, tables))
+        .map_err(|e| e.context("the fence is still on"))
+}
+
+/// Inside the caller's write transaction: the DDL guard first (it refuses
+/// changes to cutover's tables), then the fence's triggers on `tables`, the
+/// journal and the fence table, and the fence row.
+pub fn unfence(target: &Db, tables: &[String]) -> Result<()> {
+    target.remove_ddl_guard()?;
+    for t in tables
+        .iter()
+        .chain(&journal_tables(target)?)
+        .map(String::as_str)
+        .chain([FENCE_TABLE])
+    {
+        target.remove_fence_triggers(t)?;
+    }
+    target.delete_fence_row()
+}
+
+/// Puts the fence on inside the write transaction the caller began with the
+/// writers drained: the fence's triggers on `tables` and the journal's
+/// `images`, the guard of the fence table, the fingerprint and the fence
+/// row, the DDL guard; then commits. On a failure the transaction is rolled
+/// back, leaving the target unchanged. What guards cutover's tables against
+/// schema changes, where the engine has one.
+pub fn install(
+    target: &Db,
+    spec: &Spec,
+    tables: &[String],
+    images: &[String],
+) -> Result<Option<String>> {
+    let r = (|| -> Result<Option<String>> {
+        for t in tables.iter().chain(images) {
+            target.install_fence_triggers(t, &message(t))?;
+        }
+        target.install_fence_guard(&message(FENCE_TABLE))?;
+        let fp = Fingerprint::read(target, spec, FORMAT)?;
+        if let Some(failed) = &fp.failed {
+            bail!("{failed}");
+        }
+        let mut record = FenceRecord {
+            boundary: fp.max_seq,
+            journal_rows: fp.journal_rows,
+            fingerprint: String::new(),
+            tables: serde_json::to_string(&tables)?,
+            parts: serde_json::to_string(&fp)?,
+            fenced_at: target.now()?,
+        };
+        record.fingerprint = fp.hash_v3(&record);
+        target.set_fence_row(&record)?;
+        let guard = target.install_ddl_guard(
+        "cutover fence: the schema of cutover's tables cannot change while the target is fenced; lift the fence only with `cutover fence off`",
+    )?;
+        target.commit()?;
+        Ok(guard)
+    })();
+    r.map_err(|e| {
+        target.rollback();
+        e.context("the fence was not installed; the target is unchanged")
+    })
+}

@@ -1,0 +1,75 @@
+//! How the last replay ended, as the source records it: `fence off` and
+//! `status` go by it.
+
+use anyhow::Result;
+
+use crate::db::Db;
+
+/// Whether the last replay of `journal` reconciled clean at `boundary`; if
+/// not, what the source records instead.
+pub fn replay_passed(source: &Db, journal: &str, boundary: i64) -> Result<Result<(), String>> {
+    Ok(match source.last_replay_verdict(journal)? {
+        Some(v) if v.passed && v.boundary == boundary => Ok(()),
+        Some(v) if v.passed => Err(format!(
+            "the last replay reconciled clean at boundary {}, not at this fence's {boundary}",
+            v.boundary
+        )),
+        Some(v) => Err(format!("the last replay FAILED at {}: {}", v.at, v.detail)),
+        None => Err("no replay has reconciled the source with the target yet".to_string()),
+    })
+}
+
+/// How a replay ended, as [`record_replay`] records it.
+pub struct ReplayEnd<'a> {
+    pub boundary: i64,
+    /// Every entry applied and the source reconciled clean.
+    pub passed: bool,
+    pub conflict: Option<&'a crate::apply::Conflict>,
+    pub breach: Option<&'a str>,
+    pub foreign_keys: &'a [String],
+    /// The reconciliation's summary line.
+    pub summary: Option<&'a str>,
+}
+
+/// Records how a replay ended in the source (`_cutover_replays`): a pass
+/// when every entry up to the boundary is applied and the source reconciled
+/// clean, else what failed. `status` and `fence off` go by the last one.
+pub fn record_replay(source: &Db, journal: &str, end: ReplayEnd<'_>) -> Result<()> {
+    let detail = if end.passed {
+        String::new()
+    } else if let Some(c) = end.conflict {
+        format!(
+            "a conflict at seq {} in table '{}', key {}: {}",
+            c.tag, c.table, c.key, c.reason
+        )
+    } else if let Some(b) = end.breach {
+        b.to_string()
+    } else if let Some(first) = end.foreign_keys.first() {
+        format!(
+            "{} source rows were left without their parent row ({first})",
+            end.foreign_keys.len()
+        )
+    } else {
+        format!(
+            "the source does not reconcile with the target ({})",
+            end.summary.unwrap_or_default()
+        )
+    };
+    source
+        .write(|| {
+            source.record_replay_verdict(&crate::db::ReplayVerdict {
+                journal: journal.to_string(),
+                boundary: end.boundary,
+                passed: end.passed,
+                detail,
+                at: source.now()?,
+            })
+        })
+        .map_err(|e| {
+            e.context(format!(
+                "the replay ran to its end ({}), but its verdict could not be recorded in source {}; run `cutover replay` again to record it",
+                if end.passed { "pass" } else { "FAIL" },
+                source.location()
+            ))
+        })
+}

@@ -1,0 +1,93 @@
+//! A synced table's record in the target: every sync batch committed
+//! (provenance: rows, watermark range, time) and the cursor, the watermark
+//! and key of the last row carried. The gate reports the provenance of each
+//! synced table beside the quality of its source now; status, the cursor.
+
+use anyhow::Result;
+use serde::Serialize;
+use serde_json::Value as Json;
+
+use crate::db::Db;
+use crate::spec::Spec;
+use crate::survey::quality;
+use crate::value::Value;
+
+/// A table's sync cursor: the watermark and key of the last row carried.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Cursor {
+    // In the order the keys of a JSON object sort, as the text shows it.
+    pub key: Json,
+    pub watermark: Json,
+}
+
+impl Cursor {
+    /// The cursor as the target records it: a typed watermark and the
+    /// key's JSON text.
+    pub fn of(recorded: Option<(Value, String)>) -> Option<Cursor> {
+        recorded.map(|(w, k)| Cursor {
+            key: serde_json::from_str::<Json>(&k).unwrap_or(Json::Null),
+            watermark: w.to_json(),
+        })
+    }
+}
+
+impl std::fmt::Display for Cursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&serde_json::to_string(self).map_err(|_| std::fmt::Error)?)
+    }
+}
+
+/// The gate's view of a synced table: its quality now and every sync batch
+/// committed so far (provenance).
+#[derive(Debug, Serialize)]
+pub struct Provenance {
+    pub table: String,
+    pub quality_failures: u64,
+    pub examples: Vec<String>,
+    pub batches: Vec<CommittedBatch>,
+}
+
+/// A sync batch as the target recorded it.
+#[derive(Debug, Serialize)]
+pub struct CommittedBatch {
+    pub batch: i64,
+    pub rows: i64,
+    pub changed: i64,
+    pub first_watermark: Json,
+    pub last_watermark: Json,
+    pub committed_at: String,
+}
+
+pub fn provenance(
+    spec: &Spec,
+    source: &mut Db,
+    target: &Db,
+    max: usize,
+) -> Result<Vec<Provenance>> {
+    let mut out = Vec::new();
+    for t in &spec.tables {
+        let Some(wm) = t.watermark else { continue };
+        let q = quality(t, Some(wm), source, max)?;
+        let batches = target
+            .sync_batches(&t.name)?
+            .into_iter()
+            .map(
+                |(batch, rows, changed, first, last, committed_at)| CommittedBatch {
+                    batch,
+                    rows,
+                    changed,
+                    first_watermark: first.to_json(),
+                    last_watermark: last.to_json(),
+                    committed_at,
+                },
+            )
+            .collect();
+        out.push(Provenance {
+            table: t.name.clone(),
+            quality_failures: q.failures(),
+            examples: q.examples,
+            batches,
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,162 @@
+//! The source's foreign keys around a replay: the rows that break one
+//! (checked before and after, since cutover never lets a cascade or SET
+//! NULL change rows the journal does not name), and the pending entries
+//! that would set off a foreign-key action the role cannot switch off,
+//! refused before anything is written.
+
+use anyhow::Result;
+
+use crate::apply::Conflict;
+use crate::db::Db;
+use crate::side_effects::Policy;
+use crate::spec::Spec;
+
+/// Every row of the source that breaks a foreign key of a spec table or a
+/// foreign key referring to one (from any table of the source, in the
+/// spec or not), described with table, key and the parent table it misses.
+/// Empty (and free) when no such foreign key exists.
+pub fn foreign_key_violations(spec: &Spec, source: &Db) -> Result<Vec<String>> {
+    let mut tables: Vec<(String, Vec<String>)> = Vec::new();
+    let mut add = |name: &str, key: Vec<String>| {
+        if !tables.iter().any(|(t, _)| t == name) {
+            tables.push((name.to_string(), key));
+        }
+    };
+    for t in &spec.tables {
+        if !source.foreign_keys(&t.source_table)?.is_empty() {
+            add(
+                &t.source_table,
+                t.source_names()[..t.key_len]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect(),
+            );
+        }
+        for child in source.referencing_tables(&t.source_table)? {
+            match spec.tables.iter().find(|s| s.source_table == child) {
+                Some(s) => add(
+                    &child,
+                    s.source_names()[..s.key_len]
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect(),
+                ),
+                None => {
+                    // A table outside the spec: its own primary key names it.
+                    let mut pk: Vec<_> = source
+                        .table_columns(&child)?
+                        .into_iter()
+                        .filter(|c| c.pk > 0)
+                        .collect();
+                    pk.sort_by_key(|c| c.pk);
+                    add(&child, pk.into_iter().map(|c| c.name).collect());
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (table, key) in &tables {
+        let key_names: Vec<&str> = key.iter().map(String::as_str).collect();
+        for (child, key, parent) in source.foreign_key_violations(table, &key_names)? {
+            let key = key.map_or("(a row without a key to name it by)".to_string(), |k| {
+                crate::value::display_key(&k)
+            });
+            let v =
+                format!("table '{child}', key {key}: its parent in table '{parent}' is missing");
+            if !out.contains(&v) {
+                out.push(v);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The pending entries that would set off a foreign-key action the role
+/// cannot switch off (a delete, or a change of the referenced columns, of a
+/// row other rows refer to), each a conflict naming the rows it would
+/// change. Read before anything is written.
+pub fn refused_by_actions(
+    spec: &Spec,
+    source: &Db,
+    target: &Db,
+    policy: &Policy,
+    after: i64,
+    boundary: i64,
+) -> Result<Vec<Conflict>> {
+    let reader = crate::journal::Reader::new(spec, target)?;
+    let mut out = Vec::new();
+    let mut from = after;
+    let whole = |_: i64, _: usize, _: bool| false;
+    let shape = crate::db::RunShape {
+        limit: 1000,
+        bytes: crate::journal::RUN_BYTES,
+        digest: &whole,
+    };
+    loop {
+        let (page, _) = target.journal_run(from, boundary, &shape)?;
+        let Some(last) = page.last() else { break };
+        from = last.seq;
+        for e in page {
+            let e = reader.entry(spec, target, e)?;
+            let t = &spec.tables[e.table];
+            let Some(before) = &e.before else { continue };
+            for d in policy
+                .live_actions()
+                .filter(|d| d.effect.table == t.source_table)
+            {
+                let Some(a) = &d.effect.action else { continue };
+                let idx: Option<Vec<usize>> = a
+                    .parent_columns
+                    .iter()
+                    .map(|p| t.columns.iter().position(|c| c.source == *p))
+                    .collect();
+                let Some(idx) = idx else { continue };
+                let Ok(src) = crate::apply::source_form(t, before, &e.unrecorded) else {
+                    continue;
+                };
+                let sets_off = match &e.after {
+                    None => a.on_delete,
+                    Some(after) => a.on_update && idx.iter().any(|&i| after[i] != before[i]),
+                };
+                if !sets_off {
+                    continue;
+                }
+                let values: Vec<crate::value::Value> =
+                    idx.iter().map(|&i| src[i].clone()).collect();
+                let rows = source.referencing_rows(&d.effect, &values, 5)?;
+                if rows.is_empty() {
+                    continue;
+                }
+                out.push(Conflict {
+                    tag: e.seq,
+                    table: t.name.clone(),
+                    key: crate::value::key_json(&before[..t.key_len]),
+                    column: None,
+                    reason: format!(
+                        "its {} would set off foreign-key action '{}' ({}) of the source, changing rows the journal does not name: {}{}; {}",
+                        if e.after.is_none() { "delete" } else { "change of key" },
+                        d.effect.name,
+                        d.effect.when,
+                        rows.join(", "),
+                        if rows.len() == 5 { ", …" } else { "" },
+                        d.cannot.as_deref().unwrap_or_default()
+                    ),
+                    expected: Some(crate::apply::row_json_of(t, before, &e.unrecorded)),
+                    found: None,
+                    wanted: e
+                        .after
+                        .as_ref()
+                        .map(|a| crate::apply::row_json_of(t, a, &e.unrecorded)),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The rows of the source that break a foreign key now and did not
+/// `before` (a [`foreign_key_violations`] of then).
+pub fn violations_since(spec: &Spec, source: &Db, before: &[String]) -> Result<Vec<String>> {
+    let after = foreign_key_violations(spec, source)?;
+    Ok(after.into_iter().filter(|v| !before.contains(v)).collect())
+}

@@ -1,0 +1,25 @@
+//! The rollback's own logic, which `cutover replay` runs: the journal's
+//! entries made into changes and a batch folded into its net effect
+//! ([`plan`]); what the pending entries would do, for a dry run
+//! ([`pending`]); foreign keys checked and the source's foreign-key actions
+//! refused before writing ([`foreign_keys`]); the source's triggers and
+//! rules the role cannot hold refused too ([`policy`]); the id generators carried
+//! past the target's ([`sequences`]); what a closing reconciliation's
+//! differences trace to ([`causes`]); and what a conflict's evidence shows,
+//! in words an operator acts on ([`conflicts`]).
+
+pub mod causes;
+pub mod conflicts;
+pub mod foreign_keys;
+pub mod pending;
+pub mod plan;
+pub mod policy;
+pub mod sequences;
+
+pub use causes::{causes, unjournaled};
+pub use conflicts::{cause, conflict_text};
+pub use foreign_keys::{foreign_key_violations, refused_by_actions, violations_since};
+pub use pending::{Effect, Plan, StaleKey, plan};
+pub use plan::{fold, record_keys, to_change};
+pub use policy::refuse_unheld;
+pub use sequences::carry_sequences;

@@ -1,0 +1,359 @@
+//! A run of journal entries made into the changes replay writes: each
+//! entry a change addressed by the key its row had before, both images in
+//! the source's form; and a batch's changes with those of records touched
+//! more than once folded into their net effect.
+
+use crate::apply::{Change, Rule};
+use crate::spec::Spec;
+use crate::value::Row;
+
+/// Turns one journal entry into a change in canonical form, addressed by
+/// the key the row had before it (a key change moves it from there), with
+/// both images in the source's form: made on the journal's reading thread,
+/// so the applying one only writes.
+pub fn to_change(spec: &Spec, e: crate::journal::Entry) -> Change {
+    let t = &spec.tables[e.table];
+    let k = t.key_len;
+    let at = e
+        .before
+        .as_ref()
+        .or(e.after.as_ref())
+        .map(|r| r[..k].to_vec())
+        .unwrap_or_default();
+    let form = |r: &Option<crate::value::Row>| {
+        r.as_ref()
+            .map(|r| crate::apply::source_form(t, r, &e.unrecorded))
+            .transpose()
+    };
+    let source_images = match (form(&e.before), form(&e.after)) {
+        (Ok(b), Ok(a)) => Some((b, a)),
+        // The applying thread meets the same refusal and reports it.
+        _ => None,
+    };
+    Change {
+        table: e.table,
+        key: at,
+        rule: Rule::Expect {
+            before: e.before,
+            revision: None,
+        },
+        after: e.after,
+        tag: e.seq,
+        source_images,
+        entries: 1,
+        unrecorded: e.unrecorded,
+    }
+}
+
+/// A batch's changes with those of records touched more than once folded
+/// into their net effect: a delete and re-insert of one key in a
+/// transaction, two keys swapped in one `UPDATE` under a deferrable key, a
+/// key moved onto one freed in the same batch. The target passed through
+/// states a source whose key, UNIQUE or foreign key is checked statement by
+/// statement refuses (two rows under one key, a parent briefly gone); the
+/// net effect never does: each key goes from the row it held before the
+/// batch to the row it holds after, written in place where it holds one
+/// before and after.
+///
+/// The rows each change removes and adds are followed as a set, in seq
+/// order: a change removes its before-image (a row present at the start of
+/// the batch, unless an earlier change added it) and adds its after-image.
+/// The fold is made only where that proves one row per key at the start
+/// and at the end; records touched once are left exactly as they were.
+pub fn fold(spec: &Spec, changes: Vec<Change>) -> Vec<Change> {
+    use std::collections::HashMap;
+    if touched_once(spec, &changes) {
+        return changes;
+    }
+    // The keys each change touches.
+    let keys = keys_touched(spec, &changes);
+    let mut touched: HashMap<&[u8], usize> = HashMap::new();
+    for k in keys.iter().flatten() {
+        *touched.entry(k.as_slice()).or_default() += 1;
+    }
+    if touched.values().all(|&n| n == 1) {
+        return changes;
+    }
+    // Groups of changes linked by the keys they share (union-find, each
+    // group's root its first change).
+    let groups = groups(changes.len(), &keys);
+    let mut out: Vec<Option<Vec<Change>>> = (0..changes.len()).map(|_| None).collect();
+    for (lead, members) in &groups {
+        if members.len() < 2 {
+            continue;
+        }
+        let Some(mut folded) = fold_group(spec, &changes, &keys, members) else {
+            continue;
+        };
+        if let Some(f) = folded.first_mut() {
+            f.entries = members.len() as u64;
+        }
+        let last = members.iter().copied().max().unwrap_or(*lead);
+        let arrive = folded
+            .iter()
+            .position(|c| c.after.is_some())
+            .unwrap_or(folded.len());
+        let arrivals = folded.split_off(arrive);
+        for &i in members {
+            out[i] = Some(Vec::new());
+        }
+        out[*lead] = Some(folded);
+        out[last].get_or_insert_with(Vec::new).extend(arrivals);
+    }
+    changes
+        .into_iter()
+        .zip(out)
+        .flat_map(|(c, f)| f.unwrap_or_else(|| vec![c]))
+        .collect()
+}
+
+/// A record's identity: its table and key.
+fn key_of(spec: &Spec, c: &Change, r: &Row) -> Vec<u8> {
+    let k = spec.tables[c.table].key_len;
+    let mut id = c.table.to_le_bytes().to_vec();
+    id.extend(crate::value::key_json(&r[..k]).to_string().into_bytes());
+    id
+}
+
+/// The row a change expects to find.
+fn before_of(c: &Change) -> Option<Row> {
+    match &c.rule {
+        Rule::Expect { before, .. } => before.clone(),
+        _ => None,
+    }
+}
+
+/// Whether no record is touched twice, as far as a hash of each key says.
+fn touched_once(spec: &Spec, changes: &[Change]) -> bool {
+    // Most batches touch each record once: found without allocating, by a
+    // hash of each key a change touches; only a repeated hash (a record
+    // touched twice, or a collision) goes on to the exact comparison below.
+    let hash = |table: usize, key: &[crate::value::Value]| {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        table.hash(&mut h);
+        for v in key {
+            match v.as_cell() {
+                crate::value::CellRef::Null => 0u8.hash(&mut h),
+                crate::value::CellRef::Integer(i) => (1u8, i).hash(&mut h),
+                crate::value::CellRef::Real(r) => (2u8, r.to_bits()).hash(&mut h),
+                crate::value::CellRef::Text(t) => (3u8, t).hash(&mut h),
+                crate::value::CellRef::Blob(b) => (4u8, b).hash(&mut h),
+                crate::value::CellRef::Digested(d) => (5u8, d.len, d.sha256).hash(&mut h),
+            }
+        }
+        h.finish()
+    };
+    let mut seen: std::collections::HashSet<u64> =
+        std::collections::HashSet::with_capacity(changes.len() * 2);
+    let mut repeated = false;
+    for c in changes {
+        let k = spec.tables[c.table].key_len;
+        let from = hash(c.table, &c.key[..k.min(c.key.len())]);
+        repeated |= !seen.insert(from);
+        if let Some(a) = &c.after {
+            let to = hash(c.table, &a[..k]);
+            repeated |= to != from && !seen.insert(to);
+        }
+        if repeated {
+            break;
+        }
+    }
+    !repeated
+}
+
+/// The identities of the records each change touches: its key, and the
+/// key it moves to.
+fn keys_touched(spec: &Spec, changes: &[Change]) -> Vec<Vec<Vec<u8>>> {
+    changes
+        .iter()
+        .map(|c| {
+            let mut ks = vec![{
+                let k = spec.tables[c.table].key_len;
+                let mut id = c.table.to_le_bytes().to_vec();
+                id.extend(
+                    crate::value::key_json(&c.key[..k.min(c.key.len())])
+                        .to_string()
+                        .into_bytes(),
+                );
+                id
+            }];
+            if let Some(a) = &c.after {
+                let to = key_of(spec, c, a);
+                if to != ks[0] {
+                    ks.push(to);
+                }
+            }
+            ks
+        })
+        .collect()
+}
+
+/// The groups of `n` changes linked by the keys they share, by their first
+/// change.
+fn groups(n: usize, keys: &[Vec<Vec<u8>>]) -> std::collections::HashMap<usize, Vec<usize>> {
+    use std::collections::HashMap;
+    let mut parent: Vec<usize> = (0..n).collect();
+    fn root(p: &mut [usize], mut i: usize) -> usize {
+        while p[i] != i {
+            p[i] = p[p[i]];
+            i = p[i];
+        }
+        i
+    }
+    let mut first: HashMap<&[u8], usize> = HashMap::new();
+    for (i, ks) in keys.iter().enumerate() {
+        for k in ks {
+            match first.get(k.as_slice()) {
+                Some(&j) => {
+                    let (a, b) = (root(&mut parent, i), root(&mut parent, j));
+                    parent[a.max(b)] = a.min(b);
+                }
+                None => {
+                    first.insert(k.as_slice(), i);
+                }
+            }
+        }
+    }
+    let mut groups: HashMap<usize, Vec<usize>> = HashMap::new();
+    for i in 0..n {
+        groups.entry(root(&mut parent, i)).or_default().push(i);
+    }
+    groups
+}
+
+/// The net effect of a group of changes, in the order to write it; `None`
+/// when the rows it removes and adds do not prove one row per key at the
+/// start and at the end.
+fn fold_group(
+    spec: &Spec,
+    changes: &[Change],
+    keys: &[Vec<Vec<u8>>],
+    members: &[usize],
+) -> Option<Vec<Change>> {
+    let (start, now) = rows_through(spec, changes, members)?;
+    let unrecorded = &changes[members[0]].unrecorded;
+    // Every key the group touched, in the order first touched.
+    let mut order: Vec<(&[u8], usize)> = Vec::new();
+    for &i in members {
+        for k in &keys[i] {
+            if !order.iter().any(|o| o.0 == k.as_slice()) {
+                order.push((k.as_slice(), i));
+            }
+        }
+    }
+    let mut folded: Vec<Change> = Vec::new();
+    for (k, i) in order {
+        let pre = start.iter().find(|s| s.0 == k);
+        let post = now.iter().find(|n| n.0 == k).map(|n| n.1.clone());
+        let c = &changes[pre.map_or(i, |p| p.2)];
+        let t = &spec.tables[c.table];
+        let key = match (pre, &post) {
+            (Some(p), _) => p.1[..t.key_len].to_vec(),
+            (None, Some(a)) => a[..t.key_len].to_vec(),
+            // Added and removed again within the batch: the source must
+            // not hold it, as at the start.
+            (None, None) => {
+                let x = &changes[i];
+                let r = before_of(x).or_else(|| x.after.clone()).unwrap_or_default();
+                if key_of(spec, x, &r) == k {
+                    r[..t.key_len].to_vec()
+                } else {
+                    x.after
+                        .as_ref()
+                        .map_or_else(Vec::new, |a| a[..t.key_len].to_vec())
+                }
+            }
+        };
+        folded.push(Change {
+            table: c.table,
+            key,
+            rule: Rule::Expect {
+                before: pre.map(|p| p.1.clone()),
+                revision: None,
+            },
+            after: post,
+            tag: c.tag,
+            source_images: None,
+            entries: 0,
+            unrecorded: unrecorded.clone(),
+        });
+    }
+    // Rows leave where the group's first change stood and arrive where
+    // its last one did: a change of another record between them (the
+    // delete of a row whose UNIQUE value arrives here, a child of a row
+    // written here) keeps its place between the two. Deletes, then
+    // rewrites in place, then inserts.
+    folded.sort_by_key(|c| match (&c.rule, &c.after) {
+        (_, None) => 0,
+        (
+            Rule::Expect {
+                before: Some(_), ..
+            },
+            Some(_),
+        ) => 1,
+        _ => 2,
+    });
+    Some(folded)
+}
+
+/// Rows a batch found, by record: (identity, row, the first change naming it).
+type Found = Vec<(Vec<u8>, Row, usize)>;
+/// Rows present after a change, by record.
+type Present = Vec<(Vec<u8>, Row)>;
+
+/// The rows a group of changes found at the start of the batch (with the
+/// first change naming each) and those present at its end, followed as a
+/// set in seq order; `None` unless they prove one row per key at both.
+fn rows_through(spec: &Spec, changes: &[Change], members: &[usize]) -> Option<(Found, Present)> {
+    // start: the rows the batch found (key → row, first change naming
+    // it); now: the rows present after each change.
+    let mut start: Found = Vec::new();
+    let mut now: Present = Vec::new();
+    // Changes recorded with different columns (entries on both sides of
+    // a `journal install` that added one) say nothing of each other's
+    // missing columns: they are applied one by one.
+    let unrecorded = &changes[members[0]].unrecorded;
+    let mut proven = members
+        .iter()
+        .all(|&i| changes[i].unrecorded == *unrecorded);
+    for &i in members {
+        let c = &changes[i];
+        if let Some(b) = before_of(c) {
+            match now.iter().position(|(_, r)| *r == b) {
+                Some(p) => {
+                    now.remove(p);
+                }
+                None => {
+                    let k = key_of(spec, c, &b);
+                    if start.iter().any(|s| s.0 == k) {
+                        proven = false;
+                    }
+                    start.push((k, b, i));
+                }
+            }
+        }
+        if let Some(a) = &c.after {
+            now.push((key_of(spec, c, a), a.clone()));
+        }
+    }
+    let mut ends: Vec<&[u8]> = now.iter().map(|(k, _)| k.as_slice()).collect();
+    ends.sort();
+    if !proven || ends.windows(2).any(|w| w[0] == w[1]) {
+        return None;
+    }
+    Some((start, now))
+}
+
+/// The records a change touches: its key, and the key it moves to.
+pub fn record_keys(spec: &Spec, c: &Change) -> Vec<(usize, String)> {
+    let k = spec.tables[c.table].key_len;
+    let mut out = vec![(c.table, crate::value::key_json(&c.key).to_string())];
+    if let Some(a) = &c.after {
+        let to = crate::value::key_json(&a[..k]).to_string();
+        if to != out[0].1 {
+            out.push((c.table, to));
+        }
+    }
+    out
+}
