@@ -40,6 +40,23 @@ pub struct DeliveryReport {
     pub reason: Option<String>,
 }
 
+impl DeliveryReport {
+    /// A delivery's report before anything of it is counted.
+    fn of(info: &DeliveryInfo, status: BatchStatus, reason: Option<String>) -> DeliveryReport {
+        DeliveryReport {
+            feed: info.feed.clone(),
+            delivery: info.delivery.clone(),
+            positions: [info.first_position, info.last_position],
+            lines: [info.first_line, info.last_line],
+            status,
+            applied: 0,
+            duplicate: 0,
+            stale: 0,
+            reason,
+        }
+    }
+}
+
 /// What `cutover apply` did, delivery by delivery. It reads back from its
 /// JSON too: the drill runs apply in a child process.
 #[derive(Debug, Serialize, Deserialize)]
@@ -116,17 +133,11 @@ pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<ApplyReport> {
         stopped = true;
     }
     for info in infos.iter().skip(rep.deliveries.len()) {
-        rep.deliveries.push(DeliveryReport {
-            feed: info.feed.clone(),
-            delivery: info.delivery.clone(),
-            positions: [info.first_position, info.last_position],
-            lines: [info.first_line, info.last_line],
-            status: BatchStatus::NotAttempted,
-            applied: 0,
-            duplicate: 0,
-            stale: 0,
-            reason: Some("an earlier delivery was rejected; positions must stay gapless".into()),
-        });
+        rep.deliveries.push(DeliveryReport::of(
+            info,
+            BatchStatus::NotAttempted,
+            Some("an earlier delivery was rejected; positions must stay gapless".into()),
+        ));
     }
     if !stopped {
         rep.verdict = Verdict::Pass;
@@ -165,17 +176,7 @@ fn deliver(
         last: info.last_position,
         seqs: &seqs,
     };
-    let mut dr = DeliveryReport {
-        feed: info.feed.clone(),
-        delivery: info.delivery.clone(),
-        positions: [info.first_position, info.last_position],
-        lines: [info.first_line, info.last_line],
-        status: BatchStatus::Applied,
-        applied: 0,
-        duplicate: 0,
-        stale: 0,
-        reason: None,
-    };
+    let mut dr = DeliveryReport::of(info, BatchStatus::Applied, None);
     let outcome = engine.apply_batch(&changes, &cp).map_err(|e| {
         let at = e
             .downcast_ref::<FailedChange>()
