@@ -65,10 +65,10 @@ fn same_inode(_: &Path, _: &Path) -> bool {
 /// columns, that every command then reads like any other source.
 pub fn open_source(spec: &Spec, snapshot: Option<&Path>, access: crate::db::Access) -> Result<Db> {
     match (&spec.source, snapshot) {
-        (Location::Sqlite(_) | Location::Postgres(_), None) => {
+        (Location::Sqlite(_) | Location::Server(_), None) => {
             Db::open(&spec.source, access, "source")
         }
-        (Location::Sqlite(_) | Location::Postgres(_), Some(_)) => bail!(
+        (Location::Sqlite(_) | Location::Server(_), Some(_)) => bail!(
             "--snapshot is for a csv:// source; the spec's source {} is a database",
             spec.source.display()
         ),

@@ -97,7 +97,8 @@ pub struct Spec {
 }
 
 /// Where a database is: what a spec's `url` names, paths resolved against
-/// the spec file's folder. Which engine opens it is `db::Db::open`'s choice.
+/// the spec file's folder. Which engine opens a server's URL is decided by
+/// its scheme, in one place (`db::engines`).
 #[derive(Clone, PartialEq, Eq)]
 pub enum Location {
     /// `sqlite://PATH`: a SQLite file.
@@ -105,9 +106,10 @@ pub enum Location {
     /// `csv://PATH`: a CSV snapshot (UTF-8, header row) of the spec's one
     /// table; a source only, never written.
     Csv(PathBuf),
-    /// `postgres://user@host:port/db?schema=NAME`: one schema of a
-    /// PostgreSQL database (`public` unless named).
-    Postgres(String),
+    /// `SCHEME://user@host:port/db…`: a database on a server, as written
+    /// (`postgres://user@host:port/db?schema=NAME`: one schema of a
+    /// PostgreSQL database, `public` unless named).
+    Server(String),
 }
 
 impl std::fmt::Debug for Location {
@@ -116,8 +118,8 @@ impl std::fmt::Debug for Location {
         match self {
             Location::Sqlite(p) => f.debug_tuple("Sqlite").field(p).finish(),
             Location::Csv(p) => f.debug_tuple("Csv").field(p).finish(),
-            Location::Postgres(url) => f
-                .debug_tuple("Postgres")
+            Location::Server(url) => f
+                .debug_tuple("Server")
                 .field(&without_password(url))
                 .finish(),
         }
@@ -129,7 +131,7 @@ impl Location {
     pub fn path(&self) -> Option<&Path> {
         match self {
             Location::Sqlite(p) | Location::Csv(p) => Some(p),
-            Location::Postgres(_) => None,
+            Location::Server(_) => None,
         }
     }
 
@@ -137,7 +139,7 @@ impl Location {
     pub fn display(&self) -> String {
         match self {
             Location::Sqlite(p) | Location::Csv(p) => p.display().to_string(),
-            Location::Postgres(url) => without_password(url),
+            Location::Server(url) => without_password(url),
         }
     }
 }
@@ -191,18 +193,29 @@ pub fn mask_passwords(text: &str) -> String {
     param.replace_all(&text, "password=***").into_owned()
 }
 
-/// Whether a spec's url names a PostgreSQL database.
-fn is_postgres(url: &str) -> bool {
-    url.starts_with("postgres://") || url.starts_with("postgresql://")
-}
-
-/// A spec's url: a PostgreSQL URL as written, or a SQLite file relative to
-/// the spec's folder.
-fn database(base: &Path, url: &str) -> Result<Location> {
-    if is_postgres(url) {
-        return Ok(Location::Postgres(url.to_string()));
+/// A database's url: a SQLite file relative to `base` (the spec's folder,
+/// or the current one on the command line), or a server's URL as written;
+/// which engine answers to its scheme is asked when it is opened.
+pub fn database(base: &Path, url: &str) -> Result<Location> {
+    match url.split_once("://") {
+        Some((scheme, path)) if scheme.eq_ignore_ascii_case("sqlite") && !path.is_empty() => {
+            Ok(Location::Sqlite(base.join(path)))
+        }
+        Some((scheme, rest))
+            if !scheme.is_empty()
+                && !rest.is_empty()
+                && !scheme.eq_ignore_ascii_case("csv")
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) =>
+        {
+            Ok(Location::Server(url.to_string()))
+        }
+        _ => bail!(
+            "url '{}' is not supported; write sqlite://PATH (in a spec, relative to its folder), a server's URL such as postgres://USER@HOST:PORT/DB?schema=NAME, or csv://PATH for a source snapshot",
+            without_password(url)
+        ),
     }
-    Ok(Location::Sqlite(sqlite_path(base, url)?))
 }
 
 /// One migrated table. `columns` holds the key columns first (carried as
@@ -415,13 +428,13 @@ pub fn load(path: &Path) -> Result<Spec> {
     };
     let target = database(base, &raw.target.url).with_context(|| ctx("[target] url"))?;
     if source == target {
-        if let Location::Postgres(_) = &source {
+        if let Location::Server(_) = &source {
             // One schema holding both the old and the new table (an
             // expand/contract migration, `orders` → `orders_v2`): cutover's
             // journal, fence and applied set are kept per side, each in its
             // side's schema, so the two sides must be two schemas.
             bail!(
-                "spec {}: source and target are the same PostgreSQL schema ({}); cutover keeps the target's journal and fence and the source's applied set apart by schema, so the two sides must be two schemas. Put the new tables in a schema of their own (CREATE SCHEMA v2; ALTER TABLE orders_v2 SET SCHEMA v2) and name it in the target's url (?schema=v2)",
+                "spec {}: source and target are the same schema of one database ({}); cutover keeps the target's journal and fence and the source's applied set apart by schema, so the two sides must be two schemas. Put the new tables in a schema of their own (CREATE SCHEMA v2; ALTER TABLE orders_v2 SET SCHEMA v2) and name it in the target's url (?schema=v2)",
                 path.display(),
                 source.display()
             );
@@ -463,16 +476,6 @@ pub fn load(path: &Path) -> Result<Spec> {
         target,
         tables,
     })
-}
-
-fn sqlite_path(base: &Path, url: &str) -> Result<PathBuf> {
-    match url.strip_prefix("sqlite://") {
-        Some(p) if !p.is_empty() => Ok(base.join(p)),
-        _ => bail!(
-            "url '{}' is not supported; write sqlite://PATH (relative to the spec file), postgres://USER@HOST:PORT/DB?schema=NAME, or csv://PATH for a source snapshot",
-            without_password(url)
-        ),
-    }
 }
 
 fn resolve_table(t: RawTable) -> Result<Table> {
@@ -742,8 +745,8 @@ mod tests {
             );
         }
         assert_eq!(
-            format!("{:?}", Location::Postgres("postgres://me:pw@h/db".into())),
-            "Postgres(\"postgres://me:***@h/db\")"
+            format!("{:?}", Location::Server("postgres://me:pw@h/db".into())),
+            "Server(\"postgres://me:***@h/db\")"
         );
         assert_eq!(
             mask_passwords("mysql://a:b%40c@host/x and password=zz"),
@@ -777,7 +780,7 @@ mod tests {
         );
         let err = format!("{:#}", load(&p).unwrap_err());
         assert!(
-            err.contains("same PostgreSQL schema") && err.contains("?schema=v2"),
+            err.contains("same schema of one database") && err.contains("?schema=v2"),
             "{err}"
         );
         assert!(!err.contains("same file"), "{err}");

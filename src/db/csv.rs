@@ -174,7 +174,7 @@ pub fn materialize(path: &Path, table: &Table, target: &Db) -> Result<Db> {
             .collect()
     });
     db.fill(&table.source_table, width, rows)?;
-    Ok(Db::new(db))
+    Ok(Db::new(db, &super::engines::SQLITE))
 }
 
 fn csv_error(path: &Path, e: csv::Error) -> anyhow::Error {

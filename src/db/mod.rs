@@ -4,10 +4,11 @@
 //! The rest of the crate holds a [`Db`]: one open database of any engine,
 //! offering the interfaces of [`interfaces`] (docs/architecture.md draws
 //! them). Two engines implement them, SQLite ([`sqlite`]) and PostgreSQL
-//! ([`postgres`]); another is one type implementing [`Database`] and a
-//! branch in [`Db::open`].
+//! ([`postgres`]); another is one type implementing [`Database`] and an
+//! entry in [`engines`], which matches a location to its engine.
 
 pub mod csv;
+pub mod engines;
 pub mod interfaces;
 pub mod postgres;
 pub mod sqlite;
@@ -15,7 +16,7 @@ pub mod types;
 
 use std::path::Path;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use sha2::Digest;
 
 pub use interfaces::{
@@ -35,7 +36,7 @@ use crate::value::{Block, Row, Value};
 /// One open database, whatever its engine. It dereferences to
 /// [`Database`], so every interface's methods are called on it directly;
 /// the few helpers that take closures live here, over those interfaces.
-pub struct Db(Box<dyn Database>);
+pub struct Db(Box<dyn Database>, &'static engines::Engine);
 
 impl std::ops::Deref for Db {
     type Target = dyn Database;
@@ -50,16 +51,13 @@ impl Db {
     /// empty database; a writer refuses settings under which a crash could
     /// leave half a batch behind.
     pub fn open(location: &Location, access: Access, role: &str) -> Result<Db> {
-        match location {
-            Location::Sqlite(path) => Ok(Db(Box::new(sqlite::Sqlite::open(path, access, role)?))),
-            Location::Postgres(url) => {
-                Ok(Db(Box::new(postgres::Postgres::open(url, access, role)?)))
-            }
-            Location::Csv(path) => bail!(
-                "{role} {} is a CSV snapshot, not a database; only a source can be one",
-                path.display()
-            ),
-        }
+        let engine = engines::for_location(location, role)?;
+        Ok(Db(engine.open(location, access, role)?, engine))
+    }
+
+    /// The engine this database is, with what it can do.
+    pub fn engine(&self) -> &'static engines::Engine {
+        self.1
     }
 
     /// Opens a SQLite file (drill fixtures).
@@ -74,8 +72,8 @@ impl Db {
 
     /// Wraps an engine opened by the caller (a CSV snapshot's temporary
     /// database, a test) as a `Db`.
-    pub fn new(engine: impl Database + 'static) -> Db {
-        Db(Box::new(engine))
+    pub fn new(engine: impl Database + 'static, kind: &'static engines::Engine) -> Db {
+        Db(Box::new(engine), kind)
     }
 
     /// The engine itself, to hand to a reader thread.

@@ -144,7 +144,7 @@ impl Subject {
         let (user, server) = rest.split_once('@')?;
         let url = format!("{scheme}://{user}:{password}@{server}");
         Some(
-            Db::open(&Location::Postgres(url), Access::Write, "target")
+            Db::open(&Location::Server(url), Access::Write, "target")
                 .expect("opening the database"),
         )
     }
@@ -197,7 +197,7 @@ impl Subject {
 fn open(place: &Place) -> Db {
     let location = match place {
         Place::Sqlite { path, .. } => Location::Sqlite(path.clone()),
-        Place::Postgres(t) => Location::Postgres(t.url.clone()),
+        Place::Postgres(t) => Location::Server(t.url.clone()),
     };
     Db::open(&location, Access::Write, "target").expect("opening the database")
 }

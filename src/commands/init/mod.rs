@@ -15,7 +15,6 @@ use serde::Serialize;
 
 use crate::db::{Access, Db};
 use crate::report::Report;
-use crate::spec::Location;
 
 mod draft;
 
@@ -39,16 +38,9 @@ impl Report for InitReport {
 }
 
 fn open(url: &str, role: &str) -> Result<Db> {
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        return Db::open(&Location::Postgres(url.to_string()), Access::Read, role);
-    }
-    let path = url.strip_prefix("sqlite://").with_context(|| {
-        format!(
-            "--{role} {}: write sqlite://PATH (relative to the current folder) or postgres://USER@HOST:PORT/DB?schema=NAME",
-            crate::spec::without_password(url),
-        )
-    })?;
-    Db::open_file(Path::new(path), Access::Read, role)
+    let location =
+        crate::spec::database(Path::new(""), url).with_context(|| format!("--{role}"))?;
+    Db::open(&location, Access::Read, role)
 }
 
 pub fn run(source_url: &str, target_url: &str, out: Option<&Path>) -> Result<InitReport> {

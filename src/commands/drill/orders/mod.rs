@@ -73,7 +73,7 @@ impl Drop for ServerSide {
         if self.keep {
             return;
         }
-        let base = Location::Postgres(self.url.clone());
+        let base = Location::Server(self.url.clone());
         if let Ok(db) = Db::open(&base, Access::Write, "drill") {
             let _ = db.execute_script(&format!("DROP SCHEMA \"{}\" CASCADE", self.schema));
         }
@@ -89,9 +89,9 @@ fn on_server(
     keep: bool,
     made: &mut Vec<ServerSide>,
 ) -> Result<String> {
-    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+    if !crate::db::engines::for_url(url).is_some_and(|e| e.capabilities.schemas) {
         bail!(
-            "--{side} {}: give a postgres://USER@HOST:PORT/DB url",
+            "--{side} {}: give a postgres://USER@HOST:PORT/DB url (a server whose URL can name a schema the drill makes)",
             crate::spec::without_password(url)
         );
     }
@@ -105,7 +105,7 @@ fn on_server(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
     let schema = format!("cutover_drill_{side}_{}_{nanos}", std::process::id());
-    let base = Db::open(&Location::Postgres(url.to_string()), Access::Write, side)?;
+    let base = Db::open(&Location::Server(url.to_string()), Access::Write, side)?;
     base.execute_script(&format!("CREATE SCHEMA \"{schema}\""))?;
     made.push(ServerSide {
         url: url.to_string(),
@@ -114,7 +114,7 @@ fn on_server(
     });
     let sep = if url.contains('?') { '&' } else { '?' };
     let at = format!("{url}{sep}schema={schema}");
-    Db::open(&Location::Postgres(at.clone()), Access::Write, side)?.execute_script(script)?;
+    Db::open(&Location::Server(at.clone()), Access::Write, side)?.execute_script(script)?;
     Ok(at)
 }
 

@@ -1,0 +1,160 @@
+//! The engines cutover opens, each under its URL schemes, with what it can
+//! do: the one place a location is matched to an engine. Another engine is
+//! one entry here and the type that implements [`super::Database`].
+
+use anyhow::{Result, bail};
+
+use super::{Access, Database, postgres, sqlite};
+use crate::spec::Location;
+
+/// What an engine can do that others cannot: the domain asks these instead
+/// of asking which engine it holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Schema changes (`CREATE`, `ALTER`, `DROP`) inside a transaction are
+    /// undone with it. Where they are not (MySQL commits at each), an
+    /// install is idempotent and runs outside the data's transaction.
+    pub transactional_ddl: bool,
+    /// A URL names a schema of a database (`?schema=NAME`), which a drill
+    /// can make for itself and drop afterwards.
+    pub schemas: bool,
+    /// The database computes the gate's digests itself
+    /// ([`super::Digests`]).
+    pub digests: bool,
+    /// One statement writes a row only if the row stored is the one
+    /// expected ([`super::ConditionalWrite`]).
+    pub conditional_writes: bool,
+}
+
+/// One engine: its name, the schemes of its URLs, and how it is opened.
+pub struct Engine {
+    /// How messages name it.
+    pub name: &'static str,
+    /// The URL schemes it answers to, the first the one messages show.
+    pub schemes: &'static [&'static str],
+    /// How a URL of it is written, for messages that say what to write.
+    pub form: &'static str,
+    pub capabilities: Capabilities,
+    /// Opens a database of this engine at a location of its kind.
+    open: fn(&Location, Access, &str) -> Result<Box<dyn Database>>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+impl Engine {
+    /// Opens a database of this engine (see [`super::Db::open`]).
+    pub(super) fn open(
+        &'static self,
+        location: &Location,
+        access: Access,
+        role: &str,
+    ) -> Result<Box<dyn Database>> {
+        (self.open)(location, access, role)
+    }
+}
+
+pub static SQLITE: Engine = Engine {
+    name: "SQLite",
+    schemes: &["sqlite"],
+    form: "sqlite://PATH",
+    capabilities: Capabilities {
+        transactional_ddl: true,
+        schemas: false,
+        digests: false,
+        conditional_writes: true,
+    },
+    open: |location, access, role| match location {
+        Location::Sqlite(path) => Ok(Box::new(sqlite::Sqlite::open(path, access, role)?)),
+        other => bail!("{role} {} is not a SQLite file", other.display()),
+    },
+};
+
+pub static POSTGRES: Engine = Engine {
+    name: "PostgreSQL",
+    schemes: &["postgres", "postgresql"],
+    form: "postgres://USER@HOST:PORT/DB?schema=NAME",
+    capabilities: Capabilities {
+        transactional_ddl: true,
+        schemas: true,
+        digests: true,
+        conditional_writes: true,
+    },
+    open: |location, access, role| match location {
+        Location::Server(url) => Ok(Box::new(postgres::Postgres::open(url, access, role)?)),
+        other => bail!("{role} {} is not a PostgreSQL URL", other.display()),
+    },
+};
+
+/// Every engine, in the order messages list them.
+static ENGINES: [&Engine; 2] = [&SQLITE, &POSTGRES];
+
+/// The engine a URL's scheme names; `None` when no engine answers to it.
+pub fn for_url(url: &str) -> Option<&'static Engine> {
+    let (scheme, _) = url.split_once("://")?;
+    ENGINES
+        .into_iter()
+        .find(|e| e.schemes.iter().any(|s| s.eq_ignore_ascii_case(scheme)))
+}
+
+/// The engine of a location (a CSV snapshot has none: it is read into a
+/// temporary SQLite database first).
+pub fn for_location(location: &Location, role: &str) -> Result<&'static Engine> {
+    match location {
+        Location::Sqlite(_) => Ok(&SQLITE),
+        Location::Server(url) => match for_url(url) {
+            Some(e) => Ok(e),
+            None => bail!(
+                "{role} url '{}' is not supported; write {}",
+                location.display(),
+                forms()
+            ),
+        },
+        Location::Csv(path) => bail!(
+            "{role} {} is a CSV snapshot, not a database; only a source can be one",
+            path.display()
+        ),
+    }
+}
+
+/// How each engine's URL is written, for messages.
+pub fn forms() -> String {
+    let mut out: Vec<&str> = ENGINES.iter().map(|e| e.form).collect();
+    out.push("or csv://PATH for a source snapshot");
+    out.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_finds_its_engine_by_scheme_alone() {
+        assert_eq!(
+            for_url("postgres://me@h/db").map(|e| e.name),
+            Some("PostgreSQL")
+        );
+        assert_eq!(
+            for_url("PostgreSQL://me@h/db").map(|e| e.name),
+            Some("PostgreSQL")
+        );
+        assert_eq!(for_url("sqlite://a.db").map(|e| e.name), Some("SQLite"));
+        assert!(for_url("mysql://me@h/db").is_none());
+        assert!(for_url("postgres-ish").is_none());
+    }
+
+    #[test]
+    fn an_unknown_scheme_is_refused_naming_what_to_write() {
+        let e = for_location(&Location::Server("mysql://u:pw@h/db".into()), "source")
+            .expect_err("no such engine");
+        let text = e.to_string();
+        assert!(text.contains("mysql://u:***@h/db"), "{text}");
+        assert!(
+            text.contains("postgres://") && text.contains("sqlite://"),
+            "{text}"
+        );
+    }
+}
