@@ -430,7 +430,10 @@ fn fenced(t: &TestDb) -> Result<Postgres> {
     write(&db, || {
         db.ensure_control_tables()?;
         db.install_fence_triggers("t", MESSAGE)?;
-        db.install_fence_guard("cutover fence: the fence row is guarded")?;
+        db.install_fence_guard(
+            "cutover fence: the fence row is guarded",
+            "cutover fence: no schema change",
+        )?;
         db.set_fence_row(&FenceRecord {
             boundary: 42,
             journal_rows: 7,
@@ -532,12 +535,7 @@ fn the_fence_refuses_every_write_from_every_session() -> Result<()> {
     assert_eq!(db.fence_row()?.map(|r| r.boundary), Some(42));
 
     // Lifted only by removing the triggers first.
-    write(&db, || {
-        db.remove_fence_triggers("t")?;
-        db.remove_fence_triggers("_cutover_fence")?;
-        db.remove_fence_triggers("no_such_table")?;
-        db.delete_fence_row()
-    })?;
+    write(&db, || db.remove_fence(&["t", "no_such_table"], None))?;
     assert!(db.fence_row()?.is_none());
     assert_eq!(db.fence_triggers("t")?, 0);
     other.batch_execute(
@@ -572,7 +570,23 @@ fn a_disabled_or_altered_fence_trigger_does_not_count() -> Result<()> {
            ENABLE ALWAYS TRIGGER _cutover_fence_delete, ENABLE ALWAYS TRIGGER _cutover_fence_truncate",
     )?;
     assert_eq!(db.fence_triggers("t")?, 3);
-    admin.batch_execute("ALTER TABLE _cutover_fence DISABLE TRIGGER _cutover_fence_update")?;
+    // The fence's schema guard refuses it, even to a superuser ...
+    let refused = admin
+        .batch_execute("ALTER TABLE _cutover_fence DISABLE TRIGGER _cutover_fence_update")
+        .expect_err("the schema guard refuses a change to cutover's tables");
+    assert!(
+        format!("{refused:?}").contains("no schema change"),
+        "{refused:?}"
+    );
+    // ... until it is itself switched off.
+    admin.batch_execute(
+        "DO $$ DECLARE r record; BEGIN
+           FOR r IN SELECT evtname FROM pg_event_trigger WHERE evtname LIKE '%cutover%' LOOP
+             EXECUTE format('ALTER EVENT TRIGGER %I DISABLE', r.evtname);
+           END LOOP;
+         END $$;
+         ALTER TABLE _cutover_fence DISABLE TRIGGER _cutover_fence_update",
+    )?;
     assert_eq!(db.fence_triggers("_cutover_fence")?, 2);
 
     // The function rewritten to let writes through: no trigger counts.

@@ -1128,12 +1128,14 @@ impl<'a> Engine<'a> {
     fn keep_ignored(&self, table: &Table, c: &Change, key_text: &str) -> Result<()> {
         let names: Vec<&str> = table.ignore.iter().map(String::as_str).collect();
         let key_names = sql_key_names(table, Side::Source);
-        let Some(values) = self
+        let columns: Vec<&str> = key_names.iter().chain(&names).copied().collect();
+        let sql = self
             .db
-            .get_columns(&table.source_table, &key_names, &c.key, &names)?
-        else {
+            .table_sql(&table.source_table, &columns, key_names.len(), None);
+        let Some(mut values) = self.db.get_row(&sql, &c.key)? else {
             return Ok(());
         };
+        let values = values.split_off(key_names.len());
         let row: serde_json::Map<String, Json> = names
             .iter()
             .zip(&values)

@@ -84,8 +84,6 @@ pub trait Catalogue {
         table: &str,
         key_names: &[&str],
     ) -> Result<Vec<ForeignKeyViolation>>;
-    /// The triggers on a table that are not cutover's.
-    fn app_triggers(&self, table: &str) -> Result<Vec<String>>;
     /// The definition of the given tables and of the control tables: every
     /// table, index and trigger, as `(name, definition)` in name order.
     fn schema_of(&self, tables: &[&str]) -> Result<Vec<(String, String)>>;
@@ -157,6 +155,14 @@ pub trait Rows {
         block_rows: usize,
         sink: &mut dyn FnMut(Block) -> Result<bool>,
     ) -> Result<()>;
+    /// The SHA-256 of every row a scan of `sql` returns, as
+    /// [`crate::db::Db::digest_rows`] computes it, where the engine reads
+    /// each value in place instead of copying the rows into blocks (a
+    /// large value is then never copied whole); `None`: the engine has no
+    /// such read, and the blocks are hashed.
+    fn rows_digest(&self, _sql: &TableSql) -> Result<Option<String>> {
+        Ok(None)
+    }
     /// The row stored under `key`, if any; a key held by two rows is an error.
     fn get_row(&self, sql: &TableSql, key: &[Value]) -> Result<Option<Row>>;
     /// Inserts a row; returns how many rows the statement inserted (0 when
@@ -185,14 +191,6 @@ pub trait Rows {
     fn clear_table(&self, table: &str) -> Result<usize>;
     /// The largest integer in a column.
     fn max_integer(&self, table: &str, column: &str) -> Result<Option<i64>>;
-    /// Columns `names` of the row under `key` (columns outside the spec).
-    fn get_columns(
-        &self,
-        table: &str,
-        key_names: &[&str],
-        key: &[Value],
-        names: &[&str],
-    ) -> Result<Option<Row>>;
     /// Sets columns `names` of the row under `key`.
     fn set_columns(
         &self,
@@ -528,9 +526,20 @@ pub trait Fence {
     /// Installs the fence triggers on one table; whatever goes by their names
     /// is replaced, so a planted trigger cannot pass for the fence.
     fn install_fence_triggers(&self, table: &str, message: &str) -> Result<()>;
-    /// Guards the fence row: once written it cannot be changed or deleted.
-    fn install_fence_guard(&self, message: &str) -> Result<()>;
-    fn remove_fence_triggers(&self, table: &str) -> Result<()>;
+    /// Guards the fence row (`row_message`): once written it cannot be
+    /// changed or deleted; and, where the engine and the role allow it,
+    /// refuses every schema change to cutover's own tables (`ddl_message`)
+    /// until [`Fence::remove_fence`]. What guards the schema (or why nothing
+    /// can), for the report; `None` when the engine has no such guard.
+    fn install_fence_guard(&self, row_message: &str, ddl_message: &str) -> Result<Option<String>>;
+    /// Takes the fence off, inside the caller's write transaction: the
+    /// schema guard first (it refuses changes to cutover's tables), then
+    /// the fence's triggers on each of `tables` (nothing for a table that is
+    /// not there) and the fence row's guard, then the row. `Some(keep)`:
+    /// also drops the functions the fence's triggers call but those in
+    /// `keep` (a `fence on` that could not stand puts back what it found,
+    /// [`Fence::fence_functions`]).
+    fn remove_fence(&self, tables: &[&str], keep_functions: Option<&[String]>) -> Result<()>;
     /// How many of a table's fence triggers exist.
     fn fence_triggers(&self, table: &str) -> Result<usize>;
     /// The fence row, if the database is fenced.
@@ -538,15 +547,6 @@ pub trait Fence {
     /// Writes the fence row, every field as given (`fenced_at` too: the
     /// fingerprint covers it).
     fn set_fence_row(&self, record: &FenceRecord) -> Result<()>;
-    fn delete_fence_row(&self) -> Result<()>;
-    /// Inside the fence's write transaction: where the engine and the role
-    /// allow it, refuses every schema change to cutover's own tables from
-    /// now until [`Fence::remove_ddl_guard`]. What it did (or why it could
-    /// not), for the report; `None` when the engine has no such guard.
-    fn install_ddl_guard(&self, message: &str) -> Result<Option<String>>;
-    /// Takes the guard of [`Fence::install_ddl_guard`] away, first thing in
-    /// the transaction that lifts the fence; nothing when there is none.
-    fn remove_ddl_guard(&self) -> Result<()>;
     /// Tries an insert, an update and a delete on `table`, each in a
     /// transaction that is always rolled back: `(statement, Ok(rows
     /// written) | Err(refusal))`.
@@ -556,19 +556,6 @@ pub trait Fence {
     /// None on an engine whose triggers call no function of their own.
     fn fence_functions(&self) -> Result<Vec<String>> {
         Ok(Vec::new())
-    }
-    /// Drops the functions the fence's triggers call, but those in `keep`,
-    /// once the triggers calling them are gone.
-    fn drop_fence_functions(&self, _keep: &[String]) -> Result<()> {
-        Ok(())
-    }
-    /// The SHA-256 of every row a scan of `sql` returns, as
-    /// [`crate::db::Db::digest_rows`] computes it, where the engine reads
-    /// each value in place instead of copying the rows into blocks (a
-    /// large value is then never copied whole); `None`: the engine has no
-    /// such read, and the blocks are hashed.
-    fn rows_digest(&self, _sql: &TableSql) -> Result<Option<String>> {
-        Ok(None)
     }
 }
 

@@ -83,8 +83,7 @@ pub fn take_off(
     why: anyhow::Error,
 ) -> anyhow::Error {
     let undone = target.write(|| {
-        unfence(target, tables)?;
-        target.drop_fence_functions(&before.functions)?;
+        unfence(target, tables, Some(&before.functions))?;
         target.restore_sequences(&before.sequences)?;
         Ok(())
     });
@@ -109,24 +108,17 @@ pub fn lift(source: &Db, target: &Db, journal: &str, tables: &[String]) -> Resul
         source.write(|| source.lift_fence_copy(journal, &source.now()?))?;
     }
     target
-        .write(|| unfence(target, tables))
+        .write(|| unfence(target, tables, None))
         .map_err(|e| e.context("the fence is still on"))
 }
 
-/// Inside the caller's write transaction: the DDL guard first (it refuses
-/// changes to cutover's tables), then the fence's triggers on `tables`, the
-/// journal and the fence table, and the fence row.
-pub fn unfence(target: &Db, tables: &[String]) -> Result<()> {
-    target.remove_ddl_guard()?;
-    for t in tables
-        .iter()
-        .chain(&journal_tables(target)?)
-        .map(String::as_str)
-        .chain([FENCE_TABLE])
-    {
-        target.remove_fence_triggers(t)?;
-    }
-    target.delete_fence_row()
+/// Inside the caller's write transaction: the fence taken off `tables`,
+/// the journal and the fence table, and its row ([`crate::db::Fence::remove_fence`];
+/// `keep_functions` as there).
+pub fn unfence(target: &Db, tables: &[String], keep_functions: Option<&[String]>) -> Result<()> {
+    let images = journal_tables(target)?;
+    let all: Vec<&str> = tables.iter().chain(&images).map(String::as_str).collect();
+    target.remove_fence(&all, keep_functions)
 }
 
 /// Puts the fence on inside the write transaction the caller began with the
@@ -145,7 +137,10 @@ pub fn install(
         for t in tables.iter().chain(images) {
             target.install_fence_triggers(t, &message(t))?;
         }
-        target.install_fence_guard(&message(FENCE_TABLE))?;
+        let guard = target.install_fence_guard(
+            &message(FENCE_TABLE),
+            "cutover fence: the schema of cutover's tables cannot change while the target is fenced; lift the fence only with `cutover fence off`",
+        )?;
         let fp = Fingerprint::read(target, spec, FORMAT)?;
         if let Some(failed) = &fp.failed {
             bail!("{failed}");
@@ -160,9 +155,6 @@ pub fn install(
         };
         record.fingerprint = fp.hash_v3(&record);
         target.set_fence_row(&record)?;
-        let guard = target.install_ddl_guard(
-        "cutover fence: the schema of cutover's tables cannot change while the target is fenced; lift the fence only with `cutover fence off`",
-    )?;
         target.commit()?;
         Ok(guard)
     })();

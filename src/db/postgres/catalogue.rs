@@ -130,16 +130,6 @@ impl Catalogue for Postgres {
         Ok(out.into_iter().map(|(_, fk)| fk).collect())
     }
 
-    /// The triggers on a table that are not cutover's (nor PostgreSQL's
-    /// own, such as those enforcing foreign keys), by name.
-    fn app_triggers(&self, table: &str) -> Result<Vec<String>> {
-        Ok(self
-            .trigger_states(table)?
-            .into_iter()
-            .map(|(name, _)| name)
-            .collect())
-    }
-
     fn foreign_key_violations(
         &self,
         table: &str,

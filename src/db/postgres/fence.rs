@@ -171,29 +171,24 @@ impl Fence for Postgres {
 
     /// Guards the fence row (`_cutover_fence`): once written it cannot be
     /// changed, deleted, truncated or joined by a second row.
-    fn install_fence_guard(&self, message: &str) -> Result<()> {
-        self.fence_from(FENCE_GUARD, FENCE_TABLE, message)
+    /// And the schema guard ([`Postgres::install_ddl_guard`]).
+    fn install_fence_guard(&self, row_message: &str, ddl_message: &str) -> Result<Option<String>> {
+        self.fence_from(FENCE_GUARD, FENCE_TABLE, row_message)?;
+        self.install_ddl_guard(ddl_message)
     }
 
-    /// Drops the fence's triggers (or the guard's) from a table; nothing
-    /// for a table that is not there.
-    fn remove_fence_triggers(&self, table: &str) -> Result<()> {
-        if !self.has_table(table)? {
-            return Ok(());
+    fn remove_fence(&self, tables: &[&str], keep_functions: Option<&[String]>) -> Result<()> {
+        self.remove_ddl_guard()?;
+        for t in tables.iter().copied().chain([FENCE_TABLE]) {
+            self.remove_fence_triggers(t)?;
         }
-        self.lock_table(table, &ACCESS_EXCLUSIVE)?;
-        let drops: String = self
-            .family(table)?
-            .iter()
-            .flat_map(|m| {
-                TRIGGERS.iter().map(move |(n, _)| {
-                    format!("DROP TRIGGER IF EXISTS {} ON {};", quote_ident(n), m.sql)
-                })
-            })
-            .collect();
-        self.client()?
-            .batch_execute(&drops)
-            .with_context(|| format!("removing the fence from '{table}' in {}", self.shown))
+        if self.has_table(FENCE_TABLE)? {
+            self.ctl_execute("DELETE FROM {{schema}}._cutover_fence", &[])?;
+        }
+        if let Some(keep) = keep_functions {
+            self.drop_fence_functions(keep)?;
+        }
+        Ok(())
     }
 
     /// How many of the three writes (insert, update, delete) a table's
@@ -252,68 +247,6 @@ impl Fence for Postgres {
             ],
         )?;
         Ok(())
-    }
-
-    fn delete_fence_row(&self) -> Result<()> {
-        self.ctl_execute("DELETE FROM {{schema}}._cutover_fence", &[])?;
-        Ok(())
-    }
-
-    /// Two event triggers (`ddl_command_end`, `sql_drop`) that refuse any
-    /// schema change to cutover's tables in this schema while the fence
-    /// stands (`sql/postgres/fence_ddl_guard.sql`). Only a superuser may
-    /// create an event trigger: for another role, the report says so.
-    fn install_ddl_guard(&self, message: &str) -> Result<Option<String>> {
-        let (superuser, role): (bool, String) = {
-            let r = self.client()?.query_one(
-                "SELECT rolsuper, rolname::text FROM pg_roles WHERE rolname = current_user",
-                &[],
-            )?;
-            (r.get(0), r.get(1))
-        };
-        if !superuser {
-            return Ok(Some(format!(
-                "no event trigger refuses schema changes to cutover's tables: role {role} is not a superuser, and only a superuser can create one (the fingerprint and the copy of the fence record in the source still find a rewritten record)"
-            )));
-        }
-        let (ddl, drop, function) = self.ddl_guard_names()?;
-        let sql = DDL_GUARD
-            .replace("{{function}}", &function)
-            .replace("{{ddl}}", &quote_ident(&ddl))
-            .replace("{{drop}}", &quote_ident(&drop))
-            .replace("{{schema_literal}}", &quote_literal(&self.schema)?)
-            .replace(
-                "{{schema_reg}}",
-                &quote_literal(&quote_ident(&self.schema))?,
-            )
-            .replace("{{message}}", &quote_literal(message)?);
-        self.client()?
-            .batch_execute(&sql)
-            .with_context(|| format!("installing the fence's event triggers in {}", self.shown))?;
-        Ok(Some(format!(
-            "event triggers {ddl} and {drop} refuse schema changes to cutover's tables until `cutover fence off`"
-        )))
-    }
-
-    fn remove_ddl_guard(&self) -> Result<()> {
-        let (ddl, drop, function) = self.ddl_guard_names()?;
-        let present: bool = self
-            .client()?
-            .query_one(
-                "SELECT count(*) > 0 FROM pg_event_trigger WHERE evtname IN ($1, $2)",
-                &[&ddl, &drop],
-            )?
-            .get(0);
-        if !present {
-            return Ok(());
-        }
-        self.client()?
-            .batch_execute(&format!(
-                "DROP EVENT TRIGGER IF EXISTS {}; DROP EVENT TRIGGER IF EXISTS {}; DROP FUNCTION IF EXISTS {function}()",
-                quote_ident(&ddl),
-                quote_ident(&drop)
-            ))
-            .with_context(|| format!("removing the fence's event triggers in {}", self.shown))
     }
 
     /// Tries an insert, an update, a delete and a truncate on `table`
@@ -408,6 +341,90 @@ impl Fence for Postgres {
             .map(|r| r.get(0))
             .collect())
     }
+}
+
+/// The functions the fence's templates create (the DDL guard's goes with
+/// the guard).
+const FENCE_FUNCTIONS: [&str; 2] = ["_cutover_fence_refuse", "_cutover_fence_guard"];
+
+impl Postgres {
+    /// Drops the fence's triggers (or the guard's) from a table; nothing
+    /// for a table that is not there.
+    pub(super) fn remove_fence_triggers(&self, table: &str) -> Result<()> {
+        if !self.has_table(table)? {
+            return Ok(());
+        }
+        self.lock_table(table, &ACCESS_EXCLUSIVE)?;
+        let drops: String = self
+            .family(table)?
+            .iter()
+            .flat_map(|m| {
+                TRIGGERS.iter().map(move |(n, _)| {
+                    format!("DROP TRIGGER IF EXISTS {} ON {};", quote_ident(n), m.sql)
+                })
+            })
+            .collect();
+        self.client()?
+            .batch_execute(&drops)
+            .with_context(|| format!("removing the fence from '{table}' in {}", self.shown))
+    }
+
+    /// Two event triggers (`ddl_command_end`, `sql_drop`) that refuse any
+    /// schema change to cutover's tables in this schema while the fence
+    /// stands (`sql/postgres/fence_ddl_guard.sql`). Only a superuser may
+    /// create an event trigger: for another role, the report says so.
+    fn install_ddl_guard(&self, message: &str) -> Result<Option<String>> {
+        let (superuser, role): (bool, String) = {
+            let r = self.client()?.query_one(
+                "SELECT rolsuper, rolname::text FROM pg_roles WHERE rolname = current_user",
+                &[],
+            )?;
+            (r.get(0), r.get(1))
+        };
+        if !superuser {
+            return Ok(Some(format!(
+                "no event trigger refuses schema changes to cutover's tables: role {role} is not a superuser, and only a superuser can create one (the fingerprint and the copy of the fence record in the source still find a rewritten record)"
+            )));
+        }
+        let (ddl, drop, function) = self.ddl_guard_names()?;
+        let sql = DDL_GUARD
+            .replace("{{function}}", &function)
+            .replace("{{ddl}}", &quote_ident(&ddl))
+            .replace("{{drop}}", &quote_ident(&drop))
+            .replace("{{schema_literal}}", &quote_literal(&self.schema)?)
+            .replace(
+                "{{schema_reg}}",
+                &quote_literal(&quote_ident(&self.schema))?,
+            )
+            .replace("{{message}}", &quote_literal(message)?);
+        self.client()?
+            .batch_execute(&sql)
+            .with_context(|| format!("installing the fence's event triggers in {}", self.shown))?;
+        Ok(Some(format!(
+            "event triggers {ddl} and {drop} refuse schema changes to cutover's tables until `cutover fence off`"
+        )))
+    }
+
+    fn remove_ddl_guard(&self) -> Result<()> {
+        let (ddl, drop, function) = self.ddl_guard_names()?;
+        let present: bool = self
+            .client()?
+            .query_one(
+                "SELECT count(*) > 0 FROM pg_event_trigger WHERE evtname IN ($1, $2)",
+                &[&ddl, &drop],
+            )?
+            .get(0);
+        if !present {
+            return Ok(());
+        }
+        self.client()?
+            .batch_execute(&format!(
+                "DROP EVENT TRIGGER IF EXISTS {}; DROP EVENT TRIGGER IF EXISTS {}; DROP FUNCTION IF EXISTS {function}()",
+                quote_ident(&ddl),
+                quote_ident(&drop)
+            ))
+            .with_context(|| format!("removing the fence's event triggers in {}", self.shown))
+    }
 
     /// `RESTRICT`: a function a trigger still calls is no leftover.
     fn drop_fence_functions(&self, keep: &[String]) -> Result<()> {
@@ -421,13 +438,7 @@ impl Fence for Postgres {
         }
         Ok(())
     }
-}
 
-/// The functions the fence's templates create (the DDL guard's goes with
-/// the guard).
-const FENCE_FUNCTIONS: [&str; 2] = ["_cutover_fence_refuse", "_cutover_fence_guard"];
-
-impl Postgres {
     /// How many of the three writes the fence's own triggers refuse on one
     /// relation (see `fence_triggers`).
     fn fence_triggers_on(&self, relation: &str, function: &str, body: &str) -> Result<usize> {

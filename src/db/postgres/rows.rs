@@ -326,41 +326,6 @@ impl Rows for Postgres {
         Ok(self.client()?.query_one(text.as_str(), &[])?.get(0))
     }
 
-    fn get_columns(
-        &self,
-        table: &str,
-        key_names: &[&str],
-        key: &[Value],
-        names: &[&str],
-    ) -> Result<Option<Row>> {
-        let key_kinds = self.kinds_of(table, key_names)?;
-        let kinds = self.kinds_of(table, names)?;
-        let Some(binds) = bind_key(&key_kinds, key) else {
-            return Ok(None);
-        };
-        let text = format!(
-            "SELECT {} FROM {} WHERE {}",
-            names
-                .iter()
-                .zip(&kinds)
-                .map(|(n, k)| k.select(&quote_ident(n)))
-                .collect::<Vec<_>>()
-                .join(", "),
-            self.qualified(table),
-            key_where(key_names, &key_kinds, 1)
-        );
-        let rows = {
-            let mut client = self.client()?;
-            let st = self.prepare(&mut client, &text)?;
-            client.query(&st, &refs(&binds))?
-        };
-        let mut scratch = String::new();
-        match rows.first() {
-            Some(r) => Ok(Some(read_row(r, &kinds, &mut scratch)?)),
-            None => Ok(None),
-        }
-    }
-
     fn set_columns(
         &self,
         table: &str,

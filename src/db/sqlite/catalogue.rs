@@ -133,16 +133,6 @@ impl Catalogue for Sqlite {
         Ok(out)
     }
 
-    /// The triggers on a table that are not cutover's: `(name)`.
-    fn app_triggers(&self, table: &str) -> Result<Vec<String>> {
-        let mut st = self.conn.prepare(
-            "SELECT name FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = ?1
-             AND name NOT LIKE '\\_cutover\\_%' ESCAPE '\\' ORDER BY name",
-        )?;
-        let rows = st.query_map([table], |r| r.get(0))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
-    }
-
     /// The schema of the given tables and of the control tables: every table,
     /// index and trigger definition, as `(name, sql)` in name order.
     fn schema_of(&self, tables: &[&str]) -> Result<Vec<(String, String)>> {
@@ -240,5 +230,17 @@ impl Sqlite {
             Some(r) => Some(read_row(r, key_names.len())?),
             None => None,
         })
+    }
+}
+
+impl Sqlite {
+    /// The triggers on a table that are not cutover's: `(name)`.
+    pub(super) fn app_triggers(&self, table: &str) -> Result<Vec<String>> {
+        let mut st = self.conn.prepare(
+            "SELECT name FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = ?1
+             AND name NOT LIKE '\\_cutover\\_%' ESCAPE '\\' ORDER BY name",
+        )?;
+        let rows = st.query_map([table], |r| r.get(0))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 }

@@ -30,15 +30,21 @@ impl Fence for Sqlite {
     }
 
     /// Guards the fence row (`_cutover_fence`): once written it cannot be
-    /// changed, deleted or replaced.
-    fn install_fence_guard(&self, message: &str) -> Result<()> {
-        self.fence_from(FENCE_GUARD, "_cutover_fence", message)
+    /// changed, deleted or replaced. SQLite has no statement that fires on
+    /// a schema change: the fingerprint covers the definitions of cutover's
+    /// tables instead.
+    fn install_fence_guard(&self, row_message: &str, _ddl_message: &str) -> Result<Option<String>> {
+        self.fence_from(FENCE_GUARD, "_cutover_fence", row_message)?;
+        Ok(None)
     }
 
-    fn remove_fence_triggers(&self, table: &str) -> Result<()> {
-        for n in Self::trigger_names("fence", table) {
-            self.conn
-                .execute_batch(&format!("DROP TRIGGER IF EXISTS {}", quote_ident(&n)))?;
+    /// The fence's triggers call no function of their own on SQLite.
+    fn remove_fence(&self, tables: &[&str], _keep_functions: Option<&[String]>) -> Result<()> {
+        for t in tables.iter().copied().chain(["_cutover_fence"]) {
+            self.remove_fence_triggers(t)?;
+        }
+        if self.has_table("_cutover_fence")? {
+            self.conn.execute("DELETE FROM _cutover_fence", [])?;
         }
         Ok(())
     }
@@ -80,24 +86,6 @@ impl Fence for Sqlite {
         Ok(())
     }
 
-    fn delete_fence_row(&self) -> Result<()> {
-        self.conn.execute("DELETE FROM _cutover_fence", [])?;
-        Ok(())
-    }
-
-    /// SQLite has no statement that fires on a schema change: the
-    /// fingerprint covers the definitions of cutover's tables instead.
-    fn install_ddl_guard(&self, _message: &str) -> Result<Option<String>> {
-        Ok(None)
-    }
-
-    fn remove_ddl_guard(&self) -> Result<()> {
-        Ok(())
-    }
-
-    /// Tries one insert into `table` through this connection, inside a
-    /// transaction that is always rolled back. `Ok(None)` means the write went
-    /// through (the fence does not hold); `Ok(Some(msg))` is the refusal.
     /// Tries an insert, an update and a delete on `table` through this
     /// connection, each inside a transaction that is always rolled back:
     /// `(statement, Ok(rows written) | Err(refusal))`. An update or delete on
@@ -132,48 +120,17 @@ impl Fence for Sqlite {
         }
         Ok(out)
     }
-
-    /// Each value hashed where SQLite holds it, into buffers the hashing
-    /// thread takes: a large one in chunks, never copied whole, where
-    /// copying the rows into blocks held every value twice.
-    fn rows_digest(&self, sql: &TableSql) -> Result<Option<String>> {
-        use crate::value::{CellSink, LARGE, hash_cell};
-        const BUFFER: usize = 64 * 1024;
-        let ((), h) = crate::value::hashed_beside(
-            |h, piece: Vec<u8>| sha2::Digest::update(h, &piece),
-            |hash| {
-                let mut st = self.conn.prepare(&sql.scan).with_context(|| {
-                    format!("reading table '{}' in {}", sql.table, self.location)
-                })?;
-                let mut rows = st.query([])?;
-                let mut buf: Vec<u8> = Vec::with_capacity(2 * BUFFER);
-                while let Some(r) = rows.next()? {
-                    for i in 0..sql.width {
-                        match cell(r.get_ref(i)?) {
-                            c @ (CellRef::Text(b) | CellRef::Blob(b)) if b.len() >= LARGE => {
-                                buf.put(&[if matches!(c, CellRef::Text(_)) { 3 } else { 4 }]);
-                                buf.put(&(b.len() as u64).to_le_bytes());
-                                hash(std::mem::take(&mut buf));
-                                for chunk in b.chunks(BUFFER) {
-                                    hash(chunk.to_vec());
-                                }
-                            }
-                            c => hash_cell(&mut buf, c),
-                        }
-                    }
-                    if buf.len() >= BUFFER {
-                        hash(std::mem::replace(&mut buf, Vec::with_capacity(2 * BUFFER)));
-                    }
-                }
-                hash(buf);
-                Ok(())
-            },
-        )?;
-        Ok(Some(hex::encode(sha2::Digest::finalize(h))))
-    }
 }
 
 impl Sqlite {
+    pub(super) fn remove_fence_triggers(&self, table: &str) -> Result<()> {
+        for n in Self::trigger_names("fence", table) {
+            self.conn
+                .execute_batch(&format!("DROP TRIGGER IF EXISTS {}", quote_ident(&n)))?;
+        }
+        Ok(())
+    }
+
     pub(super) fn trigger_names(kind: &str, table: &str) -> [String; 3] {
         ["insert", "update", "delete"].map(|op| format!("_cutover_{kind}_{op}_{table}"))
     }

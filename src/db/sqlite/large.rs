@@ -216,3 +216,44 @@ impl Sqlite {
         Ok(e == "UTF-8")
     }
 }
+
+impl Sqlite {
+    /// Each value hashed where SQLite holds it, into buffers the hashing
+    /// thread takes: a large one in chunks, never copied whole, where
+    /// copying the rows into blocks held every value twice.
+    pub(super) fn digest_in_place(&self, sql: &TableSql) -> Result<Option<String>> {
+        use crate::value::{CellSink, LARGE, hash_cell};
+        const BUFFER: usize = 64 * 1024;
+        let ((), h) = crate::value::hashed_beside(
+            |h, piece: Vec<u8>| sha2::Digest::update(h, &piece),
+            |hash| {
+                let mut st = self.conn.prepare(&sql.scan).with_context(|| {
+                    format!("reading table '{}' in {}", sql.table, self.location)
+                })?;
+                let mut rows = st.query([])?;
+                let mut buf: Vec<u8> = Vec::with_capacity(2 * BUFFER);
+                while let Some(r) = rows.next()? {
+                    for i in 0..sql.width {
+                        match cell(r.get_ref(i)?) {
+                            c @ (CellRef::Text(b) | CellRef::Blob(b)) if b.len() >= LARGE => {
+                                buf.put(&[if matches!(c, CellRef::Text(_)) { 3 } else { 4 }]);
+                                buf.put(&(b.len() as u64).to_le_bytes());
+                                hash(std::mem::take(&mut buf));
+                                for chunk in b.chunks(BUFFER) {
+                                    hash(chunk.to_vec());
+                                }
+                            }
+                            c => hash_cell(&mut buf, c),
+                        }
+                    }
+                    if buf.len() >= BUFFER {
+                        hash(std::mem::replace(&mut buf, Vec::with_capacity(2 * BUFFER)));
+                    }
+                }
+                hash(buf);
+                Ok(())
+            },
+        )?;
+        Ok(Some(hex::encode(sha2::Digest::finalize(h))))
+    }
+}

@@ -7,6 +7,11 @@ use super::*;
 use crate::db::types::Conditional;
 
 impl Rows for Sqlite {
+    /// Each value hashed where SQLite holds it ([`Sqlite::digest_in_place`]).
+    fn rows_digest(&self, sql: &TableSql) -> Result<Option<String>> {
+        self.digest_in_place(sql)
+    }
+
     fn table_sql(
         &self,
         table: &str,
@@ -201,35 +206,6 @@ impl Rows for Sqlite {
             quote_ident(table)
         );
         Ok(self.conn.query_row(&sql, [], |r| r.get(0))?)
-    }
-
-    /// Source columns of the row under `key` (`names` in order), as stored.
-    fn get_columns(
-        &self,
-        table: &str,
-        key_names: &[&str],
-        key: &[Value],
-        names: &[&str],
-    ) -> Result<Option<Row>> {
-        let sql = format!(
-            "SELECT {} FROM {} WHERE {}",
-            names
-                .iter()
-                .map(|c| quote_ident(c))
-                .collect::<Vec<_>>()
-                .join(", "),
-            quote_ident(table),
-            key_match(
-                &key_names.iter().map(|c| quote_ident(c)).collect::<Vec<_>>(),
-                1
-            )
-        );
-        let mut st = self.conn.prepare_cached(&sql)?;
-        let mut rows = st.query(rusqlite::params_from_iter(key.iter().map(Bind)))?;
-        Ok(match rows.next()? {
-            Some(r) => Some(read_row(r, names.len())?),
-            None => None,
-        })
     }
 
     /// Sets source columns of the row under `key`.
