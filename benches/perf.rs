@@ -15,7 +15,8 @@
 //!   without and with the journal triggers.
 //!
 //! `cargo bench --bench perf` runs 100,000 rows; `CUTOVER_BENCH_ROWS=10000000`
-//! the full size; `CUTOVER_BENCH_KEEP=1` keeps the folder (and the replay's
+//! the full size; `CUTOVER_BENCH_BIN` times another build of cutover (the
+//! commit before, to compare in the same session); `CUTOVER_BENCH_KEEP=1` keeps the folder (and the replay's
 //! databases as they were before it) to profile one part by hand. The tool runs as the release binary in a child process,
 //! whose peak memory is read from /proc. Ratios compare runs made in the same
 //! process, one after another, so a busy machine skews both sides alike; each
@@ -584,11 +585,15 @@ fn updates(db: &Path, rows: i64, n: i64) -> Duration {
     start.elapsed()
 }
 
-/// Runs the release binary in `dir`, which must exit with `code`; its time
-/// and peak memory (KiB, from /proc while it runs).
+/// Runs the release binary in `dir` (or the one `CUTOVER_BENCH_BIN` names:
+/// another build, to compare with this one), which must exit with `code`;
+/// its time and peak memory (KiB, from /proc while it runs).
 fn ran(dir: &Path, args: &[&str], code: i32) -> (Duration, Option<u64>) {
+    let bin = std::env::var_os("CUTOVER_BENCH_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_cutover")));
     let start = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cutover"))
+    let mut child = Command::new(bin)
         .current_dir(dir)
         .args(args)
         .arg("--quiet")

@@ -12,7 +12,7 @@
 use anyhow::{Result, anyhow, bail};
 
 use crate::db::{
-    CellForm, ColumnForm, Db, Digests, KeyRange, Rows, SegmentDigest, TableForm, TableSql,
+    CellForm, ColumnForm, Count, Db, Digests, KeyRange, Rows, SegmentDigest, TableForm, TableSql,
 };
 use crate::reconcile::{
     self, BLOCK_ROWS, CHANNEL_BLOCKS, Cursor, Reconciliation, TableMode, Tally, merge_join,
@@ -56,7 +56,10 @@ pub fn reconcile(
     max_diffs: usize,
     mode: Mode,
 ) -> Result<Reconciliation> {
-    let can = (source.digests().is_some(), target.digests().is_some());
+    let can = (
+        source.rows().digests().is_some(),
+        target.rows().digests().is_some(),
+    );
     if mode == Mode::Digest && can != (true, true) {
         let side = if can.0 {
             ("target", target.location().to_string())
@@ -74,21 +77,17 @@ pub fn reconcile(
     }
     // Digest mode asks each side many questions: each side answers them all
     // from one snapshot, as a streaming scan does.
-    source.begin_read()?;
-    if let Err(e) = target.begin_read() {
-        source.rollback();
-        return Err(e);
-    }
-    let r = reconcile_engines(
-        spec,
-        source.engine_mut(),
-        target.engine_mut(),
-        max_diffs,
-        Mode::Digest,
-    );
-    source.rollback();
-    target.rollback();
-    r
+    source.on_one_snapshot(|source| {
+        target.on_one_snapshot(|target| {
+            reconcile_engines(
+                spec,
+                source.engine_mut(),
+                target.engine_mut(),
+                max_diffs,
+                Mode::Digest,
+            )
+        })
+    })
 }
 
 /// [`reconcile`] over two engines, however they were opened.
@@ -388,12 +387,9 @@ where
     T: Rows + Send + ?Sized,
 {
     let all = KeyRange::default();
-    let (a, b) = both(
-        source,
-        target,
-        |d| d.estimate_rows(s_sql),
-        |d| d.estimate_rows(t_sql),
-    )?;
+    // The servers' statistics, one quick question each.
+    let a = source.row_count(s_sql, Count::Estimate)?.max(0) as u64;
+    let b = target.row_count(t_sql, Count::Estimate)?.max(0) as u64;
     let parts = usize::try_from(a.max(b) / SEGMENT_ROWS)
         .unwrap_or(MAX_TOP_PARTS)
         .clamp(TOP_PARTS, MAX_TOP_PARTS);

@@ -8,9 +8,9 @@ use serde::Serialize;
 use serde_json::Value as Json;
 
 use crate::db::Db;
+use crate::db::control::progress::Cursor as Recorded;
 use crate::spec::Spec;
 use crate::survey::quality;
-use crate::value::Value;
 
 /// A table's sync cursor: the watermark and key of the last row carried.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -23,10 +23,10 @@ pub struct Cursor {
 impl Cursor {
     /// The cursor as the target records it: a typed watermark and the
     /// key's JSON text.
-    pub fn of(recorded: Option<(Value, String)>) -> Option<Cursor> {
-        recorded.map(|(w, k)| Cursor {
-            key: serde_json::from_str::<Json>(&k).unwrap_or(Json::Null),
-            watermark: w.to_json(),
+    pub fn of(recorded: Option<Recorded>) -> Option<Cursor> {
+        recorded.map(|r| Cursor {
+            key: serde_json::from_str::<Json>(&r.last_key).unwrap_or(Json::Null),
+            watermark: r.last_watermark.to_json(),
         })
     }
 }
@@ -69,18 +69,17 @@ pub fn provenance(
         let Some(wm) = t.watermark else { continue };
         let q = quality(t, Some(wm), source, max)?;
         let batches = target
+            .progress()
             .sync_batches(&t.name)?
             .into_iter()
-            .map(
-                |(batch, rows, changed, first, last, committed_at)| CommittedBatch {
-                    batch,
-                    rows,
-                    changed,
-                    first_watermark: first.to_json(),
-                    last_watermark: last.to_json(),
-                    committed_at,
-                },
-            )
+            .map(|b| CommittedBatch {
+                batch: b.batch_no,
+                rows: b.rows,
+                changed: b.changed,
+                first_watermark: b.first_watermark.to_json(),
+                last_watermark: b.last_watermark.to_json(),
+                committed_at: b.committed_at,
+            })
             .collect();
         out.push(Provenance {
             table: t.name.clone(),

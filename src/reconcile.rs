@@ -13,7 +13,7 @@ use anyhow::{Result, anyhow, bail};
 use serde::Serialize;
 use serde_json::Value as Json;
 
-use crate::db::{Db, Rows as DbRows, TableSql};
+use crate::db::{Db, Rows as DbRows, RowsExt, TableSql};
 use crate::progress::{self, Progress};
 use crate::spec::{Spec, Table};
 use crate::value::{Block, CellRef, Row, Value, key_json};
@@ -564,7 +564,7 @@ pub fn scan_source(
     let mut prev_last: Option<Row> = None;
     let bar = match shown {
         true if progress::visible() => {
-            Progress::new(&table.name, Some(source.row_count(&sql)? as u64))
+            Progress::new(&table.name, Some(source.rows().count_rows(&sql)? as u64))
         }
         true => Progress::new(&table.name, None),
         false => Progress::hidden(),
@@ -856,7 +856,7 @@ where
     let mut tally = Tally::new(table);
 
     let total = if progress::visible() {
-        Some(source.row_count(&s_sql)? as u64)
+        Some(source.count_rows(&s_sql)? as u64)
     } else {
         None
     };

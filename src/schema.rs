@@ -8,7 +8,7 @@ use std::path::Path;
 
 use anyhow::{Result, bail};
 
-use crate::db::{ColumnInfo, Db};
+use crate::db::{Catalogue, ColumnInfo, Db, Generated};
 use crate::spec::{Location, Side, Spec, Table};
 
 /// Opens both databases of a spec and checks the spec against their
@@ -88,7 +88,7 @@ pub fn open_source(spec: &Spec, snapshot: Option<&Path>, access: crate::db::Acce
 /// Refuses a command that would write to a fenced target: `why` says what
 /// the command would do there and what to do instead.
 pub fn refuse_if_fenced(target: &Db, why: &str) -> Result<()> {
-    if let Some(f) = target.fence_row()? {
+    if let Some(f) = target.fence_records().row()? {
         bail!(
             "target {} is fenced (boundary {}); {why}",
             target.location(),
@@ -112,11 +112,11 @@ impl Spec {
     /// The spec's tables, parents before children by the target's foreign
     /// keys between them (tables in a cycle keep the spec's order): the
     /// order `load` writes them in, whatever order the spec lists them.
-    pub fn parents_first(&self, target: &Db) -> Result<Vec<usize>> {
+    pub fn parents_first(&self, target: &dyn Catalogue) -> Result<Vec<usize>> {
         let n = self.tables.len();
         let mut parents: Vec<Vec<usize>> = vec![Vec::new(); n];
         for (i, t) in self.tables.iter().enumerate() {
-            for (parent, _) in target.foreign_keys(&t.target_table)? {
+            for crate::db::ForeignKey { parent, .. } in target.foreign_keys(&t.target_table)? {
                 if let Some(p) = self
                     .tables
                     .iter()
@@ -147,15 +147,16 @@ impl Spec {
     /// source itself (as drift).
     pub fn check_target_columns(&self, target: &Db, tables: &[&Table]) -> Result<()> {
         for t in tables {
-            let generated = target.generated_columns(&t.target_table)?;
+            let generated = target.catalogue().generated_columns(&t.target_table)?;
             let cols: Vec<ColumnInfo> = table_columns(target, &t.target_table, Side::Target, self)?
                 .into_iter()
-                .filter(|c| !generated.iter().any(|g| g.0 == c.name))
+                .filter(|c| !generated.iter().any(|g| g.name == c.name))
                 .collect();
             let evolved: Vec<String> = target
+                .progress()
                 .evolved_columns(&t.name)?
                 .into_iter()
-                .map(|e| e.1)
+                .map(|e| e.target_column)
                 .collect();
             for c in &t.columns {
                 if !cols.iter().any(|x| x.name == c.target) && !evolved.contains(&c.target) {
@@ -196,22 +197,23 @@ impl Spec {
         for t in &self.tables {
             // Generated columns are computed by their database: never
             // written, never required to be mapped, named as generated.
-            let s_generated = source.generated_columns(&t.source_table)?;
-            let t_generated = target.generated_columns(&t.target_table)?;
+            let s_generated = source.catalogue().generated_columns(&t.source_table)?;
+            let t_generated = target.catalogue().generated_columns(&t.target_table)?;
             // A source's generated column the spec maps is read and carried
             // like any other; replay leaves it to the source to compute.
             let mapped = |name: &str| t.columns.iter().any(|c| c.source == name);
             let mut s_cols: Vec<ColumnInfo> =
                 table_columns(source, &t.source_table, Side::Source, self)?
                     .into_iter()
-                    .filter(|c| !s_generated.iter().any(|g| g.0 == c.name) || mapped(&c.name))
+                    .filter(|c| !s_generated.iter().any(|g| g.name == c.name) || mapped(&c.name))
                     .collect();
             // SQLite lists its generated columns apart from the others.
-            for (g, _) in &s_generated {
-                if mapped(g) && !s_cols.iter().any(|c| c.name == *g) {
+            for g in &s_generated {
+                if mapped(&g.name) && !s_cols.iter().any(|c| c.name == g.name) {
                     s_cols.push(ColumnInfo {
-                        name: g.clone(),
+                        name: g.name.clone(),
                         decl_type: String::new(),
+                        kind: crate::value::ColumnKind::Any,
                         pk: 0,
                     });
                 }
@@ -219,12 +221,15 @@ impl Spec {
             let t_cols: Vec<ColumnInfo> =
                 table_columns(target, &t.target_table, Side::Target, self)?
                     .into_iter()
-                    .filter(|c| !t_generated.iter().any(|g| g.0 == c.name))
+                    .filter(|c| !t_generated.iter().any(|g| g.name == c.name))
                     .collect();
             let s_names: BTreeSet<&str> = s_cols.iter().map(|c| c.name.as_str()).collect();
             let t_names: BTreeSet<&str> = t_cols.iter().map(|c| c.name.as_str()).collect();
             for (i, c) in t.columns.iter().enumerate() {
-                if let Some((_, kind)) = s_generated.iter().find(|g| g.0 == c.source)
+                if let Some(kind) = s_generated
+                    .iter()
+                    .find(|g| g.name == c.source)
+                    .map(Generated::kind)
                     && i < t.key_len
                 {
                     problems.push(format!(
@@ -246,7 +251,11 @@ impl Spec {
                         join(&s_names)
                     ));
                 }
-                if let Some(kind) = t_generated.iter().find(|g| g.0 == c.target).map(|g| g.1) {
+                if let Some(kind) = t_generated
+                    .iter()
+                    .find(|g| g.name == c.target)
+                    .map(Generated::kind)
+                {
                     problems.push(format!(
                         "spec {}: table '{}': target column '{}' is generated ({kind}): the target computes it, so nothing can be loaded into it; remove its [[tables.columns]] entry (it needs no mapping)",
                         self.path.display(),
@@ -278,15 +287,19 @@ impl Spec {
             }
             // Columns `sync --evolve` added to the target are carried as
             // copy by sync until the spec maps them.
-            let evolved = target.evolved_columns(&t.name)?;
-            for (s, tc) in &evolved {
-                notes.evolved.push((t.name.clone(), s.clone(), tc.clone()));
+            let evolved = target.progress().evolved_columns(&t.name)?;
+            for e in &evolved {
+                notes.evolved.push((
+                    t.name.clone(),
+                    e.source_column.clone(),
+                    e.target_column.clone(),
+                ));
             }
             let mapped_s: BTreeSet<&str> = t
                 .columns
                 .iter()
                 .map(|c| c.source.as_str())
-                .chain(evolved.iter().map(|e| e.0.as_str()))
+                .chain(evolved.iter().map(|e| e.source_column.as_str()))
                 .collect();
             for c in &s_cols {
                 if !mapped_s.contains(c.name.as_str()) && !t.ignore.contains(&c.name) {
@@ -303,7 +316,7 @@ impl Spec {
                 .columns
                 .iter()
                 .map(|c| c.target.as_str())
-                .chain(evolved.iter().map(|e| e.1.as_str()))
+                .chain(evolved.iter().map(|e| e.target_column.as_str()))
                 .chain(t.target_defaults.iter().map(String::as_str))
                 .collect();
             for c in &t_cols {
@@ -327,9 +340,9 @@ impl Spec {
 }
 
 fn table_columns(db: &Db, table: &str, side: Side, spec: &Spec) -> Result<Vec<ColumnInfo>> {
-    let cols = db.table_columns(table)?;
+    let cols = db.catalogue().table_columns(table)?;
     if cols.is_empty() {
-        let have = db.user_tables()?;
+        let have = db.catalogue().tables(false)?;
         bail!(
             "spec {}: {side} {} has no table '{table}' (it has: {}); fix the table name in the spec",
             spec.path.display(),

@@ -59,10 +59,10 @@ impl Policy {
             .iter()
             .map(|t| t.source_table.as_str())
             .collect();
-        let powers = source.powers(&tables)?;
+        let powers = source.side_effects().powers(&tables)?;
         let mut decided = Vec::new();
         for t in &spec.tables {
-            let effects = source.side_effects(&t.source_table)?;
+            let effects = source.side_effects().side_effects(&t.source_table)?;
             for name in t.replay_policy.keys() {
                 if !effects
                     .iter()
@@ -160,7 +160,9 @@ impl Policy {
             .filter(|d| d.effect.enabled && d.cannot.is_none())
             .map(|d| (d.effect.clone(), d.decision))
             .collect();
-        source.hold_side_effects(&pairs, &self.powers)
+        source
+            .side_effects()
+            .hold_side_effects(&pairs, &self.powers)
     }
 }
 

@@ -7,6 +7,7 @@
 //! watermark past it. The gate runs the same quality checks
 //! ([`quality`]) on every synced table.
 
+use crate::db::control::progress::Cursor as Recorded;
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
 
@@ -15,7 +16,7 @@ use serde::Serialize;
 use serde_json::Value as Json;
 
 use crate::canonical::{self, Note};
-use crate::db::{ColumnInfo, Db};
+use crate::db::{ColumnInfo, Db, Progress};
 use crate::reconcile;
 use crate::spec::Table;
 use crate::value::{Block, CellRef, Row, Value, display_key, key_cmp, key_from_json, key_json};
@@ -39,11 +40,11 @@ impl Drift {
     }
 }
 
-pub fn drift(table: &Table, source_cols: &[ColumnInfo], target: &Db) -> Result<Drift> {
+pub fn drift(table: &Table, source_cols: &[ColumnInfo], target: &Progress<'_>) -> Result<Drift> {
     let evolved: BTreeSet<String> = target
         .evolved_columns(&table.name)?
         .into_iter()
-        .map(|e| e.0)
+        .map(|e| e.source_column)
         .collect();
     let mapped: BTreeSet<&str> = table.columns.iter().map(|c| c.source.as_str()).collect();
     let present: BTreeSet<&str> = source_cols.iter().map(|c| c.name.as_str()).collect();
@@ -63,11 +64,14 @@ pub fn drift(table: &Table, source_cols: &[ColumnInfo], target: &Db) -> Result<D
             d.missing.push(c.source.clone());
         }
     }
-    for (name, was) in target.recorded_source_schema(&table.name)? {
-        if let Some(now) = source_cols.iter().find(|c| c.name == name)
-            && !now.decl_type.eq_ignore_ascii_case(&was)
+    for was in target.recorded_source_schema(&table.name)? {
+        if let Some(now) = source_cols.iter().find(|c| c.name == was.name)
+            && !now.decl_type.eq_ignore_ascii_case(&was.decl_type)
         {
-            d.retyped.push(format!("{name}: {was} → {}", now.decl_type));
+            d.retyped.push(format!(
+                "{}: {} → {}",
+                was.name, was.decl_type, now.decl_type
+            ));
         }
     }
     Ok(d)
@@ -109,13 +113,17 @@ impl Position {
     /// every row is wanted (no cursor yet).
     pub(crate) fn of(
         table: &Table,
-        cursor: &Option<(Value, String)>,
+        cursor: &Option<Recorded>,
         lookback: Option<&str>,
     ) -> Result<Option<Position>> {
-        let Some((w, key)) = cursor else {
+        let Some(Recorded {
+            last_watermark: w,
+            last_key,
+        }) = cursor
+        else {
             return Ok(None);
         };
-        let key = key_from_json(&serde_json::from_str(key)?)?;
+        let key = key_from_json(&serde_json::from_str(last_key)?)?;
         let at = mark(w.as_cell())
             .map_err(|e| anyhow::anyhow!("the cursor of table '{}': {e}", table.name))?;
         let lower = match lookback {

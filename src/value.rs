@@ -27,6 +27,71 @@ use serde_json::Value as Json;
 /// "Large values").
 pub const LARGE: usize = 1 << 20;
 
+/// What a column holds, in terms no engine owns: each engine maps its own
+/// declared types to a kind when it reads its catalogue, and a kind to its
+/// own type when it makes a column (`sync --evolve`), so that no engine
+/// reads another engine's type names. What a value is stays [`Value`]'s
+/// business; the kind says what the column admits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ColumnKind {
+    /// Integers (of at most 64 bits).
+    Integer,
+    /// Floating point.
+    Real,
+    /// Exact decimals, with the declared precision and scale where there
+    /// are.
+    Decimal {
+        precision: Option<u32>,
+        scale: Option<u32>,
+    },
+    /// Money in the engine's own money type (PostgreSQL's `money`).
+    Money,
+    /// Text, of at most `max_len` characters when bounded, padded to it
+    /// when `fixed`.
+    Text {
+        max_len: Option<u32>,
+        fixed: bool,
+    },
+    Blob,
+    Boolean,
+    Date,
+    Timestamp {
+        zone: bool,
+    },
+    /// A declared type that admits whatever it is given and that no kind
+    /// above describes (SQLite's `DATETIME`, of NUMERIC affinity): only a
+    /// text column elsewhere holds every value of it.
+    Loose(String),
+    /// No declared type at all: any value (a SQLite column without one).
+    Any,
+    /// A type of one engine's own (PostgreSQL's `uuid`, an array, a
+    /// domain), its values carried as that engine's text for them: the
+    /// engine, and the type as it names it.
+    Other {
+        engine: &'static str,
+        name: String,
+    },
+}
+
+impl ColumnKind {
+    /// Whether the column holds numbers that could be an amount of money
+    /// (a decimal, a real, money).
+    pub fn is_numeric(&self) -> bool {
+        matches!(
+            self,
+            ColumnKind::Decimal { .. } | ColumnKind::Real | ColumnKind::Money
+        )
+    }
+
+    /// The declared scale of a decimal.
+    pub fn scale(&self) -> Option<u32> {
+        match self {
+            ColumnKind::Decimal { scale, .. } => *scale,
+            _ => None,
+        }
+    }
+}
+
 /// One value with its kind (SQLite's storage class).
 #[derive(Clone, Debug)]
 pub enum Value {

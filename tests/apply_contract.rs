@@ -1242,7 +1242,7 @@ fn rule_batch_order_of_a_failing_batch_changes_the_reported_line_not_the_state()
 #[test]
 fn an_applied_set_of_single_entries_gains_runs_on_sqlite() -> anyhow::Result<()> {
     let d = Dir::new("applied-set-upgrade");
-    support::older_applied_set_upgrades(&*empty_sqlite(&d)?)
+    support::older_applied_set_upgrades(&empty_sqlite(&d)?)
 }
 
 /// A new, empty SQLite database in `d`, opened for writing.

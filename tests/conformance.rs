@@ -13,12 +13,19 @@
 
 mod support;
 
+use cutover::db::{CatalogueExt, JournalLogExt, RowsExt};
+use support::Seam;
+
 use anyhow::Result;
+use cutover::db::control::identity::Identity;
+use cutover::db::control::progress::{LoadCheckpoint, NewBatch, SeenColumn};
+use cutover::db::control::receipts::{Evidence, EvidenceKind, Receipt, Revision};
+use cutover::db::transaction::Step;
 use cutover::db::{
-    CellForm, ColumnForm, ColumnInfo, Decision, FenceRecord, KeyRange, ReplayVerdict,
-    SideEffectKind, TableForm, TableSql,
+    CellForm, ColumnForm, Count, Decision, FenceRecord, ForeignKey, ForeignKeyViolation, Generated,
+    JournalId, KeyRange, Probe, ReplayVerdict, SeqRange, SideEffectKind, TableForm, TableSql,
 };
-use cutover::value::{Block, Row, Value};
+use cutover::value::{Block, ColumnKind, Row, Value};
 use support::conformance::{Subject, conformance};
 
 conformance! {
@@ -54,9 +61,21 @@ fn get_columns(
         .map(|mut r| r.split_off(key_names.len())))
 }
 
+/// A source column of `kind`, as another engine's catalogue would
+/// describe it.
+fn column(name: &str, kind: ColumnKind) -> cutover::db::ColumnInfo {
+    cutover::db::ColumnInfo {
+        name: name.to_string(),
+        decl_type: String::new(),
+        kind,
+        pk: 0,
+    }
+}
+
 /// The application's triggers on a table, by name (not cutover's own).
 fn triggers(db: &cutover::db::Db, table: &str) -> Result<Vec<String>> {
     Ok(db
+        .side_effects()
         .side_effects(table)?
         .into_iter()
         .filter(|e| e.kind == SideEffectKind::Trigger)
@@ -105,7 +124,7 @@ fn scan(
     block: usize,
 ) -> Result<(Vec<Row>, Vec<usize>)> {
     let (mut rows, mut sizes) = (Vec::new(), Vec::new());
-    s.db.scan_into(sql, after, block, &mut |b| {
+    s.db.rows().scan_into(sql, after, block, &mut |b| {
         sizes.push(b.rows());
         rows.extend((0..b.rows()).map(|i| b.values(i, b.width())));
         Ok(true)
@@ -133,75 +152,82 @@ fn write<T>(s: &Subject, f: impl FnOnce() -> Result<T>) -> Result<T> {
 fn connection_contract(s: &Subject) -> Result<()> {
     let db = &s.db;
     s.exec("CREATE TABLE conn_t (id integer PRIMARY KEY, v text)");
-    let sql = db.table_sql("conn_t", &["id", "v"], 1, None);
+    let sql = db.rows().table_sql("conn_t", &["id", "v"], 1, None);
     let other = s.open();
-    let other_sql = other.table_sql("conn_t", &["id", "v"], 1, None);
+    let other_sql = other.rows().table_sql("conn_t", &["id", "v"], 1, None);
 
     assert!(!db.location().is_empty());
-    assert!(!db.is_read_only()?, "a database opened to write");
-    assert!(!db.durability()?.settings.is_empty());
-    assert_eq!(db.damage()?, None, "a healthy database has no damage");
-    assert!(is_utc_text(&db.now()?), "{}", db.now()?);
+    let facts = db.connection().facts()?;
+    assert!(!facts.read_only, "a database opened to write");
+    assert!(!facts.durability.settings.is_empty());
+    assert_eq!(
+        db.connection().damage()?,
+        None,
+        "a healthy database has no damage"
+    );
+    let now = db.control().now()?;
+    assert!(is_utc_text(&now), "{now}");
     // A file has no connection to protect; a server's has one to describe.
     let file = std::path::Path::new(db.location()).is_file();
-    assert_eq!(db.security()?.is_none(), file, "{}", db.location());
+    assert_eq!(facts.security.is_none(), file, "{}", db.location());
 
-    // Safe outside a transaction, and twice.
-    db.rollback();
-    db.rollback();
+    // A rollback is safe outside a transaction, and twice.
+    db.connection().transaction(Step::Rollback)?;
+    db.connection().transaction(Step::Rollback)?;
 
     // Uncommitted work is invisible elsewhere, then visible at once.
-    db.begin_write()?;
-    assert_eq!(db.insert_row(&sql, &[int(1), text("a")])?, 1);
-    assert_eq!(db.row_count(&sql)?, 1, "its own write, inside");
+    let tx = db.begin_write()?;
+    assert_eq!(db.rows().insert_row(&sql, &[int(1), text("a")])?, 1);
+    assert_eq!(db.rows().count_rows(&sql)?, 1, "its own write, inside");
     assert_eq!(
-        other.row_count(&other_sql)?,
+        other.rows().count_rows(&other_sql)?,
         0,
         "another connection, before the commit"
     );
-    db.commit()?;
+    tx.commit()?;
     assert_eq!(
-        other.row_count(&other_sql)?,
+        other.rows().count_rows(&other_sql)?,
         1,
         "another connection, after the commit"
     );
 
     // Rolled back: gone, for this connection and the others.
-    db.begin_write()?;
-    db.insert_row(&sql, &[int(2), text("b")])?;
-    db.update_row(&sql, &[int(1)], &[int(1), text("changed")])?;
-    db.rollback();
+    let tx = db.begin_write()?;
+    db.rows().insert_row(&sql, &[int(2), text("b")])?;
+    db.rows()
+        .update_row(&sql, &[int(1)], &[int(1), text("changed")])?;
+    tx.rollback();
     assert_eq!(all(s, &sql)?, [vec![int(1), text("a")]]);
     assert_eq!(
-        other.get_row(&other_sql, &[int(1)])?,
+        other.rows().get_row(&other_sql, &[int(1)])?,
         Some(vec![int(1), text("a")])
     );
 
     // Db::write: committed on Ok, rolled back whole on Err.
     let failed: Result<()> = db.write(|| {
-        db.insert_row(&sql, &[int(3), text("c")])?;
+        db.rows().insert_row(&sql, &[int(3), text("c")])?;
         anyhow::bail!("the caller's error")
     });
     assert!(failed.is_err());
-    assert_eq!(db.row_count(&sql)?, 1);
+    assert_eq!(db.rows().count_rows(&sql)?, 1);
 
     // A savepoint undoes its own part only; a released one is kept.
-    db.begin_write()?;
-    db.insert_row(&sql, &[int(4), text("kept")])?;
-    db.savepoint()?;
-    db.insert_row(&sql, &[int(5), text("undone")])?;
-    db.rollback_savepoint();
-    db.savepoint()?;
-    db.insert_row(&sql, &[int(6), text("released")])?;
-    db.release()?;
-    db.commit()?;
+    let tx = db.begin_write()?;
+    db.rows().insert_row(&sql, &[int(4), text("kept")])?;
+    let sp = db.savepoint()?;
+    db.rows().insert_row(&sql, &[int(5), text("undone")])?;
+    sp.rollback();
+    let sp = db.savepoint()?;
+    db.rows().insert_row(&sql, &[int(6), text("released")])?;
+    sp.release()?;
+    tx.commit()?;
     let ids: Vec<Value> = all(s, &sql)?.into_iter().map(|r| r[0].clone()).collect();
     assert_eq!(ids, [int(1), int(4), int(6)]);
 
     // A read transaction ends with rollback, and reads in it work.
-    db.begin_read()?;
-    assert_eq!(db.row_count(&sql)?, 3);
-    db.rollback();
+    let tx = db.begin_read()?;
+    assert_eq!(db.rows().count_rows(&sql)?, 3);
+    tx.rollback();
 
     // Foreign keys suspended for a write transaction: a parent deleted
     // under its child neither cascades nor is refused.
@@ -212,21 +238,29 @@ fn connection_contract(s: &Subject) -> Result<()> {
          INSERT INTO conn_parent VALUES (1);
          INSERT INTO conn_child VALUES (10, 1);",
     );
-    let parent = db.table_sql("conn_parent", &["id"], 1, None);
-    let child = db.table_sql("conn_child", &["id", "parent"], 1, None);
-    db.begin_write()?;
-    db.suspend_foreign_keys(&["conn_parent", "conn_child"], true)?;
-    assert_eq!(db.delete_row(&parent, &[int(1)])?, 1);
-    assert_eq!(db.row_count(&child)?, 1, "nothing cascades");
-    db.suspend_foreign_keys(&["conn_parent", "conn_child"], false)?;
-    db.rollback();
-    assert_eq!(db.row_count(&parent)?, 1);
+    let parent = db.rows().table_sql("conn_parent", &["id"], 1, None);
+    let child = db
+        .rows()
+        .table_sql("conn_child", &["id", "parent"], 1, None);
+    let tx = db.begin_write()?;
+    db.connection()
+        .suspend_foreign_keys(&["conn_parent", "conn_child"], true)?;
+    assert_eq!(db.rows().delete_row(&parent, &[int(1)])?, 1);
+    assert_eq!(db.rows().count_rows(&child)?, 1, "nothing cascades");
+    db.connection()
+        .suspend_foreign_keys(&["conn_parent", "conn_child"], false)?;
+    tx.rollback();
+    assert_eq!(db.rows().count_rows(&parent)?, 1);
 
     // A password in the URL never shows.
     if let Some(db) = s.open_with_password("s3cret-pw") {
         assert!(!db.location().contains("s3cret-pw"), "{}", db.location());
         assert!(db.location().contains("***"), "{}", db.location());
-        let sec = db.security()?.expect("a server's connection");
+        let sec = db
+            .connection()
+            .facts()?
+            .security
+            .expect("a server's connection");
         assert!(
             !sec.warnings.is_empty(),
             "a password in the URL is warned of"
@@ -262,7 +296,7 @@ fn catalogue_contract(s: &Subject) -> Result<()> {
          {}",
         (s.profile.swallowing_trigger)("cat_trig", "cat_swallow")
     ));
-    let cols = db.table_columns("cat_parent")?;
+    let cols = db.catalogue().table_columns("cat_parent")?;
     let described: Vec<(String, String, i64)> = cols
         .iter()
         .map(|c| (c.name.clone(), c.decl_type.to_lowercase(), c.pk))
@@ -275,91 +309,109 @@ fn catalogue_contract(s: &Subject) -> Result<()> {
             pk
         ))
     );
-    assert!(db.table_columns("cat_nowhere")?.is_empty());
+    assert!(db.catalogue().table_columns("cat_nowhere")?.is_empty());
 
-    assert!(db.key_is_unique("cat_parent", &["a", "b"])?);
-    assert!(db.key_is_unique("cat_parent", &["b", "a"])?);
-    assert!(db.key_is_unique("cat_parent", &["note"])?, "a unique index");
-    assert!(!db.key_is_unique("cat_parent", &["b"])?, "part of the key");
+    assert!(db.catalogue().key_is_unique("cat_parent", &["a", "b"])?);
+    assert!(db.catalogue().key_is_unique("cat_parent", &["b", "a"])?);
     assert!(
-        !db.key_is_unique("cat_parent", &["a", "b", "note"])?,
+        db.catalogue().key_is_unique("cat_parent", &["note"])?,
+        "a unique index"
+    );
+    assert!(
+        !db.catalogue().key_is_unique("cat_parent", &["b"])?,
+        "part of the key"
+    );
+    assert!(
+        !db.catalogue()
+            .key_is_unique("cat_parent", &["a", "b", "note"])?,
         "more than a key"
     );
-    assert!(!db.key_is_unique("cat_trig", &["v"])?);
+    assert!(!db.catalogue().key_is_unique("cat_trig", &["v"])?);
 
-    let fk = |parent: &str, pairs: &[(&str, &str)]| {
-        (
-            parent.to_string(),
-            pairs
-                .iter()
-                .map(|(c, p)| (c.to_string(), Some(p.to_string())))
-                .collect::<Vec<_>>(),
-        )
+    let fk = |parent: &str, pairs: &[(&str, &str)]| ForeignKey {
+        parent: parent.to_string(),
+        columns: pairs
+            .iter()
+            .map(|(c, p)| (c.to_string(), Some(p.to_string())))
+            .collect(),
     };
     assert_eq!(
-        db.foreign_keys("cat_child")?,
+        db.catalogue().foreign_keys("cat_child")?,
         [
             fk("cat_parent", &[("pb", "b"), ("pa", "a")]),
             fk("cat_other", &[("other", "id")])
         ]
     );
-    assert!(db.foreign_keys("cat_parent")?.is_empty());
+    assert!(db.catalogue().foreign_keys("cat_parent")?.is_empty());
 
     assert_eq!(
-        db.generated_columns("cat_child")?,
-        [("g".to_string(), "stored")]
+        db.catalogue().generated_columns("cat_child")?,
+        [Generated {
+            name: "g".to_string(),
+            stored: true
+        }]
     );
-    assert!(db.generated_columns("cat_parent")?.is_empty());
+    assert!(db.catalogue().generated_columns("cat_parent")?.is_empty());
 
     // A child without its parent, written as the rehearsal writes.
     s.exec("INSERT INTO cat_parent VALUES ('x', 1, NULL); INSERT INTO cat_other VALUES (5)");
-    let child = db.table_sql("cat_child", &["id", "pa", "pb", "other"], 1, None);
+    let child = db
+        .rows()
+        .table_sql("cat_child", &["id", "pa", "pb", "other"], 1, None);
     write(s, || {
-        db.suspend_foreign_keys(&["cat_child"], true)?;
-        db.insert_row(&child, &[int(7), text("y"), int(1), int(5)])?;
-        db.insert_row(&child, &[int(8), text("x"), int(1), int(5)])?;
+        db.connection().suspend_foreign_keys(&["cat_child"], true)?;
+        db.rows()
+            .insert_row(&child, &[int(7), text("y"), int(1), int(5)])?;
+        db.rows()
+            .insert_row(&child, &[int(8), text("x"), int(1), int(5)])?;
         Ok(())
     })?;
     assert_eq!(
-        db.foreign_key_violations("cat_child", &["id"])?,
-        [(
-            "cat_child".to_string(),
-            Some(vec![int(7)]),
-            "cat_parent".to_string()
-        )]
+        db.catalogue()
+            .foreign_key_violations("cat_child", &["id"])?,
+        [ForeignKeyViolation {
+            child: "cat_child".to_string(),
+            key: Some(vec![int(7)]),
+            parent: "cat_parent".to_string()
+        }]
     );
     assert!(
-        db.foreign_key_violations("cat_parent", &["b", "a"])?
+        db.catalogue()
+            .foreign_key_violations("cat_parent", &["b", "a"])?
             .is_empty()
     );
 
-    write(s, || db.ensure_control_tables())?;
+    write(s, || db.progress().ensure_control_tables())?;
     assert_eq!(
-        db.user_tables()?,
+        db.catalogue().tables(false)?,
         ["cat_child", "cat_other", "cat_parent", "cat_trig"]
     );
     assert_eq!(triggers(db, "cat_trig")?, ["cat_swallow"]);
     assert!(triggers(db, "cat_parent")?.is_empty());
 
-    let schema = db.schema_of(&["cat_parent"])?;
-    let names: Vec<&String> = schema.iter().map(|(n, _)| n).collect();
+    let schema = db.catalogue().schema_of(&["cat_parent"])?;
+    let names: Vec<&String> = schema.iter().map(|p| &p.name).collect();
     let mut sorted = names.clone();
     sorted.sort();
     assert_eq!(names, sorted, "in name order");
     assert!(
-        schema.iter().any(|(_, d)| d.contains("note")),
+        schema.iter().any(|p| p.definition.contains("note")),
         "the table's definition: {schema:?}"
     );
     assert!(
-        schema.iter().any(|(n, _)| n.contains("_cutover_fence")),
+        schema.iter().any(|p| p.name.contains("_cutover_fence")),
         "cutover's own tables: {schema:?}"
     );
     assert!(
-        !schema.iter().any(|(n, _)| n.contains("cat_trig")),
+        !schema.iter().any(|p| p.name.contains("cat_trig")),
         "only the tables asked for: {schema:?}"
     );
     s.exec("ALTER TABLE cat_parent ADD COLUMN extra integer");
-    assert_ne!(db.schema_of(&["cat_parent"])?, schema, "a column added");
+    assert_ne!(
+        db.catalogue().schema_of(&["cat_parent"])?,
+        schema,
+        "a column added"
+    );
     Ok(())
 }
 
@@ -375,40 +427,56 @@ fn sequences_contract(s: &Subject) -> Result<()> {
         s.profile.generated_id
     ));
     let next_id = || s.int("INSERT INTO seq_ids (note) VALUES ('next') RETURNING id");
-    assert_eq!(db.sequence("seq_ids")?, Some(3));
+    assert_eq!(db.catalogue().sequence("seq_ids")?, Some(3));
     assert_eq!(
-        db.sequence("seq_plain")?,
+        db.catalogue().sequence("seq_plain")?,
         None,
         "a table without a generator"
     );
 
-    write(s, || db.raise_sequence("seq_ids", 10))?;
-    assert_eq!(db.sequence("seq_ids")?, Some(10));
-    write(s, || db.raise_sequence("seq_ids", 5))?;
-    assert_eq!(db.sequence("seq_ids")?, Some(10), "never lowered");
+    write(s, || db.catalogue().raise_sequence("seq_ids", 10))?;
+    assert_eq!(db.catalogue().sequence("seq_ids")?, Some(10));
+    write(s, || db.catalogue().raise_sequence("seq_ids", 5))?;
+    assert_eq!(
+        db.catalogue().sequence("seq_ids")?,
+        Some(10),
+        "never lowered"
+    );
     assert_eq!(next_id(), 11);
-    write(s, || db.raise_sequence("seq_plain", 10))?;
-    assert_eq!(db.sequence("seq_plain")?, None);
+    write(s, || db.catalogue().raise_sequence("seq_plain", 10))?;
+    assert_eq!(db.catalogue().sequence("seq_plain")?, None);
 
     // An id written past the generator by hand: raised past it.
     s.exec("INSERT INTO seq_ids (id, note) VALUES (50, 'by hand')");
-    write(s, || db.raise_sequence("seq_ids", 0))?;
-    assert_eq!(db.sequence("seq_ids")?, Some(50));
+    write(s, || db.catalogue().raise_sequence("seq_ids", 0))?;
+    assert_eq!(db.catalogue().sequence("seq_ids")?, Some(50));
     assert_eq!(next_id(), 51);
 
     // A generator moved in a transaction rolled back stands where it
     // stood, by the rollback itself or by its marks.
-    let marks = db.sequence_marks(&["seq_ids", "seq_plain"])?;
-    db.begin_write()?;
-    db.raise_sequence("seq_ids", 1000)?;
-    assert_eq!(db.sequence("seq_ids")?, Some(1000));
-    db.rollback();
-    let moved = db.restore_sequences(&marks)?;
-    assert_eq!(db.sequence("seq_ids")?, Some(51));
-    let named: Vec<String> = marks.iter().map(|m| m.name.clone()).collect();
+    let marks = db.catalogue().sequence_marks(&["seq_ids", "seq_plain"])?;
+    let tx = db.begin_write()?;
+    db.catalogue().raise_sequence("seq_ids", 1000)?;
+    assert_eq!(db.catalogue().sequence("seq_ids")?, Some(1000));
+    tx.rollback();
+    let moved = db.catalogue().restore_sequences(&marks)?;
+    assert_eq!(db.catalogue().sequence("seq_ids")?, Some(51));
+    // A generator a rollback puts back by itself (SQLite's counters are
+    // rows) is left alone; the others were moved by the raise.
+    let named: Vec<String> = marks
+        .iter()
+        .filter(|m| !m.transactional)
+        .map(|m| m.name.clone())
+        .collect();
     assert_eq!(moved, named, "the marks put back are those that moved");
+    let own: Vec<&str> = marks
+        .iter()
+        .filter(|m| m.own)
+        .map(|m| m.table.as_str())
+        .collect();
+    assert_eq!(own, ["seq_ids"], "each table's own generator marked");
     assert!(
-        db.restore_sequences(&marks)?.is_empty(),
+        db.catalogue().restore_sequences(&marks)?.is_empty(),
         "nothing moved since"
     );
     assert_eq!(next_id(), 52);
@@ -439,12 +507,12 @@ fn rows_contract(s: &Subject) -> Result<()> {
         blob = s.profile.blob
     ));
     let cols = ["k", "n", "v", "r", "b", "w"];
-    let sql = db.table_sql("rows_k", &cols, 2, None);
+    let sql = db.rows().table_sql("rows_k", &cols, 2, None);
     assert_eq!(
         (sql.table.as_str(), sql.key_len, sql.width()),
         ("rows_k", 2, 6)
     );
-    assert_eq!(db.row_count(&sql)?, 7);
+    assert_eq!(db.rows().count_rows(&sql)?, 7);
 
     let keys = |rows: &[Row]| rows.iter().map(|r| r[2].clone()).collect::<Vec<_>>();
     let order = ["null", "B1", "a-5", "a2", "a10", "z1", "e1"].map(text);
@@ -462,7 +530,7 @@ fn rows_contract(s: &Subject) -> Result<()> {
     assert_eq!(keys(&rows), order[4..]);
     // The sink stops the scan.
     let mut blocks = 0;
-    db.scan_into(&sql, None, 2, &mut |_| {
+    db.rows().scan_into(&sql, None, 2, &mut |_| {
         blocks += 1;
         Ok(false)
     })?;
@@ -470,7 +538,7 @@ fn rows_contract(s: &Subject) -> Result<()> {
 
     // Ordered by a watermark column first, then the key; resumed at (not
     // after) a watermark.
-    let by_w = db.table_sql("rows_k", &cols, 2, Some(5));
+    let by_w = db.rows().table_sql("rows_k", &cols, 2, Some(5));
     let (rows, _) = scan(s, &by_w, None, 10)?;
     assert_eq!(
         keys(&rows),
@@ -479,7 +547,7 @@ fn rows_contract(s: &Subject) -> Result<()> {
     let (rows, _) = scan(s, &by_w, Some(&[int(2)]), 10)?;
     assert_eq!(keys(&rows), ["null", "a-5", "e1", "a2", "z1"].map(text));
     // A text watermark goes by its bytes too.
-    let by_v = db.table_sql("rows_k", &cols, 2, Some(2));
+    let by_v = db.rows().table_sql("rows_k", &cols, 2, Some(2));
     let (rows, _) = scan(s, &by_v, None, 10)?;
     assert_eq!(
         keys(&rows),
@@ -490,7 +558,7 @@ fn rows_contract(s: &Subject) -> Result<()> {
 
     // Keyed reads match exactly.
     assert_eq!(
-        db.get_row(&sql, &[text("a"), int(10)])?,
+        db.rows().get_row(&sql, &[text("a"), int(10)])?,
         Some(vec![
             text("a"),
             int(10),
@@ -501,7 +569,7 @@ fn rows_contract(s: &Subject) -> Result<()> {
         ])
     );
     assert_eq!(
-        db.get_row(&sql, &[text("A"), int(10)])?,
+        db.rows().get_row(&sql, &[text("A"), int(10)])?,
         None,
         "not by case"
     );
@@ -513,16 +581,19 @@ fn rows_contract(s: &Subject) -> Result<()> {
         Value::Null,
         int(1),
     ];
-    assert_eq!(db.update_row(&sql, &other_case[..2], &other_case)?, 0);
-    assert_eq!(db.delete_row(&sql, &other_case[..2])?, 0);
     assert_eq!(
-        get_columns(&**db, "rows_k", &["k", "n"], &other_case[..2], &["v"])?,
+        db.rows().update_row(&sql, &other_case[..2], &other_case)?,
+        0
+    );
+    assert_eq!(db.rows().delete_row(&sql, &other_case[..2])?, 0);
+    assert_eq!(
+        get_columns(db.rows(), "rows_k", &["k", "n"], &other_case[..2], &["v"])?,
         None
     );
-    assert_eq!(db.get_row(&sql, &[text("a"), int(11)])?, None);
+    assert_eq!(db.rows().get_row(&sql, &[text("a"), int(11)])?, None);
     s.exec("INSERT INTO rows_k VALUES ('twice', 1, 'one', NULL, NULL, 0), ('twice', 1, 'two', NULL, NULL, 0)");
     assert!(
-        db.get_row(&sql, &[text("twice"), int(1)]).is_err(),
+        db.rows().get_row(&sql, &[text("twice"), int(1)]).is_err(),
         "a key held by two rows is an error"
     );
     s.exec("DELETE FROM rows_k WHERE k = 'twice'");
@@ -537,13 +608,13 @@ fn rows_contract(s: &Subject) -> Result<()> {
         int(i64::MAX),
     ];
     let key = &row[..2];
-    assert_eq!(db.insert_row(&sql, &row)?, 1);
-    assert_eq!(db.get_row(&sql, key)?, Some(row.clone()));
+    assert_eq!(db.rows().insert_row(&sql, &row)?, 1);
+    assert_eq!(db.rows().get_row(&sql, key)?, Some(row.clone()));
     for r in [1e300, -5e-324, f64::INFINITY, -2.5] {
         let mut changed = row.clone();
         changed[3] = Value::Real(r);
-        assert_eq!(db.update_row(&sql, key, &changed)?, 1);
-        let back = db.get_row(&sql, key)?.expect("the row");
+        assert_eq!(db.rows().update_row(&sql, key, &changed)?, 1);
+        let back = db.rows().get_row(&sql, key)?.expect("the row");
         assert!(
             same(&back[3], &Value::Real(r)),
             "{r:?} came back as {:?}",
@@ -552,22 +623,26 @@ fn rows_contract(s: &Subject) -> Result<()> {
     }
     let mut moved = row.clone();
     moved[1] = int(7);
-    assert_eq!(db.update_row(&sql, key, &moved)?, 1, "a change of key");
-    assert_eq!(db.get_row(&sql, key)?, None);
-    assert_eq!(db.get_row(&sql, &moved[..2])?, Some(moved.clone()));
     assert_eq!(
-        db.update_row(&sql, key, &row)?,
+        db.rows().update_row(&sql, key, &moved)?,
+        1,
+        "a change of key"
+    );
+    assert_eq!(db.rows().get_row(&sql, key)?, None);
+    assert_eq!(db.rows().get_row(&sql, &moved[..2])?, Some(moved.clone()));
+    assert_eq!(
+        db.rows().update_row(&sql, key, &row)?,
         0,
         "no row under the old key"
     );
-    assert_eq!(db.delete_row(&sql, &moved[..2])?, 1);
-    assert_eq!(db.delete_row(&sql, &moved[..2])?, 0);
-    assert_eq!(db.row_count(&sql)?, 7);
+    assert_eq!(db.rows().delete_row(&sql, &moved[..2])?, 1);
+    assert_eq!(db.rows().delete_row(&sql, &moved[..2])?, 0);
+    assert_eq!(db.rows().count_rows(&sql)?, 7);
 
     // Columns outside the spec, by key.
     assert_eq!(
         get_columns(
-            &**db,
+            db.rows(),
             "rows_k",
             &["k", "n"],
             &[text("z"), int(1)],
@@ -576,22 +651,27 @@ fn rows_contract(s: &Subject) -> Result<()> {
         Some(vec![int(3), text("z1")])
     );
     assert_eq!(
-        get_columns(&**db, "rows_k", &["k", "n"], &[text("y"), int(1)], &["w"])?,
+        get_columns(
+            db.rows(),
+            "rows_k",
+            &["k", "n"],
+            &[text("y"), int(1)],
+            &["w"]
+        )?,
         None
     );
     assert_eq!(
-        db.set_columns(
-            "rows_k",
-            &["k", "n"],
+        db.rows().update_row(
+            &db.rows()
+                .table_sql("rows_k", &["k", "n", "w", "v"], 2, None),
             &[text("z"), int(1)],
-            &["w", "v"],
-            &[int(9), text("z!")]
+            &[text("z"), int(1), int(9), text("z!")]
         )?,
         1
     );
     assert_eq!(
         get_columns(
-            &**db,
+            db.rows(),
             "rows_k",
             &["k", "n"],
             &[text("z"), int(1)],
@@ -599,7 +679,7 @@ fn rows_contract(s: &Subject) -> Result<()> {
         )?,
         Some(vec![text("z!"), int(9)])
     );
-    assert_eq!(db.max_integer("rows_k", "w")?, Some(9));
+    assert_eq!(db.rows().max_integer("rows_k", "w")?, Some(9));
 
     // A column the table does not have (an empty name) reads as NULL and
     // is never written; a generated column is read, never written.
@@ -607,38 +687,42 @@ fn rows_contract(s: &Subject) -> Result<()> {
         "CREATE TABLE rows_g (id integer PRIMARY KEY, v integer,
              g integer GENERATED ALWAYS AS (v * 2) STORED)",
     );
-    let g = db.table_sql("rows_g", &["id", "", "v", "g"], 1, None);
+    let g = db
+        .rows()
+        .table_sql("rows_g", &["id", "", "v", "g"], 1, None);
     assert_eq!(
-        db.insert_row(&g, &[int(1), text("ignored"), int(21), int(0)])?,
+        db.rows()
+            .insert_row(&g, &[int(1), text("ignored"), int(21), int(0)])?,
         1
     );
     assert_eq!(all(s, &g)?, [vec![int(1), Value::Null, int(21), int(42)]]);
     assert_eq!(
-        db.update_row(&g, &[int(1)], &[int(1), text("x"), int(5), int(0)])?,
+        db.rows()
+            .update_row(&g, &[int(1)], &[int(1), text("x"), int(5), int(0)])?,
         1
     );
     assert_eq!(all(s, &g)?, [vec![int(1), Value::Null, int(5), int(10)]]);
-    assert_eq!(db.max_integer("rows_g", "g")?, Some(10));
+    assert_eq!(db.rows().max_integer("rows_g", "g")?, Some(10));
 
     // An insert a trigger swallows wrote no row.
     s.exec(&format!(
         "CREATE TABLE rows_t (id integer PRIMARY KEY, v text); {}",
         (s.profile.swallowing_trigger)("rows_t", "rows_swallow")
     ));
-    let t = db.table_sql("rows_t", &["id", "v"], 1, None);
-    assert_eq!(db.insert_row(&t, &[int(1), text("swallow")])?, 0);
-    assert_eq!(db.insert_row(&t, &[int(2), text("kept")])?, 1);
+    let t = db.rows().table_sql("rows_t", &["id", "v"], 1, None);
+    assert_eq!(db.rows().insert_row(&t, &[int(1), text("swallow")])?, 0);
+    assert_eq!(db.rows().insert_row(&t, &[int(2), text("kept")])?, 1);
     assert!(
-        db.insert_row(&t, &[int(2), text("again")]).is_err(),
+        db.rows().insert_row(&t, &[int(2), text("again")]).is_err(),
         "a key taken"
     );
-    assert_eq!(db.max_integer("rows_t", "id")?, Some(2));
+    assert_eq!(db.rows().max_integer("rows_t", "id")?, Some(2));
 
     // Emptied: every row, counted.
-    assert_eq!(write(s, || db.clear_table("rows_k"))?, 7);
-    assert_eq!(db.row_count(&sql)?, 0);
+    assert_eq!(write(s, || db.rows().clear_table(&sql))?, 7);
+    assert_eq!(db.rows().count_rows(&sql)?, 0);
     assert_eq!(all(s, &sql)?, Vec::<Row>::new());
-    assert_eq!(db.max_integer("rows_k", "w")?, None);
+    assert_eq!(db.rows().max_integer("rows_k", "w")?, None);
     Ok(())
 }
 
@@ -648,7 +732,7 @@ fn rows_contract(s: &Subject) -> Result<()> {
 fn batch_insert_contract(s: &Subject) -> Result<()> {
     let db = &s.db;
     s.exec("CREATE TABLE bi (id integer PRIMARY KEY, code text UNIQUE, v text NOT NULL)");
-    let sql = db.table_sql("bi", &["id", "code", "v"], 1, None);
+    let sql = db.rows().table_sql("bi", &["id", "code", "v"], 1, None);
     let rows = |ids: &[(i64, &str)]| {
         ids.iter()
             .map(|(i, c)| vec![int(*i), text(c), text(&format!("v{i}"))])
@@ -657,7 +741,7 @@ fn batch_insert_contract(s: &Subject) -> Result<()> {
 
     let first = block_of(&rows(&[(1, "a"), (2, "b"), (3, "c")]));
     write(s, || {
-        let mut ins = db.inserter(&sql)?;
+        let mut ins = db.rows().inserter(&sql)?;
         assert!(ins.insert(&first, 0)?);
         assert!(ins.insert(&first, 2)?);
         assert!(!ins.insert(&first, 0)?, "the same key again");
@@ -673,11 +757,15 @@ fn batch_insert_contract(s: &Subject) -> Result<()> {
     ];
     let colliding = [block_of(&rows(&[(20, "t"), (3, "again")]))];
     write(s, || {
-        match db.bulk_insert(&sql, &fresh)? {
+        match db.rows().bulk_insert(&sql, &fresh)? {
             Some(n) => assert_eq!(n, 3, "every row of every block"),
             None => {
-                assert_eq!(db.row_count(&sql)?, 2, "no fast way: nothing written");
-                let mut ins = db.inserter(&sql)?;
+                assert_eq!(
+                    db.rows().count_rows(&sql)?,
+                    2,
+                    "no fast way: nothing written"
+                );
+                let mut ins = db.rows().inserter(&sql)?;
                 for b in &fresh {
                     for r in 0..b.rows() {
                         assert!(ins.insert(b, r)?);
@@ -686,20 +774,24 @@ fn batch_insert_contract(s: &Subject) -> Result<()> {
             }
         }
         assert_eq!(
-            db.bulk_insert(&sql, &colliding)?,
+            db.rows().bulk_insert(&sql, &colliding)?,
             None,
             "a key already there"
         );
         // Nothing of it was written, and the transaction goes on.
-        assert_eq!(db.get_row(&sql, &[int(20)])?, None);
-        assert_eq!(db.insert_row(&sql, &[int(21), text("u"), text("v21")])?, 1);
+        assert_eq!(db.rows().get_row(&sql, &[int(20)])?, None);
+        assert_eq!(
+            db.rows()
+                .insert_row(&sql, &[int(21), text("u"), text("v21")])?,
+            1
+        );
         Ok(())
     })?;
     let ids: Vec<Value> = all(s, &sql)?.into_iter().map(|r| r[0].clone()).collect();
     assert_eq!(ids, [1, 3, 10, 11, 12, 21].map(int));
     assert_eq!(s.profile.bulk_insert, {
         let probe = [block_of(&rows(&[(30, "x")]))];
-        let r = db.write(|| db.bulk_insert(&sql, &probe))?;
+        let r = db.write(|| db.rows().bulk_insert(&sql, &probe))?;
         r.is_some()
     });
     Ok(())
@@ -718,8 +810,8 @@ fn conditional_write_contract(s: &Subject) -> Result<()> {
         real = s.profile.real,
         trigger = (s.profile.swallowing_trigger)("cw_t", "cw_swallow")
     ));
-    let sql = db.table_sql("cw", &["id", "v", "n"], 1, None);
-    let Some(mut w) = db.conditional_writer(&sql) else {
+    let sql = db.rows().table_sql("cw", &["id", "v", "n"], 1, None);
+    let Some(mut w) = db.rows().conditional_writer(&sql) else {
         assert!(
             !s.profile.conditional_writes,
             "{} documents conditional writes",
@@ -730,7 +822,7 @@ fn conditional_write_contract(s: &Subject) -> Result<()> {
     assert!(s.profile.conditional_writes, "{} documents none", s.name);
     let one = vec![int(1), text("one"), Value::Real(1.5)];
     let two = vec![int(2), text("two"), Value::Null];
-    db.begin_write()?;
+    let tx = db.begin_write()?;
     // Insert: only where no row holds the key.
     assert!(w.write_if(None, Some(&[int(3), text("three"), Value::Null]))?);
     assert!(!w.write_if(None, Some(&[int(1), text("clash"), Value::Null]))?);
@@ -760,14 +852,14 @@ fn conditional_write_contract(s: &Subject) -> Result<()> {
     assert!(w.write_if(Some(&two), None)?);
     assert!(!w.write_if(Some(&two), None)?);
     drop(w);
-    db.commit()?;
+    tx.commit()?;
     assert_eq!(
         all(s, &sql)?,
         [changed, vec![int(3), text("three"), Value::Null]]
     );
     // A write the database swallowed was not written.
-    let t = db.table_sql("cw_t", &["id", "v"], 1, None);
-    if let Some(mut w) = db.conditional_writer(&t) {
+    let t = db.rows().table_sql("cw_t", &["id", "v"], 1, None);
+    if let Some(mut w) = db.rows().conditional_writer(&t) {
         assert!(!w.write_if(None, Some(&[int(1), text("swallow")]))?);
         assert!(w.write_if(None, Some(&[int(2), text("kept")]))?);
     }
@@ -811,8 +903,8 @@ fn digests_contract(s: &Subject) -> Result<()> {
     script.push_str("CREATE TABLE dg_loose (id bigint, name text, cents bigint);");
     s.exec(&script);
     let cols = ["id", "name", "cents"];
-    let a = db.table_sql("dg_a", &cols, 1, None);
-    let b = db.table_sql("dg_b", &cols, 1, None);
+    let a = db.rows().table_sql("dg_a", &cols, 1, None);
+    let b = db.rows().table_sql("dg_b", &cols, 1, None);
     let digest = db.digest_rows(&a)?;
     assert_eq!(digest, db.digest_rows(&b)?);
     assert_eq!(digest, DIGEST_OF_ROWS, "the same rows on every engine");
@@ -830,7 +922,7 @@ fn digests_contract(s: &Subject) -> Result<()> {
         money: vec![2],
         currency: None,
     };
-    let digests = db.digests();
+    let digests = db.rows().digests();
     assert_eq!(
         digests.is_some(),
         s.profile.digests,
@@ -841,12 +933,12 @@ fn digests_contract(s: &Subject) -> Result<()> {
     let whole = KeyRange::default();
     let before = if let Some(d) = digests {
         assert_eq!(d.digest_refusal(&a, &form)?, None);
-        let loose = db.table_sql("dg_loose", &cols, 1, None);
+        let loose = db.rows().table_sql("dg_loose", &cols, 1, None);
         assert!(
             d.digest_refusal(&loose, &form)?.is_some(),
             "a key not unique"
         );
-        let _ = d.estimate_rows(&a)?;
+        assert!(db.rows().row_count(&a, Count::Estimate)? >= 0);
 
         let [seg] = &d.digest_ranges(&a, &form, &whole, &[])?[..] else {
             panic!("one segment for no bounds");
@@ -924,57 +1016,58 @@ fn digests_contract(s: &Subject) -> Result<()> {
 /// replay's verdict.
 fn applied_set_contract(s: &Subject) -> Result<()> {
     let db = &s.db;
-    assert_eq!(db.fence_copy("j1")?, None, "before any table is made");
-    assert_eq!(db.last_replay_verdict("j1")?, None);
-    support::applied_set_contract(&*s.db)?;
+    let (a, f) = (db.applied_set(), db.fence_records());
+    let j1 = JournalId::from_stored("j1");
+    assert_eq!(f.copy(&j1)?, None, "before any table is made");
+    assert_eq!(f.last_verdict(&j1)?, None);
+    support::applied_set_contract(&s.db)?;
 
     // Kept columns: kept, replaced by a later delete, taken back once.
+    let note = |v: &str| -> serde_json::Map<String, serde_json::Value> {
+        serde_json::from_str(&format!(r#"{{"note":"{v}"}}"#)).expect("an object")
+    };
     write(s, || {
-        db.keep_columns("j1", "artist", "[1]", r#"{"note":"a"}"#, 3)?;
-        db.keep_columns("j1", "artist", "[1]", r#"{"note":"b"}"#, 4)?;
-        db.keep_columns("j2", "artist", "[1]", r#"{"note":"c"}"#, 4)
+        a.keep_columns("j1", "artist", "[1]", &note("a"), 3)?;
+        a.keep_columns("j1", "artist", "[1]", &note("b"), 4)?;
+        a.keep_columns("j2", "artist", "[1]", &note("c"), 4)
     })?;
-    let taken = write(s, || db.take_kept_columns("j1", "artist", "[1]"))?;
-    assert_eq!(taken.as_deref(), Some(r#"{"note":"b"}"#));
+    let taken = write(s, || a.take_kept_columns("j1", "artist", "[1]"))?;
+    assert_eq!(taken, Some(note("b")));
     assert_eq!(
-        write(s, || db.take_kept_columns("j1", "artist", "[1]"))?,
+        write(s, || a.take_kept_columns("j1", "artist", "[1]"))?,
         None
     );
-    assert_eq!(db.take_kept_columns("j2", "artist", "[2]")?, None);
+    assert_eq!(a.take_kept_columns("j2", "artist", "[2]")?, None);
 
     // The fence record's copy: the latest not lifted, field for field.
     let fence = |at: &str, boundary: i64| FenceRecord {
         boundary,
         journal_rows: boundary - 1,
         fingerprint: format!("fp-{boundary}"),
-        tables: r#"["orders"]"#.to_string(),
+        tables: vec!["orders".to_string()],
         parts: r#"{"version":3}"#.to_string(),
         fenced_at: at.to_string(),
     };
+    let j2 = JournalId::from_stored("j2");
     let first = fence("2024-03-15T13:45:00.123Z", 7);
-    write(s, || db.record_fence_copy("j1", &first))?;
-    assert_eq!(db.fence_copy("j1")?, Some(first.clone()));
-    assert_eq!(db.fence_copy("j2")?, None);
+    write(s, || f.record_copy(&j1, &first))?;
+    assert_eq!(f.copy(&j1)?, Some(first.clone()));
+    assert_eq!(f.copy(&j2)?, None);
     let again = FenceRecord {
         fingerprint: "fp-again".into(),
         ..first.clone()
     };
-    write(s, || db.record_fence_copy("j1", &again))?;
-    assert_eq!(
-        db.fence_copy("j1")?,
-        Some(again),
-        "the same fence, replaced"
-    );
+    write(s, || f.record_copy(&j1, &again))?;
+    assert_eq!(f.copy(&j1)?, Some(again), "the same fence, replaced");
     let later = fence("2024-03-16T08:00:00.000Z", 9);
-    write(s, || db.record_fence_copy("j1", &later))?;
-    assert_eq!(db.fence_copy("j1")?, Some(later));
-    let at = db.now()?;
-    write(s, || db.lift_fence_copy("j1", &at))?;
-    assert_eq!(db.fence_copy("j1")?, None, "every copy lifted");
+    write(s, || f.record_copy(&j1, &later))?;
+    assert_eq!(f.copy(&j1)?, Some(later));
+    write(s, || f.lift_copy(&j1))?;
+    assert_eq!(f.copy(&j1)?, None, "every copy lifted");
 
     // The last verdict of a journal.
     let verdict = |passed: bool, at: &str| ReplayVerdict {
-        journal: "j1".into(),
+        journal: j1.clone(),
         boundary: 9,
         passed,
         detail: if passed {
@@ -985,12 +1078,12 @@ fn applied_set_contract(s: &Subject) -> Result<()> {
         at: at.to_string(),
     };
     let failed = verdict(false, "2024-03-16T08:00:01.000Z");
-    write(s, || db.record_replay_verdict(&failed))?;
-    assert_eq!(db.last_replay_verdict("j1")?, Some(failed));
+    write(s, || f.record_verdict(&failed))?;
+    assert_eq!(f.last_verdict(&j1)?, Some(failed));
     let passed = verdict(true, "2024-03-16T08:00:02.000Z");
-    write(s, || db.record_replay_verdict(&passed))?;
-    assert_eq!(db.last_replay_verdict("j1")?, Some(passed));
-    assert_eq!(db.last_replay_verdict("j2")?, None);
+    write(s, || f.record_verdict(&passed))?;
+    assert_eq!(f.last_verdict(&j1)?, Some(passed));
+    assert_eq!(f.last_verdict(&j2)?, None);
     Ok(())
 }
 
@@ -998,61 +1091,96 @@ fn applied_set_contract(s: &Subject) -> Result<()> {
 /// position) and the evidence of its records' revisions.
 fn receipts_contract(s: &Subject) -> Result<()> {
     let db = &s.db;
-    assert_eq!(db.receipt_digest("billing", "d1")?, None);
-    assert_eq!(db.feed_checkpoint("billing")?, 0);
-    write(s, || db.ensure_apply_tables())?;
-    write(s, || db.ensure_apply_tables())?;
+    let r = db.receipts();
+    let receipt =
+        |feed: &'static str, delivery: &'static str, digest: &'static str, first, last, written| {
+            Receipt {
+                feed,
+                delivery,
+                digest,
+                first,
+                last,
+                written,
+                duplicate: 0,
+                stale: 0,
+            }
+        };
+    assert_eq!(r.digest("billing", "d1")?, None);
+    assert_eq!(r.checkpoint("billing")?, 0);
+    write(s, || r.ensure())?;
+    write(s, || r.ensure())?;
     write(s, || {
-        db.insert_receipt("billing", "d1", "sha-1", 1, 10, 8, 1, 1)?;
-        db.insert_receipt("billing", "d2", "sha-2", 11, 15, 5, 0, 0)?;
-        db.insert_receipt("other", "d1", "sha-3", 1, 99, 99, 0, 0)
+        r.insert(&Receipt {
+            duplicate: 1,
+            stale: 1,
+            ..receipt("billing", "d1", "sha-1", 1, 10, 8)
+        })?;
+        r.insert(&receipt("billing", "d2", "sha-2", 11, 15, 5))?;
+        r.insert(&receipt("other", "d1", "sha-3", 1, 99, 99))
     })?;
-    assert_eq!(
-        db.receipt_digest("billing", "d1")?.as_deref(),
-        Some("sha-1")
-    );
-    assert_eq!(db.receipt_digest("other", "d1")?.as_deref(), Some("sha-3"));
-    assert_eq!(db.receipt_digest("billing", "d3")?, None);
-    assert_eq!(db.feed_checkpoint("billing")?, 15);
-    assert_eq!(db.feed_checkpoint("other")?, 99);
-    assert_eq!(db.feed_checkpoint("none")?, 0);
+    assert_eq!(r.digest("billing", "d1")?.as_deref(), Some("sha-1"));
+    assert_eq!(r.digest("other", "d1")?.as_deref(), Some("sha-3"));
+    assert_eq!(r.digest("billing", "d3")?, None);
+    assert_eq!(r.checkpoint("billing")?, 15);
+    assert_eq!(r.checkpoint("other")?, 99);
+    assert_eq!(r.checkpoint("none")?, 0);
     assert!(
-        write(s, || db
-            .insert_receipt("billing", "d1", "sha-x", 1, 10, 0, 0, 0))
-        .is_err(),
+        write(s, || r.insert(&receipt("billing", "d1", "sha-x", 1, 10, 0))).is_err(),
         "a delivery has one receipt"
     );
-    assert_eq!(
-        db.receipt_digest("billing", "d1")?.as_deref(),
-        Some("sha-1")
-    );
+    assert_eq!(r.digest("billing", "d1")?.as_deref(), Some("sha-1"));
     // Rolled back with its transaction.
-    db.begin_write()?;
-    db.insert_receipt("billing", "d3", "sha-4", 16, 20, 5, 0, 0)?;
-    db.rollback();
-    assert_eq!(db.feed_checkpoint("billing")?, 15);
+    let tx = db.begin_write()?;
+    r.insert(&receipt("billing", "d3", "sha-4", 16, 20, 5))?;
+    tx.rollback();
+    assert_eq!(r.checkpoint("billing")?, 15);
 
+    let rev = |key, revision| Revision {
+        tbl: "inv",
+        key,
+        revision,
+    };
+    let ev = |kind, row: Option<&str>| Evidence {
+        kind,
+        row: row.map(str::to_string),
+    };
     write(s, || {
-        db.record_evidence("inv", "[1]", 3, "stale", Some(r#"{"a":1}"#), "d1", 4)?;
-        db.record_evidence("inv", "[1]", 3, "stale", Some(r#"{"a":2}"#), "d2", 5)?;
-        db.record_evidence("inv", "[1]", 5, "superseded", Some(r#"{"a":3}"#), "d2", 6)?;
-        db.record_evidence("inv", "[1]", 5, "tombstone", None, "d2", 7)?;
-        db.record_evidence("inv", "[1]", 2, "tombstone", None, "d1", 2)
+        r.record_evidence(
+            &rev("[1]", 3),
+            &ev(EvidenceKind::Stale, Some(r#"{"a":1}"#)),
+            "d1",
+            4,
+        )?;
+        r.record_evidence(
+            &rev("[1]", 3),
+            &ev(EvidenceKind::Stale, Some(r#"{"a":2}"#)),
+            "d2",
+            5,
+        )?;
+        r.record_evidence(
+            &rev("[1]", 5),
+            &ev(EvidenceKind::Superseded, Some(r#"{"a":3}"#)),
+            "d2",
+            6,
+        )?;
+        r.record_evidence(&rev("[1]", 5), &ev(EvidenceKind::Tombstone, None), "d2", 7)?;
+        r.record_evidence(&rev("[1]", 2), &ev(EvidenceKind::Tombstone, None), "d1", 2)
     })?;
     assert_eq!(
-        db.evidence("inv", "[1]", 3)?,
-        Some(("stale".into(), Some(r#"{"a":1}"#.into()))),
+        r.evidence(&rev("[1]", 3))?,
+        Some(ev(EvidenceKind::Stale, Some(r#"{"a":1}"#))),
         "kept as first written"
     );
     assert_eq!(
-        db.evidence("inv", "[1]", 5)?,
-        Some(("tombstone".into(), None))
+        r.evidence(&rev("[1]", 5))?,
+        Some(ev(EvidenceKind::Tombstone, None)),
+        "a tombstone before the other kinds"
     );
-    assert_eq!(db.evidence("inv", "[1]", 4)?, None);
-    assert_eq!(db.evidence("inv", "[2]", 3)?, None);
-    assert_eq!(db.tombstone("inv", "[1]")?, Some(5));
-    assert_eq!(db.tombstone("inv", "[2]")?, None);
-    assert_eq!(db.tombstone("other", "[1]")?, None);
+    assert_eq!(r.evidence(&rev("[1]", 4))?, None);
+    assert_eq!(r.evidence(&rev("[2]", 3))?, None);
+    assert_eq!(r.tombstone("inv", "[1]")?, Some(5));
+    assert_eq!(r.tombstone("inv", "[2]")?, None);
+    assert_eq!(r.tombstone("other", "[1]")?, None);
     Ok(())
 }
 
@@ -1086,48 +1214,57 @@ fn watermarks() -> Vec<Value> {
 /// source schema and evolved columns are kept per table.
 fn progress_contract(s: &Subject) -> Result<()> {
     let db = &s.db;
+    let p = db.progress();
     let mut heard = Vec::new();
-    db.await_other_runs(&["orders"], &mut |w| heard.push(w.to_string()))?;
+    db.connection()
+        .await_other_runs(&["orders"], &mut |w| heard.push(w.to_string()))?;
     assert!(heard.is_empty(), "no other run: {heard:?}");
 
-    assert_eq!(db.load_checkpoint("artist")?, None);
-    write(s, || db.ensure_control_tables())?;
-    write(s, || db.ensure_control_tables())?;
-    assert_eq!(db.load_checkpoint("artist")?, None);
+    let checkpoint = |last_key: Option<&str>, rows, done| LoadCheckpoint {
+        last_key: last_key.map(str::to_string),
+        rows,
+        done,
+    };
+    assert_eq!(p.load_checkpoint("artist")?, None);
+    write(s, || p.ensure_control_tables())?;
+    write(s, || p.ensure_control_tables())?;
+    assert_eq!(p.load_checkpoint("artist")?, None);
+    let partway = checkpoint(Some(r#"[500,"é"]"#), 500, false);
+    write(s, || p.set_load_checkpoint("artist", &partway))?;
+    assert_eq!(p.load_checkpoint("artist")?, Some(partway));
     write(s, || {
-        db.set_load_checkpoint("artist", Some(r#"[500,"é"]"#), 500, false)
+        p.set_load_checkpoint("artist", &checkpoint(None, 1000, true))
     })?;
     assert_eq!(
-        db.load_checkpoint("artist")?,
-        Some((Some(r#"[500,"é"]"#.into()), 500, false))
+        p.load_checkpoint("artist")?,
+        Some(checkpoint(None, 1000, true))
     );
-    write(s, || db.set_load_checkpoint("artist", None, 1000, true))?;
-    assert_eq!(db.load_checkpoint("artist")?, Some((None, 1000, true)));
-    assert_eq!(db.load_checkpoint("album")?, None);
-    db.begin_write()?;
-    db.set_load_checkpoint("album", Some("[1]"), 1, false)?;
-    db.rollback();
+    assert_eq!(p.load_checkpoint("album")?, None);
+    let tx = db.begin_write()?;
+    p.set_load_checkpoint("album", &checkpoint(Some("[1]"), 1, false))?;
+    tx.rollback();
     assert_eq!(
-        db.load_checkpoint("album")?,
+        p.load_checkpoint("album")?,
         None,
         "rolled back with its batch"
     );
 
-    assert_eq!(db.sync_cursor("orders")?, None);
-    assert!(db.sync_batches("orders")?.is_empty());
-    assert!(!db.sync_batch_seen("orders", "b1")?);
-    write(s, || db.ensure_sync_tables())?;
-    write(s, || db.ensure_sync_tables())?;
-    assert_eq!(db.sync_cursor("orders")?, None);
+    assert_eq!(p.sync_cursor("orders")?, None);
+    assert!(p.sync_batches("orders")?.is_empty());
+    assert!(!p.sync_batch_seen("orders", "b1")?);
+    write(s, || p.ensure_sync_tables())?;
+    write(s, || p.ensure_sync_tables())?;
+    assert_eq!(p.sync_cursor("orders")?, None);
     // An engine that cannot store a NaN at all (SQLite keeps a NULL in
     // its place, and so never reads one) keeps a NULL for it here too.
     s.exec(&format!(
         "CREATE TABLE nan_probe (id integer PRIMARY KEY, r {})",
         s.profile.real
     ));
-    let probe = db.table_sql("nan_probe", &["id", "r"], 1, None);
-    db.insert_row(&probe, &[int(1), Value::Real(f64::NAN)])?;
-    let nan_kept = match db.get_row(&probe, &[int(1)])?.expect("the row")[1] {
+    let probe = db.rows().table_sql("nan_probe", &["id", "r"], 1, None);
+    db.rows()
+        .insert_row(&probe, &[int(1), Value::Real(f64::NAN)])?;
+    let nan_kept = match db.rows().get_row(&probe, &[int(1)])?.expect("the row")[1] {
         Value::Real(r) => r.is_nan(),
         Value::Null => false,
         ref other => panic!("a NaN came back as {other:?}"),
@@ -1140,71 +1277,117 @@ fn progress_contract(s: &Subject) -> Result<()> {
     for (i, m) in marks.iter().enumerate() {
         let first = &marks[(i + 1) % marks.len()];
         let key = format!("[{i}]");
+        let batch = format!("b{i}");
         write(s, || {
-            db.record_sync_batch("orders", &format!("b{i}"), 10, 2, first, m, &key)
+            p.record_sync_batch(
+                "orders",
+                &NewBatch {
+                    batch: &batch,
+                    rows: 10,
+                    changed: 2,
+                    first_watermark: first,
+                    last_watermark: m,
+                    last_key: &key,
+                },
+            )
         })?;
-        let (back, k) = db.sync_cursor("orders")?.expect("a cursor");
+        let c = p.sync_cursor("orders")?.expect("a cursor");
         assert!(
-            same(&back, &stored(m)),
-            "watermark {m:?} came back as {back:?}"
+            same(&c.last_watermark, &stored(m)),
+            "watermark {m:?} came back as {:?}",
+            c.last_watermark
         );
-        assert_eq!(k, key);
+        assert_eq!(c.last_key, key);
     }
-    assert!(db.sync_batch_seen("orders", "b3")?);
-    assert!(!db.sync_batch_seen("orders", "b99")?);
-    assert!(!db.sync_batch_seen("other", "b3")?);
-    let batches = db.sync_batches("orders")?;
+    assert!(p.sync_batch_seen("orders", "b3")?);
+    assert!(!p.sync_batch_seen("orders", "b99")?);
+    assert!(!p.sync_batch_seen("other", "b3")?);
+    let batches = p.sync_batches("orders")?;
     assert_eq!(batches.len(), marks.len());
-    for (i, (no, rows, changed, first, last, at)) in batches.iter().enumerate() {
-        assert_eq!((*no, *rows, *changed), (i as i64 + 1, 10, 2));
+    for (i, b) in batches.iter().enumerate() {
+        assert_eq!((b.batch_no, b.rows, b.changed), (i as i64 + 1, 10, 2));
         assert!(
-            same(first, &stored(&marks[(i + 1) % marks.len()])),
-            "{first:?}"
+            same(&b.first_watermark, &stored(&marks[(i + 1) % marks.len()])),
+            "{:?}",
+            b.first_watermark
         );
-        assert!(same(last, &stored(&marks[i])), "{last:?}");
-        assert!(is_utc_text(at), "{at}");
+        assert!(
+            same(&b.last_watermark, &stored(&marks[i])),
+            "{:?}",
+            b.last_watermark
+        );
+        assert!(is_utc_text(&b.committed_at), "{}", b.committed_at);
     }
     write(s, || {
-        db.record_sync_batch("lines", "b0", 1, 1, &Value::Null, &int(7), "[1]")
+        p.record_sync_batch(
+            "lines",
+            &NewBatch {
+                batch: "b0",
+                rows: 1,
+                changed: 1,
+                first_watermark: &Value::Null,
+                last_watermark: &int(7),
+                last_key: "[1]",
+            },
+        )
     })?;
-    assert_eq!(db.sync_cursor("lines")?.map(|c| c.0), Some(int(7)));
     assert_eq!(
-        db.sync_batches("lines")?[0].0,
+        p.sync_cursor("lines")?.map(|c| c.last_watermark),
+        Some(int(7))
+    );
+    assert_eq!(
+        p.sync_batches("lines")?[0].batch_no,
         1,
         "each table numbers its own"
     );
 
     s.exec("CREATE TABLE customer (id integer PRIMARY KEY)");
-    assert!(db.recorded_source_schema("customer")?.is_empty());
-    assert!(db.evolved_columns("customer")?.is_empty());
-    let col = |n: &str, ty: &str| ColumnInfo {
+    assert!(p.recorded_source_schema("customer")?.is_empty());
+    assert!(p.evolved_columns("customer")?.is_empty());
+    let col = |n: &str, ty: &str| SeenColumn {
         name: n.into(),
         decl_type: ty.into(),
-        pk: 0,
     };
     write(s, || {
-        db.record_source_schema("customer", &[col("b", "TEXT"), col("a", "INTEGER")])
+        p.record_source_schema("customer", &[col("b", "TEXT"), col("a", "INTEGER")])
     })?;
     write(s, || {
-        db.record_source_schema("customer", &[col("id", "INTEGER"), col("Name", "TEXT")])
+        p.record_source_schema("customer", &[col("id", "INTEGER"), col("Name", "TEXT")])
     })?;
     assert_eq!(
-        db.recorded_source_schema("customer")?,
-        [("Name", "TEXT"), ("id", "INTEGER")].map(|(a, b)| (a.to_string(), b.to_string())),
-        "the last recorded, by column"
+        p.recorded_source_schema("customer")?,
+        [col("Name", "TEXT"), col("id", "INTEGER")],
+        "the last recorded, by column in byte order"
     );
-    assert!(db.recorded_source_schema("other")?.is_empty());
+    assert!(p.recorded_source_schema("other")?.is_empty());
     write(s, || {
-        db.evolve_column("customer", "customer", "tier", "INTEGER")?;
-        db.evolve_column("customer", "customer", "Joined On", "TEXT")
+        db.catalogue()
+            .add_column("customer", &column("tier", ColumnKind::Integer))?;
+        p.record_evolved("customer", "tier")?;
+        db.catalogue().add_column(
+            "customer",
+            &column(
+                "Joined On",
+                ColumnKind::Text {
+                    max_len: None,
+                    fixed: false,
+                },
+            ),
+        )?;
+        p.record_evolved("customer", "Joined On")
     })?;
     let names: Vec<String> = db
+        .catalogue()
         .table_columns("customer")?
         .into_iter()
         .map(|c| c.name)
         .collect();
     assert_eq!(names, ["id", "tier", "Joined On"]);
-    let mut evolved = db.evolved_columns("customer")?;
+    let mut evolved: Vec<(String, String)> = p
+        .evolved_columns("customer")?
+        .into_iter()
+        .map(|e| (e.source_column, e.target_column))
+        .collect();
     evolved.sort();
     assert_eq!(
         evolved,
@@ -1224,11 +1407,12 @@ const JOURNALED: [&str; 4] = ["id", "v", "r", "b"];
 fn install(s: &Subject) -> Result<usize> {
     let db = &s.db;
     write(s, || {
-        db.ensure_control_tables()?;
-        if db.journal_id()?.is_none() {
-            db.set_journal_id("0123456789abcdef", &["items"])?;
+        db.progress().ensure_control_tables()?;
+        if db.identity().get()?.is_none() {
+            db.identity()
+                .set(&JournalId::from_stored("0123456789abcdef"), &["items"])?;
         }
-        db.image_for("items", "jt", &JOURNALED)?;
+        db.capture().image_for("items", "jt", &JOURNALED)?;
         let n = db.install_journal("items", "jt", &JOURNALED, 1)?;
         db.prove_journal("items", "jt", &JOURNALED, 1)?;
         Ok(n)
@@ -1246,7 +1430,7 @@ fn journal_contract(s: &Subject) -> Result<()> {
         "CREATE TABLE jt (id integer PRIMARY KEY, v text, r {}, b {})",
         s.profile.real, s.profile.blob
     ));
-    let sql = db.table_sql("jt", &JOURNALED, 1, None);
+    let sql = db.rows().table_sql("jt", &JOURNALED, 1, None);
     let row1 = vec![
         int(1),
         text("one"),
@@ -1255,19 +1439,22 @@ fn journal_contract(s: &Subject) -> Result<()> {
     ];
     let row2 = vec![int(2), Value::Null, Value::Null, Value::Null];
     write(s, || {
-        db.insert_row(&sql, &row1)?;
-        db.insert_row(&sql, &row2)
+        db.rows().insert_row(&sql, &row1)?;
+        db.rows().insert_row(&sql, &row2)
     })?;
-    assert!(!db.has_journal()?);
-    assert_eq!(db.journal_id()?, None);
+    assert!(!db.identity().installed()?);
+    assert_eq!(db.identity().get()?, None);
     assert!(db.journal_tables()?.is_empty());
-    assert_eq!(db.journal_extent()?, (0, 0));
-    assert_eq!(db.journal_start()?, 0);
+    assert_eq!(
+        db.journal().journal_extent().map(|e| (e.entries, e.last))?,
+        (0, 0)
+    );
+    assert_eq!(db.identity().start()?, 0);
 
     assert!(install(s)? > 0, "triggers created");
     assert_eq!(install(s)?, 0, "nothing to replace");
-    assert!(db.has_journal()?);
-    assert_eq!(db.journal_triggers("jt")?, db.journal_triggers_per_table());
+    assert!(db.identity().installed()?);
+    assert_eq!(db.journal_triggers("jt")?, db.engine().journal_triggers);
     assert!(
         db.stale_journal_triggers("items", "jt", &JOURNALED, 1)?
             .is_empty()
@@ -1277,8 +1464,11 @@ fn journal_contract(s: &Subject) -> Result<()> {
         "the journal's are cutover's own"
     );
     assert_eq!(
-        db.journal_id()?,
-        Some(("0123456789abcdef".to_string(), vec!["items".to_string()]))
+        db.identity().get()?,
+        Some(Identity {
+            id: JournalId::from_stored("0123456789abcdef"),
+            tables: vec!["items".to_string()]
+        })
     );
     let tables = db.journal_tables()?;
     let [image] = &tables[..] else {
@@ -1291,28 +1481,42 @@ fn journal_contract(s: &Subject) -> Result<()> {
     assert_eq!(image.columns, JOURNALED);
     let img = image.img;
     assert!(
-        db.journal_image_tables()?
+        db.capture()
+            .journal_image_tables()?
             .contains(&format!("_cutover_journal_{img}")),
         "{:?}",
-        db.journal_image_tables()?
+        db.capture().journal_image_tables()?
     );
-    assert_eq!(db.journal_extent()?.0, 0, "the proof left no entry");
+    assert_eq!(
+        db.journal()
+            .journal_extent()
+            .map(|e| (e.entries, e.last))?
+            .0,
+        0,
+        "the proof left no entry"
+    );
     // The first table whose proof fails, by its index.
     s.exec("CREATE TABLE jt_bare (id integer PRIMARY KEY, v text); INSERT INTO jt_bare VALUES (1, 'x')");
     let proofs = [
-        ("items", "jt", JOURNALED.to_vec(), 1),
-        ("bare", "jt_bare", vec!["id", "v"], 1),
+        support::seam::journaled("items", "jt", &JOURNALED, 1),
+        support::seam::journaled("bare", "jt_bare", &["id", "v"], 1),
     ];
-    db.begin_write()?;
-    let proved = db.prove_journals(&proofs);
-    db.rollback();
+    let tx = db.begin_write()?;
+    let proved = db.capture().prove_journals(&proofs);
+    tx.rollback();
     assert_eq!(
-        proved.err().map(|(i, _)| i),
+        proved.err().map(|u| u.table),
         Some(1),
         "a table with no journal"
     );
-    assert_eq!(db.journal_extent()?.0, 0);
-    assert_eq!(db.last_journaled("items")?, None);
+    assert_eq!(
+        db.journal()
+            .journal_extent()
+            .map(|e| (e.entries, e.last))?
+            .0,
+        0
+    );
+    assert_eq!(db.journal().last_journaled("items")?, None);
 
     // Writes through the tool, in one transaction, and through another
     // connection (a change of key).
@@ -1324,16 +1528,19 @@ fn journal_contract(s: &Subject) -> Result<()> {
     ];
     let row1b = vec![int(1), text("uno"), Value::Real(0.1 + 0.2), Value::Null];
     write(s, || {
-        db.insert_row(&sql, &row3)?;
-        db.update_row(&sql, &[int(1)], &row1b)?;
-        db.delete_row(&sql, &[int(2)])
+        db.rows().insert_row(&sql, &row3)?;
+        db.rows().update_row(&sql, &[int(1)], &row1b)?;
+        db.rows().delete_row(&sql, &[int(2)])
     })?;
-    let digest = db.journal_digest()?;
+    let digest = db.journal().journal_digest()?;
     s.exec("UPDATE jt SET id = 4 WHERE id = 3");
     let mut row4 = row3.clone();
     row4[0] = int(4);
-    assert_ne!(db.journal_digest()?, digest);
-    assert_eq!(db.journal_digest()?, db.journal_digest()?);
+    assert_ne!(db.journal().journal_digest()?, digest);
+    assert_eq!(
+        db.journal().journal_digest()?,
+        db.journal().journal_digest()?
+    );
 
     let entries = db.journal_page(0, i64::MAX, 100)?;
     let seqs: Vec<i64> = entries.iter().map(|e| e.seq).collect();
@@ -1358,9 +1565,12 @@ fn journal_contract(s: &Subject) -> Result<()> {
     assert!(entries.iter().all(|e| e.img == img));
     let last = seqs[3];
 
-    assert_eq!(db.journal_extent()?, (4, last));
-    assert_eq!(db.journal_count_between(0, last)?, 4);
-    assert_eq!(db.journal_count_between(seqs[0], seqs[2])?, 2);
+    assert_eq!(
+        db.journal().journal_extent().map(|e| (e.entries, e.last))?,
+        (4, last)
+    );
+    assert_eq!(db.journal().count_between(0, last)?, 4);
+    assert_eq!(db.journal().count_between(seqs[0], seqs[2])?, 2);
     let page = |after, upto, limit| -> Result<Vec<i64>> {
         Ok(db
             .journal_page(after, upto, limit)?
@@ -1378,7 +1588,11 @@ fn journal_contract(s: &Subject) -> Result<()> {
             .collect::<Vec<_>>()
     };
     assert_eq!(
-        db.journal_counts()?,
+        db.journal()
+            .journal_counts(SeqRange::ALL)?
+            .into_iter()
+            .map(|c| (c.tbl, c.op.as_str().to_string(), c.entries))
+            .collect::<Vec<_>>(),
         [("delete", 1), ("insert", 1), ("update", 2)].map(|(o, n)| (
             "items".to_string(),
             o.to_string(),
@@ -1393,37 +1607,45 @@ fn journal_contract(s: &Subject) -> Result<()> {
         db.journal_pending_counts(seqs[1], last)?,
         counted(&[("delete", 1), ("update", 1)])
     );
-    assert_eq!(db.last_journaled("items")?, Some(last));
-    assert_eq!(db.last_journaled("other")?, None);
+    assert_eq!(db.journal().last_journaled("items")?, Some(last));
+    assert_eq!(db.journal().last_journaled("other")?, None);
 
     // A write rolled back leaves no entry and no change to the digest.
-    let digest = db.journal_digest()?;
-    db.begin_write()?;
-    db.insert_row(&sql, &[int(9), text("gone"), Value::Null, Value::Null])?;
-    db.rollback();
-    assert_eq!(db.journal_extent()?, (4, last));
-    assert_eq!(db.journal_digest()?, digest);
+    let digest = db.journal().journal_digest()?;
+    let tx = db.begin_write()?;
+    db.rows()
+        .insert_row(&sql, &[int(9), text("gone"), Value::Null, Value::Null])?;
+    tx.rollback();
+    assert_eq!(
+        db.journal().journal_extent().map(|e| (e.entries, e.last))?,
+        (4, last)
+    );
+    assert_eq!(db.journal().journal_digest()?, digest);
 
     // A new identity after the entries there; the spec's tables recorded.
     write(s, || {
-        db.renew_journal_id("fedcba9876543210", last)?;
-        db.set_journal_tables(&["items", "more"])
+        db.identity()
+            .renew(&JournalId::from_stored("fedcba9876543210"), last)?;
+        db.identity().set_tables(&["items", "more"])
     })?;
-    assert_eq!(db.journal_start()?, last);
+    assert_eq!(db.identity().start()?, last);
     assert_eq!(
-        db.journal_id()?,
-        Some((
-            "fedcba9876543210".to_string(),
-            vec!["items".to_string(), "more".to_string()]
-        ))
+        db.identity().get()?,
+        Some(Identity {
+            id: JournalId::from_stored("fedcba9876543210"),
+            tables: vec!["items".to_string(), "more".to_string()]
+        })
     );
     assert!(
-        write(s, || db.set_journal_id("another", &["items"])).is_err(),
+        write(s, || db
+            .identity()
+            .set(&JournalId::from_stored("another"), &["items"]))
+        .is_err(),
         "one identity"
     );
 
     // Removed: no triggers, stale, no proof, and writes go unjournaled.
-    write(s, || db.remove_journal("jt"))?;
+    write(s, || db.capture().remove_journal("jt"))?;
     assert_eq!(db.journal_triggers("jt")?, 0);
     assert!(
         !db.stale_journal_triggers("items", "jt", &JOURNALED, 1)?
@@ -1431,7 +1653,10 @@ fn journal_contract(s: &Subject) -> Result<()> {
     );
     assert!(write(s, || db.prove_journal("items", "jt", &JOURNALED, 1)).is_err());
     s.exec("DELETE FROM jt WHERE id = 4");
-    assert_eq!(db.journal_extent()?, (4, last));
+    assert_eq!(
+        db.journal().journal_extent().map(|e| (e.entries, e.last))?,
+        (4, last)
+    );
     assert_eq!(db.journal_tables()?.len(), 1, "entries and images stay");
     Ok(())
 }
@@ -1461,39 +1686,40 @@ fn fence_contract(s: &Subject) -> Result<()> {
          CREATE TABLE fz_free (id integer PRIMARY KEY, v text);
          INSERT INTO fz_free VALUES (1, 'a');",
     );
-    write(s, || db.ensure_control_tables())?;
-    assert_eq!(db.fence_row()?, None);
+    write(s, || db.progress().ensure_control_tables())?;
+    assert_eq!(db.fence_records().row()?, None);
     assert_eq!(db.fence_triggers("fz")?, 0);
-    let token = db.change_token()?;
-    assert_eq!(db.change_token()?, token, "nothing changed");
+    let token = db.fence().change_token()?;
+    assert_eq!(db.fence().change_token()?, token, "nothing changed");
 
     let record = FenceRecord {
         boundary: 42,
         journal_rows: 40,
         fingerprint: "f".repeat(64),
-        tables: r#"["fz"]"#.into(),
+        tables: vec!["fz".to_string()],
         parts: r#"{"version":3,"content":{"fz":"00"}}"#.into(),
         fenced_at: "2024-03-15T13:45:00.123Z".into(),
     };
     write(s, || {
-        db.drain_writers(&["fz"])?;
-        db.install_fence_triggers("fz_empty", REFUSED)?;
-        db.install_fence_triggers("fz", REFUSED)?;
+        db.fence().drain_writers(&["fz"])?;
+        db.fence().install_fence_triggers("fz_empty", REFUSED)?;
+        db.fence().install_fence_triggers("fz", REFUSED)?;
         // Whatever goes by the fence's names is replaced, not doubled.
-        db.install_fence_triggers("fz", REFUSED)?;
-        db.install_fence_guard(GUARDED, "cutover fence: no schema change")?;
-        db.set_fence_row(&record)?;
+        db.fence().install_fence_triggers("fz", REFUSED)?;
+        db.fence()
+            .install_fence_guard(GUARDED, "cutover fence: no schema change")?;
+        db.fence_records().set_row(&record)?;
         Ok(())
     })?;
     assert_eq!(db.fence_triggers("fz")?, 3, "insert, update and delete");
     assert_eq!(db.fence_triggers("_cutover_fence")?, 3);
     assert_eq!(db.fence_triggers("fz_free")?, 0);
     assert_eq!(
-        db.fence_row()?,
+        db.fence_records().row()?,
         Some(record.clone()),
         "every field as given"
     );
-    let functions = db.fence_functions()?;
+    let functions = db.fence().fence_functions()?;
 
     // Another connection's writes are refused with the fence's message.
     for write in [
@@ -1516,58 +1742,67 @@ fn fence_contract(s: &Subject) -> Result<()> {
     }
     // So are the tool's, and its probes from another connection say so.
     let other = s.open();
-    let refused = other.write(|| other.set_fence_row(&record));
+    let refused = other.write(|| other.fence_records().set_row(&record));
     let refused = format!("{:#}", refused.expect_err("a write of the fence row"));
     assert!(refused.contains(GUARDED), "{refused}");
-    let probes = other.probe_writes("fz")?;
-    let names: Vec<&str> = probes.iter().map(|(n, _)| *n).collect();
+    let probes = other.fence().probe_writes("fz")?;
+    let names: Vec<&str> = probes.iter().map(|p| p.write).collect();
     for n in ["insert", "update", "delete"] {
         assert!(names.contains(&n), "{names:?}");
     }
-    for (n, r) in &probes {
-        let refused = r.as_ref().expect_err(n);
-        assert!(refused.contains(REFUSED), "{n}: {refused}");
+    for p in &probes {
+        let refused = p.outcome.as_ref().expect_err(p.write);
+        assert!(refused.contains(REFUSED), "{}: {refused}", p.write);
     }
     // An empty table: an insert is refused, an update or a delete writes
     // nothing whether refused or not.
-    for (n, r) in other.probe_writes("fz_empty")? {
+    for Probe {
+        write: n,
+        outcome: r,
+    } in other.fence().probe_writes("fz_empty")?
+    {
         match n {
             "insert" => assert!(fenced(&r), "{n}: {r:?}"),
             _ => assert!(fenced(&r) || r == Ok(0), "{n}: {r:?}"),
         }
     }
-    let free = other.probe_writes("fz_free")?;
+    let free = other.fence().probe_writes("fz_free")?;
     assert!(
-        !free.iter().any(|(_, r)| fenced(r)),
+        !free.iter().any(|p| fenced(&p.outcome)),
         "a table without the fence is not refused by it: {free:?}"
     );
-    let sql = db.table_sql("fz", &["id", "v"], 1, None);
+    let sql = db.rows().table_sql("fz", &["id", "v"], 1, None);
     assert_eq!(
         all(s, &sql)?,
         [vec![int(1), text("a")], vec![int(2), text("b")]]
     );
-    assert_eq!(db.fence_row()?, Some(record.clone()));
+    assert_eq!(db.fence_records().row()?, Some(record.clone()));
 
     // Another connection changes the database: the token moves.
-    let token = db.change_token()?;
+    let token = db.fence().change_token()?;
     s.exec("CREATE TABLE fz_new (id integer)");
-    assert_ne!(db.change_token()?, token);
+    assert_ne!(db.fence().change_token()?, token);
 
     // Lifted as `fence off` lifts it: writable again, nothing left.
     write(s, || {
-        db.remove_fence(&["fz", "fz_empty", "no_such_table"], None)
+        db.fence()
+            .remove_fence(&["fz", "fz_empty", "no_such_table"], None)
     })?;
     assert_eq!(db.fence_triggers("fz")?, 0);
     assert_eq!(db.fence_triggers("_cutover_fence")?, 0);
-    assert_eq!(db.fence_row()?, None);
+    assert_eq!(db.fence_records().row()?, None);
     s.exec("UPDATE fz SET v = 'after' WHERE id = 1");
-    let lifted = other.probe_writes("fz")?;
-    assert!(!lifted.iter().any(|(_, r)| fenced(r)), "{lifted:?}");
-    assert_eq!(db.fence_functions()?, functions, "fence off keeps them");
-    write(s, || db.remove_fence(&["fz"], Some(&functions)))?;
-    assert_eq!(db.fence_functions()?, functions, "those kept stay");
-    write(s, || db.remove_fence(&["fz"], Some(&[])))?;
-    assert!(db.fence_functions()?.is_empty());
+    let lifted = other.fence().probe_writes("fz")?;
+    assert!(!lifted.iter().any(|p| fenced(&p.outcome)), "{lifted:?}");
+    assert_eq!(
+        db.fence().fence_functions()?,
+        functions,
+        "fence off keeps them"
+    );
+    write(s, || db.fence().remove_fence(&["fz"], Some(&functions)))?;
+    assert_eq!(db.fence().fence_functions()?, functions, "those kept stay");
+    write(s, || db.fence().remove_fence(&["fz"], Some(&[])))?;
+    assert!(db.fence().fence_functions()?.is_empty());
     Ok(())
 }
 
@@ -1578,13 +1813,14 @@ fn fence_contract(s: &Subject) -> Result<()> {
 /// sorted, leaves out time columns, and moves with the data.
 fn fixtures_contract(s: &Subject) -> Result<()> {
     let db = &s.db;
-    db.execute_script(
+    db.fixtures().execute_script(
         "CREATE TABLE fx (id integer PRIMARY KEY, v text, made_at text, at text);
          INSERT INTO fx VALUES (2, 'b', 't1', 't2'), (1, 'a', 't1', 't2');
          CREATE TABLE fx_at (at text);
          INSERT INTO fx_at VALUES ('x');",
     )?;
     let err = db
+        .fixtures()
         .execute_script("INSERT INTO fx_nowhere VALUES (1)")
         .unwrap_err();
     assert!(format!("{err:#}").contains(db.location()), "{err:#}");
@@ -1600,7 +1836,7 @@ fn fixtures_contract(s: &Subject) -> Result<()> {
     let mut rows = fx.clone();
     rows.sort();
     assert_eq!(*fx, rows, "rows sorted");
-    assert!(fx[0].contains("'a'") && fx[1].contains("'b'"), "{fx:?}");
+    assert!(fx[0].contains("\"a\"") && fx[1].contains("\"b\""), "{fx:?}");
     assert!(
         fx.iter().all(|r| !r.contains("t1") && !r.contains("t2")),
         "{fx:?}"
@@ -1616,8 +1852,15 @@ fn fixtures_contract(s: &Subject) -> Result<()> {
     assert_ne!(db.snapshot()?, snap);
 
     write(s, || {
-        db.ensure_control_tables()?;
-        db.set_load_checkpoint("fx", None, 2, true)
+        db.progress().ensure_control_tables()?;
+        db.progress().set_load_checkpoint(
+            "fx",
+            &LoadCheckpoint {
+                last_key: None,
+                rows: 2,
+                done: true,
+            },
+        )
     })?;
     let snap = db.snapshot()?;
     let load = &snap
@@ -1648,12 +1891,14 @@ fn side_effects_contract(s: &Subject) -> Result<()> {
          INSERT INTO se_child VALUES (10, 1), (11, 1), (12, 2);",
         (s.profile.swallowing_trigger)("se_parent", "se_swallow")
     ));
-    write(s, || db.install_fence_triggers("se_child", REFUSED))?;
-    write(s, || db.remove_fence(&["se_child"], None))?;
-    write(s, || db.install_fence_triggers("se_parent", REFUSED))?;
-    let with_fence = db.side_effects("se_parent")?;
-    write(s, || db.remove_fence(&["se_parent"], None))?;
-    let effects = db.side_effects("se_parent")?;
+    write(s, || db.fence().install_fence_triggers("se_child", REFUSED))?;
+    write(s, || db.fence().remove_fence(&["se_child"], None))?;
+    write(s, || {
+        db.fence().install_fence_triggers("se_parent", REFUSED)
+    })?;
+    let with_fence = db.side_effects().side_effects("se_parent")?;
+    write(s, || db.fence().remove_fence(&["se_parent"], None))?;
+    let effects = db.side_effects().side_effects("se_parent")?;
     assert_eq!(
         with_fence.iter().map(|e| &e.name).collect::<Vec<_>>(),
         effects.iter().map(|e| &e.name).collect::<Vec<_>>(),
@@ -1685,24 +1930,42 @@ fn side_effects_contract(s: &Subject) -> Result<()> {
         (vec!["parent".to_string()], vec!["id".to_string()])
     );
     assert!(action.on_delete && !action.on_update);
-    assert!(db.side_effects("se_plain")?.is_empty());
+    assert!(db.side_effects().side_effects("se_plain")?.is_empty());
 
     assert_eq!(
-        db.referencing_tables("se_parent")?,
+        db.side_effects().referencing_tables("se_parent")?,
         ["se_child", "se_plain"]
     );
-    assert!(db.referencing_tables("se_child")?.is_empty());
-    assert_eq!(db.referencing_rows(cascade, &[int(1)], 5)?.len(), 2);
-    assert_eq!(db.referencing_rows(cascade, &[int(1)], 1)?.len(), 1);
-    assert!(db.referencing_rows(cascade, &[int(3)], 5)?.is_empty());
-    assert!(db.referencing_rows(trigger, &[int(1)], 5)?.is_empty());
+    assert!(db.side_effects().referencing_tables("se_child")?.is_empty());
+    assert_eq!(
+        db.side_effects()
+            .referencing_rows(cascade, &[int(1)], 5)?
+            .len(),
+        2
+    );
+    assert_eq!(
+        db.side_effects()
+            .referencing_rows(cascade, &[int(1)], 1)?
+            .len(),
+        1
+    );
+    assert!(
+        db.side_effects()
+            .referencing_rows(cascade, &[int(3)], 5)?
+            .is_empty()
+    );
+    assert!(
+        db.side_effects()
+            .referencing_rows(trigger, &[int(1)], 5)?
+            .is_empty()
+    );
 
-    let powers = db.powers(&["se_parent", "se_child"])?;
-    let parent = db.table_sql("se_parent", &["id", "v"], 1, None);
-    let child = db.table_sql("se_child", &["id", "parent"], 1, None);
+    let powers = db.side_effects().powers(&["se_parent", "se_child"])?;
+    let parent = db.rows().table_sql("se_parent", &["id", "v"], 1, None);
+    let child = db.rows().table_sql("se_child", &["id", "parent"], 1, None);
     // Decided Fire: the trigger acts on the connection's writes; the
     // foreign-key action, decided Suppress, does not.
-    db.hold_side_effects(
+    db.side_effects().hold_side_effects(
         &[
             (trigger.clone(), Decision::Fire),
             (cascade.clone(), Decision::Suppress),
@@ -1710,15 +1973,25 @@ fn side_effects_contract(s: &Subject) -> Result<()> {
         &powers,
     )?;
     write(s, || {
-        assert_eq!(db.insert_row(&parent, &[int(3), text("swallow")])?, 0);
-        assert_eq!(db.delete_row(&parent, &[int(2)])?, 1);
-        assert_eq!(db.get_row(&child, &[int(12)])?, Some(vec![int(12), int(2)]));
+        assert_eq!(
+            db.rows().insert_row(&parent, &[int(3), text("swallow")])?,
+            0
+        );
+        assert_eq!(db.rows().delete_row(&parent, &[int(2)])?, 1);
+        assert_eq!(
+            db.rows().get_row(&child, &[int(12)])?,
+            Some(vec![int(12), int(2)])
+        );
         Ok(())
     })?;
     if !powers.triggers_always_fire {
-        db.hold_side_effects(&[(trigger.clone(), Decision::Suppress)], &powers)?;
+        db.side_effects()
+            .hold_side_effects(&[(trigger.clone(), Decision::Suppress)], &powers)?;
         write(s, || {
-            assert_eq!(db.insert_row(&parent, &[int(4), text("swallow")])?, 1);
+            assert_eq!(
+                db.rows().insert_row(&parent, &[int(4), text("swallow")])?,
+                1
+            );
             Ok(())
         })?;
         // Undone before the commit: the application's writes see the

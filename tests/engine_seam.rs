@@ -214,6 +214,78 @@ fn every_engine_interface_is_small() {
         big.is_empty(),
         "interfaces of more than 15 methods: {big:?}"
     );
+    // What a new engine must write, all of it, default methods included.
+    let total: usize = found.iter().map(|(_, n)| n).sum();
+    assert!(
+        total <= 60,
+        "the engine interfaces have {total} methods in all, more than 60: {found:?}"
+    );
+    assert!(
+        total > 30,
+        "the scan counts the methods ({total}): {found:?}"
+    );
+}
+
+/// The `Db` handle is no door to the whole engine: it does not dereference
+/// to it, and reaches each interface through an accessor of its own.
+#[test]
+fn the_database_handle_dereferences_to_nothing() {
+    let text = std::fs::read_to_string(repo_path("src/db/mod.rs")).expect("reading src/db/mod.rs");
+    let code = code_of(&text);
+    assert!(
+        !code.contains("impl std::ops::Deref for Db") && !code.contains("Deref for Db"),
+        "Db dereferences to the engine"
+    );
+    for accessor in [
+        "fn rows(",
+        "fn catalogue(",
+        "fn fence(",
+        "fn journal(",
+        "fn capture(",
+    ] {
+        assert!(code.contains(accessor), "Db has no {accessor}");
+    }
+}
+
+/// No escape hatch through the seam: the only way to run SQL of one's own
+/// on an engine is fixture SQL (`Fixtures::execute_script`), for drills and
+/// tests; the control store's statements can only be made by the control
+/// store (`Statement`'s fields are private to it).
+#[test]
+fn no_code_but_drills_runs_sql_of_its_own_through_the_seam() {
+    let src = repo_path("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut found = Vec::new();
+    let mut seen_in_drills = false;
+    for f in &files {
+        let rel = f.strip_prefix(&src).expect("under src");
+        let code = code_of(&std::fs::read_to_string(f).expect("reading a source file"));
+        let calls = code.matches("execute_script(").count();
+        let in_db = rel.starts_with("db");
+        let in_drill = rel.starts_with("commands/drill");
+        seen_in_drills |= in_drill && calls > 0;
+        if calls > 0 && !in_db && !in_drill {
+            found.push(format!("{}: {calls} call(s)", rel.display()));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "fixture SQL run outside the drills:\n{}",
+        found.join("\n")
+    );
+    assert!(seen_in_drills, "the scan finds the drills' fixture SQL");
+    let control =
+        std::fs::read_to_string(repo_path("src/db/control/mod.rs")).expect("the control store");
+    let start = control
+        .find("pub struct Statement {")
+        .expect("the Statement type")
+        + "pub struct Statement {".len();
+    let body = &control[start..start + control[start..].find('}').expect("its end")];
+    assert!(
+        !body.contains("pub "),
+        "a Statement's fields are public, so any code could make one: {body}"
+    );
 }
 
 #[test]

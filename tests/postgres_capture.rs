@@ -12,15 +12,19 @@
 
 mod support;
 
+use cutover::db::JournalLogExt;
+use support::Seam;
+
 use std::collections::BTreeMap;
 use support::postgres::TestDb;
 
 use anyhow::Result;
+use cutover::db::control::identity::Identity;
 use cutover::db::postgres::Postgres;
-use cutover::db::{Access, Capture, Fixtures, JournalEntry, JournalLog, Rows};
+use cutover::db::{Access, JournalEntry, JournalId};
 use cutover::value::{Row, Value, key_json};
 
-type Db = Postgres;
+type Db = cutover::db::Db;
 
 /// A table of every kind the tests journal.
 const ITEMS: &str = "CREATE TABLE items (
@@ -31,16 +35,22 @@ const ITEMS: &str = "CREATE TABLE items (
     (2, -0.01, 'NaN', '', ''::bytea, '1999-12-31 00:00:00+05', false, -9223372036854775808),
     (3, NULL, NULL, NULL, NULL, NULL, NULL, NULL);";
 
+/// Runs `f` in one write transaction of `db`, committed when it returns `Ok`.
+fn write<T>(db: &Db, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    db.write(f)
+}
+
 const ITEM_COLS: [&str; 8] = ["id", "amount", "free", "note", "data", "at", "flag", "n"];
 
 /// Installs the journal on one table as `journal install` does: identity,
 /// image, triggers and proof in one transaction.
 fn install(db: &Db, table: &str, cols: &[&str]) -> Result<usize> {
-    db.write(|| {
-        if db.journal_id()?.is_none() {
-            db.set_journal_id("0123456789abcdef", &[table])?;
+    write(db, || {
+        if db.identity().get()?.is_none() {
+            db.identity()
+                .set(&JournalId::from_stored("0123456789abcdef"), &[table])?;
         }
-        db.image_for(table, table, cols)?;
+        db.capture().image_for(table, table, cols)?;
         let n = db.install_journal(table, table, cols, 1)?;
         db.prove_journal(table, table, cols, 1)?;
         Ok(n)
@@ -49,10 +59,10 @@ fn install(db: &Db, table: &str, cols: &[&str]) -> Result<usize> {
 
 /// Every row of a table, by key.
 fn rows_of(db: &Db, table: &str, cols: &[&str]) -> Result<BTreeMap<String, Row>> {
-    let sql = db.table_sql(table, cols, 1, None);
+    let sql = db.rows().table_sql(table, cols, 1, None);
     let mut out = BTreeMap::new();
     let mut err = None;
-    db.scan_into(&sql, None, 64, &mut |b| {
+    db.rows().scan_into(&sql, None, 64, &mut |b| {
         for r in 0..b.rows() {
             let row = b.values(r, b.width());
             if out.insert(key_of(&row), row).is_some() {
@@ -71,8 +81,8 @@ fn key_of(row: &[Value]) -> String {
 
 /// The row under key `id`, as a scan reads it.
 fn row(db: &Db, table: &str, cols: &[&str], id: i64) -> Result<Option<Row>> {
-    let sql = db.table_sql(table, cols, 1, None);
-    db.get_row(&sql, &[Value::Integer(id)])
+    let sql = db.rows().table_sql(table, cols, 1, None);
+    db.rows().get_row(&sql, &[Value::Integer(id)])
 }
 
 /// Every entry after `after`, read in pages of `page`; seqs strictly rising.
@@ -129,11 +139,11 @@ fn writes_from_other_connections_are_journaled_exactly() -> Result<()> {
     let Some(t) = TestDb::new("writes_from_other_connections_are_journaled_exactly") else {
         return Ok(());
     };
-    let db = t.engine(Access::Write, "target");
+    let db = t.db(Access::Write, "target");
     let mut app = t.client();
     app.batch_execute(ITEMS)?;
     assert!(install(&db, "items", &ITEM_COLS)? > 0);
-    assert!(db.has_journal()?);
+    assert!(db.identity().installed()?);
     assert_eq!(db.journal_triggers("items")?, 4);
     assert!(
         db.stale_journal_triggers("items", "items", &ITEM_COLS, 1)?
@@ -141,7 +151,10 @@ fn writes_from_other_connections_are_journaled_exactly() -> Result<()> {
     );
     // Installing again changes nothing.
     assert_eq!(install(&db, "items", &ITEM_COLS)?, 0);
-    assert_eq!(db.journal_extent()?, (0, 0));
+    assert_eq!(
+        db.journal().journal_extent().map(|e| (e.entries, e.last))?,
+        (0, 0)
+    );
     let start = rows_of(&db, "items", &ITEM_COLS)?;
 
     app.batch_execute(
@@ -152,7 +165,7 @@ fn writes_from_other_connections_are_journaled_exactly() -> Result<()> {
     let page = db.journal_page(0, i64::MAX, 100)?;
     assert_eq!(page.len(), 2);
     for (e, id) in page.iter().zip([4, 5]) {
-        assert_eq!(e.op, "insert");
+        assert_eq!(e.op.as_str(), "insert");
         assert!(e.old.is_none());
         assert_eq!(e.new, row(&db, "items", &ITEM_COLS, id)?);
     }
@@ -174,7 +187,7 @@ fn writes_from_other_connections_are_journaled_exactly() -> Result<()> {
          UPDATE items SET amount = 0, note = '', free = 1e-20 WHERE id = 3;
          DELETE FROM items WHERE id = 2; COMMIT",
     )?;
-    let (_, last) = db.journal_extent()?;
+    let (_, last) = db.journal().journal_extent().map(|e| (e.entries, e.last))?;
     let page = db.journal_page(page[1].seq, last, 100)?;
     assert_eq!(
         page.iter().map(|e| e.op.as_str()).collect::<Vec<_>>(),
@@ -207,7 +220,12 @@ fn writes_from_other_connections_are_journaled_exactly() -> Result<()> {
     replay(&mut oracle, &all);
     assert_eq!(oracle, rows_of(&db, "items", &ITEM_COLS)?);
 
-    let counts = db.journal_counts()?;
+    let counts: Vec<(String, String, i64)> = db
+        .journal()
+        .journal_counts(cutover::db::SeqRange::ALL)?
+        .into_iter()
+        .map(|c| (c.tbl, c.op.as_str().to_string(), c.entries))
+        .collect();
     assert_eq!(
         counts,
         vec![
@@ -216,13 +234,13 @@ fn writes_from_other_connections_are_journaled_exactly() -> Result<()> {
             ("items".to_string(), "update".to_string(), 3),
         ]
     );
-    assert_eq!(db.journal_count_between(0, all[3].seq)?, 4);
+    assert_eq!(db.journal().count_between(0, all[3].seq)?, 4);
     assert_eq!(
         db.journal_pending_counts(all[1].seq, all[4].seq)?,
         vec![("delete".to_string(), 1), ("update".to_string(), 2)]
     );
-    assert_eq!(db.last_journaled("items")?, Some(all[7].seq));
-    assert_eq!(db.last_journaled("other")?, None);
+    assert_eq!(db.journal().last_journaled("items")?, Some(all[7].seq));
+    assert_eq!(db.journal().last_journaled("other")?, None);
     Ok(())
 }
 
@@ -231,7 +249,7 @@ fn a_key_change_is_an_update_from_the_old_key_to_the_new() -> Result<()> {
     let Some(t) = TestDb::new("a_key_change_is_an_update_from_the_old_key_to_the_new") else {
         return Ok(());
     };
-    let db = t.engine(Access::Write, "target");
+    let db = t.db(Access::Write, "target");
     let mut app = t.client();
     app.batch_execute(ITEMS)?;
     install(&db, "items", &ITEM_COLS)?;
@@ -240,7 +258,7 @@ fn a_key_change_is_an_update_from_the_old_key_to_the_new() -> Result<()> {
     app.batch_execute("UPDATE items SET id = 100 WHERE id = 1")?;
     let page = db.journal_page(0, i64::MAX, 10)?;
     assert_eq!(page.len(), 1);
-    assert_eq!(page[0].op, "update");
+    assert_eq!(page[0].op.as_str(), "update");
     assert_eq!(page[0].old, one);
     assert_eq!(
         page[0].new.as_ref().map(|r| r[0].clone()),
@@ -332,7 +350,7 @@ fn sixteen_concurrent_writers_replay_to_the_final_table() -> Result<()> {
         return Ok(());
     };
     let cols = ["id", "amount", "note", "data", "at", "flag"];
-    let db = t.engine(Access::Write, "target");
+    let db = t.db(Access::Write, "target");
     t.client().batch_execute(
         "CREATE TABLE acct (id bigint PRIMARY KEY, amount numeric(14,2), note text, data bytea, at timestamptz, flag boolean);
          INSERT INTO acct SELECT g, g * 1.25, 'start ' || g, decode(lpad(to_hex(g), 4, '0'), 'hex'),
@@ -380,7 +398,13 @@ fn sixteen_concurrent_writers_replay_to_the_final_table() -> Result<()> {
     assert!(committed > 300, "only {committed} changes committed");
     let all = entries(&db, 0, 97)?;
     assert_eq!(all.len() as u64, committed, "entries lost or doubled");
-    assert_eq!(db.journal_extent()?.0 as u64, committed);
+    assert_eq!(
+        db.journal()
+            .journal_extent()
+            .map(|e| (e.entries, e.last))?
+            .0 as u64,
+        committed
+    );
     let mut oracle = start;
     replay(&mut oracle, &all);
     assert_eq!(oracle, rows_of(&db, "acct", &cols)?);
@@ -392,25 +416,25 @@ fn the_digest_changes_when_an_entry_is_tampered_with() -> Result<()> {
     let Some(t) = TestDb::new("the_digest_changes_when_an_entry_is_tampered_with") else {
         return Ok(());
     };
-    let db = t.engine(Access::Write, "target");
+    let db = t.db(Access::Write, "target");
     let mut app = t.client();
     app.batch_execute(ITEMS)?;
-    let empty = db.journal_digest()?;
+    let empty = db.journal().journal_digest()?;
     install(&db, "items", &ITEM_COLS)?;
     app.batch_execute(
         "UPDATE items SET free = 12.50 WHERE id = 3; DELETE FROM items WHERE id = 2;
          INSERT INTO items (id, data) VALUES (9, '\\x01')",
     )?;
-    let d = db.journal_digest()?;
+    let d = db.journal().journal_digest()?;
     assert_ne!(d, empty);
-    assert_eq!(db.journal_digest()?, d, "the digest is stable");
+    assert_eq!(db.journal().journal_digest()?, d, "the digest is stable");
     let img = db.journal_tables()?[0].img;
     let j = format!("_cutover_journal_{img}");
     // NUMERIC 12.5 is equal to 12.50, but not the same value.
     app.batch_execute(&format!("UPDATE {j} SET n3 = 12.5 WHERE op = 'update'"))?;
-    assert_ne!(db.journal_digest()?, d);
+    assert_ne!(db.journal().journal_digest()?, d);
     app.batch_execute(&format!("UPDATE {j} SET n3 = 12.50 WHERE op = 'update'"))?;
-    assert_eq!(db.journal_digest()?, d);
+    assert_eq!(db.journal().journal_digest()?, d);
     app.batch_execute(&format!("CREATE TABLE saved AS SELECT * FROM {j}"))?;
     for tamper in [
         format!("UPDATE {j} SET n5 = '\\x0100' WHERE op = 'insert'"),
@@ -423,11 +447,11 @@ fn the_digest_changes_when_an_entry_is_tampered_with() -> Result<()> {
         format!("DELETE FROM {j} WHERE op = 'delete'"),
     ] {
         app.batch_execute(&tamper)?;
-        assert_ne!(db.journal_digest()?, d, "{tamper}");
+        assert_ne!(db.journal().journal_digest()?, d, "{tamper}");
         app.batch_execute(&format!(
             "DELETE FROM {j}; INSERT INTO {j} SELECT * FROM saved"
         ))?;
-        assert_eq!(db.journal_digest()?, d, "restored after {tamper}");
+        assert_eq!(db.journal().journal_digest()?, d, "restored after {tamper}");
     }
     Ok(())
 }
@@ -438,7 +462,7 @@ fn truncate_journals_every_row_as_a_delete_in_read_committed_only() -> Result<()
     else {
         return Ok(());
     };
-    let db = t.engine(Access::Write, "target");
+    let db = t.db(Access::Write, "target");
     let mut app = t.client();
     app.batch_execute(ITEMS)?;
     install(&db, "items", &ITEM_COLS)?;
@@ -454,12 +478,15 @@ fn truncate_journals_every_row_as_a_delete_in_read_committed_only() -> Result<()
         assert!(msg.contains("TRUNCATE of items refused"), "{msg}");
     }
     assert_eq!(rows_of(&db, "items", &ITEM_COLS)?, start);
-    assert_eq!(db.journal_extent()?, (0, 0));
+    assert_eq!(
+        db.journal().journal_extent().map(|e| (e.entries, e.last))?,
+        (0, 0)
+    );
     app.batch_execute("INSERT INTO items (id, note) VALUES (10, 'new'); TRUNCATE items")?;
     assert!(rows_of(&db, "items", &ITEM_COLS)?.is_empty());
     let all = entries(&db, 0, 100)?;
     assert_eq!(all.len(), 5);
-    assert!(all[1..].iter().all(|e| e.op == "delete"));
+    assert!(all[1..].iter().all(|e| e.op.as_str() == "delete"));
     let mut oracle = start;
     replay(&mut oracle, &all);
     assert!(oracle.is_empty());
@@ -471,7 +498,7 @@ fn the_proof_writes_through_the_triggers_and_leaves_nothing() -> Result<()> {
     let Some(t) = TestDb::new("the_proof_writes_through_the_triggers_and_leaves_nothing") else {
         return Ok(());
     };
-    let db = t.engine(Access::Write, "target");
+    let db = t.db(Access::Write, "target");
     let mut app = t.client();
     app.batch_execute(ITEMS)?;
     app.batch_execute(
@@ -484,9 +511,15 @@ fn the_proof_writes_through_the_triggers_and_leaves_nothing() -> Result<()> {
     let before = rows_of(&db, "items", &ITEM_COLS)?;
     // Outside a transaction, and inside one, the proof is rolled back.
     db.prove_journal("items", "items", &ITEM_COLS, 1)?;
-    db.write(|| db.prove_journal("items", "items", &ITEM_COLS, 1))?;
+    write(&db, || db.prove_journal("items", "items", &ITEM_COLS, 1))?;
     db.prove_journal("empty", "empty", &["id", "v"], 1)?;
-    assert_eq!(db.journal_extent()?.0, 0);
+    assert_eq!(
+        db.journal()
+            .journal_extent()
+            .map(|e| (e.entries, e.last))?
+            .0,
+        0
+    );
     assert_eq!(rows_of(&db, "items", &ITEM_COLS)?, before);
     assert_eq!(
         app.query_one("SELECT count(*) FROM child", &[])?
@@ -525,7 +558,7 @@ fn stale_triggers_are_named_and_installed_again() -> Result<()> {
     let Some(t) = TestDb::new("stale_triggers_are_named_and_installed_again") else {
         return Ok(());
     };
-    let db = t.engine(Access::Write, "target");
+    let db = t.db(Access::Write, "target");
     let mut app = t.client();
     app.batch_execute(ITEMS)?;
     let stale = db.stale_journal_triggers("items", "items", &ITEM_COLS, 1)?;
@@ -581,7 +614,13 @@ fn stale_triggers_are_named_and_installed_again() -> Result<()> {
     app.batch_execute(
         "ALTER TABLE items DISABLE TRIGGER _cutover_journal_insert; INSERT INTO items (id) VALUES (50)",
     )?;
-    assert_eq!(db.journal_extent()?.0, 0);
+    assert_eq!(
+        db.journal()
+            .journal_extent()
+            .map(|e| (e.entries, e.last))?
+            .0,
+        0
+    );
     install(&db, "items", &ITEM_COLS)?;
     // A column whose type changed no longer fits its image.
     app.batch_execute("ALTER TABLE items ALTER COLUMN amount TYPE numeric(14,3)")?;
@@ -593,7 +632,7 @@ fn stale_triggers_are_named_and_installed_again() -> Result<()> {
     let err = install(&db, "items", &ITEM_COLS).expect_err("an image of the old types");
     assert!(format!("{err:#}").contains("numeric(14,3)"), "{err:#}");
     // Removing leaves the entries and no function behind.
-    db.write(|| db.remove_journal("items"))?;
+    write(&db, || db.capture().remove_journal("items"))?;
     assert_eq!(db.journal_triggers("items")?, 0);
     let left: i64 = app
         .query_one(
@@ -610,7 +649,7 @@ fn a_locked_table_is_named_with_the_sessions_holding_it() -> Result<()> {
     let Some(t) = TestDb::new("a_locked_table_is_named_with_the_sessions_holding_it") else {
         return Ok(());
     };
-    let db = t.engine(Access::Write, "target");
+    let db = t.db(Access::Write, "target");
     let mut app = t.client();
     app.batch_execute(ITEMS)?;
     let mut holder = t.client();
@@ -626,15 +665,15 @@ fn a_locked_table_is_named_with_the_sessions_holding_it() -> Result<()> {
     assert!(msg.contains("RowExclusiveLock"), "{msg}");
     assert!(began.elapsed() >= std::time::Duration::from_secs(5));
     // Nothing was left behind: not the image, not the identity.
-    assert!(!db.has_journal()?);
-    assert!(db.journal_id()?.is_none());
+    assert!(!db.identity().installed()?);
+    assert!(db.identity().get()?.is_none());
     holder.batch_execute("COMMIT")?;
     // The install's transaction goes on with the session's lock_timeout.
-    db.execute_script("SET lock_timeout = '7s'")?;
-    db.write(|| {
-        db.image_for("items", "items", &ITEM_COLS)?;
+    db.fixtures().execute_script("SET lock_timeout = '7s'")?;
+    write(&db, || {
+        db.capture().image_for("items", "items", &ITEM_COLS)?;
         db.install_journal("items", "items", &ITEM_COLS, 1)?;
-        db.execute_script(
+        db.fixtures().execute_script(
             "DO $$ BEGIN IF current_setting('lock_timeout') <> '7s' THEN
                RAISE EXCEPTION 'lock_timeout is %', current_setting('lock_timeout'); END IF; END $$",
         )
@@ -651,18 +690,28 @@ fn identity_and_column_lists() -> Result<()> {
     let Some(t) = TestDb::new("identity_and_column_lists") else {
         return Ok(());
     };
-    let db = t.engine(Access::Write, "target");
+    let db = t.db(Access::Write, "target");
     let mut app = t.client();
     app.batch_execute(ITEMS)?;
-    assert!(db.journal_id()?.is_none());
-    assert_eq!(db.journal_start()?, 0);
+    assert!(db.identity().get()?.is_none());
+    assert_eq!(db.identity().start()?, 0);
     assert!(db.journal_tables()?.is_empty());
-    assert_eq!(db.journal_extent()?, (0, 0));
-    assert!(db.journal_counts()?.is_empty());
+    assert_eq!(
+        db.journal().journal_extent().map(|e| (e.entries, e.last))?,
+        (0, 0)
+    );
+    assert!(
+        db.journal()
+            .journal_counts(cutover::db::SeqRange::ALL)?
+            .is_empty()
+    );
     install(&db, "items", &ITEM_COLS)?;
     assert_eq!(
-        db.journal_id()?,
-        Some(("0123456789abcdef".to_string(), vec!["items".to_string()]))
+        db.identity().get()?,
+        Some(Identity {
+            id: JournalId::from_stored("0123456789abcdef"),
+            tables: vec!["items".to_string()]
+        })
     );
     app.batch_execute("UPDATE items SET note = 'x' WHERE id = 1")?;
     // Fewer columns: a second image of the same table.
@@ -671,7 +720,7 @@ fn identity_and_column_lists() -> Result<()> {
     assert_eq!(tables.len(), 2);
     assert_eq!(tables[1].columns, ["id", "note"]);
     assert_eq!(
-        db.journal_image_tables()?,
+        db.capture().journal_image_tables()?,
         [
             format!("_cutover_journal_{}", tables[0].img),
             format!("_cutover_journal_{}", tables[1].img)
@@ -689,20 +738,26 @@ fn identity_and_column_lists() -> Result<()> {
             .len()
             == 4
     );
-    db.write(|| {
-        db.renew_journal_id("fedcba9876543210", all[1].seq)?;
-        db.set_journal_tables(&["items", "more"])
+    write(&db, || {
+        db.identity()
+            .renew(&JournalId::from_stored("fedcba9876543210"), all[1].seq)?;
+        db.identity().set_tables(&["items", "more"])
     })?;
-    assert_eq!(db.journal_start()?, all[1].seq);
+    assert_eq!(db.identity().start()?, all[1].seq);
     assert_eq!(
-        db.journal_id()?,
-        Some((
-            "fedcba9876543210".to_string(),
-            vec!["items".to_string(), "more".to_string()]
-        ))
+        db.identity().get()?,
+        Some(Identity {
+            id: JournalId::from_stored("fedcba9876543210"),
+            tables: vec!["items".to_string(), "more".to_string()]
+        })
     );
     // A second identity is refused.
-    assert!(db.write(|| db.set_journal_id("x", &["items"])).is_err());
+    assert!(
+        write(&db, || db
+            .identity()
+            .set(&JournalId::from_stored("x"), &["items"]))
+        .is_err()
+    );
     Ok(())
 }
 
@@ -711,7 +766,7 @@ fn other_types_are_journaled_as_a_scan_reads_them() -> Result<()> {
     let Some(t) = TestDb::new("other_types_are_journaled_as_a_scan_reads_them") else {
         return Ok(());
     };
-    let db = t.engine(Access::Write, "target");
+    let db = t.db(Access::Write, "target");
     let mut app = t.client();
     app.batch_execute(
         "CREATE TYPE mood AS ENUM ('sad', 'ok');
@@ -734,12 +789,12 @@ fn other_types_are_journaled_as_a_scan_reads_them() -> Result<()> {
     )?;
     let all = entries(&db, 0, 10)?;
     assert_eq!(all.len(), 4);
-    let sql = db.table_sql("odd", &cols, 1, None);
+    let sql = db.rows().table_sql("odd", &cols, 1, None);
     for (e, key) in all[2..].iter().zip(["c", "é"]) {
         // Debug forms: NaN is not equal to itself, and -0.0 is equal to 0.0.
         assert_eq!(
             format!("{:?}", e.new),
-            format!("{:?}", db.get_row(&sql, &[text(key)])?),
+            format!("{:?}", db.rows().get_row(&sql, &[text(key)])?),
             "{key}"
         );
     }
@@ -803,7 +858,7 @@ fn a_role_that_may_only_write_the_table_is_journaled() -> Result<()> {
         return Ok(());
     };
     let role = Role::new(&t, "app")?;
-    let db = t.engine(Access::Write, "target");
+    let db = t.db(Access::Write, "target");
     let mut admin = t.client();
     admin.batch_execute(ITEMS)?;
     admin.batch_execute(&format!(
@@ -841,11 +896,26 @@ fn an_owner_without_superuser_proves_a_referenced_row_by_its_update() -> Result<
         "CREATE TABLE child (id int PRIMARY KEY, item bigint REFERENCES items (id));
          INSERT INTO child VALUES (1, 1);",
     )?;
-    let db = Postgres::open(&role.url(&t), Access::Write, "target")?;
+    let db = Db::new(
+        Postgres::open(&role.url(&t), Access::Write, "target")?,
+        &cutover::db::engines::POSTGRES,
+    );
     install(&db, "items", &ITEM_COLS)?;
-    assert_eq!(db.journal_extent()?.0, 0);
+    assert_eq!(
+        db.journal()
+            .journal_extent()
+            .map(|e| (e.entries, e.last))?
+            .0,
+        0
+    );
     owner.batch_execute("UPDATE items SET note = 'owner' WHERE id = 1")?;
-    assert_eq!(db.journal_extent()?.0, 1);
+    assert_eq!(
+        db.journal()
+            .journal_extent()
+            .map(|e| (e.entries, e.last))?
+            .0,
+        1
+    );
     Ok(())
 }
 
@@ -854,14 +924,20 @@ fn an_identity_key_generated_always_is_proved() -> Result<()> {
     let Some(t) = TestDb::new("an_identity_key_generated_always_is_proved") else {
         return Ok(());
     };
-    let db = t.engine(Access::Write, "target");
+    let db = t.db(Access::Write, "target");
     let mut app = t.client();
     app.batch_execute(
         "CREATE TABLE gen (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v text);
          INSERT INTO gen (v) VALUES ('a'), ('b');",
     )?;
     install(&db, "gen", &["id", "v"])?;
-    assert_eq!(db.journal_extent()?.0, 0);
+    assert_eq!(
+        db.journal()
+            .journal_extent()
+            .map(|e| (e.entries, e.last))?
+            .0,
+        0
+    );
     app.batch_execute("INSERT INTO gen (v) VALUES ('c')")?;
     let all = entries(&db, 0, 10)?;
     assert_eq!(all.len(), 1);

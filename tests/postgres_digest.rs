@@ -448,7 +448,7 @@ fn digest_mode_is_refused_where_a_database_cannot_digest() -> Result<()> {
     )?;
     let mut s = Db::open(&spec.source, Access::Read, "source")?;
     let mut t = Db::open(&spec.target, Access::Read, "target")?;
-    assert!(s.digests().is_none());
+    assert!(s.rows().digests().is_none());
     let err = digest::reconcile(&spec, &mut s, &mut t, 20, Mode::Digest).unwrap_err();
     assert!(err.to_string().contains("--mode digest"), "{err:#}");
     let auto = digest::reconcile(&spec, &mut s, &mut t, 20, Mode::Auto)?;

@@ -7,7 +7,9 @@
 use anyhow::{Result, bail};
 
 use super::{Applied, BatchOutcome, short};
-use crate::db::{ColumnInfo, Db};
+use crate::db::control::progress::{NewBatch, SeenColumn};
+use crate::db::control::receipts::Receipt;
+use crate::db::{ColumnInfo, Db, RowsExt};
 use crate::spec::Side;
 use crate::value::Value;
 
@@ -33,13 +35,23 @@ pub trait Checkpoint {
     fn delivery(&self) -> &str;
 
     /// The journal whose applied set the batch's entries are checked
-    /// against, with their seqs, change by change: `("", [])` when none.
-    fn applied_entries(&self, _side: Side) -> (&str, &[i64]) {
-        ("", &[])
+    /// against, with their seqs, change by change; `None` when none is.
+    fn applied_entries(&self, _side: Side) -> Option<AppliedEntries<'_>> {
+        None
     }
 
     /// Records the batch, after its changes and before the commit.
     fn record(&self, db: &Db, side: Side, done: &Applied) -> Result<()>;
+}
+
+/// The journal entries of a batch that the applied set is asked about,
+/// change by change: each seq (0 for a change that is no journal entry) was
+/// applied already, or not.
+pub struct AppliedEntries<'a> {
+    /// The applied set's name for them (a journal's identity, or the feed's
+    /// name).
+    pub journal: &'a str,
+    pub seqs: &'a [i64],
 }
 
 /// Load: the table's last committed key; `clear` empties the target table
@@ -61,13 +73,16 @@ pub struct LoadCheckpoint<'a> {
 
 impl Checkpoint for LoadCheckpoint<'_> {
     fn precondition(&self, db: &Db) -> Result<Option<BatchOutcome>> {
-        let rows = db.load_checkpoint(self.table)?.map_or(0, |c| c.1);
+        let rows = db.progress().load_checkpoint(self.table)?.map(|c| c.rows);
+        // No checkpoint yet is a load that has committed no row.
+        let rows = rows.unwrap_or(0);
         Ok((rows != self.expect_rows && !self.clear).then_some(BatchOutcome::Raced))
     }
 
     fn before_writes(&self, db: &Db) -> Result<()> {
         if self.clear {
-            db.clear_table(self.target_table)?;
+            db.rows()
+                .clear_table(&db.rows().table_sql(self.target_table, &[], 0, None))?;
         }
         Ok(())
     }
@@ -78,13 +93,24 @@ impl Checkpoint for LoadCheckpoint<'_> {
 
     fn record(&self, db: &Db, _side: Side, _done: &Applied) -> Result<()> {
         if self.done {
-            db.raise_sequence(self.target_table, self.sequence.unwrap_or(0))?;
+            db.catalogue()
+                .raise_sequence(self.target_table, self.sequence.unwrap_or(0))?;
         }
-        let last = match &self.last_key {
+        let last_key = match &self.last_key {
             Some(k) => Some(k.clone()),
-            None => db.load_checkpoint(self.table)?.and_then(|c| c.0),
+            None => db
+                .progress()
+                .load_checkpoint(self.table)?
+                .and_then(|c| c.last_key),
         };
-        db.set_load_checkpoint(self.table, last.as_deref(), self.rows, self.done)
+        db.progress().set_load_checkpoint(
+            self.table,
+            &crate::db::control::progress::LoadCheckpoint {
+                last_key,
+                rows: self.rows,
+                done: self.done,
+            },
+        )
     }
 }
 
@@ -101,7 +127,7 @@ pub struct JournalCheckpoint<'a> {
 
 impl Checkpoint for JournalCheckpoint<'_> {
     fn precondition(&self, db: &Db) -> Result<Option<BatchOutcome>> {
-        let last = db.applied_last(self.journal)?.max(self.floor);
+        let last = db.applied_set().last(self.journal)?.max(self.floor);
         Ok((last != self.after).then_some(BatchOutcome::Raced))
     }
 
@@ -110,7 +136,9 @@ impl Checkpoint for JournalCheckpoint<'_> {
     }
 
     fn record(&self, db: &Db, _side: Side, _done: &Applied) -> Result<()> {
-        let recorded = db.record_applied_all(self.journal, self.seqs, self.delivery)?;
+        let recorded = db
+            .applied_set()
+            .record_run(self.journal, self.seqs, self.delivery)?;
         if recorded != self.seqs.len() {
             bail!(
                 "journal entries {}..{} are already recorded as applied, some or all; another replay is running against this source",
@@ -135,13 +163,14 @@ pub struct SyncCheckpoint<'a> {
 
 impl Checkpoint for SyncCheckpoint<'_> {
     fn ensure_tables(&self, db: &Db) -> Result<()> {
-        db.ensure_sync_tables()
+        db.progress().ensure_sync_tables()
     }
 
     fn precondition(&self, db: &Db) -> Result<Option<BatchOutcome>> {
         // The batch id is a digest of its content: seen, it changes nothing
         // (a rerun over the same snapshot).
         Ok(db
+            .progress()
             .sync_batch_seen(self.table, self.batch)?
             .then_some(BatchOutcome::Replayed))
     }
@@ -151,15 +180,25 @@ impl Checkpoint for SyncCheckpoint<'_> {
     }
 
     fn record(&self, db: &Db, _side: Side, done: &Applied) -> Result<()> {
-        db.record_source_schema(self.table, self.schema)?;
-        db.record_sync_batch(
+        let seen: Vec<SeenColumn> = self
+            .schema
+            .iter()
+            .map(|c| SeenColumn {
+                name: c.name.clone(),
+                decl_type: c.decl_type.clone(),
+            })
+            .collect();
+        db.progress().record_source_schema(self.table, &seen)?;
+        db.progress().record_sync_batch(
             self.table,
-            self.batch,
-            done.written + done.duplicate + done.stale,
-            done.written,
-            self.first,
-            self.last,
-            self.last_key,
+            &NewBatch {
+                batch: self.batch,
+                rows: done.written + done.duplicate + done.stale,
+                changed: done.written,
+                first_watermark: self.first,
+                last_watermark: self.last,
+                last_key: self.last_key,
+            },
         )
     }
 }
@@ -177,12 +216,12 @@ pub struct DeliveryCheckpoint<'a> {
 
 impl Checkpoint for DeliveryCheckpoint<'_> {
     fn ensure_tables(&self, db: &Db) -> Result<()> {
-        db.ensure_apply_tables()
+        db.receipts().ensure()
     }
 
     fn precondition(&self, db: &Db) -> Result<Option<BatchOutcome>> {
         let (feed, delivery, first, last) = (self.feed, self.delivery, self.first, self.last);
-        if let Some(seen) = db.receipt_digest(feed, delivery)? {
+        if let Some(seen) = db.receipts().digest(feed, delivery)? {
             return Ok(Some(if seen == self.digest {
                 BatchOutcome::Replayed
             } else {
@@ -193,7 +232,7 @@ impl Checkpoint for DeliveryCheckpoint<'_> {
                 ))
             }));
         }
-        let at = db.feed_checkpoint(feed)?;
+        let at = db.receipts().checkpoint(feed)?;
         if at.checked_add(1) != Some(first) {
             return Ok(Some(BatchOutcome::Refused(if first <= at {
                 format!(
@@ -217,28 +256,29 @@ impl Checkpoint for DeliveryCheckpoint<'_> {
     /// The applied set of journal entries is kept per journal: a feed
     /// exported from a journal is named after it. Journal sequence numbers
     /// mean something only in the source, where `_cutover_applied` lives.
-    fn applied_entries(&self, side: Side) -> (&str, &[i64]) {
-        match side {
-            Side::Source => (self.feed, self.seqs),
-            Side::Target => (self.feed, &[]),
-        }
+    fn applied_entries(&self, side: Side) -> Option<AppliedEntries<'_>> {
+        (side == Side::Source).then_some(AppliedEntries {
+            journal: self.feed,
+            seqs: self.seqs,
+        })
     }
 
     fn record(&self, db: &Db, side: Side, done: &Applied) -> Result<()> {
-        db.insert_receipt(
-            self.feed,
-            self.delivery,
-            self.digest,
-            self.first,
-            self.last,
-            done.written,
-            done.duplicate,
-            done.stale,
-        )?;
+        db.receipts().insert(&Receipt {
+            feed: self.feed,
+            delivery: self.delivery,
+            digest: self.digest,
+            first: self.first,
+            last: self.last,
+            written: done.written,
+            duplicate: done.duplicate,
+            stale: done.stale,
+        })?;
         if side == Side::Source {
-            let at = db.now()?;
+            let at = db.control().now()?;
             let seqs: Vec<i64> = self.seqs.iter().copied().filter(|&s| s > 0).collect();
-            db.record_applied(self.feed, &seqs, self.delivery, &at)?;
+            db.applied_set()
+                .record_entries(self.feed, &seqs, self.delivery, &at)?;
         }
         Ok(())
     }

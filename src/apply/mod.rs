@@ -41,7 +41,8 @@ use serde::Serialize;
 use serde_json::Value as Json;
 
 use crate::canonical::canonical;
-use crate::db::{ConditionalWrite, Db, TableSql};
+use crate::db::control::receipts::{Evidence, EvidenceKind, Revision};
+use crate::db::{Catalogue, ConditionalWrite, Db, RowsExt, TableSql, Transaction};
 use crate::spec::{OnChange, Side, Table};
 use crate::transform::Transform;
 use crate::value::{Block, Row, Value, display_key, key_cmp, key_json};
@@ -172,7 +173,7 @@ pub struct Sequences(Vec<crate::db::SequenceMark>);
 
 impl Sequences {
     /// The sequences of `tables` on `side`, as they stand now.
-    pub fn mark(db: &Db, tables: &[Table], side: Side) -> Result<Sequences> {
+    pub fn mark(db: &dyn Catalogue, tables: &[Table], side: Side) -> Result<Sequences> {
         let names: Vec<&str> = tables
             .iter()
             .map(|t| match side {
@@ -184,7 +185,7 @@ impl Sequences {
     }
 
     /// Puts each marked sequence back where it stood, after the rollback.
-    pub fn restore(self, db: &Db) -> Result<()> {
+    pub fn restore(self, db: &dyn Catalogue) -> Result<()> {
         db.restore_sequences(&self.0).map(drop)
     }
 }
@@ -332,10 +333,10 @@ pub struct Engine<'a> {
     journal: String,
     /// Batches are savepoints of a transaction the caller rolls back.
     dry: bool,
-    /// Batches are savepoints of a transaction opened by [`Engine::hold`],
-    /// committed by [`Engine::commit_held`]: load holds its first commit
-    /// until every source row has been validated.
-    held: std::cell::Cell<bool>,
+    /// The transaction opened by [`Engine::hold`], whose savepoints the
+    /// batches are until [`Engine::commit_held`] commits it: load holds its
+    /// first commit until every source row has been validated.
+    held: std::cell::RefCell<Option<Transaction<'a>>>,
     /// The source row of the change being applied, as stored (storage
     /// classes included), kept only for tables with money columns: a money
     /// value written back keeps the class the row had (see
@@ -365,7 +366,10 @@ impl<'a> Engine<'a> {
                 Side::Target => db.target_sql(t),
             })
             .collect();
-        let writers = sql.iter().map(|s| db.conditional_writer(s)).collect();
+        let writers = sql
+            .iter()
+            .map(|s| db.rows().conditional_writer(s))
+            .collect();
         Engine {
             tables,
             db,
@@ -373,7 +377,7 @@ impl<'a> Engine<'a> {
             sql,
             journal: String::new(),
             dry: false,
-            held: std::cell::Cell::new(false),
+            held: std::cell::RefCell::new(None),
             stored: std::cell::RefCell::new(None),
             writers: std::cell::RefCell::new(writers),
             acting: Vec::new(),
@@ -398,34 +402,30 @@ impl<'a> Engine<'a> {
     /// Opens a transaction that the next batches join, uncommitted, until
     /// [`Engine::commit_held`] or [`Engine::rollback_held`].
     pub fn hold(&self) -> Result<()> {
-        self.db.begin_write()?;
-        self.held.set(true);
+        *self.held.borrow_mut() = Some(self.db.begin_write()?);
         Ok(())
     }
 
     /// Commits the held batches (a no-op when none are held). The crash
     /// faults of a batch's commit fire here: this is their commit.
     pub fn commit_held(&self) -> Result<()> {
-        if !self.held.replace(false) {
+        let Some(tx) = self.held.borrow_mut().take() else {
             return Ok(());
-        }
+        };
         crash_at(Fault::BeforeCommit);
-        if let Err(e) = self.db.commit() {
-            self.db.rollback();
-            return Err(e.context(format!(
+        tx.commit().map_err(|e| {
+            e.context(format!(
                 "the held batches were rolled back; {} is as it was before them",
                 self.db.location()
-            )));
-        }
+            ))
+        })?;
         crash_at(Fault::AfterCommit);
         Ok(())
     }
 
     /// Rolls back the held batches: none of them was ever committed.
     pub fn rollback_held(&self) {
-        if self.held.replace(false) {
-            self.db.rollback();
-        }
+        self.held.borrow_mut().take();
     }
 
     /// The engine for replaying journal `journal` into the source.
@@ -475,43 +475,33 @@ impl<'a> Engine<'a> {
     }
 
     fn run(&self, batch: Batch<'_>, checkpoint: &dyn Checkpoint) -> Result<BatchOutcome> {
-        if self.dry || self.held.get() {
+        if !self.ddl_inside() {
+            self.ensure_control(checkpoint)?;
+        }
+        if self.dry || self.held.borrow().is_some() {
             // A dry run: each batch inside the caller's transaction, which
             // is rolled back at the end; nothing is ever committed. Held
             // batches: inside the transaction `hold` opened.
-            self.db.savepoint()?;
-            return match self.apply_inside(batch, checkpoint) {
-                Ok(BatchOutcome::Committed(a)) => {
-                    self.db.release()?;
-                    Ok(BatchOutcome::Committed(a))
-                }
-                Ok(other) => {
-                    self.db.rollback_savepoint();
-                    Ok(other)
-                }
-                Err(e) => {
-                    self.db.rollback_savepoint();
-                    Err(e)
-                }
-            };
+            let batch_sp = self.db.savepoint()?;
+            let outcome = self.apply_inside(batch, checkpoint)?;
+            if let BatchOutcome::Committed(_) = outcome {
+                batch_sp.release()?;
+            }
+            return Ok(outcome);
         }
-        self.db.begin_write()?;
+        let tx = self.db.begin_write()?;
         match self.apply_inside(batch, checkpoint) {
             Ok(BatchOutcome::Committed(a)) => {
                 crash_at(Fault::BeforeCommit);
-                if let Err(e) = self.db.commit() {
-                    self.db.rollback();
-                    return Err(e.context("the batch was rolled back; nothing of it was applied"));
-                }
+                tx.commit().map_err(|e| {
+                    e.context("the batch was rolled back; nothing of it was applied")
+                })?;
                 crash_at(Fault::AfterCommit);
                 Ok(BatchOutcome::Committed(a))
             }
-            Ok(other) => {
-                self.db.rollback();
-                Ok(other)
-            }
+            Ok(other) => Ok(other),
             Err(e) => {
-                self.db.rollback();
+                drop(tx);
                 Err(e.context(format!(
                     "the batch was rolled back; {} is as it was before it",
                     self.db.location()
@@ -520,20 +510,34 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn apply_inside(&self, batch: Batch<'_>, checkpoint: &dyn Checkpoint) -> Result<BatchOutcome> {
-        // The control tables are created inside the batch, so a batch that
-        // never commits leaves no trace at all.
+    /// Makes the control tables a batch writes: inside the batch where the
+    /// engine's schema changes are transactional, so that a batch that
+    /// never commits leaves no trace at all; before the batch where they
+    /// are not (a schema change would commit the batch's transaction
+    /// half-way), as an install that a rerun after a crash completes.
+    fn ensure_control(&self, checkpoint: &dyn Checkpoint) -> Result<()> {
         match self.side {
-            Side::Source => self.db.ensure_applied_table()?,
-            Side::Target => self.db.ensure_control_tables()?,
+            Side::Source => self.db.applied_set().ensure()?,
+            Side::Target => self.db.progress().ensure_control_tables()?,
         }
-        checkpoint.ensure_tables(self.db)?;
+        checkpoint.ensure_tables(self.db)
+    }
+
+    /// Whether control tables are made inside the batch's transaction.
+    fn ddl_inside(&self) -> bool {
+        self.db.engine().capabilities.transactional_ddl
+    }
+
+    fn apply_inside(&self, batch: Batch<'_>, checkpoint: &dyn Checkpoint) -> Result<BatchOutcome> {
+        if self.ddl_inside() {
+            self.ensure_control(checkpoint)?;
+        }
         if let Some(outcome) = checkpoint.precondition(self.db)? {
             return Ok(outcome);
         }
         checkpoint.before_writes(self.db)?;
         let delivery = checkpoint.delivery();
-        let (journal, skip_seqs) = checkpoint.applied_entries(self.side);
+        let applied = checkpoint.applied_entries(self.side);
         let written_tables: std::collections::BTreeSet<usize> = match &batch {
             Batch::Changes(changes) => changes.iter().map(|c| c.table).collect(),
             Batch::Rows { table, .. } => [*table].into(),
@@ -554,9 +558,10 @@ impl<'a> Engine<'a> {
                 for (i, c) in changes.iter().enumerate() {
                     // A journal entry already applied (by a replay or another
                     // feed) is not applied twice.
-                    if let Some(&seq) = skip_seqs.get(i)
+                    if let Some(a) = &applied
+                        && let Some(&seq) = a.seqs.get(i)
                         && seq > 0
-                        && self.db.is_applied(journal, seq)?
+                        && self.db.applied_set().is_applied(a.journal, seq)?
                     {
                         count(Effect::Duplicate, i, c.entries);
                         continue;
@@ -586,12 +591,13 @@ impl<'a> Engine<'a> {
                 // Rows reach here from `canonical_block`, which has applied the
                 // column checks; the source side would need the reverse
                 // transform, so only the target takes the fast path.
-                let fast = self.side == Side::Target && self.db.key_is_unique(&sql.table, &key)?;
+                let fast = self.side == Side::Target
+                    && self.db.catalogue().key_is_unique(&sql.table, &key)?;
                 // The whole batch in one statement where the engine has one
                 // (COPY): a collision leaves nothing written, and the rows
                 // go one by one below.
                 let bulk = match fast {
-                    true => self.db.bulk_insert(sql, blocks)?,
+                    true => self.db.rows().bulk_insert(sql, blocks)?,
                     false => None,
                 };
                 if let Some(n) = bulk {
@@ -603,7 +609,7 @@ impl<'a> Engine<'a> {
                     // its statement on a table it cannot trust a key on
                     // (PostgreSQL's ON CONFLICT beside an INSERT rule).
                     let mut ins = match fast {
-                        true => Some(self.db.inserter(sql)?),
+                        true => Some(self.db.rows().inserter(sql)?),
                         false => None,
                     };
                     let mut i = 0usize;
@@ -649,7 +655,7 @@ impl<'a> Engine<'a> {
         // new one. Not in a dry run: a sequence moved is not rolled back.
         if done.written > 0 && !self.dry {
             for &ti in &written_tables {
-                self.db.raise_sequence(&self.sql[ti].table, 0)?;
+                self.db.catalogue().raise_sequence(&self.sql[ti].table, 0)?;
             }
         }
         checkpoint.record(self.db, self.side, &done)?;
@@ -699,23 +705,31 @@ impl<'a> Engine<'a> {
                         && let Value::Integer(old) = b[rc]
                     {
                         let json = row_json_of(table, b, &c.unrecorded).to_string();
-                        self.db.record_evidence(
-                            &table.name,
-                            &key,
-                            old,
-                            "superseded",
-                            Some(&json),
+                        self.db.receipts().record_evidence(
+                            &Revision {
+                                tbl: &table.name,
+                                key: &key,
+                                revision: old,
+                            },
+                            &Evidence {
+                                kind: EvidenceKind::Superseded,
+                                row: Some(json),
+                            },
                             delivery,
                             c.tag,
                         )?;
                     }
                     if c.after.is_none() {
-                        self.db.record_evidence(
-                            &table.name,
-                            &key,
-                            *rev,
-                            "tombstone",
-                            None,
+                        self.db.receipts().record_evidence(
+                            &Revision {
+                                tbl: &table.name,
+                                key: &key,
+                                revision: *rev,
+                            },
+                            &Evidence {
+                                kind: EvidenceKind::Tombstone,
+                                row: None,
+                            },
                             delivery,
                             c.tag,
                         )?;
@@ -891,14 +905,15 @@ impl<'a> Engine<'a> {
             );
         };
         let key = key_json(&c.key).to_string();
-        let evidence = |kind: &str, row: Option<&Row>, revision: i64| {
-            let json = row.map(|r| row_json(table, r).to_string());
-            self.db.record_evidence(
-                &table.name,
-                &key,
-                revision,
-                kind,
-                json.as_deref(),
+        let evidence = |kind: EvidenceKind, row: Option<&Row>, revision: i64| {
+            let row = row.map(|r| row_json(table, r).to_string());
+            self.db.receipts().record_evidence(
+                &Revision {
+                    tbl: &table.name,
+                    key: &key,
+                    revision,
+                },
+                &Evidence { kind, row },
                 delivery,
                 c.tag,
             )
@@ -910,8 +925,13 @@ impl<'a> Engine<'a> {
         // An older revision: a duplicate of what we saw then, a conflict if it
         // says something else, otherwise kept as evidence.
         let older = |found: Option<&Row>| -> Result<Result<Effect, Box<Conflict>>> {
-            match self.db.evidence(&table.name, &key, rev)? {
-                Some((kind, seen)) => {
+            let of = Revision {
+                tbl: &table.name,
+                key: &key,
+                revision: rev,
+            };
+            match self.db.receipts().evidence(&of)? {
+                Some(Evidence { kind, row: seen }) => {
                     let same = match (&c.after, seen) {
                         (None, None) => true,
                         (Some(a), Some(s)) => {
@@ -928,7 +948,8 @@ impl<'a> Engine<'a> {
                         Ok(Err(self.conflict(
                             c,
                             format!(
-                                "revision {rev} was seen before ({kind}) with different content"
+                                "revision {rev} was seen before ({}) with different content",
+                                kind.as_str()
                             ),
                             None,
                             None,
@@ -937,7 +958,7 @@ impl<'a> Engine<'a> {
                     }
                 }
                 None => {
-                    evidence("stale", c.after.as_ref(), rev)?;
+                    evidence(EvidenceKind::Stale, c.after.as_ref(), rev)?;
                     Ok(Ok(Effect::Stale))
                 }
             }
@@ -957,9 +978,9 @@ impl<'a> Engine<'a> {
                     }
                 };
                 if rev > cur {
-                    evidence("superseded", Some(&h), cur)?;
+                    evidence(EvidenceKind::Superseded, Some(&h), cur)?;
                     if c.after.is_none() {
-                        evidence("tombstone", None, rev)?;
+                        evidence(EvidenceKind::Tombstone, None, rev)?;
                     }
                     self.write(c, Some(&h), c.after.as_ref())
                 } else if rev == cur {
@@ -980,7 +1001,7 @@ impl<'a> Engine<'a> {
                     older(Some(&h))
                 }
             }
-            None => match self.db.tombstone(&table.name, &key)? {
+            None => match self.db.receipts().tombstone(&table.name, &key)? {
                 Some(t) if rev < t => older(None),
                 Some(t) if rev == t => {
                     if c.after.is_none() {
@@ -999,7 +1020,7 @@ impl<'a> Engine<'a> {
                     if c.after.is_none() {
                         // A delete of a record never seen here: remember it, so
                         // an older update arriving later cannot bring it back.
-                        evidence("tombstone", None, rev)?;
+                        evidence(EvidenceKind::Tombstone, None, rev)?;
                         Ok(Ok(Effect::Written))
                     } else {
                         self.write(c, None, c.after.as_ref())
@@ -1043,9 +1064,9 @@ impl<'a> Engine<'a> {
         let done = if c.unrecorded.is_empty() {
             let sql = &self.sql[c.table];
             match (here, &stored) {
-                (None, Some(row)) => self.db.insert_row(sql, row),
-                (Some(_), Some(row)) => self.db.update_row(sql, &c.key, row),
-                (Some(_), None) => self.db.delete_row(sql, &c.key),
+                (None, Some(row)) => self.db.rows().insert_row(sql, row),
+                (Some(_), Some(row)) => self.db.rows().update_row(sql, &c.key, row),
+                (Some(_), None) => self.db.rows().delete_row(sql, &c.key),
                 (None, None) => Ok(1),
             }
         } else {
@@ -1063,9 +1084,9 @@ impl<'a> Engine<'a> {
                     .collect::<Row>()
             });
             match (here, &row) {
-                (None, Some(row)) => self.db.insert_row(sql, row),
-                (Some(_), Some(row)) => self.db.update_row(sql, &c.key, row),
-                (Some(_), None) => self.db.delete_row(sql, &c.key),
+                (None, Some(row)) => self.db.rows().insert_row(sql, row),
+                (Some(_), Some(row)) => self.db.rows().update_row(sql, &c.key, row),
+                (Some(_), None) => self.db.rows().delete_row(sql, &c.key),
                 (None, None) => Ok(1),
             }
         };
@@ -1131,8 +1152,9 @@ impl<'a> Engine<'a> {
         let columns: Vec<&str> = key_names.iter().chain(&names).copied().collect();
         let sql = self
             .db
+            .rows()
             .table_sql(&table.source_table, &columns, key_names.len(), None);
-        let Some(mut values) = self.db.get_row(&sql, &c.key)? else {
+        let Some(mut values) = self.db.rows().get_row(&sql, &c.key)? else {
             return Ok(());
         };
         let values = values.split_off(key_names.len());
@@ -1141,38 +1163,32 @@ impl<'a> Engine<'a> {
             .zip(&values)
             .map(|(n, v)| (n.to_string(), v.to_json()))
             .collect();
-        self.db.keep_columns(
-            &self.journal,
-            &table.name,
-            key_text,
-            &Json::Object(row).to_string(),
-            c.tag,
-        )
+        self.db
+            .applied_set()
+            .keep_columns(&self.journal, &table.name, key_text, &row, c.tag)
     }
 
     /// Gives a re-inserted source row the columns kept when it was deleted.
     fn restore_ignored(&self, table: &Table, key: &[Value], key_text: &str) -> Result<()> {
-        let Some(kept) = self
-            .db
-            .take_kept_columns(&self.journal, &table.name, key_text)?
+        let Some(kept) =
+            self.db
+                .applied_set()
+                .take_kept_columns(&self.journal, &table.name, key_text)?
         else {
             return Ok(());
         };
-        let Json::Object(obj) = serde_json::from_str::<Json>(&kept)? else {
-            bail!(
-                "kept columns of key {key_text} in table '{}' are not a JSON object",
-                table.name
-            );
-        };
-        let mut names = Vec::new();
-        let mut values = Vec::new();
-        for (n, v) in &obj {
-            names.push(n.as_str());
-            values.push(Value::from_json(v)?);
-        }
         let key_names = sql_key_names(table, Side::Source);
-        self.db
-            .set_columns(&table.source_table, &key_names, key, &names, &values)?;
+        let mut columns = key_names.clone();
+        let mut row: Row = key.to_vec();
+        for (n, v) in &kept {
+            columns.push(n.as_str());
+            row.push(Value::from_json(v)?);
+        }
+        let sql = self
+            .db
+            .rows()
+            .table_sql(&table.source_table, &columns, key_names.len(), None);
+        self.db.rows().update_row(&sql, key, &row)?;
         Ok(())
     }
 
@@ -1216,7 +1232,7 @@ impl<'a> Engine<'a> {
         key: &[Value],
         keep: bool,
     ) -> Result<Result<Option<Row>, (String, String)>> {
-        let row = self.db.get_row(&self.sql[ti], key)?;
+        let row = self.db.rows().get_row(&self.sql[ti], key)?;
         if keep {
             *self.stored.borrow_mut() = match &row {
                 Some(r)
@@ -1277,7 +1293,7 @@ impl<'a> Engine<'a> {
             Side::Source => &table.source_table,
             Side::Target => &table.target_table,
         };
-        self.db.table_sql(name, &names, table.key_len, None)
+        self.db.rows().table_sql(name, &names, table.key_len, None)
     }
 
     /// The canonical row as this side stores it, after the column checks;

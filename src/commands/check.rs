@@ -5,7 +5,7 @@
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::db::{Access, Db};
+use crate::db::{Access, Catalogue, Db};
 use crate::reconcile::{self, Diff};
 use crate::report::{self, Report, Verdict};
 use crate::schema;
@@ -82,7 +82,7 @@ pub struct ForeignKey {
 }
 
 /// The foreign keys of every spec table on one side.
-fn foreign_keys(spec: &Spec, db: &Db, side: &'static str) -> Result<Vec<ForeignKey>> {
+fn foreign_keys(spec: &Spec, db: &dyn Catalogue, side: &'static str) -> Result<Vec<ForeignKey>> {
     let mut out = Vec::new();
     for t in &spec.tables {
         let (table, others): (&str, Vec<&str>) = match side {
@@ -101,7 +101,8 @@ fn foreign_keys(spec: &Spec, db: &Db, side: &'static str) -> Result<Vec<ForeignK
                     .collect(),
             ),
         };
-        for (parent, cols) in db.foreign_keys(table)? {
+        for fk in db.foreign_keys(table)? {
+            let parent = fk.parent;
             let in_spec = others.iter().any(|o| o.eq_ignore_ascii_case(&parent));
             let handling = match (side, in_spec) {
                 ("target", true) => "load writes the parent table first; the gate reconciles both",
@@ -118,7 +119,7 @@ fn foreign_keys(spec: &Spec, db: &Db, side: &'static str) -> Result<Vec<ForeignK
             out.push(ForeignKey {
                 side,
                 table: table.to_string(),
-                columns: cols.into_iter().map(|c| c.0).collect(),
+                columns: fk.columns.into_iter().map(|c| c.0).collect(),
                 parent,
                 in_spec,
                 handling,
@@ -152,9 +153,9 @@ pub enum FindingKind {
 /// How `db` commits and, for a server, how the connection is protected;
 /// its warnings go to `warnings`, naming the side.
 fn durability(db: &Db, side: &str, warnings: &mut Vec<String>) -> Result<Durability> {
-    let d = db.durability()?;
-    let security = db.security()?;
-    let connection = security.map(|s| {
+    let facts = db.connection().facts()?;
+    let d = facts.durability;
+    let connection = facts.security.map(|s| {
         warnings.extend(s.warnings.into_iter().map(|w| format!("{side}: {w}")));
         s.transport
     });
@@ -247,8 +248,8 @@ pub fn run(spec: &Spec, strict: bool, max_diffs: usize) -> Result<CheckReport> {
         diffs_found: found,
         summary,
         foreign_keys: {
-            let mut fks = foreign_keys(spec, &source, "source")?;
-            fks.extend(foreign_keys(spec, &target, "target")?);
+            let mut fks = foreign_keys(spec, source.catalogue(), "source")?;
+            fks.extend(foreign_keys(spec, target.catalogue(), "target")?);
             fks
         },
         side_effects,

@@ -4,7 +4,7 @@
 use anyhow::{Result, bail};
 use serde::Serialize;
 
-use crate::db::{Access, Db};
+use crate::db::{Access, Db, JournalLogExt};
 use crate::fence::{
     Before, Copy, FenceRow, copy_missing, copy_of, install, journal_tables, keep_copy_or_say, lift,
     orphaned, read, replay_passed, stand, take_off,
@@ -154,7 +154,7 @@ pub fn on(spec: &Spec) -> Result<FenceReport> {
     // schema drifted after the switch (a column added, a table rebuilt) is
     // fenced as it is, and the drift reported.
     let target = Db::open(&spec.target, Access::Write, "target")?;
-    if !(target.has_journal()? && target.journal_id()?.is_some()) {
+    if !(target.identity().installed()? && target.identity().get()?.is_some()) {
         // Before the switch a spec that does not fit is the error to report.
         schema::open(spec, Access::Read, Access::Read)?;
         bail!(
@@ -167,32 +167,31 @@ pub fn on(spec: &Spec) -> Result<FenceReport> {
         .tables
         .iter()
         .map(|t| t.target_table.clone())
-        .filter(|t| target.table_columns(t).is_ok_and(|c| !c.is_empty()))
+        .filter(|t| {
+            target
+                .catalogue()
+                .table_columns(t)
+                .is_ok_and(|c| !c.is_empty())
+        })
         .collect();
-    let images = journal_tables(&target)?;
+    let images = journal_tables(target.capture())?;
     // Waits for a writer in flight, so its commit lands inside the boundary;
     // nothing is read before the writers are drained.
-    target.begin_write()?;
+    let tx = target.begin_write()?;
     let guarded: Vec<&str> = tables.iter().chain(&images).map(String::as_str).collect();
-    if let Err(e) = target.drain_writers(&guarded) {
-        target.rollback();
+    if let Err(e) = target.fence().drain_writers(&guarded) {
         return Err(e.context("the fence was not installed; the target is unchanged"));
     }
     if let Some(existing) = read(&target)? {
-        target.rollback();
+        drop(tx);
         return already_on(spec, &target, existing, drift);
     }
     // What `fence on` may leave behind besides its triggers, row and guard,
     // as it stands before anything is written: should the fence not stand,
     // these are put back as they were.
-    let before = match Before::read(&target, &guarded) {
-        Ok(b) => b,
-        Err(e) => {
-            target.rollback();
-            return Err(e.context("the fence was not installed; the target is unchanged"));
-        }
-    };
-    let ddl_guard = install(&target, spec, &tables, &images)?;
+    let before = Before::read(&target, &guarded)
+        .map_err(|e| e.context("the fence was not installed; the target is unchanged"))?;
+    let ddl_guard = install(&target, tx, spec, &tables, &images)?;
     // The fence is committed. Until it is proven from another connection
     // and its copy is kept in the source, any failure takes it off again:
     // an exit 2 leaves the target as it was before this command.
@@ -245,7 +244,7 @@ fn already_on(
 
 pub fn off(spec: &Spec, force: bool) -> Result<FenceReport> {
     let (source, target, _) = schema::open(spec, Access::Write, Access::Write)?;
-    let journal = crate::journal::identity(&target)?.unwrap_or_default();
+    let journal = crate::journal::identity(&target)?;
     let Some(existing) = read(&target)? else {
         let Some(what) = orphaned(&target, spec)? else {
             return Ok(FenceReport::of(Action::Off, None));
@@ -253,7 +252,7 @@ pub fn off(spec: &Spec, force: bool) -> Result<FenceReport> {
         let mut rep = FenceReport::of(Action::Off, None);
         if force {
             let tables: Vec<String> = spec.tables.iter().map(|t| t.target_table.clone()).collect();
-            lift(&source, &target, &journal, &tables)?;
+            lift(&source, &target, journal.as_ref(), &tables)?;
             rep.changed = true;
         } else {
             rep.fenced = true;
@@ -274,16 +273,25 @@ pub fn off(spec: &Spec, force: bool) -> Result<FenceReport> {
         ));
         return Ok(rep);
     }
-    let (applied, _) = source.applied_progress(&journal)?;
-    let start = target.journal_start()?;
-    let pending = target.journal_count_between(start, existing.boundary)? - applied;
+    let applied = match &journal {
+        Some(j) => source.applied_set().progress(j.as_str())?.entries,
+        None => 0,
+    };
+    let start = target.identity().start()?;
+    let pending = target.journal().count_between(start, existing.boundary)? - applied;
     if pending > 0 && !force {
         bail!(
             "the replay is incomplete: {pending} journal entries at or below boundary {} are not applied to the source. Run `cutover replay` to finish it; `cutover fence off --force` lifts the fence anyway and lets writers change the target again",
             existing.boundary
         );
     }
-    if let Err(why) = replay_passed(&source, &journal, existing.boundary)?
+    let passed = match &journal {
+        Some(j) => replay_passed(&source, j, existing.boundary)?,
+        None => {
+            Err("the target's journal has no identity, so no replay of it is recorded".to_string())
+        }
+    };
+    if let Err(why) = passed
         && !force
     {
         bail!(
@@ -291,7 +299,7 @@ pub fn off(spec: &Spec, force: bool) -> Result<FenceReport> {
             spec = spec.path.display()
         );
     }
-    lift(&source, &target, &journal, &existing.tables)?;
+    lift(&source, &target, journal.as_ref(), &existing.tables)?;
     let mut rep = FenceReport::of(Action::Off, Some(existing));
     rep.fenced = false;
     rep.changed = true;
@@ -314,10 +322,10 @@ pub fn status(spec: &Spec) -> Result<FenceReport> {
     for t in existing
         .tables
         .iter()
-        .chain(&journal_tables(&target)?)
+        .chain(&journal_tables(target.capture())?)
         .map(String::as_str)
     {
-        if target.fence_triggers(t)? != 3 {
+        if target.catalogue().own_triggers(t)?.fence != 3 {
             missing.push(t.to_string());
         }
     }

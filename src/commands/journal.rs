@@ -4,7 +4,7 @@
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::db::{Access, Db};
+use crate::db::{Access, Db, JournalLogExt};
 use crate::journal::{identity, stale};
 use crate::report::{self, Report};
 use crate::schema;
@@ -38,7 +38,7 @@ pub enum Action {
 pub struct JournalReport {
     pub action: Action,
     pub installed: bool,
-    pub journal: Option<String>,
+    pub journal: Option<crate::db::JournalId>,
     pub entries: i64,
     pub last_seq: i64,
     pub fenced_at_boundary: Option<i64>,
@@ -49,7 +49,7 @@ pub struct JournalReport {
     /// Install: the journal already replayed into the source, as
     /// (old identity, new identity, the last seq before the new attempt).
     #[serde(skip)]
-    pub renewed: Option<(String, String, i64)>,
+    pub renewed: Option<crate::journal::install::Renewed>,
 }
 
 /// A journal command that returns a report did what it was asked; what
@@ -77,7 +77,7 @@ pub fn remove(spec: &Spec) -> Result<JournalReport> {
     )?;
     target.write(|| {
         for t in &spec.tables {
-            target.remove_journal(&t.target_table)?;
+            target.capture().remove_journal(&t.target_table)?;
         }
         Ok(())
     })?;
@@ -90,34 +90,35 @@ pub fn status(spec: &Spec) -> Result<JournalReport> {
 }
 
 fn status_report(spec: &Spec, target: &Db, action: Action) -> Result<JournalReport> {
-    let counts = target.journal_counts()?;
-    let (entries, last_seq) = target.journal_extent()?;
+    let counts = target.journal().counts_by_table()?;
+    let extent = target.journal().journal_extent()?;
+    let (entries, last_seq) = (extent.entries, extent.last);
     let mut tables = Vec::new();
     for t in &spec.tables {
-        let get = |op: &str| {
-            counts
-                .iter()
-                .find(|(n, o, _)| *n == t.name && o == op)
-                .map_or(0, |c| c.2)
-        };
+        // A table the journal holds no entry of has none of any op.
+        let of_table = counts
+            .iter()
+            .find(|(n, _)| *n == t.name)
+            .map(|(_, c)| *c)
+            .unwrap_or_default();
         tables.push(TableStatus {
             name: t.name.clone(),
-            triggers: target.journal_triggers(&t.target_table)?,
-            triggers_per_table: target.journal_triggers_per_table(),
+            triggers: target.catalogue().own_triggers(&t.target_table)?.journal,
+            triggers_per_table: target.engine().journal_triggers,
             stale: stale(t, target)?,
-            insert: get("insert"),
-            update: get("update"),
-            delete: get("delete"),
+            insert: of_table.insert,
+            update: of_table.update,
+            delete: of_table.delete,
         });
     }
-    let installed = tables.iter().all(|t| t.stale.is_empty()) && target.has_journal()?;
+    let installed = tables.iter().all(|t| t.stale.is_empty()) && target.identity().installed()?;
     Ok(JournalReport {
         action,
         installed,
         journal: identity(target)?,
         entries,
         last_seq,
-        fenced_at_boundary: target.fence_row()?.map(|f| f.boundary),
+        fenced_at_boundary: target.fence_records().row()?.map(|f| f.boundary),
         tables,
         triggers_changed: 0,
         renewed: None,
@@ -130,10 +131,12 @@ pub fn render(rep: &JournalReport) -> String {
     let mut text = String::new();
     match rep.action {
         Action::Install => {
-            if let Some((old, new, after)) = &rep.renewed {
+            if let Some(r) = &rep.renewed {
                 text.push_str(&format!(
-                    "journal: {old} was already replayed into the source; this is a new attempt, journaled as {new} from seq {}\n",
-                    after + 1
+                    "journal: {} was already replayed into the source; this is a new attempt, journaled as {} from seq {}\n",
+                    r.old,
+                    r.new,
+                    r.after + 1
                 ));
             }
             text += &if rep.triggers_changed == 0 {

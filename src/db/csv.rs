@@ -125,7 +125,7 @@ pub fn materialize(path: &Path, table: &Table, target: &Db) -> Result<Db> {
         }
         names.push(name.to_string());
     }
-    let target_cols = target.table_columns(&table.target_table)?;
+    let target_cols = target.catalogue().table_columns(&table.target_table)?;
     let kinds: Vec<Kind> = names
         .iter()
         .map(|n| {

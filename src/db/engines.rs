@@ -4,6 +4,7 @@
 
 use anyhow::{Result, bail};
 
+use super::control::Dialect;
 use super::{Access, Database, postgres, sqlite};
 use crate::spec::Location;
 
@@ -30,6 +31,10 @@ pub struct Capabilities {
 pub struct Engine {
     /// How messages name it.
     pub name: &'static str,
+    /// How the control store writes its tables on it.
+    pub dialect: &'static Dialect,
+    /// How many journal triggers a journaled table has on it.
+    pub journal_triggers: usize,
     /// The URL schemes it answers to, the first the one messages show.
     pub schemes: &'static [&'static str],
     /// How a URL of it is written, for messages that say what to write.
@@ -59,6 +64,8 @@ impl Engine {
 
 pub static SQLITE: Engine = Engine {
     name: "SQLite",
+    dialect: &sqlite::control::DIALECT,
+    journal_triggers: sqlite::JOURNAL_TRIGGERS_PER_TABLE,
     schemes: &["sqlite"],
     form: "sqlite://PATH",
     capabilities: Capabilities {
@@ -75,6 +82,8 @@ pub static SQLITE: Engine = Engine {
 
 pub static POSTGRES: Engine = Engine {
     name: "PostgreSQL",
+    dialect: &postgres::control::DIALECT,
+    journal_triggers: postgres::capture::TRIGGER_NAMES.len(),
     schemes: &["postgres", "postgresql"],
     form: "postgres://USER@HOST:PORT/DB?schema=NAME",
     capabilities: Capabilities {

@@ -7,11 +7,15 @@
 //! ([`postgres`]); another is one type implementing [`Database`] and an
 //! entry in [`engines`], which matches a location to its engine.
 
+pub mod control;
 pub mod csv;
 pub mod engines;
 pub mod interfaces;
+mod journal_merge;
 pub mod postgres;
+pub mod snapshot;
 pub mod sqlite;
+pub mod transaction;
 pub mod types;
 
 use std::path::Path;
@@ -19,32 +23,33 @@ use std::path::Path;
 use anyhow::Result;
 use sha2::Digest;
 
+pub use control::applied::AppliedSet;
+pub use control::fence::FenceRecords;
+pub use control::identity::JournalIdentity;
+pub use control::progress::Progress;
+pub use control::receipts::Receipts;
 pub use interfaces::{
-    AppliedSet, BatchInsert, Capture, Catalogue, ConditionalWrite, Connection, Database, Digests,
-    Fence, Fixtures, JournalLog, Progress, Receipts, Rows, RunShape, SideEffects,
+    BatchInsert, Capture, Catalogue, ConditionalWrite, Connection, ControlSql, Count, Database,
+    Digests, Fence, Fixtures, JournalLog, RowWrite, Rows, RunShape, SideEffects,
 };
 pub use types::{
-    Access, CellForm, ColumnForm, ColumnInfo, Decision, Durability, FenceRecord, ForeignKey,
-    ForeignKeyAction, ForeignKeyViolation, JournalEntry, JournalTable, KeyRange, MoneyGroup,
-    Powers, ReplayVerdict, Security, SegmentDigest, SequenceMark, SideEffect, SideEffectKind,
-    SyncBatch, TableForm, TableSql,
+    Access, CellForm, ColumnForm, ColumnInfo, Decision, Durability, Extent, Facts, FenceRecord,
+    ForeignKey, ForeignKeyAction, ForeignKeyViolation, Generated, JournalCount, JournalEntry,
+    JournalId, JournalTable, Journaled, KeyRange, MoneyGroup, Op, OwnTriggers, Powers, Probe,
+    ReplayVerdict, Run, SchemaPart, Security, SegmentDigest, SeqRange, SequenceMark, SideEffect,
+    SideEffectKind, TableForm, TableSql, Unproven,
 };
 
 use crate::spec::{Location, Table};
 use crate::value::{Block, Row, Value};
+pub use transaction::{Savepoint, Transaction};
 
-/// One open database, whatever its engine. It dereferences to
-/// [`Database`], so every interface's methods are called on it directly;
-/// the few helpers that take closures live here, over those interfaces.
+/// One open database, whatever its engine: each interface is reached
+/// through its own accessor ([`Db::rows`], [`Db::fence`], …), so that a
+/// function can be handed the one capability it uses; the control store's
+/// views ([`Db::applied_set`], …), the transactions' guards and the helpers
+/// that take closures live here, over those interfaces.
 pub struct Db(Box<dyn Database>, &'static engines::Engine);
-
-impl std::ops::Deref for Db {
-    type Target = dyn Database;
-
-    fn deref(&self) -> &(dyn Database + 'static) {
-        &*self.0
-    }
-}
 
 impl Db {
     /// Opens an existing database. A missing one is an error, never a new
@@ -58,6 +63,88 @@ impl Db {
     /// The engine this database is, with what it can do.
     pub fn engine(&self) -> &'static engines::Engine {
         self.1
+    }
+
+    /// The connection: where the database is, its facts, transactions.
+    pub fn connection(&self) -> &dyn Connection {
+        &*self.0
+    }
+
+    /// What the database says about its tables.
+    pub fn catalogue(&self) -> &dyn Catalogue {
+        &*self.0
+    }
+
+    /// Key-ordered scans and keyed writes.
+    pub fn rows(&self) -> &dyn Rows {
+        &*self.0
+    }
+
+    /// The journal's installing side: its triggers and image tables.
+    pub fn capture(&self) -> &dyn Capture {
+        &*self.0
+    }
+
+    /// The journal's entries.
+    pub fn journal(&self) -> &dyn JournalLog {
+        &*self.0
+    }
+
+    /// The write fence's triggers, guard and probes.
+    pub fn fence(&self) -> &dyn Fence {
+        &*self.0
+    }
+
+    /// The source's triggers, rules and foreign-key actions.
+    pub fn side_effects(&self) -> &dyn SideEffects {
+        &*self.0
+    }
+
+    /// Fixture SQL, for drills and tests.
+    pub fn fixtures(&self) -> &dyn Fixtures {
+        &*self.0
+    }
+
+    /// Where the database is, as messages name it.
+    pub fn location(&self) -> &str {
+        self.0.location()
+    }
+
+    /// Every table with its rows, for a drill to compare before and after
+    /// ([`snapshot`]).
+    pub fn snapshot(&self) -> Result<Vec<(String, Vec<String>)>> {
+        snapshot::snapshot(self)
+    }
+
+    /// The control store on this database ([`control`]).
+    pub fn control(&self) -> control::Control<'_> {
+        control::Control::new(&*self.0, &*self.0, self.1.dialect, self.0.location())
+    }
+
+    /// The source's applied set.
+    pub fn applied_set(&self) -> AppliedSet<'_> {
+        AppliedSet(self.control())
+    }
+
+    /// The fence's row (a target) or its copies and the replay verdicts (a
+    /// source).
+    pub fn fence_records(&self) -> FenceRecords<'_> {
+        FenceRecords(self.control())
+    }
+
+    /// The journal's identity in the target.
+    pub fn identity(&self) -> JournalIdentity<'_> {
+        JournalIdentity(self.control())
+    }
+
+    /// Load's and sync's progress in the target.
+    pub fn progress(&self) -> Progress<'_> {
+        Progress(self.control())
+    }
+
+    /// A feed's receipts in the database it applies to.
+    pub fn receipts(&self) -> Receipts<'_> {
+        Receipts(self.control())
     }
 
     /// Opens a SQLite file (drill fixtures).
@@ -85,22 +172,72 @@ impl Db {
     /// `Ok`, rolled back when it fails, so the database is either changed
     /// whole or exactly as before.
     pub fn write<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
-        self.begin_write()?;
-        let r = f().and_then(|v| self.commit().map(|()| v));
-        if r.is_err() {
-            self.rollback();
+        self.begin_write()?.run(f)
+    }
+
+    /// Runs `f`, which changes the schema (an install: the journal's tables
+    /// and triggers, a column added), as one transaction where the engine's
+    /// schema changes are transactional; where they are not (each commits
+    /// at once), `f` runs statement by statement, and is written so that a
+    /// rerun after a crash half-way completes it.
+    pub fn schema_change<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        if self.1.capabilities.transactional_ddl {
+            self.write(f)
+        } else {
+            f()
         }
+    }
+
+    /// Opens a write transaction holding the write lock now, so what is
+    /// read inside it cannot change before it commits; rolled back unless
+    /// committed.
+    pub fn begin_write(&self) -> Result<Transaction<'_>> {
+        Transaction::begin(&*self.0, true)
+    }
+
+    /// Opens a transaction whose reads all see one snapshot, for a reader
+    /// that asks many questions of one state; rolled back when dropped.
+    pub fn begin_read(&self) -> Result<Transaction<'_>> {
+        Transaction::begin(&*self.0, false)
+    }
+
+    /// Runs `f` on this database inside a write transaction that is rolled
+    /// back whatever `f` returns, so nothing it writes is ever committed
+    /// (the gate's rehearsal, a dry run). `f` gets the database itself, to
+    /// hand its engine to a reader thread.
+    pub fn rolled_back<T>(&mut self, f: impl FnOnce(&mut Db) -> Result<T>) -> Result<T> {
+        self.0.transaction(transaction::Step::BeginWrite)?;
+        let r = f(self);
+        self.0.transaction(transaction::Step::Rollback)?;
         r
+    }
+
+    /// Runs `f` on this database inside a read transaction, so that all
+    /// its reads see one snapshot (the gate in digest mode); as
+    /// [`Db::rolled_back`], `f` gets the database itself.
+    pub fn on_one_snapshot<T>(&mut self, f: impl FnOnce(&mut Db) -> Result<T>) -> Result<T> {
+        self.0.transaction(transaction::Step::BeginRead)?;
+        let r = f(self);
+        self.0.transaction(transaction::Step::Rollback)?;
+        r
+    }
+
+    /// Opens a nested transaction inside the open one (a dry run's batch,
+    /// a rehearsal's fault); undone unless released.
+    pub fn savepoint(&self) -> Result<Savepoint<'_>> {
+        Savepoint::open(&*self.0)
     }
 
     /// The statements of a spec table as the source holds it.
     pub fn source_sql(&self, t: &Table) -> TableSql {
-        self.table_sql(&t.source_table, &t.source_names(), t.key_len, None)
+        self.0
+            .table_sql(&t.source_table, &t.source_names(), t.key_len, None)
     }
 
     /// The statements of a spec table as the target holds it.
     pub fn target_sql(&self, t: &Table) -> TableSql {
-        self.table_sql(&t.target_table, &t.target_names(), t.key_len, None)
+        self.0
+            .table_sql(&t.target_table, &t.target_names(), t.key_len, None)
     }
 
     /// Streams a table in key order in blocks of `block_rows` until `f`
@@ -151,6 +288,120 @@ impl Db {
         Ok(hex::encode(h.finalize()))
     }
 }
+
+/// The writes and counts of [`Rows`] by name, for any engine: what the
+/// interface takes as one [`RowWrite`] or [`Count`].
+pub trait RowsExt: Rows {
+    /// Inserts a row; how many rows the statement inserted (0 when a
+    /// trigger swallowed it).
+    fn insert_row(&self, sql: &TableSql, row: &[Value]) -> Result<usize> {
+        self.write_row(sql, RowWrite::Insert(row))
+    }
+
+    /// Rewrites the row stored under `key` (which differs from the row's
+    /// own key when the key changed).
+    fn update_row(&self, sql: &TableSql, key: &[Value], row: &[Value]) -> Result<usize> {
+        self.write_row(sql, RowWrite::Update { key, row })
+    }
+
+    fn delete_row(&self, sql: &TableSql, key: &[Value]) -> Result<usize> {
+        self.write_row(sql, RowWrite::Delete(key))
+    }
+
+    /// Deletes every row of the table (load `--replace`).
+    fn clear_table(&self, sql: &TableSql) -> Result<usize> {
+        self.write_row(sql, RowWrite::All)
+    }
+
+    /// How many rows the table holds, counted.
+    fn count_rows(&self, sql: &TableSql) -> Result<i64> {
+        self.row_count(sql, Count::Exact)
+    }
+}
+
+impl<T: Rows + ?Sized> RowsExt for T {}
+
+/// What the catalogue's id generators say of one table.
+pub trait CatalogueExt: Catalogue {
+    /// The high-water mark of the table's own id generator, if it has one
+    /// and it handed out an id ([`SequenceMark::own`]).
+    fn sequence(&self, table: &str) -> Result<Option<i64>> {
+        Ok(self
+            .sequence_marks(&[table])?
+            .into_iter()
+            .find(|m| m.own && m.table == table)
+            .and_then(|m| m.high_water()))
+    }
+}
+
+impl<T: Catalogue + ?Sized> CatalogueExt for T {}
+
+/// A range of the journal's entries counted per op.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct OpCounts {
+    pub insert: i64,
+    pub update: i64,
+    pub delete: i64,
+}
+
+impl OpCounts {
+    pub fn total(&self) -> i64 {
+        self.insert + self.update + self.delete
+    }
+
+    fn add(&mut self, op: Op, n: i64) {
+        match op {
+            Op::Insert => self.insert += n,
+            Op::Update => self.update += n,
+            Op::Delete => self.delete += n,
+        }
+    }
+}
+
+/// The journal's counts as the runs ask them, over [`JournalLog::journal_counts`].
+pub trait JournalLogExt: JournalLog {
+    /// Entries with `after < seq <= upto`.
+    fn count_between(&self, after: i64, upto: i64) -> Result<i64> {
+        Ok(self.counts_by_op(after, upto)?.total())
+    }
+
+    /// Entries with `after < seq <= upto`, per op.
+    fn counts_by_op(&self, after: i64, upto: i64) -> Result<OpCounts> {
+        let mut out = OpCounts::default();
+        for c in self.journal_counts(SeqRange { after, upto })? {
+            out.add(c.op, c.entries);
+        }
+        Ok(out)
+    }
+
+    /// Every entry of each spec table (in byte order of its name), per op.
+    fn counts_by_table(&self) -> Result<Vec<(String, OpCounts)>> {
+        let mut out: Vec<(String, OpCounts)> = Vec::new();
+        for c in self.journal_counts(SeqRange::ALL)? {
+            match out.last_mut() {
+                Some((t, counts)) if *t == c.tbl => counts.add(c.op, c.entries),
+                _ => {
+                    let mut counts = OpCounts::default();
+                    counts.add(c.op, c.entries);
+                    out.push((c.tbl, counts));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The last seq journaled for spec table `name`, under any column list.
+    fn last_journaled(&self, name: &str) -> Result<Option<i64>> {
+        Ok(self
+            .journal_counts(SeqRange::ALL)?
+            .into_iter()
+            .filter(|c| c.tbl == name)
+            .map(|c| c.last)
+            .max())
+    }
+}
+
+impl<T: JournalLog + ?Sized> JournalLogExt for T {}
 
 /// When `err` is a database refusing a row (a UNIQUE, NOT NULL, CHECK or
 /// foreign key constraint), the database's message; the apply engine

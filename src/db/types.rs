@@ -2,7 +2,7 @@
 //! the statements of a table, control-table rows and journal entries. None of
 //! them belongs to one engine.
 
-use crate::value::{Row, Value};
+use crate::value::{ColumnKind, Row, Value};
 
 /// Whether a connection will write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -15,22 +15,80 @@ pub enum Access {
 #[derive(Clone, Debug)]
 pub struct ColumnInfo {
     pub name: String,
-    /// The type as the engine declares it (`INTEGER`, `numeric(12,2)`, …).
+    /// The type as the engine declares it (`INTEGER`, `numeric(12,2)`, …),
+    /// for messages and the source schema sync records.
     pub decl_type: String,
+    /// What the column holds, in engine-neutral terms.
+    pub kind: ColumnKind,
     /// Position in the primary key (1-based), 0 when not part of it.
     pub pk: i64,
 }
 
-/// A foreign key: `(parent table, [(column, parent column)])`.
-pub type ForeignKey = (String, Vec<(String, Option<String>)>);
+/// A generated column of a table: computed by the database, never written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Generated {
+    pub name: String,
+    /// Stored (`true`) or computed as it is read (SQLite's `VIRTUAL`).
+    pub stored: bool,
+}
 
-/// A row that breaks a foreign key: `(child table, the row's key columns
-/// when they could be read, parent table)`.
-pub type ForeignKeyViolation = (String, Option<Row>, String);
+impl Generated {
+    /// `stored` or `virtual`, as messages say it.
+    pub fn kind(&self) -> &'static str {
+        if self.stored { "stored" } else { "virtual" }
+    }
+}
 
-/// A committed sync batch: `(batch_no, rows, changed, first watermark,
-/// last watermark, committed_at)`.
-pub type SyncBatch = (i64, i64, i64, Value, Value, String);
+/// One part of a schema as the catalogue defines it: a table's columns, an
+/// index, a trigger, a constraint, by a name that says which.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SchemaPart {
+    pub name: String,
+    pub definition: String,
+}
+
+/// A write tried through the fence from another connection: which, and
+/// the rows it wrote or the refusal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Probe {
+    /// `insert`, `update`, `delete` (or `truncate`).
+    pub write: &'static str,
+    pub outcome: Result<usize, String>,
+}
+
+/// A page of the journal ([`crate::db::JournalLog::journal_run`]).
+#[derive(Clone, Debug, Default)]
+pub struct Run {
+    pub entries: Vec<JournalEntry>,
+    /// The page was cut: more entries may follow before its end.
+    pub more: bool,
+}
+
+/// A journal whose proof failed: the index of its table among those
+/// proved, and why.
+#[derive(Debug)]
+pub struct Unproven {
+    pub table: usize,
+    pub error: anyhow::Error,
+}
+
+/// A foreign key a table declares.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForeignKey {
+    pub parent: String,
+    /// Each column with the parent column it refers to (`None`: the
+    /// parent's primary key column at its position).
+    pub columns: Vec<(String, Option<String>)>,
+}
+
+/// A row that breaks a foreign key.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ForeignKeyViolation {
+    pub child: String,
+    /// The row's key columns, when the row could be found.
+    pub key: Option<Row>,
+    pub parent: String,
+}
 
 /// How a database commits, in its engine's own settings (SQLite:
 /// `journal_mode`, `synchronous`; PostgreSQL: `synchronous_commit`,
@@ -39,6 +97,19 @@ pub type SyncBatch = (i64, i64, i64, Value, Value, String);
 #[derive(Clone, Debug)]
 pub struct Durability {
     pub settings: Vec<(&'static str, String)>,
+}
+
+/// What a connection says of the database it reaches ([`crate::db::Connection::facts`]).
+#[derive(Clone, Debug)]
+pub struct Facts {
+    /// Whether this process cannot write the database, whatever was asked
+    /// (a file it may not write, a standby server).
+    pub read_only: bool,
+    /// How the database commits.
+    pub durability: Durability,
+    /// How the connection to a server is protected (TLS, where the
+    /// password came from); `None` for a file.
+    pub security: Option<Security>,
 }
 
 /// How a connection to a server is protected, for `check`.
@@ -51,7 +122,7 @@ pub struct Security {
     pub warnings: Vec<String>,
 }
 
-/// Where an id sequence stood: its name (as the engine quotes it), the
+/// Where an id generator stood: its name (as the engine quotes it), the
 /// last value it handed out or was set to, and whether that value was
 /// handed out (`false`: the next value is `last_value` itself).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,6 +130,24 @@ pub struct SequenceMark {
     pub name: String,
     pub last_value: i64,
     pub is_called: bool,
+    /// The table whose column it feeds (the first asked for, when it feeds
+    /// several).
+    pub table: String,
+    /// Whether it is that table's own id generator: on PostgreSQL the one
+    /// feeding its first column (by position) that a sequence feeds; on
+    /// SQLite its `AUTOINCREMENT` counter.
+    pub own: bool,
+    /// Whether a rollback puts it back by itself (SQLite's counters are
+    /// rows): then [`crate::db::Catalogue::restore_sequences`] leaves it.
+    pub transactional: bool,
+}
+
+impl SequenceMark {
+    /// The high-water mark of the generator: the last value it handed out,
+    /// if it handed out any.
+    pub fn high_water(&self) -> Option<i64> {
+        self.is_called.then_some(self.last_value)
+    }
 }
 
 /// The row of `_cutover_fence`.
@@ -67,11 +156,52 @@ pub struct FenceRecord {
     pub boundary: i64,
     pub journal_rows: i64,
     pub fingerprint: String,
-    /// JSON list of the fenced tables.
-    pub tables: String,
-    /// JSON of the fingerprint's parts.
+    /// The fenced tables.
+    pub tables: Vec<String>,
+    /// The fingerprint's parts, as the JSON text recorded: kept as text,
+    /// since the copy in the source is compared with it byte for byte.
     pub parts: String,
     pub fenced_at: String,
+}
+
+impl FenceRecord {
+    /// The fenced tables as the record holds them, a JSON list.
+    pub fn tables_json(&self) -> String {
+        serde_json::Value::from(self.tables.clone()).to_string()
+    }
+}
+
+/// A journal's identity: the name the source's applied set keeps the
+/// journal's entries under (`journal-<id>`, the name of the journal's
+/// feed too), made of the random id the target records
+/// (`_cutover_journal_id`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(transparent)]
+pub struct JournalId(String);
+
+impl JournalId {
+    const PREFIX: &'static str = "journal-";
+
+    /// The identity of the id a target records.
+    pub fn from_stored(id: &str) -> JournalId {
+        JournalId(format!("{}{id}", Self::PREFIX))
+    }
+
+    /// The id as the target records it.
+    pub fn stored(&self) -> &str {
+        self.0.strip_prefix(Self::PREFIX).unwrap_or(&self.0)
+    }
+
+    /// The name the applied set and the journal's feed go by.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for JournalId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
 }
 
 /// How a replay ended, as the source records it (`_cutover_replays`): the
@@ -79,7 +209,7 @@ pub struct FenceRecord {
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct ReplayVerdict {
     /// The journal identity replayed.
-    pub journal: String,
+    pub journal: JournalId,
     /// The fence's boundary the replay went up to.
     pub boundary: i64,
     /// Every entry applied and the source reconciled clean with the target.
@@ -90,15 +220,106 @@ pub struct ReplayVerdict {
     pub at: String,
 }
 
+/// What a journal entry records: a row inserted, updated or deleted.
+/// Declared in byte order of the names, which is the order they sort in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    Delete,
+    Insert,
+    Update,
+}
+
+impl Op {
+    /// The op as the journal writes it (`insert`, `update`, `delete`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::Insert => "insert",
+            Op::Update => "update",
+            Op::Delete => "delete",
+        }
+    }
+
+    /// The op a journal's text names; `None` for any other text (a
+    /// damaged journal).
+    pub fn parse(text: &str) -> Option<Op> {
+        match text {
+            "insert" => Some(Op::Insert),
+            "update" => Some(Op::Update),
+            "delete" => Some(Op::Delete),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One journal entry with its images, in the column order of its table's
 /// image (see [`JournalTable::columns`]).
 #[derive(Clone, Debug)]
 pub struct JournalEntry {
     pub seq: i64,
     pub img: i64,
-    pub op: String,
+    pub op: Op,
     pub old: Option<Row>,
     pub new: Option<Row>,
+}
+
+/// The journal's entries counted: how many, and the last seq.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Extent {
+    pub entries: i64,
+    /// 0 when there is none.
+    pub last: i64,
+}
+
+/// The entries of one spec table and op in a range of the journal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JournalCount {
+    /// The spec's name of the table.
+    pub tbl: String,
+    pub op: Op,
+    pub entries: i64,
+    /// The last seq among them.
+    pub last: i64,
+}
+
+/// Entries with `after < seq <= upto`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeqRange {
+    pub after: i64,
+    pub upto: i64,
+}
+
+impl SeqRange {
+    /// The whole journal.
+    pub const ALL: SeqRange = SeqRange {
+        after: i64::MIN,
+        upto: i64::MAX,
+    };
+}
+
+/// A spec table as the journal records it on the target: the spec's name
+/// of it, the target table, the target columns its images hold (the first
+/// `key_len` the key).
+#[derive(Clone, Copy, Debug)]
+pub struct Journaled<'a> {
+    pub name: &'a str,
+    pub table: &'a str,
+    pub columns: &'a [&'a str],
+    pub key_len: usize,
+}
+
+/// How many of cutover's own triggers a table has: the journal's and the
+/// fence's (those that would refuse a write).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OwnTriggers {
+    pub journal: usize,
+    pub fence: usize,
 }
 
 /// A journaled table as the journal recorded it.

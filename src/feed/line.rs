@@ -502,7 +502,7 @@ pub fn entry_line(
     }
     let mut line = json!({
         "feed": feed, "delivery": delivery, "position": position, "seq": e.seq,
-        "table": table.name, "op": if e.op == "delete" { "delete" } else { "upsert" }, "key": key,
+        "table": table.name, "op": if e.op == crate::db::Op::Delete { "delete" } else { "upsert" }, "key": key,
     });
     if let Some(n) = new {
         line["row"] = n;

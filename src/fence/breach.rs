@@ -5,7 +5,7 @@
 use anyhow::{Result, bail};
 
 use super::{FenceRow, Fingerprint, journal_tables};
-use crate::db::Db;
+use crate::db::{Connection, Db};
 use crate::spec::Spec;
 
 impl FenceRow {
@@ -40,7 +40,7 @@ impl FenceRow {
         if self.expected(now) == self.fingerprint {
             return Ok(None);
         }
-        not_damaged(target)?;
+        not_damaged(target.connection())?;
         if let Some(failed) = &now.failed
             && self.parts.as_ref().is_none_or(|p| p.schema == now.schema)
         {
@@ -69,7 +69,7 @@ impl FenceRow {
 }
 
 /// Refuses to call a difference a breach on a damaged file.
-pub fn not_damaged(target: &Db) -> Result<()> {
+pub fn not_damaged(target: &dyn Connection) -> Result<()> {
     if let Some(d) = target.damage()? {
         return Err(anyhow::Error::new(crate::db::Damaged(format!(
             "target: {d}"
@@ -86,9 +86,9 @@ pub fn orphaned(target: &Db, spec: &Spec) -> Result<Option<String>> {
         .tables
         .iter()
         .map(|t| t.target_table.clone())
-        .chain(journal_tables(target)?)
+        .chain(journal_tables(target.capture())?)
     {
-        if target.fence_triggers(&t)? > 0 {
+        if target.catalogue().own_triggers(&t)?.fence > 0 {
             return Ok(Some(format!(
                 "table {t} still has fence triggers but the fence row is gone (was _cutover_fence deleted or dropped?)"
             )));

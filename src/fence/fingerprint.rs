@@ -8,7 +8,7 @@ use anyhow::Result;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::db::{Db, FenceRecord};
+use crate::db::{Catalogue, Db, Extent, FenceRecord};
 use crate::spec::Spec;
 
 fn format_one() -> u32 {
@@ -58,7 +58,7 @@ impl<T> Part<T> {
 
 /// Whether a spec table is gone from the target or lacks a column the spec
 /// reads: then reading it fails because of what changed.
-fn table_gone(db: &Db, t: &crate::spec::Table) -> Result<bool> {
+fn table_gone(db: &dyn Catalogue, t: &crate::spec::Table) -> Result<bool> {
     let cols = db.table_columns(&t.target_table)?;
     Ok(cols.is_empty()
         || t.target_names()
@@ -69,12 +69,17 @@ fn table_gone(db: &Db, t: &crate::spec::Table) -> Result<bool> {
 
 /// Whether a table of the journal is gone (or its list of tables).
 fn journal_gone(db: &Db) -> Result<bool> {
-    let tables = match db.journal_image_tables() {
+    let tables = match db.capture().journal_image_tables() {
         Ok(t) => t,
-        Err(_) => return Ok(db.table_columns("_cutover_journal_tables")?.is_empty()),
+        Err(_) => {
+            return Ok(db
+                .catalogue()
+                .table_columns("_cutover_journal_tables")?
+                .is_empty());
+        }
     };
     for t in tables {
-        if db.table_columns(&t)?.is_empty() {
+        if db.catalogue().table_columns(&t)?.is_empty() {
             return Ok(true);
         }
     }
@@ -119,24 +124,34 @@ impl Fingerprint {
             // table that is there is no difference: it is kept as a failure.
             .map(|t| {
                 let rows = if format >= 3 {
-                    db.table_columns(&t.target_table).and_then(|cols| {
-                        let key: Vec<&str> = t.target_names()[..t.key_len].to_vec();
-                        let mut names = key.clone();
-                        names.extend(
-                            cols.iter()
-                                .map(|c| c.name.as_str())
-                                .filter(|c| !key.contains(c)),
-                        );
-                        db.digest_rows(&db.table_sql(&t.target_table, &names, t.key_len, None))
-                    })
+                    db.catalogue()
+                        .table_columns(&t.target_table)
+                        .and_then(|cols| {
+                            let key: Vec<&str> = t.target_names()[..t.key_len].to_vec();
+                            let mut names = key.clone();
+                            names.extend(
+                                cols.iter()
+                                    .map(|c| c.name.as_str())
+                                    .filter(|c| !key.contains(c)),
+                            );
+                            db.digest_rows(&db.rows().table_sql(
+                                &t.target_table,
+                                &names,
+                                t.key_len,
+                                None,
+                            ))
+                        })
                 } else {
                     db.digest_rows(&db.target_sql(t))
                 };
                 let d = match rows {
                     Ok(d) => d,
                     Err(e) => {
-                        let p =
-                            Part::unreadable(format!("unreadable: {e:#}"), &e, table_gone(db, t));
+                        let p = Part::unreadable(
+                            format!("unreadable: {e:#}"),
+                            &e,
+                            table_gone(db.catalogue(), t),
+                        );
                         failed = failed.take().or(p.failed.map(|f| {
                             format!(
                                 "reading table {} of target {}: {f}",
@@ -154,7 +169,7 @@ impl Fingerprint {
     }
 
     fn journal_digest(db: &Db) -> Part<String> {
-        match db.journal_digest() {
+        match db.journal().journal_digest() {
             Ok(d) => Part {
                 value: d,
                 failed: None,
@@ -212,24 +227,33 @@ impl Fingerprint {
         // A journal table dropped behind the fence leaves the journal
         // unreadable: that is a difference (the schema part names it), not
         // an error. A failed query on a journal that is there is a failure.
-        let extent = match db.journal_extent() {
+        let extent = match db.journal().journal_extent() {
             Ok(e) => Part {
                 value: e,
                 failed: None,
             },
             Err(e) => {
-                let mut p = Part::unreadable((-1, -1), &e, journal_gone(db));
+                let unread = Extent {
+                    entries: -1,
+                    last: -1,
+                };
+                let mut p = Part::unreadable(unread, &e, journal_gone(db));
                 p.failed = p
                     .failed
                     .map(|f| format!("counting the journal of target {}: {f}", db.location()));
                 p
             }
         };
-        let (journal_rows, max_seq) = extent.value;
+        let (journal_rows, max_seq) = (extent.value.entries, extent.value.last);
         Ok(Fingerprint {
             version: format,
             // The catalogue's answer: a query that fails here fails the command.
-            schema: db.schema_of(&names)?,
+            schema: db
+                .catalogue()
+                .schema_of(&names)?
+                .into_iter()
+                .map(|p| (p.name, p.definition))
+                .collect(),
             content: content.value,
             journal_rows,
             max_seq,
@@ -302,7 +326,7 @@ impl Fingerprint {
         text(&mut h, &self.digest);
         h.update(record.boundary.to_le_bytes());
         h.update(record.journal_rows.to_le_bytes());
-        text(&mut h, &record.tables);
+        text(&mut h, &record.tables_json());
         text(&mut h, &record.fenced_at);
         hex::encode(h.finalize())
     }

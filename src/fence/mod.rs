@@ -23,7 +23,7 @@
 
 use anyhow::Result;
 
-use crate::db::Db;
+use crate::db::Capture;
 
 pub mod breach;
 pub mod fingerprint;
@@ -53,7 +53,7 @@ pub const FORMAT: u32 = 3;
 
 /// The journal's own tables, which the fence guards like the data: its
 /// image tables, its identity and its column lists.
-pub fn journal_tables(target: &Db) -> Result<Vec<String>> {
+pub fn journal_tables(target: &dyn Capture) -> Result<Vec<String>> {
     let mut out = target.journal_image_tables()?;
     out.extend([
         "_cutover_journal_id".to_string(),

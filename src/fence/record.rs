@@ -61,7 +61,11 @@ impl FenceRow {
             ));
         }
         if c.tables != r.tables {
-            what.push(format!("tables {} (kept: {})", r.tables, c.tables));
+            what.push(format!(
+                "tables {} (kept: {})",
+                r.tables.join(", "),
+                c.tables.join(", ")
+            ));
         }
         if c.fenced_at != r.fenced_at {
             what.push(format!("fenced at {} (kept: {})", r.fenced_at, c.fenced_at));
@@ -78,7 +82,7 @@ impl FenceRow {
 }
 
 pub fn read(target: &Db) -> Result<Option<FenceRow>> {
-    Ok(match target.fence_row()? {
+    Ok(match target.fence_records().row()? {
         None => None,
         Some(f) => {
             let parts: Option<Fingerprint> = serde_json::from_str(&f.parts).ok();
@@ -86,7 +90,7 @@ pub fn read(target: &Db) -> Result<Option<FenceRow>> {
                 boundary: f.boundary,
                 journal_rows: f.journal_rows,
                 fingerprint: f.fingerprint.clone(),
-                tables: serde_json::from_str(&f.tables)?,
+                tables: f.tables.clone(),
                 fenced_at: f.fenced_at.clone(),
                 format: parts.as_ref().map_or(FORMAT, |p| p.version),
                 parts,
@@ -102,7 +106,7 @@ pub fn copy_of(fence: &FenceRow, source: &Db, target: &Db) -> Result<Copy> {
     let Some(journal) = crate::journal::identity(target)? else {
         return Ok(Copy::Missing);
     };
-    Ok(fence.against(source.fence_copy(&journal)?.as_ref(), source))
+    Ok(fence.against(source.fence_records().copy(&journal)?.as_ref(), source))
 }
 
 /// What to do when the source keeps no copy of the fence record.
@@ -119,7 +123,7 @@ pub fn keep_copy(spec: &Spec, target: &Db, fence: &FenceRow) -> Result<String> {
     let journal =
         crate::journal::identity(target)?.context("the target's journal has no identity")?;
     let source = schema::open_source(spec, None, Access::Write)?;
-    source.write(|| source.record_fence_copy(&journal, &fence.record))?;
+    source.write(|| source.fence_records().record_copy(&journal, &fence.record))?;
     Ok("kept in the source".to_string())
 }
 

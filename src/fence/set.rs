@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 
 use super::record::keep_copy;
 use super::{FENCE_TABLE, FORMAT, FenceRow, Fingerprint, journal_tables, message, read};
-use crate::db::{Access, Db, FenceRecord};
+use crate::db::{Access, Db, FenceRecord, JournalId, Transaction};
 use crate::spec::Spec;
 
 /// What `fence on` changes on the target besides the fence's triggers, row
@@ -22,8 +22,8 @@ pub struct Before {
 impl Before {
     pub fn read(target: &Db, tables: &[&str]) -> Result<Before> {
         Ok(Before {
-            functions: target.fence_functions()?,
-            sequences: target.sequence_marks(tables)?,
+            functions: target.fence().fence_functions()?,
+            sequences: target.catalogue().sequence_marks(tables)?,
         })
     }
 }
@@ -46,8 +46,12 @@ pub fn stand(
         .map(String::as_str)
         .chain([FENCE_TABLE])
     {
-        for (what, result) in other.probe_writes(t)? {
-            match result {
+        for crate::db::Probe {
+            write: what,
+            outcome,
+        } in other.fence().probe_writes(t)?
+        {
+            match outcome {
                 Err(msg) if msg.contains("cutover fence") => refused.push(msg),
                 // An update or delete that matched no row proves nothing either way.
                 Ok(0) if what != "insert" => {}
@@ -84,7 +88,7 @@ pub fn take_off(
 ) -> anyhow::Error {
     let undone = target.write(|| {
         unfence(target, tables, Some(&before.functions))?;
-        target.restore_sequences(&before.sequences)?;
+        target.catalogue().restore_sequences(&before.sequences)?;
         Ok(())
     });
     match undone {
@@ -101,11 +105,16 @@ pub fn take_off(
 
 /// Takes the fence off `tables`, the journal and the fence table, and its
 /// row, and lifts the source's copy of its record.
-pub fn lift(source: &Db, target: &Db, journal: &str, tables: &[String]) -> Result<()> {
+pub fn lift(
+    source: &Db,
+    target: &Db,
+    journal: Option<&JournalId>,
+    tables: &[String],
+) -> Result<()> {
     // The source's copy is lifted first: should lifting the target fail,
     // `fence on` keeps a new copy of the fence still standing.
-    if !journal.is_empty() {
-        source.write(|| source.lift_fence_copy(journal, &source.now()?))?;
+    if let Some(journal) = journal {
+        source.write(|| source.fence_records().lift_copy(journal))?;
     }
     target
         .write(|| unfence(target, tables, None))
@@ -116,9 +125,9 @@ pub fn lift(source: &Db, target: &Db, journal: &str, tables: &[String]) -> Resul
 /// the journal and the fence table, and its row ([`crate::db::Fence::remove_fence`];
 /// `keep_functions` as there).
 pub fn unfence(target: &Db, tables: &[String], keep_functions: Option<&[String]>) -> Result<()> {
-    let images = journal_tables(target)?;
+    let images = journal_tables(target.capture())?;
     let all: Vec<&str> = tables.iter().chain(&images).map(String::as_str).collect();
-    target.remove_fence(&all, keep_functions)
+    target.fence().remove_fence(&all, keep_functions)
 }
 
 /// Puts the fence on inside the write transaction the caller began with the
@@ -129,15 +138,16 @@ pub fn unfence(target: &Db, tables: &[String], keep_functions: Option<&[String]>
 /// schema changes, where the engine has one.
 pub fn install(
     target: &Db,
+    tx: Transaction<'_>,
     spec: &Spec,
     tables: &[String],
     images: &[String],
 ) -> Result<Option<String>> {
     let r = (|| -> Result<Option<String>> {
         for t in tables.iter().chain(images) {
-            target.install_fence_triggers(t, &message(t))?;
+            target.fence().install_fence_triggers(t, &message(t))?;
         }
-        let guard = target.install_fence_guard(
+        let guard = target.fence().install_fence_guard(
             &message(FENCE_TABLE),
             "cutover fence: the schema of cutover's tables cannot change while the target is fenced; lift the fence only with `cutover fence off`",
         )?;
@@ -149,17 +159,14 @@ pub fn install(
             boundary: fp.max_seq,
             journal_rows: fp.journal_rows,
             fingerprint: String::new(),
-            tables: serde_json::to_string(&tables)?,
+            tables: tables.to_vec(),
             parts: serde_json::to_string(&fp)?,
-            fenced_at: target.now()?,
+            fenced_at: target.control().now()?,
         };
         record.fingerprint = fp.hash_v3(&record);
-        target.set_fence_row(&record)?;
-        target.commit()?;
+        target.fence_records().set_row(&record)?;
         Ok(guard)
-    })();
-    r.map_err(|e| {
-        target.rollback();
-        e.context("the fence was not installed; the target is unchanged")
-    })
+    })()
+    .and_then(|guard| tx.commit().map(|()| guard));
+    r.map_err(|e| e.context("the fence was not installed; the target is unchanged"))
 }

@@ -3,12 +3,16 @@
 
 use anyhow::Result;
 
-use crate::db::Db;
+use crate::db::{Db, JournalId};
 
 /// Whether the last replay of `journal` reconciled clean at `boundary`; if
 /// not, what the source records instead.
-pub fn replay_passed(source: &Db, journal: &str, boundary: i64) -> Result<Result<(), String>> {
-    Ok(match source.last_replay_verdict(journal)? {
+pub fn replay_passed(
+    source: &Db,
+    journal: &JournalId,
+    boundary: i64,
+) -> Result<Result<(), String>> {
+    Ok(match source.fence_records().last_verdict(journal)? {
         Some(v) if v.passed && v.boundary == boundary => Ok(()),
         Some(v) if v.passed => Err(format!(
             "the last replay reconciled clean at boundary {}, not at this fence's {boundary}",
@@ -34,7 +38,7 @@ pub struct ReplayEnd<'a> {
 /// Records how a replay ended in the source (`_cutover_replays`): a pass
 /// when every entry up to the boundary is applied and the source reconciled
 /// clean, else what failed. `status` and `fence off` go by the last one.
-pub fn record_replay(source: &Db, journal: &str, end: ReplayEnd<'_>) -> Result<()> {
+pub fn record_replay(source: &Db, journal: &JournalId, end: ReplayEnd<'_>) -> Result<()> {
     let detail = if end.passed {
         String::new()
     } else if let Some(c) = end.conflict {
@@ -57,12 +61,12 @@ pub fn record_replay(source: &Db, journal: &str, end: ReplayEnd<'_>) -> Result<(
     };
     source
         .write(|| {
-            source.record_replay_verdict(&crate::db::ReplayVerdict {
-                journal: journal.to_string(),
+            source.fence_records().record_verdict(&crate::db::ReplayVerdict {
+                journal: journal.clone(),
                 boundary: end.boundary,
                 passed: end.passed,
                 detail,
-                at: source.now()?,
+                at: source.control().now()?,
             })
         })
         .map_err(|e| {

@@ -45,7 +45,7 @@ impl Watch {
             }
         }
         drop(source);
-        let change_token = target.change_token()?;
+        let change_token = target.fence().change_token()?;
         let now = Fingerprint::read_beside(target, spec, fence.format)?;
         if let Some(what) = fence.judge(target, &now)? {
             return Ok(Err(format!(
@@ -67,7 +67,7 @@ impl Watch {
     /// Cheap re-check before each batch: any commit by another connection to
     /// a fenced target is a breach; the fingerprint then says what it was.
     pub fn recheck(&mut self, target: &Db, spec: &Spec) -> Result<Option<String>> {
-        let v = target.change_token()?;
+        let v = target.fence().change_token()?;
         if v == self.change_token {
             return Ok(None);
         }
@@ -100,7 +100,7 @@ impl Watch {
     ) -> Result<Option<String>> {
         // No other connection, in any process, has committed to the target
         // since the fingerprint was checked at the start: nothing can differ.
-        let v = target.change_token()?;
+        let v = target.fence().change_token()?;
         if v == self.change_token {
             return Ok(None);
         }

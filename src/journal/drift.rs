@@ -5,13 +5,13 @@
 
 use anyhow::Result;
 
-use crate::db::Db;
+use crate::db::{Db, JournalLogExt};
 use crate::spec::Spec;
 
 /// Whether every table of the spec has its journal triggers, as the spec
 /// needs them now.
 pub fn installed(spec: &Spec, target: &Db) -> Result<bool> {
-    if !target.has_journal()? {
+    if !target.identity().installed()? {
         return Ok(false);
     }
     for t in &spec.tables {
@@ -24,7 +24,10 @@ pub fn installed(spec: &Spec, target: &Db) -> Result<bool> {
 
 /// The journal triggers of a table that are missing or out of date.
 pub fn stale(t: &crate::spec::Table, target: &Db) -> Result<Vec<String>> {
-    target.stale_journal_triggers(&t.name, &t.target_table, &t.target_names(), t.key_len)
+    let columns = t.target_names();
+    target
+        .capture()
+        .stale_journal_triggers(&super::journaled(t, &columns))
 }
 
 /// How the target differs from what the spec and the journal expect: each
@@ -34,11 +37,11 @@ pub fn drift(spec: &Spec, target: &Db) -> Result<Vec<String>> {
     let mut out = Vec::new();
     for t in &spec.tables {
         // Since when: the table's last journaled write.
-        let since = match target.last_journaled(&t.name)? {
+        let since = match target.journal().last_journaled(&t.name)? {
             Some(seq) => format!("writes after journal seq {seq}, the table's last entry,"),
             None => "writes since journal install".to_string(),
         };
-        let cols = target.table_columns(&t.target_table)?;
+        let cols = target.catalogue().table_columns(&t.target_table)?;
         if cols.is_empty() {
             out.push(format!(
                 "table {} is gone from the target; {since} may be unjournaled",

@@ -12,7 +12,7 @@
 
 use anyhow::Result;
 
-use crate::db::Db;
+use crate::db::{Db, JournalId};
 
 pub mod drift;
 pub mod install;
@@ -23,14 +23,32 @@ pub use drift::{drift, installed, stale};
 pub use reader::{Entry, Reader};
 pub use runs::{RUN_BYTES, Reading, RunsAhead, next_run};
 
+/// A spec table as the journal records it, its target columns `columns`
+/// (the table's [`crate::spec::Table::target_names`]).
+pub fn journaled<'a>(
+    t: &'a crate::spec::Table,
+    columns: &'a [&'a str],
+) -> crate::db::Journaled<'a> {
+    crate::db::Journaled {
+        name: &t.name,
+        table: &t.target_table,
+        columns,
+        key_len: t.key_len,
+    }
+}
+
 /// The journal's identity, as the source's applied set names it.
-pub fn identity(target: &Db) -> Result<Option<String>> {
-    Ok(target.journal_id()?.map(|(id, _)| format!("journal-{id}")))
+pub fn identity(target: &Db) -> Result<Option<JournalId>> {
+    Ok(target.identity().get()?.map(|i| i.id))
 }
 
 /// A fresh journal identity: 16 hex digits from the clock, the process and
 /// the target's path, hashed.
-pub fn new_identity(target: &Db) -> String {
+pub fn new_identity(target: &Db) -> JournalId {
+    JournalId::from_stored(&fresh_id(target))
+}
+
+fn fresh_id(target: &Db) -> String {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
     let now = std::time::SystemTime::now()

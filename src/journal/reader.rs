@@ -5,7 +5,7 @@
 
 use anyhow::{Context, Result, bail};
 
-use crate::db::Db;
+use crate::db::{Db, Op};
 use crate::spec::Spec;
 
 /// Reads journal entries as changes of the spec's tables: each image put in
@@ -43,7 +43,7 @@ struct Image {
 pub struct Entry {
     pub seq: i64,
     pub table: usize,
-    pub op: String,
+    pub op: crate::db::Op,
     pub before: Option<crate::value::Row>,
     pub after: Option<crate::value::Row>,
     /// The spec columns (by index) the entry's image did not record: the
@@ -72,7 +72,7 @@ impl Reader {
         let mut keys = std::collections::HashMap::new();
         let mut refused = std::collections::HashSet::new();
         let mut unjournaled: Vec<(usize, String)> = Vec::new();
-        for jt in target.journal_tables()? {
+        for jt in target.identity().images()? {
             let Some(ti) = spec.tables.iter().position(|t| t.name == jt.tbl) else {
                 continue;
             };
@@ -92,7 +92,7 @@ impl Reader {
             // table dropped it since, or the spec leaves it to the target
             // (`default = true`, as before a drop): it is carried back no
             // more than the target keeps it.
-            let now = target.table_columns(&t.target_table)?;
+            let now = target.catalogue().table_columns(&t.target_table)?;
             let unmapped: Vec<&String> = jt
                 .columns
                 .iter()
@@ -168,7 +168,8 @@ impl Reader {
         }) = self.images.get(&e.img)
         else {
             let name = target
-                .journal_tables()?
+                .identity()
+                .images()?
                 .into_iter()
                 .find(|t| t.img == e.img)
                 .map(|t| t.tbl);
@@ -181,7 +182,8 @@ impl Reader {
         let t = &spec.tables[*ti];
         if self.refused.contains(&e.img) {
             let jt = target
-                .journal_tables()?
+                .identity()
+                .images()?
                 .into_iter()
                 .find(|x| x.img == e.img)
                 .context("journal image vanished")?;
@@ -191,7 +193,7 @@ impl Reader {
                 .filter(|c| !jt.columns.iter().any(|x| names(c, x)))
                 .map(|c| c.target.as_str())
                 .collect();
-            let now = target.table_columns(&t.target_table)?;
+            let now = target.catalogue().table_columns(&t.target_table)?;
             let extra: Vec<&str> = jt
                 .columns
                 .iter()
@@ -232,10 +234,10 @@ impl Reader {
             })
         };
         let (before, after) = (arrange(e.old), arrange(e.new));
-        match (e.op.as_str(), &before, &after) {
-            ("insert", None, Some(_))
-            | ("update", Some(_), Some(_))
-            | ("delete", Some(_), None) => {}
+        match (e.op, &before, &after) {
+            (Op::Insert, None, Some(_))
+            | (Op::Update, Some(_), Some(_))
+            | (Op::Delete, Some(_), None) => {}
             _ => bail!(
                 "journal entry seq {} (table '{}', op {}): the images do not fit the op; the journal is damaged",
                 e.seq,

@@ -72,7 +72,10 @@ fn run_within(
         bytes,
         digest: &compared,
     };
-    let (mut page, more) = target.journal_run(after, boundary, &shape)?;
+    let crate::db::Run {
+        entries: mut page,
+        more,
+    } = target.journal().journal_run(after, boundary, &shape)?;
     // Entries read whole; any after them are only looked at.
     let within = page.len();
     if more && within < limit + LOOKAHEAD {
@@ -86,29 +89,19 @@ fn run_within(
             bytes: usize::MAX,
             digest: &looked,
         };
-        page.extend(target.journal_run(last, boundary, &ahead)?.0);
+        page.extend(
+            target
+                .journal()
+                .journal_run(last, boundary, &ahead)?
+                .entries,
+        );
     }
     let complete = !more;
     let mut run: Vec<Entry> = page
         .into_iter()
         .map(|e| reader.entry(spec, target, e))
         .collect::<Result<_>>()?;
-    let mut swapped = true;
-    while swapped {
-        swapped = false;
-        for i in 0..run.len().saturating_sub(1) {
-            let (a, b) = (&run[i], &run[i + 1]);
-            if a.table == b.table
-                && a.unrecorded == b.unrecorded
-                && a.before.is_some()
-                && b.after == a.before
-                && a.after != b.before
-            {
-                run.swap(i, i + 1);
-                swapped = true;
-            }
-        }
-    }
+    causal_order(&mut run);
     if complete && run.len() <= limit {
         return Ok(run);
     }
@@ -147,6 +140,28 @@ fn run_within(
     }
     run.truncate(cut);
     Ok(run)
+}
+
+/// Puts each pair of entries of one row that the journal holds out of the
+/// order they happened in (the second's after-image is the first's
+/// before-image) in that order.
+fn causal_order(run: &mut [Entry]) {
+    let mut swapped = true;
+    while swapped {
+        swapped = false;
+        for i in 0..run.len().saturating_sub(1) {
+            let (a, b) = (&run[i], &run[i + 1]);
+            if a.table == b.table
+                && a.unrecorded == b.unrecorded
+                && a.before.is_some()
+                && b.after == a.before
+                && a.after != b.before
+            {
+                run.swap(i, i + 1);
+                swapped = true;
+            }
+        }
+    }
 }
 
 /// The runs a [`RunsAhead`] thread reads, each entry with its seq.

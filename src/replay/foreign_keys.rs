@@ -23,7 +23,7 @@ pub fn foreign_key_violations(spec: &Spec, source: &Db) -> Result<Vec<String>> {
         }
     };
     for t in &spec.tables {
-        if !source.foreign_keys(&t.source_table)?.is_empty() {
+        if !source.catalogue().foreign_keys(&t.source_table)?.is_empty() {
             add(
                 &t.source_table,
                 t.source_names()[..t.key_len]
@@ -32,7 +32,7 @@ pub fn foreign_key_violations(spec: &Spec, source: &Db) -> Result<Vec<String>> {
                     .collect(),
             );
         }
-        for child in source.referencing_tables(&t.source_table)? {
+        for child in source.side_effects().referencing_tables(&t.source_table)? {
             match spec.tables.iter().find(|s| s.source_table == child) {
                 Some(s) => add(
                     &child,
@@ -44,6 +44,7 @@ pub fn foreign_key_violations(spec: &Spec, source: &Db) -> Result<Vec<String>> {
                 None => {
                     // A table outside the spec: its own primary key names it.
                     let mut pk: Vec<_> = source
+                        .catalogue()
                         .table_columns(&child)?
                         .into_iter()
                         .filter(|c| c.pk > 0)
@@ -57,7 +58,10 @@ pub fn foreign_key_violations(spec: &Spec, source: &Db) -> Result<Vec<String>> {
     let mut out = Vec::new();
     for (table, key) in &tables {
         let key_names: Vec<&str> = key.iter().map(String::as_str).collect();
-        for (child, key, parent) in source.foreign_key_violations(table, &key_names)? {
+        for crate::db::ForeignKeyViolation { child, key, parent } in source
+            .catalogue()
+            .foreign_key_violations(table, &key_names)?
+        {
             let key = key.map_or("(a row without a key to name it by)".to_string(), |k| {
                 crate::value::display_key(&k)
             });
@@ -93,7 +97,10 @@ pub fn refused_by_actions(
         digest: &whole,
     };
     loop {
-        let (page, _) = target.journal_run(from, boundary, &shape)?;
+        let page = target
+            .journal()
+            .journal_run(from, boundary, &shape)?
+            .entries;
         let Some(last) = page.last() else { break };
         from = last.seq;
         for e in page {
@@ -123,7 +130,9 @@ pub fn refused_by_actions(
                 }
                 let values: Vec<crate::value::Value> =
                     idx.iter().map(|&i| src[i].clone()).collect();
-                let rows = source.referencing_rows(&d.effect, &values, 5)?;
+                let rows = source
+                    .side_effects()
+                    .referencing_rows(&d.effect, &values, 5)?;
                 if rows.is_empty() {
                     continue;
                 }

@@ -5,7 +5,7 @@
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::db::Db;
+use crate::db::{Db, JournalLogExt, Op};
 use crate::spec::Spec;
 
 /// A key of the source that the pending entries change.
@@ -55,8 +55,7 @@ pub fn plan(
     gaps: i64,
     max_keys: usize,
 ) -> Result<Plan> {
-    let counts = target.journal_pending_counts(last_applied, boundary)?;
-    let get = |op: &str| counts.iter().find(|(o, _)| o == op).map_or(0, |c| c.1);
+    let counts = target.journal().counts_by_op(last_applied, boundary)?;
     let mut keys = Vec::new();
     let mut stale = 0u64;
     // Every key the pending entries touch, with its ops in order, first
@@ -64,7 +63,7 @@ pub fn plan(
     // wrote after the cutover, not with the table.
     let reader = crate::journal::Reader::new(spec, target)?;
     let mut order: Vec<(String, serde_json::Value)> = Vec::new();
-    let mut ops: std::collections::HashMap<(String, String), Vec<String>> = Default::default();
+    let mut ops: std::collections::HashMap<(String, String), Vec<Op>> = Default::default();
     let mut after = last_applied;
     // Only the keys are read from the entries: every other large value is
     // taken as its digest.
@@ -75,7 +74,10 @@ pub fn plan(
         digest: &keys_only,
     };
     loop {
-        let (page, _) = target.journal_run(after, boundary, &shape)?;
+        let page = target
+            .journal()
+            .journal_run(after, boundary, &shape)?
+            .entries;
         let Some(last) = page.last() else { break };
         after = last.seq;
         for e in page {
@@ -94,22 +96,25 @@ pub fn plan(
                     order.push((t.name.clone(), k.clone()));
                     Vec::new()
                 });
-                list.push(e.op.clone());
+                list.push(e.op);
             }
         }
     }
     for (tbl, key) in order {
-        let list = ops[&(tbl.clone(), key.to_string())].join(",");
+        let seen = &ops[&(tbl.clone(), key.to_string())];
         stale += 1;
         if keys.len() < max_keys {
-            let first = list.split(',').next().unwrap_or("");
-            let last = list.rsplit(',').next().unwrap_or("");
-            let effect = match (first, last) {
-                ("insert", "delete") => Effect::InsertedAndDeleted,
-                ("insert", _) => Effect::New,
-                (_, "delete") => Effect::Deleted,
+            let effect = match (seen.first(), seen.last()) {
+                (Some(Op::Insert), Some(Op::Delete)) => Effect::InsertedAndDeleted,
+                (Some(Op::Insert), _) => Effect::New,
+                (_, Some(Op::Delete)) => Effect::Deleted,
                 _ => Effect::Updated,
             };
+            let list = seen
+                .iter()
+                .map(|o| o.as_str())
+                .collect::<Vec<_>>()
+                .join(",");
             keys.push(StaleKey {
                 table: tbl,
                 key,
@@ -121,11 +126,11 @@ pub fn plan(
     Ok(Plan {
         boundary,
         already_applied: applied,
-        pending: get("insert") + get("update") + get("delete"),
+        pending: counts.total(),
         gaps,
-        insert: get("insert"),
-        update: get("update"),
-        delete: get("delete"),
+        insert: counts.insert,
+        update: counts.update,
+        delete: counts.delete,
         stale_keys: stale,
         keys,
     })

@@ -4,7 +4,7 @@
 
 use anyhow::Result;
 
-use crate::db::Db;
+use crate::db::{CatalogueExt, Db};
 use crate::spec::Spec;
 
 /// Moves each source table's id generators past the target's and past
@@ -15,11 +15,16 @@ pub fn carry_sequences(spec: &Spec, source: &Db, target: &Db) -> Result<()> {
     let marks: Vec<(&str, Option<i64>)> = spec
         .tables
         .iter()
-        .map(|t| Ok((t.source_table.as_str(), target.sequence(&t.target_table)?)))
+        .map(|t| {
+            Ok((
+                t.source_table.as_str(),
+                target.catalogue().sequence(&t.target_table)?,
+            ))
+        })
         .collect::<Result<_>>()?;
     source.write(|| {
         marks
             .iter()
-            .try_for_each(|(t, n)| source.raise_sequence(t, n.unwrap_or(0)))
+            .try_for_each(|(t, n)| source.catalogue().raise_sequence(t, n.unwrap_or(0)))
     })
 }

@@ -26,6 +26,7 @@ pub mod feed;
 pub mod golden;
 pub mod postgres;
 pub mod run;
+pub mod seam;
 pub mod spec;
 pub mod workload;
 
@@ -43,6 +44,7 @@ pub use postgres::Layout;
 pub use run::{
     Cmd, FAULT_EXIT, Output, PY_WRITE, assert_no_panic, cutover, cutover_in, python, sh,
 };
+pub use seam::Seam;
 pub use spec::{Column, Lit, Spec, Table};
 pub use workload::{JournalJson, applied_seqs, fenced_orders_workload, journal_json, journal_seqs};
 
@@ -617,41 +619,33 @@ pub(crate) use each_layout;
 /// batches are recorded as runs that never overlap, a feed's entries one by
 /// one, per journal, rolled back with their transaction (part of
 /// `tests/conformance.rs`, which runs it on every engine).
-pub fn applied_set_contract<D>(db: &D) -> anyhow::Result<()>
-where
-    D: cutover::db::AppliedSet + cutover::db::Connection + ?Sized,
-{
-    let write = |f: &dyn Fn() -> anyhow::Result<()>| -> anyhow::Result<()> {
-        db.begin_write()?;
-        match f() {
-            Ok(()) => db.commit(),
-            Err(e) => {
-                db.rollback();
-                Err(e)
-            }
-        }
+pub fn applied_set_contract(db: &cutover::db::Db) -> anyhow::Result<()> {
+    let a = db.applied_set();
+    let progress = |j: &str| -> anyhow::Result<(i64, i64)> {
+        let p = a.progress(j)?;
+        Ok((p.entries, p.last))
     };
-    assert_eq!(db.applied_progress("j1")?, (0, 0));
-    assert_eq!(db.applied_last("j1")?, 0);
-    write(&|| db.ensure_applied_table())?;
-    write(&|| db.ensure_applied_table())?;
-    let at = db.now()?;
-    write(&|| {
+    assert_eq!(progress("j1")?, (0, 0));
+    assert_eq!(a.last("j1")?, 0);
+    db.write(|| a.ensure())?;
+    db.write(|| a.ensure())?;
+    let at = db.control().now()?;
+    db.write(|| {
         // A feed's entries, each a run of one: once only.
-        assert_eq!(db.record_applied("j1", &[1], "d1", &at)?, 1);
-        assert_eq!(db.record_applied("j1", &[1], "d1", &at)?, 0);
+        assert_eq!(a.record_entries("j1", &[1], "d1", &at)?, 1);
+        assert_eq!(a.record_entries("j1", &[1], "d1", &at)?, 0);
         // A batch: entries 2, 3 and 5 (the journal has no 4), one run.
-        assert_eq!(db.record_applied_all("j1", &[2, 3, 5], "d2")?, 3);
+        assert_eq!(a.record_run("j1", &[2, 3, 5], "d2")?, 3);
         // Any run meeting a recorded one records nothing: the same batch,
         // one that only shares an entry inside it, or one that covers it.
-        assert_eq!(db.record_applied_all("j1", &[2, 3, 5], "d2")?, 0);
-        assert_eq!(db.record_applied_all("j1", &[3], "d2")?, 0);
-        assert_eq!(db.record_applied_all("j1", &[0, 6], "d2")?, 0);
+        assert_eq!(a.record_run("j1", &[2, 3, 5], "d2")?, 0);
+        assert_eq!(a.record_run("j1", &[3], "d2")?, 0);
+        assert_eq!(a.record_run("j1", &[0, 6], "d2")?, 0);
         // A feed's entry inside a recorded run was applied; the others of
         // its delivery are recorded, each once.
-        assert_eq!(db.record_applied("j1", &[4, 6, 7], "d1", &at)?, 2);
-        assert_eq!(db.record_applied_all("j2", &[], "d2")?, 0);
-        assert_eq!(db.record_applied_all("j2", &[7], "d3")?, 1);
+        assert_eq!(a.record_entries("j1", &[4, 6, 7], "d1", &at)?, 2);
+        assert_eq!(a.record_run("j2", &[], "d2")?, 0);
+        assert_eq!(a.record_run("j2", &[7], "d3")?, 1);
         Ok(())
     })?;
     for (seq, applied) in [
@@ -664,32 +658,29 @@ where
         (7, true),
         (8, false),
     ] {
-        assert_eq!(db.is_applied("j1", seq)?, applied, "entry {seq} of j1");
+        assert_eq!(a.is_applied("j1", seq)?, applied, "entry {seq} of j1");
     }
-    assert!(!db.is_applied("j2", 5)?);
-    assert!(db.is_applied("j2", 7)?);
-    assert_eq!(db.applied_progress("j1")?, (6, 7));
-    assert_eq!(db.applied_last("j1")?, 7);
-    assert_eq!(db.applied_progress("j2")?, (1, 7));
-    assert_eq!(db.applied_progress("j3")?, (0, 0));
+    assert!(!a.is_applied("j2", 5)?);
+    assert!(a.is_applied("j2", 7)?);
+    assert_eq!(progress("j1")?, (6, 7));
+    assert_eq!(a.last("j1")?, 7);
+    assert_eq!(progress("j2")?, (1, 7));
+    assert_eq!(progress("j3")?, (0, 0));
 
     // Rolled back with the transaction, like the rows it describes.
-    db.begin_write()?;
-    db.record_applied_all("j1", &[9, 10], "d4")?;
-    db.rollback();
-    assert_eq!(db.applied_last("j1")?, 7);
-    assert_eq!(db.applied_progress("j1")?, (6, 7));
+    let tx = db.begin_write()?;
+    a.record_run("j1", &[9, 10], "d4")?;
+    tx.rollback();
+    assert_eq!(a.last("j1")?, 7);
+    assert_eq!(progress("j1")?, (6, 7));
     Ok(())
 }
 
 /// An applied set written before runs were recorded (one row per entry,
 /// without `first_seq` and `entries`) gains the run columns and reads as
 /// runs of one; replay goes on after it. `db` is a fresh database.
-pub fn older_applied_set_upgrades<D>(db: &D) -> anyhow::Result<()>
-where
-    D: cutover::db::AppliedSet + cutover::db::Connection + cutover::db::Fixtures + ?Sized,
-{
-    db.execute_script(
+pub fn older_applied_set_upgrades(db: &cutover::db::Db) -> anyhow::Result<()> {
+    db.fixtures().execute_script(
         "CREATE TABLE _cutover_applied (
              journal TEXT NOT NULL, seq bigint NOT NULL, delivery TEXT NOT NULL,
              applied_at TEXT NOT NULL, PRIMARY KEY (journal, seq));
@@ -697,14 +688,17 @@ where
              ('j1', 1, 'd1', '2026-01-01T00:00:00.000Z'),
              ('j1', 2, 'd1', '2026-01-01T00:00:00.000Z');",
     )?;
-    db.begin_write()?;
-    db.ensure_applied_table()?;
-    assert_eq!(db.applied_progress("j1")?, (2, 2));
-    assert!(db.is_applied("j1", 2)?);
-    assert_eq!(db.record_applied_all("j1", &[2, 3], "d2")?, 0);
-    assert_eq!(db.record_applied_all("j1", &[3, 4], "d2")?, 2);
-    db.commit()?;
-    assert_eq!(db.applied_progress("j1")?, (4, 4));
-    assert!(!db.is_applied("j1", 5)?);
+    let a = db.applied_set();
+    let tx = db.begin_write()?;
+    a.ensure()?;
+    let p = a.progress("j1")?;
+    assert_eq!((p.entries, p.last), (2, 2));
+    assert!(a.is_applied("j1", 2)?);
+    assert_eq!(a.record_run("j1", &[2, 3], "d2")?, 0);
+    assert_eq!(a.record_run("j1", &[3, 4], "d2")?, 2);
+    tx.commit()?;
+    let p = a.progress("j1")?;
+    assert_eq!((p.entries, p.last), (4, 4));
+    assert!(!a.is_applied("j1", 5)?);
     Ok(())
 }

@@ -735,6 +735,12 @@ impl TestDb {
             .expect("opening the test database")
     }
 
+    /// The test database's `public` schema opened as the tool opens a
+    /// database, with the control store above its engine.
+    pub fn db(&self, access: cutover::db::Access, role: &str) -> cutover::db::Db {
+        cutover::db::Db::new(self.engine(access, role), &cutover::db::engines::POSTGRES)
+    }
+
     /// The engine on one schema of the test database.
     pub fn engine_in(
         &self,

@@ -279,5 +279,5 @@ fn state(spec: &spec::Spec, dir: &Path) -> Result<(BTreeMap<String, i64>, i64)> 
             totals.insert(c.clone(), i64::try_from(t.target).unwrap_or(i64::MAX));
         }
     }
-    Ok((totals, target.feed_checkpoint("billing")?))
+    Ok((totals, target.receipts().checkpoint("billing")?))
 }

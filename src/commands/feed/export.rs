@@ -43,12 +43,14 @@ pub fn export(spec: &Spec, out: &Path, delivery_size: usize) -> Result<ExportRep
     // The feed is named after the journal's identity, which is also the
     // name of the source's applied set: a replay and this feed's apply never
     // apply one entry twice.
-    let feed = crate::journal::identity(&target)?.with_context(|| {
-        format!(
-            "target {} has a fence but its journal has no identity; install the journal with this version of cutover",
-            target.location()
-        )
-    })?;
+    let feed = crate::journal::identity(&target)?
+        .with_context(|| {
+            format!(
+                "target {} has a fence but its journal has no identity; install the journal with this version of cutover",
+                target.location()
+            )
+        })?
+        .to_string();
     let reader = crate::journal::Reader::new(spec, &target)?;
     let dir = out
         .parent()
@@ -57,7 +59,7 @@ pub fn export(spec: &Spec, out: &Path, delivery_size: usize) -> Result<ExportRep
     let mut tmp = tempfile::NamedTempFile::new_in(dir)
         .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
     let mut w = std::io::BufWriter::new(tmp.as_file_mut());
-    let (mut after, mut position, mut deliveries) = (target.journal_start()?, 0i64, 0u64);
+    let (mut after, mut position, mut deliveries) = (target.identity().start()?, 0i64, 0u64);
     loop {
         let page = crate::journal::next_run(
             spec,

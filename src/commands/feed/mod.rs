@@ -256,7 +256,7 @@ fn settle(
 fn with_checkpoints(mut rep: ApplyReport, db: &Db) -> Result<ApplyReport> {
     let feeds: Vec<String> = rep.deliveries.iter().map(|d| d.feed.clone()).collect();
     for f in feeds {
-        let at = db.feed_checkpoint(&f)?;
+        let at = db.receipts().checkpoint(&f)?;
         rep.checkpoints.insert(f, at);
     }
     Ok(rep)

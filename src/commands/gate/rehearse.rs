@@ -6,7 +6,7 @@
 use anyhow::{Result, bail};
 use serde::Serialize;
 
-use crate::db::{Access, Db, TableSql};
+use crate::db::{Access, Db, RowsExt, TableSql};
 use crate::reconcile::{self, DiffKind, Reconciliation};
 use crate::report::{self, Report, Verdict};
 use crate::schema;
@@ -54,13 +54,13 @@ pub fn rehearse(spec: &Spec, max_diffs: usize) -> Result<RehearsalReport> {
         "the rehearsal writes inside a rolled-back transaction, which the fence forbids. Rehearse before the cutover, or on a copy",
     )?;
     let baseline = reconcile::reconcile(spec, &mut source, &mut target, 0)?;
-    let sequences = crate::apply::Sequences::mark(&target, &spec.tables, Side::Target)?;
-    target.begin_write()?;
-    let result = inject_and_reconcile(spec, &mut source, &mut target, &baseline, max_diffs);
+    let sequences = crate::apply::Sequences::mark(target.catalogue(), &spec.tables, Side::Target)?;
     // Always rolled back, whatever happened: the target stays as it was,
     // its sequences included.
-    target.rollback();
-    sequences.restore(&target)?;
+    let result = target.rolled_back(|target| {
+        inject_and_reconcile(spec, &mut source, target, &baseline, max_diffs)
+    });
+    sequences.restore(target.catalogue())?;
     let (faults, rec) = result?;
     if faults.is_empty() {
         bail!("the rehearsal found no target rows to change; load the target first");
@@ -134,7 +134,7 @@ fn inject_and_reconcile(
         .iter()
         .map(|t| t.target_table.as_str())
         .collect();
-    target.suspend_foreign_keys(&tables, true)?;
+    target.connection().suspend_foreign_keys(&tables, true)?;
     for t in &spec.tables {
         inject(t, target, &tables, &mut faults)?;
         if !faults.is_empty() {
@@ -178,22 +178,18 @@ fn inject(t: &Table, target: &mut Db, tables: &[&str], faults: &mut Vec<Injected
         };
         let mut row = changed.clone();
         let old = std::mem::replace(&mut row[col], new);
-        target.savepoint()?;
-        match target.update_row(&sql, &changed[..t.key_len], &row) {
+        let attempt = target.savepoint()?;
+        match target.rows().update_row(&sql, &changed[..t.key_len], &row) {
             Ok(_) => {
-                target.release()?;
+                attempt.release()?;
                 nudged = Some((col, old, row));
                 break;
             }
             // A value the column refuses (class 22 on PostgreSQL: the
-            // nudged text form no longer parses) or a constraint.
-            Err(e) if crate::db::constraint_violation(&e).is_some() => {
-                target.rollback_savepoint();
-            }
-            Err(e) => {
-                target.rollback_savepoint();
-                return Err(e);
-            }
+            // nudged text form no longer parses) or a constraint: undone,
+            // and the next column is tried.
+            Err(e) if crate::db::constraint_violation(&e).is_some() => {}
+            Err(e) => return Err(e),
         }
     }
     if let Some((col, old, row)) = nudged {
@@ -208,7 +204,7 @@ fn inject(t: &Table, target: &mut Db, tables: &[&str], faults: &mut Vec<Injected
     }
     if rows.len() >= 2 {
         let gone = &rows[rows.len() - 1];
-        target.delete_row(&sql, &gone[..t.key_len])?;
+        target.rows().delete_row(&sql, &gone[..t.key_len])?;
         faults.push(Injected {
             kind: DiffKind::Missing,
             table: t.name.clone(),
@@ -222,8 +218,8 @@ fn inject(t: &Table, target: &mut Db, tables: &[&str], faults: &mut Vec<Injected
     let mut extra = rows[0].clone();
     if let Some(k) = extra_key {
         extra.splice(..t.key_len, k);
-        target.suspend_foreign_keys(tables, false)?;
-        target.insert_row(&sql, &extra)?;
+        target.connection().suspend_foreign_keys(tables, false)?;
+        target.rows().insert_row(&sql, &extra)?;
         faults.push(Injected {
             kind: DiffKind::Extra,
             table: t.name.clone(),
@@ -296,11 +292,13 @@ fn fresh_key(t: &Table, target: &Db, sql: &TableSql, like: &Row) -> Result<Optio
     let last = t.key_len - 1;
     if let Value::Integer(_) = key[last] {
         // Past the largest key, so the extra row sorts last, as a new row would.
-        let max = target.max_integer(&t.target_table, &t.columns[last].target)?;
+        let max = target
+            .rows()
+            .max_integer(&t.target_table, &t.columns[last].target)?;
         key[last] = Value::Integer(max.unwrap_or(0).saturating_add(1));
     }
     for _ in 0..100 {
-        if target.get_row(sql, &key)?.is_none() {
+        if target.rows().get_row(sql, &key)?.is_none() {
             return Ok(Some(key));
         }
         key[last] = match nudge(&key[last]) {

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use anyhow::Result;
 
 use crate::db::{ColumnInfo, Db};
-use crate::value::{Value, key_json};
+use crate::value::{ColumnKind, Value, key_json};
 
 /// At most this many distinct text values make a column a `map` candidate.
 const MAP_MAX_VALUES: usize = 12;
@@ -32,27 +32,15 @@ pub(super) fn lit(s: &str) -> String {
 }
 
 /// The scale a declared type gives (`NUMERIC(10,2)` → 2).
-fn declared_scale(decl: &str) -> Option<u32> {
-    let inside = decl.split_once('(')?.1.split_once(')')?.0;
-    inside.split_once(',')?.1.trim().parse().ok()
-}
-
-fn numeric_type(decl: &str) -> bool {
-    let d = decl.to_ascii_uppercase();
-    ["NUMERIC", "DECIMAL", "REAL", "DOUBLE", "FLOAT", "MONEY"]
-        .iter()
-        .any(|t| d.contains(t))
-}
-
-fn integer_type(decl: &str) -> bool {
-    decl.to_ascii_uppercase().contains("INT")
+fn integer_type(c: &ColumnInfo) -> bool {
+    c.kind == ColumnKind::Integer
 }
 
 /// Values of one column keyed by the table's key, first rows only.
 fn sample(db: &Db, table: &str, key: &[&str], column: &str) -> Result<Vec<(Vec<Value>, Value)>> {
     let mut cols: Vec<&str> = key.to_vec();
     cols.push(column);
-    let sql = db.table_sql(table, &cols, key.len(), None);
+    let sql = db.rows().table_sql(table, &cols, key.len(), None);
     let mut out = Vec::new();
     db.scan(&sql, None, |mut row| {
         let v = row.pop().unwrap_or(Value::Null);
@@ -86,8 +74,8 @@ pub(super) fn table(
     toml: &mut String,
     to_decide: &mut usize,
 ) -> Result<()> {
-    let s_cols = source.table_columns(st)?;
-    let t_cols = target.table_columns(tt)?;
+    let s_cols = source.catalogue().table_columns(st)?;
+    let t_cols = target.catalogue().table_columns(tt)?;
     let mut pk: Vec<&ColumnInfo> = s_cols.iter().filter(|c| c.pk > 0).collect();
     pk.sort_by_key(|c| c.pk);
     let _ = writeln!(toml, "\n[[tables]]\nname = {}", lit(tt));
@@ -171,8 +159,8 @@ fn pair_columns<'c>(
             .iter()
             .filter(|t| !pairs.iter().any(|p| p.1.name == t.name))
             .filter(|t| {
-                numeric_type(&sc.decl_type)
-                    && integer_type(&t.decl_type)
+                sc.kind.is_numeric()
+                    && integer_type(t)
                     && norm(&t.name).starts_with(&norm(&sc.name))
             })
             .collect();
@@ -207,21 +195,21 @@ fn column_entry(
     if tc.name != sc.name {
         let _ = writeln!(entry, "target = {}", lit(&tc.name));
     }
-    if !is_key && numeric_type(&sc.decl_type) && integer_type(&tc.decl_type) {
-        let scale = match declared_scale(&sc.decl_type) {
+    if !is_key && sc.kind.is_numeric() && integer_type(tc) {
+        let scale = match sc.kind.scale() {
             Some(s) => s,
             None => data_scale(&sample(source, st, key, &sc.name)?),
         };
         let _ = writeln!(
             entry,
             "transform = \"decimal_to_minor\"\nscale = {scale}   # from {}",
-            if declared_scale(&sc.decl_type).is_some() {
+            if sc.kind.scale().is_some() {
                 format!("the declared type {}", sc.decl_type)
             } else {
                 "the data".to_string()
             }
         );
-    } else if !is_key && !key.is_empty() && !numeric_type(&sc.decl_type) {
+    } else if !is_key && !key.is_empty() && !sc.kind.is_numeric() {
         match propose_map(source, st, target, tt, key, &sc.name, &tc.name)? {
             Proposal::None => {}
             Proposal::Values(values) => {
@@ -314,7 +302,7 @@ fn propose_map(
     }
     // The target's words under the same keys (key names matched as the
     // source's, which the draft carries unchanged or renamed by position).
-    let t_cols = target.table_columns(tt)?;
+    let t_cols = target.catalogue().table_columns(tt)?;
     let mut t_key: Vec<&str> = Vec::new();
     for k in key {
         match t_cols.iter().find(|c| norm(&c.name) == norm(k)) {

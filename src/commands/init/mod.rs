@@ -54,8 +54,8 @@ pub fn run(source_url: &str, target_url: &str, out: Option<&Path>) -> Result<Ini
     }
     let source = open(source_url, "source")?;
     let target = open(target_url, "target")?;
-    let s_tables = source.user_tables()?;
-    let t_tables = target.user_tables()?;
+    let s_tables = source.catalogue().tables(false)?;
+    let t_tables = target.catalogue().tables(false)?;
     let mut toml = String::new();
     let _ = writeln!(
         toml,

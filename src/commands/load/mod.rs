@@ -79,7 +79,7 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<LoadReport> {
         "load would write into a database under rollback. Nothing was written",
     )?;
     for t in &spec.tables {
-        if target.journal_triggers(&t.target_table)? > 0 {
+        if target.catalogue().own_triggers(&t.target_table)?.journal > 0 {
             bail!(
                 "table '{}' in target {} is journaled; a load now would journal every row. Run `cutover journal remove` first if this really is a fresh load. Nothing was written",
                 t.name,
@@ -96,7 +96,9 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<LoadReport> {
         .iter()
         .map(|t| t.target_table.as_str())
         .collect();
-    target.await_other_runs(&tables, &mut |m| eprintln!("load: {m}"))?;
+    target
+        .connection()
+        .await_other_runs(&tables, &mut |m| eprintln!("load: {m}"))?;
 
     // Every row (its columns, key order and uniqueness) is validated
     // before the first commit. A database source is validated over a second

@@ -9,7 +9,7 @@ use anyhow::{Result, bail};
 use super::{Invalid, InvalidRow, TableLoad};
 use crate::apply::{BatchOutcome, Engine, LoadCheckpoint};
 use crate::canonical::{self, Note};
-use crate::db::{Db, TableSql};
+use crate::db::{CatalogueExt, Db, RowsExt, TableSql};
 use crate::progress::{self, Progress};
 use crate::reconcile;
 use crate::spec::{Spec, Table};
@@ -65,7 +65,7 @@ pub(super) fn load_tables(
     // Parents before children. cutover's connections enforce no foreign key,
     // so any order would load; this one never leaves a committed child
     // without its parent should the load stop part-way.
-    for ti in spec.parents_first(target)? {
+    for ti in spec.parents_first(target.catalogue())? {
         let t = &spec.tables[ti];
         let s_sql = source.source_sql(t);
         let t_sql = target.target_sql(t);
@@ -88,7 +88,7 @@ pub(super) fn load_tables(
             batches: 0,
             complete_before: false,
         };
-        let sequence = source.sequence(&t.source_table)?;
+        let sequence = source.catalogue().sequence(&t.source_table)?;
         let mut batches = Batches {
             engine,
             target,
@@ -127,7 +127,7 @@ enum Start {
 /// Where table `t`'s load starts; an error when the target holds rows no
 /// load of this table recorded.
 fn start(t: &Table, target: &Db, t_sql: &TableSql, replace: bool) -> Result<Start> {
-    let checkpoint = target.load_checkpoint(&t.name)?;
+    let checkpoint = target.progress().load_checkpoint(&t.name)?;
     let mut resume: Option<Vec<crate::value::Value>> = None;
     let mut rows_before = 0;
     // The checkpoint's row count as this load found it: its first batch
@@ -135,46 +135,48 @@ fn start(t: &Table, target: &Db, t_sql: &TableSql, replace: bool) -> Result<Star
     // changed it), and then its own count.
     let mut seen = 0;
     let held = match (&checkpoint, replace) {
-        (Some(_), false) => target.row_count(t_sql)?,
+        (Some(_), false) => target.rows().count_rows(t_sql)?,
         _ => 0,
     };
     match (&checkpoint, replace) {
         (_, true) => {}
-        (Some((_, rows, true)), false) if held == *rows => {
+        (Some(c), false) if c.done && held == c.rows => {
             // A rerun after a completed load (say, after a crash that hit
             // once the last batch had committed) has nothing to do.
             return Ok(Start::Complete(TableLoad {
                 name: t.name.clone(),
                 loaded: 0,
-                already_present: *rows as u64,
+                already_present: c.rows as u64,
                 resumed_after: None,
                 batches: 0,
                 complete_before: true,
             }));
         }
-        (Some((last, rows, false)), false) if held == *rows => {
-            rows_before = *rows;
-            seen = *rows;
-            if let Some(k) = last {
+        (Some(c), false) if !c.done && held == c.rows => {
+            rows_before = c.rows;
+            seen = c.rows;
+            if let Some(k) = &c.last_key {
                 resume = Some(key_from_json(&serde_json::from_str(k)?)?);
             }
         }
         _ => {
             let n = match checkpoint {
                 Some(_) => held,
-                None => target.row_count(t_sql)?,
+                None => target.rows().count_rows(t_sql)?,
             };
             if n > 0 {
                 bail!(
                     "target table '{}' in {} already holds {n} rows{}; pass --replace to delete them and load again. Nothing was written",
                     t.target_table,
                     target.location(),
-                    match checkpoint {
-                        Some((_, rows, true)) => format!(
-                            ", not the {rows} its completed load recorded (the target changed since)"
+                    match &checkpoint {
+                        Some(c) if c.done => format!(
+                            ", not the {} its completed load recorded (the target changed since)",
+                            c.rows
                         ),
-                        Some((_, rows, false)) => format!(
-                            ", not the {rows} its interrupted load recorded (the target changed since)"
+                        Some(c) => format!(
+                            ", not the {} its interrupted load recorded (the target changed since)",
+                            c.rows
                         ),
                         None => String::new(),
                     }
@@ -183,7 +185,7 @@ fn start(t: &Table, target: &Db, t_sql: &TableSql, replace: bool) -> Result<Star
             // Empty (emptied by hand since a load, say by TRUNCATE): a
             // fresh load over the old checkpoint, which its first batch
             // replaces.
-            seen = checkpoint.as_ref().map_or(0, |c| c.1);
+            seen = checkpoint.as_ref().map_or(0, |c| c.rows);
         }
     }
     Ok(Start::At {
@@ -277,7 +279,7 @@ impl Batches<'_, '_> {
         let mut pending: Vec<Block> = Vec::new();
         let mut pending_rows = 0usize;
         let total = if progress::visible() {
-            Some(source.row_count(s_sql)? as u64)
+            Some(source.rows().count_rows(s_sql)? as u64)
         } else {
             None
         };

@@ -11,14 +11,11 @@
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use crate::apply::{Conflict, Engine};
+use crate::apply::Conflict;
 use crate::db::Access;
 use crate::progress::Progress;
 use crate::reconcile;
-use crate::replay::{
-    Plan, carry_sequences, foreign_key_violations, plan, refuse_unheld, refused_by_actions,
-    violations_since,
-};
+use crate::replay::{Plan, foreign_key_violations, plan, refuse_unheld, refused_by_actions};
 use crate::report::{Report, Verdict};
 use crate::schema;
 use crate::side_effects::Policy;
@@ -28,7 +25,7 @@ mod render;
 mod steps;
 
 pub use render::render;
-use steps::{Replaying, Start, close, dry_run_report, record, refused_before_writing, watch};
+use steps::{Applying, Start, dry_run_report, record, refused_before_writing, watch};
 
 /// What the replay did.
 #[derive(Debug, Serialize)]
@@ -116,7 +113,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
     };
 
     let fk_before = foreign_key_violations(spec, &source)?;
-    if dry_run && source.is_read_only()? {
+    if dry_run && source.connection().facts()?.read_only {
         // A source this process may not write cannot host the rolled-back
         // replay: the plan alone, and say so.
         return Ok(Replay::DryRun(Box::new(DryRunReport {
@@ -144,43 +141,31 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         }
     }
     policy.hold(&source)?;
-    let mut engine =
-        Engine::for_journal(&spec.tables, &source, &at.journal).acting(policy.acting(spec));
     let sequences =
-        crate::apply::Sequences::mark(&source, &spec.tables, crate::spec::Side::Source)?;
-    if dry_run {
-        source.begin_write()?;
-        engine = engine.dry();
-    }
+        crate::apply::Sequences::mark(source.catalogue(), &spec.tables, crate::spec::Side::Source)?;
     let bar = Progress::new("replay", Some((at.entries - at.applied_rows).max(0) as u64));
-    let replaying = Replaying {
+    let mut applying = Applying {
         spec,
-        source: &source,
-        target: &target,
+        target: &mut target,
         at: &at,
+        policy: &policy,
+        fk_before: &fk_before,
+        batch,
+        max_diffs,
         dry_run,
+        bar: &bar,
+        watch: &mut watch,
+        rep: &mut rep,
     };
-    let conflicts = replaying.apply_runs(&engine, &mut watch, batch, &bar, &mut rep)?;
-    drop(engine);
-    if rep.breach.is_none() && rep.conflict.is_none() && !dry_run {
-        carry_sequences(spec, &source, &target)?;
-    }
-    if rep.breach.is_none() && rep.conflict.is_none() {
-        rep.foreign_keys = violations_since(spec, &source, &fk_before)?;
-        close(
-            spec,
-            &mut source,
-            &mut target,
-            &watch,
-            &policy,
-            max_diffs,
-            &mut rep,
-        )?;
-    }
+    // A dry run: the same batches, as savepoints of one transaction that is
+    // rolled back at the end.
+    let conflicts = match dry_run {
+        true => source.rolled_back(|source| applying.run(source))?,
+        false => applying.run(&mut source)?,
+    };
     match planned {
         Some(plan) => {
-            source.rollback();
-            sequences.restore(&source)?;
+            sequences.restore(source.catalogue())?;
             Ok(dry_run_report(plan, &source, conflicts, rep))
         }
         None => {

@@ -6,11 +6,13 @@ use anyhow::{Context, Result, bail};
 
 use super::{DryRunReport, DryRunTried, Replay, ReplayReport, breached};
 use crate::apply::{BatchOutcome, Change, Conflict, Engine, JournalCheckpoint};
-use crate::db::Db;
+use crate::db::{Db, JournalId, JournalLogExt};
 use crate::fence::Watch;
 use crate::progress::Progress;
 use crate::reconcile;
-use crate::replay::{Plan, causes, fold, record_keys, to_change, unjournaled};
+use crate::replay::{
+    Plan, carry_sequences, causes, fold, record_keys, to_change, unjournaled, violations_since,
+};
 use crate::report::Verdict;
 use crate::side_effects::Policy;
 use crate::spec::Spec;
@@ -26,7 +28,8 @@ pub(super) fn watch(spec: &Spec, source: &Db, target: &Db) -> Result<Result<Watc
         {
             let boundary = crate::fence::read(target)?.map_or(0, |f| f.boundary);
             let entries = target
-                .journal_count_between(target.journal_start()?, boundary)
+                .journal()
+                .count_between(target.identity().start()?, boundary)
                 .unwrap_or(0);
             return breached(breach, boundary, entries).map(Err);
         }
@@ -37,7 +40,8 @@ pub(super) fn watch(spec: &Spec, source: &Db, target: &Db) -> Result<Result<Watc
         Err(breach) => {
             let boundary = crate::fence::read(target)?.map_or(0, |f| f.boundary);
             let entries = target
-                .journal_count_between(target.journal_start()?, boundary)
+                .journal()
+                .count_between(target.identity().start()?, boundary)
                 .unwrap_or(0);
             breached(breach, boundary, entries).map(Err)
         }
@@ -47,7 +51,7 @@ pub(super) fn watch(spec: &Spec, source: &Db, target: &Db) -> Result<Result<Watc
 /// Where a replay starts: the journal's identity and extent up to the
 /// fence's boundary, and what the source's applied set records of it.
 pub(super) struct Start {
-    pub(super) journal: String,
+    pub(super) journal: JournalId,
     pub(super) boundary: i64,
     /// The journal's first seq: this journal's entries are those past it (a
     /// restored target renews its identity after the entries already there).
@@ -68,11 +72,11 @@ impl Start {
         })?;
         // This journal's entries are those past its start (a restored target
         // renews its identity after the entries already there).
-        let start = target.journal_start()?;
-        let (applied_rows, last_applied) = source.applied_progress(&journal)?;
-        let last_applied = last_applied.max(start);
-        let entries = target.journal_count_between(start, boundary)?;
-        let consistent = target.journal_count_between(start, last_applied)?;
+        let start = target.identity().start()?;
+        let applied = source.applied_set().progress(journal.as_str())?;
+        let (applied_rows, last_applied) = (applied.entries, applied.last.max(start));
+        let entries = target.journal().count_between(start, boundary)?;
+        let consistent = target.journal().count_between(start, last_applied)?;
         if consistent != applied_rows || last_applied > boundary.max(start) {
             bail!(
                 "source {} records {applied_rows} applied entries up to seq {last_applied}, but the journal holds {consistent} entries up to that seq (boundary {boundary}); this source was replayed from another journal. Stop and investigate",
@@ -141,12 +145,72 @@ pub(super) fn refused_before_writing(
 }
 
 /// A replay under way: what applying its runs reads.
-pub(super) struct Replaying<'a> {
+struct Replaying<'a> {
     pub(super) spec: &'a Spec,
     pub(super) source: &'a Db,
     pub(super) target: &'a Db,
     pub(super) at: &'a Start,
     pub(super) dry_run: bool,
+}
+
+/// A replay's batches and closing checks, with what they need: the
+/// source is handed to [`Applying::run`], inside the dry run's
+/// transaction or not.
+pub(super) struct Applying<'a> {
+    pub(super) spec: &'a Spec,
+    pub(super) target: &'a mut Db,
+    pub(super) at: &'a Start,
+    pub(super) policy: &'a Policy,
+    /// The source's foreign-key violations before anything was written.
+    pub(super) fk_before: &'a [String],
+    pub(super) batch: usize,
+    pub(super) max_diffs: usize,
+    pub(super) dry_run: bool,
+    pub(super) bar: &'a Progress,
+    pub(super) watch: &'a mut Watch,
+    pub(super) rep: &'a mut ReplayReport,
+}
+
+impl Applying<'_> {
+    /// Applies the journal's runs to `source`; when none stopped on a
+    /// breach or a conflict, carries the id sequences (not in a dry run),
+    /// checks the foreign keys and closes with the reconciliation. The
+    /// conflicts a dry run went on past.
+    pub(super) fn run(&mut self, source: &mut Db) -> Result<Vec<Conflict>> {
+        let (spec, at) = (self.spec, self.at);
+        let mut engine = Engine::for_journal(&spec.tables, source, at.journal.as_str())
+            .acting(self.policy.acting(spec));
+        if self.dry_run {
+            engine = engine.dry();
+        }
+        let replaying = Replaying {
+            spec,
+            source,
+            target: self.target,
+            at,
+            dry_run: self.dry_run,
+        };
+        let conflicts =
+            replaying.apply_runs(&engine, self.watch, self.batch, self.bar, self.rep)?;
+        drop(engine);
+        let stopped = self.rep.breach.is_some() || self.rep.conflict.is_some();
+        if !stopped && !self.dry_run {
+            carry_sequences(spec, source, self.target)?;
+        }
+        if !stopped {
+            self.rep.foreign_keys = violations_since(spec, source, self.fk_before)?;
+            close(
+                spec,
+                source,
+                self.target,
+                self.watch,
+                self.policy,
+                self.max_diffs,
+                self.rep,
+            )?;
+        }
+        Ok(conflicts)
+    }
 }
 
 impl Replaying<'_> {
@@ -161,7 +225,8 @@ impl Replaying<'_> {
         rep: &mut ReplayReport,
     ) -> Result<Vec<Conflict>> {
         let (spec, source, target) = (self.spec, self.source, self.target);
-        let (journal, start, boundary) = (&self.at.journal, self.at.start, self.at.boundary);
+        let (journal, start, boundary) =
+            (self.at.journal.as_str(), self.at.start, self.at.boundary);
         let dry_run = self.dry_run;
         // A dry run goes on past a conflict, leaving out every later entry of
         // that record, so that it lists every conflict the replay would meet.
@@ -224,7 +289,7 @@ impl Replaying<'_> {
                     }
                     BatchOutcome::Raced => {
                         // Another replay committed first: carry on after what it did.
-                        after = source.applied_last(journal)?.max(start);
+                        after = source.applied_set().last(journal)?.max(start);
                         rep.raced = true;
                         runs.give_back(changes);
                         continue;
@@ -291,7 +356,7 @@ pub(super) fn dry_run_report(
 
 /// Records in the source how the replay ended, which `fence off` and
 /// `status` go by.
-pub(super) fn record(source: &Db, journal: &str, rep: &ReplayReport) -> Result<()> {
+pub(super) fn record(source: &Db, journal: &JournalId, rep: &ReplayReport) -> Result<()> {
     crate::fence::record_replay(
         source,
         journal,

@@ -98,7 +98,7 @@ pub fn run(spec: &Spec) -> Result<StatusReport> {
     // exactly what status must report, not refuse.
     let source = schema::open_source(spec, None, Access::Read)?;
     let target = crate::db::Db::open(&spec.target, Access::Read, "target")?;
-    if target.journal_id()?.is_none() {
+    if target.identity().get()?.is_none() {
         // Before the switch, a spec that does not fit is an error to fix.
         schema::open(spec, Access::Read, Access::Read)?;
     }
@@ -152,8 +152,8 @@ pub fn run(spec: &Spec) -> Result<StatusReport> {
     for t in spec.tables.iter().filter(|t| t.watermark.is_some()) {
         rep.sync.push(SyncState {
             table: t.name.clone(),
-            batches: target.sync_batches(&t.name)?.len(),
-            cursor: Cursor::of(target.sync_cursor(&t.name)?),
+            batches: target.progress().sync_batches(&t.name)?.len(),
+            cursor: Cursor::of(target.progress().sync_cursor(&t.name)?),
         });
     }
     Ok(rep)

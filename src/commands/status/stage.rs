@@ -5,14 +5,14 @@
 use anyhow::Result;
 
 use super::Stage;
-use crate::db::Db;
+use crate::db::{Db, JournalLogExt, RowsExt};
 use crate::fence::Copy;
 use crate::spec::Spec;
 
 /// What status reads before it decides the stage.
 pub(super) struct Seen {
     pub(super) spec_arg: String,
-    pub(super) journal: Option<String>,
+    pub(super) journal: Option<crate::db::JournalId>,
     /// How the last replay ended, as the source records it.
     pub(super) verdict: Option<crate::db::ReplayVerdict>,
     pub(super) replayed: i64,
@@ -33,23 +33,23 @@ impl Seen {
     pub(super) fn read(spec: &Spec, source: &Db, target: &Db, fenced: bool) -> Result<Seen> {
         let mut target_rows = 0;
         for t in &spec.tables {
-            target_rows += target.row_count(&target.target_sql(t)).unwrap_or(0);
+            target_rows += target.rows().count_rows(&target.target_sql(t)).unwrap_or(0);
         }
         let journal_installed = crate::journal::installed(spec, target)?;
-        let (journal_entries, _) = target.journal_extent()?;
+        let journal_entries = target.journal().journal_extent()?.entries;
         let orphaned = if fenced {
             None
         } else {
             crate::fence::orphaned(target, spec)?
         };
         let journal = crate::journal::identity(target)?;
-        let (replayed, _) = match &journal {
-            Some(j) => source.applied_progress(j)?,
-            None => (0, 0),
+        let replayed = match &journal {
+            Some(j) => source.applied_set().progress(j.as_str())?.entries,
+            None => 0,
         };
         // How the last replay ended, as the source records it.
         let verdict = match &journal {
-            Some(j) => source.last_replay_verdict(j)?,
+            Some(j) => source.fence_records().last_verdict(j)?,
             None => None,
         };
         // Once a journal exists, the target must stay as the spec describes it:
@@ -62,7 +62,11 @@ impl Seen {
         let spec_arg = format!("--spec {}", spec.path.display());
         let mut load_incomplete = Vec::new();
         for t in &spec.tables {
-            if let Some((_, _, false)) = target.load_checkpoint(&t.name)? {
+            if target
+                .progress()
+                .load_checkpoint(&t.name)?
+                .is_some_and(|c| !c.done)
+            {
                 load_incomplete.push(t.name.clone());
             }
         }
@@ -102,7 +106,9 @@ pub(super) fn fenced(
         ..
     } = seen;
     let replayed = *replayed;
-    let n = target.journal_count_between(target.journal_start()?, f.boundary)?;
+    let n = target
+        .journal()
+        .count_between(target.identity().start()?, f.boundary)?;
     let copy = crate::fence::copy_of(f, source, target)?;
     let breach = match &copy {
         Copy::Differs(what) => Some(what.clone()),

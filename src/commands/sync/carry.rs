@@ -27,7 +27,7 @@ pub(super) struct Planned<'a> {
     pub(super) wm: Option<usize>,
     /// Whether every row is carried, not only those past the cursor.
     pub(super) whole: bool,
-    pub(super) cursor: Option<(Value, String)>,
+    pub(super) cursor: Option<crate::db::control::progress::Cursor>,
     pub(super) pos: Option<Position>,
     pub(super) found: Survey,
     pub(super) source_cols: Vec<ColumnInfo>,
@@ -59,7 +59,9 @@ pub(super) fn sync_table(
     };
     let engine = Engine::new(std::slice::from_ref(p), target, Side::Target);
     let s_sql = match wm {
-        Some(w) => source.table_sql(&p.source_table, &p.source_names(), k, Some(w)),
+        Some(w) => source
+            .rows()
+            .table_sql(&p.source_table, &p.source_names(), k, Some(w)),
         None => source.source_sql(p),
     };
     let mut pending: Vec<Change> = Vec::new();
@@ -120,7 +122,7 @@ pub(super) fn sync_table(
     if ts.conflict.is_none() {
         flush(&mut pending, ts)?;
     }
-    ts.cursor_after = Cursor::of(target.sync_cursor(&p.name)?);
+    ts.cursor_after = Cursor::of(target.progress().sync_cursor(&p.name)?);
     Ok(())
 }
 
@@ -134,7 +136,8 @@ fn carry_from(planned: &Planned<'_>) -> Option<Option<Value>> {
                 return None;
             }
             let mut from = found.from.clone();
-            if let (Some((cw, _)), Some(f)) = (cursor, from.as_ref())
+            if let (Some(c), Some(f)) = (cursor, from.as_ref())
+                && let cw = &c.last_watermark
                 && found.shape.as_ref().is_some_and(|s| s.fits(cw.as_cell()))
                 && cw.as_cell().sql_cmp(&f.as_cell()) == Ordering::Less
             {
@@ -186,12 +189,12 @@ fn flush(
     let mut last_key = key_json(&last_row[..k.min(last_row.len())]).to_string();
     // A lookback re-reads rows behind the cursor; the cursor never moves
     // back.
-    if let (Some((cw, ck)), Some(pos)) = (cursor, &planned.pos)
+    if let (Some(c), Some(pos)) = (cursor, &planned.pos)
         && let Ok(m) = mark(last.as_cell())
         && pos.cmp(m, &|| last_row[..k.min(last_row.len())].to_vec()) == Ordering::Less
     {
-        last = cw.clone();
-        last_key = ck.clone();
+        last = c.last_watermark.clone();
+        last_key = c.last_key.clone();
     }
     let cp = SyncCheckpoint {
         table: &p.name,

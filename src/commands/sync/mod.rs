@@ -27,7 +27,8 @@
 //! indexed), and nothing when it wanted none: a sync with little to carry
 //! costs one pass and those rows.
 
-use anyhow::{Result, bail};
+use crate::db::control::progress::Evolved;
+use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use serde_json::Value as Json;
 
@@ -108,12 +109,12 @@ impl Report for SyncReport {
 
 /// The table as sync carries it: the spec's columns and those `--evolve`
 /// added, as copy.
-fn plan(table: &Table, evolved: &[(String, String)]) -> Table {
+fn plan(table: &Table, evolved: &[Evolved]) -> Table {
     let mut t = table.clone();
-    for (s, tc) in evolved {
+    for e in evolved {
         t.columns.push(Column {
-            source: s.clone(),
-            target: tc.clone(),
+            source: e.source_column.clone(),
+            target: e.target_column.clone(),
             was: Vec::new(),
             transform: Transform::Copy,
             checks: Default::default(),
@@ -199,14 +200,14 @@ fn check_table<'a>(
     // A table without a watermark (a small lookup table) is compared in
     // full on each sync.
     let wm = t.watermark;
-    if target.journal_triggers(&t.target_table)? > 0 {
+    if target.catalogue().own_triggers(&t.target_table)?.journal > 0 {
         bail!(
             "table '{}' in target {} is journaled; sync is for before the cutover. Nothing was written",
             t.name,
             target.location()
         );
     }
-    let source_cols = source.table_columns(&t.source_table)?;
+    let source_cols = source.catalogue().table_columns(&t.source_table)?;
     if source_cols.is_empty() {
         bail!(
             "source {} has no table '{}'; fix the table name in the spec",
@@ -218,7 +219,7 @@ fn check_table<'a>(
         name: t.name.clone(),
         ..Default::default()
     };
-    ts.drift = drift(t, &source_cols, target)?;
+    ts.drift = drift(t, &source_cols, &target.progress())?;
     let evolving = o.evolve
         && !ts.drift.new.is_empty()
         && ts.drift.missing.is_empty()
@@ -226,17 +227,20 @@ fn check_table<'a>(
     if ts.drift.any() && !evolving {
         *verdict = Verdict::Fail;
     }
-    let mut evolved = target.evolved_columns(&t.name)?;
+    let mut evolved = target.progress().evolved_columns(&t.name)?;
     // The table as the target holds it before this run.
     let before = plan(t, &evolved);
     if evolving {
-        evolved.extend(ts.drift.new.iter().map(|c| (c.clone(), c.clone())));
+        evolved.extend(ts.drift.new.iter().map(|c| Evolved {
+            source_column: c.clone(),
+            target_column: c.clone(),
+        }));
     }
     let p = plan(t, &evolved);
     // The lookback of the table: --lookback where it fits the table's
     // watermark kind, else the table's own. A flag that fits no table is
     // refused before anything is written.
-    let cursor = target.sync_cursor(&t.name)?;
+    let cursor = target.progress().sync_cursor(&t.name)?;
     let lookback = lookback(t, o.lookback, &cursor, fits);
     // After --evolve added columns, every row already in the target
     // lacks them: this run carries the whole table again (the source's
@@ -286,15 +290,18 @@ fn check_table<'a>(
 /// in one transaction, and the report told so.
 fn evolve(target: &Db, planned: &Planned<'_>, ts: &mut TableSync) -> Result<()> {
     let t = planned.spec;
-    target.write(|| {
-        target.ensure_sync_tables()?;
+    target.schema_change(|| {
+        target.progress().ensure_sync_tables()?;
         for c in &ts.drift.new {
-            let ty = planned
+            let from = planned
                 .source_cols
                 .iter()
                 .find(|s| s.name == *c)
-                .map_or("", |s| s.decl_type.as_str());
-            target.evolve_column(&t.name, &t.target_table, c, ty)?;
+                .with_context(|| {
+                    format!("new source column '{c}' is not in the source's catalogue")
+                })?;
+            target.catalogue().add_column(&t.target_table, from)?;
+            target.progress().record_evolved(&t.name, c)?;
         }
         Ok(())
     })?;
@@ -309,12 +316,12 @@ fn evolve(target: &Db, planned: &Planned<'_>, ts: &mut TableSync) -> Result<()> 
 fn lookback(
     t: &Table,
     flag: Option<&str>,
-    cursor: &Option<(crate::value::Value, String)>,
+    cursor: &Option<crate::db::control::progress::Cursor>,
     fits: &mut bool,
 ) -> Option<String> {
     let wm = t.watermark;
     match (flag, cursor) {
-        (Some(flag), Some((w, _))) if wm.is_some() && lower_bound(w, flag).is_ok() => {
+        (Some(flag), Some(c)) if wm.is_some() && lower_bound(&c.last_watermark, flag).is_ok() => {
             *fits = true;
             Some(flag.to_string())
         }

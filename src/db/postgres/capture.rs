@@ -17,7 +17,7 @@ use tokio_postgres::error::SqlState;
 
 use super::journal_log::image_table;
 use super::{Postgres, quote_ident, quote_literal};
-use crate::db::{Capture, JournalLog, Rows};
+use crate::db::{Capture, Journaled, Rows, RowsExt, Unproven};
 use crate::value::{Row, Value};
 
 const CONTROL: &str = include_str!("../../../sql/postgres/journal_control.sql");
@@ -119,7 +119,9 @@ impl Postgres {
     /// Creates the journal's identity tables (with the target's other
     /// control tables) and its sequence if they are not there yet.
     pub(super) fn ensure_journal_control(&self) -> Result<()> {
-        crate::db::Progress::ensure_control_tables(self)?;
+        let control =
+            crate::db::control::Control::new(self, self, &super::control::DIALECT, &self.shown);
+        crate::db::Progress(control).ensure_control_tables()?;
         self.client()?
             .batch_execute(CONTROL)
             .with_context(|| format!("creating the journal's control tables in {}", self.shown))
@@ -639,7 +641,7 @@ impl Postgres {
         let exact = entries.len() >= expect.len()
             && entries.iter().zip(expect).all(|(e, op)| {
                 let (old, new) = images(op);
-                e.op == *op
+                e.op.as_str() == *op
                     && (old.is_none() || e.old.as_ref() == old)
                     && (new.is_none() || e.new.as_ref() == new)
             });
@@ -704,12 +706,6 @@ impl Postgres {
 }
 
 impl Capture for Postgres {
-    /// Whether the journal was installed: the view `_cutover_journal` over
-    /// its tables exists.
-    fn has_journal(&self) -> Result<bool> {
-        self.has_table("_cutover_journal")
-    }
-
     /// The image id for `name` with these columns: the existing one when
     /// the columns are the same, else a new one with its journal table,
     /// whose image columns take the table columns' types.
@@ -756,13 +752,8 @@ impl Capture for Postgres {
     /// Installs (or replaces, when anything about them is stale) the
     /// journal's functions and triggers on one table, enabled ALWAYS, under
     /// a short `lock_timeout`. Returns how many triggers were stale.
-    fn install_journal(
-        &self,
-        name: &str,
-        table: &str,
-        columns: &[&str],
-        _key_len: usize,
-    ) -> Result<usize> {
+    fn install_journal(&self, t: &Journaled<'_>) -> Result<usize> {
+        let (name, table, columns) = (t.name, t.table, t.columns);
         self.refuse_unseen_writes(table)?;
         let img = self.image_for(name, table, columns)?;
         let stale = self.stale_of(img, table, columns)?;
@@ -783,36 +774,23 @@ impl Capture for Postgres {
         Ok(stale.len())
     }
 
-    /// Writes through a table's journal triggers inside a savepoint that is
-    /// always rolled back (see `prove_writes`). An empty or fenced table is
-    /// not written: the statements the functions run are run over no row.
-    fn prove_journal(
-        &self,
-        name: &str,
-        table: &str,
-        columns: &[&str],
-        key_len: usize,
-    ) -> Result<()> {
-        let Some(img) = self.find_image(name, table, columns)? else {
-            bail!(
-                "table '{table}' has no journal image for these columns; install the journal first"
-            );
-        };
-        self.nested("cutover_prove", false, || {
-            self.prove_writes(name, img, table, columns, key_len)
-        })
+    /// Writes through each table's journal triggers inside a savepoint
+    /// that is always rolled back (see `prove_writes`), one table at a
+    /// time. An empty or fenced table is not written: the statements the
+    /// functions run are run over no row.
+    fn prove_journals(&self, tables: &[Journaled<'_>]) -> Result<(), Unproven> {
+        for (i, t) in tables.iter().enumerate() {
+            self.prove_journal(t)
+                .map_err(|error| Unproven { table: i, error })?;
+        }
+        Ok(())
     }
 
     /// The journal triggers of one table that are missing, differ from the
     /// ones the spec needs now, or are not enabled ALWAYS (each with why),
     /// and image columns whose type changed.
-    fn stale_journal_triggers(
-        &self,
-        name: &str,
-        table: &str,
-        columns: &[&str],
-        _key_len: usize,
-    ) -> Result<Vec<String>> {
+    fn stale_journal_triggers(&self, t: &Journaled<'_>) -> Result<Vec<String>> {
+        let (name, table, columns) = (t.name, t.table, t.columns);
         let Some(img) = self.find_image(name, table, columns)? else {
             let list = serde_json::to_string(columns)?;
             let present = self.journal_triggers(table)?;
@@ -848,19 +826,6 @@ impl Capture for Postgres {
         self.drop_other_functions(table, None)
     }
 
-    /// How many of a table's journal triggers exist.
-    fn journal_triggers_per_table(&self) -> usize {
-        TRIGGER_NAMES.len()
-    }
-
-    fn journal_triggers(&self, table: &str) -> Result<usize> {
-        let row = self.client()?.query_one(
-            "SELECT count(*) FROM pg_trigger WHERE tgrelid = to_regclass($1) AND tgname = ANY ($2)",
-            &[&self.qualified(table), &TRIGGER_NAMES.to_vec()],
-        )?;
-        Ok(row.get::<_, i64>(0) as usize)
-    }
-
     /// The journal tables, which the fence guards like the journal itself.
     fn journal_image_tables(&self) -> Result<Vec<String>> {
         Ok(self
@@ -869,51 +834,30 @@ impl Capture for Postgres {
             .map(|t| image_table(t.img))
             .collect())
     }
+}
 
-    /// The journal's identity, once `journal install` gave it one.
-    fn journal_id(&self) -> Result<Option<(String, Vec<String>)>> {
-        if !self.has_table("_cutover_journal_id")? {
-            return Ok(None);
-        }
-        let row = self.client()?.query_opt(
-            "SELECT journal, tables FROM _cutover_journal_id WHERE id = 1",
-            &[],
+impl Postgres {
+    /// How many of a table's journal triggers exist.
+    pub(super) fn journal_triggers(&self, table: &str) -> Result<usize> {
+        let row = self.client()?.query_one(
+            "SELECT count(*) FROM pg_trigger WHERE tgrelid = to_regclass($1) AND tgname = ANY ($2)",
+            &[&self.qualified(table), &TRIGGER_NAMES.to_vec()],
         )?;
-        Ok(match row {
-            Some(r) => Some((r.get(0), serde_json::from_str(r.get::<_, &str>(1))?)),
-            None => None,
+        Ok(row.get::<_, i64>(0) as usize)
+    }
+
+    /// Writes through one table's journal triggers inside a savepoint that
+    /// is always rolled back (see `prove_writes`).
+    fn prove_journal(&self, t: &Journaled<'_>) -> Result<()> {
+        let Some(img) = self.find_image(t.name, t.table, t.columns)? else {
+            bail!(
+                "table '{}' has no journal image for these columns; install the journal first",
+                t.table
+            );
+        };
+        self.nested("cutover_prove", false, || {
+            self.prove_writes(t.name, img, t.table, t.columns, t.key_len)
         })
-    }
-
-    /// Gives the journal an identity: `journal` is fresh randomness from
-    /// the caller, `tables` the spec's table names.
-    fn set_journal_id(&self, journal: &str, tables: &[&str]) -> Result<()> {
-        self.ensure_journal_control()?;
-        self.client()?.execute(
-            "INSERT INTO _cutover_journal_id (id, journal, tables) VALUES (1, $1, $2)",
-            &[&journal, &serde_json::to_string(tables)?],
-        )?;
-        Ok(())
-    }
-
-    /// Gives the journal a new identity whose entries come after `after_seq`.
-    fn renew_journal_id(&self, journal: &str, after_seq: i64) -> Result<()> {
-        self.client()?.execute(
-            "UPDATE _cutover_journal_id SET journal = $1, after_seq = $2,
-                 installed_at = to_char(statement_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')
-             WHERE id = 1",
-            &[&journal, &after_seq],
-        )?;
-        Ok(())
-    }
-
-    /// Records the spec's tables under the journal's identity.
-    fn set_journal_tables(&self, tables: &[&str]) -> Result<()> {
-        self.client()?.execute(
-            "UPDATE _cutover_journal_id SET tables = $1 WHERE id = 1",
-            &[&serde_json::to_string(tables)?],
-        )?;
-        Ok(())
     }
 }
 

@@ -9,14 +9,17 @@
 
 use std::collections::BTreeSet;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 
 use super::scan::Raw;
 use super::table_sql::Column;
 use super::types::{self, Kind};
 use super::{Postgres, quote_ident};
-use crate::db::{Catalogue, ColumnInfo, ForeignKey, ForeignKeyViolation, SequenceMark};
-use crate::value::{Row, Value};
+use crate::db::{
+    Catalogue, ColumnInfo, ForeignKey, ForeignKeyViolation, Generated, OwnTriggers, SchemaPart,
+    SequenceMark,
+};
+use crate::value::{ColumnKind, Row, Value};
 
 impl Postgres {
     /// The table's `regclass` argument: the qualified, quoted name as text.
@@ -42,6 +45,7 @@ impl Catalogue for Postgres {
             .iter()
             .map(|r| ColumnInfo {
                 name: r.get(0),
+                kind: kind_of(r.get(1)),
                 decl_type: r.get(1),
                 // indkey::int2[] starts at index 0, so the position found
                 // is already 0-based; +1 above made it 1-based (0: not in it).
@@ -50,27 +54,33 @@ impl Catalogue for Postgres {
             .collect())
     }
 
-    /// The generated columns of a table: `(name, "stored")` (PostgreSQL 15
-    /// has no virtual ones).
-    fn generated_columns(&self, table: &str) -> Result<Vec<(String, &'static str)>> {
+    /// The generated columns of a table, all stored (PostgreSQL 15 has no
+    /// virtual ones).
+    fn generated_columns(&self, table: &str) -> Result<Vec<Generated>> {
         let rows = self.client()?.query(
             "SELECT attname::text FROM pg_attribute
              WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped AND attgenerated = 's'
              ORDER BY attnum",
             &[&self.regclass(table)],
         )?;
-        Ok(rows.iter().map(|r| (r.get(0), "stored")).collect())
+        Ok(rows
+            .iter()
+            .map(|r| Generated {
+                name: r.get(0),
+                stored: true,
+            })
+            .collect())
     }
 
-    /// The user tables of the schema (partitioned tables, not their
-    /// partitions; not cutover's own), in byte order of their names.
-    fn user_tables(&self) -> Result<Vec<String>> {
+    /// The tables of the schema (partitioned tables, not their
+    /// partitions), not cutover's own unless `own`.
+    fn tables(&self, own: bool) -> Result<Vec<String>> {
         let rows = self.client()?.query(
             "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
              WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition
-               AND c.relname NOT LIKE '\\_cutover\\_%'
+               AND ($2 OR c.relname NOT LIKE '\\_cutover\\_%')
              ORDER BY c.relname COLLATE \"C\"",
-            &[&self.schema],
+            &[&self.schema, &own],
         )?;
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
@@ -123,8 +133,14 @@ impl Catalogue for Postgres {
             let (id, parent, from, to): (u32, String, String, String) =
                 (r.get(0), r.get(1), r.get(2), r.get(3));
             match out.last_mut() {
-                Some(last) if last.0 == id => last.1.1.push((from, Some(to))),
-                _ => out.push((id, (parent, vec![(from, Some(to))]))),
+                Some(last) if last.0 == id => last.1.columns.push((from, Some(to))),
+                _ => out.push((
+                    id,
+                    ForeignKey {
+                        parent,
+                        columns: vec![(from, Some(to))],
+                    },
+                )),
             }
         }
         Ok(out.into_iter().map(|(_, fk)| fk).collect())
@@ -152,7 +168,11 @@ impl Catalogue for Postgres {
             .collect::<Vec<_>>()
             .join(", ");
         let mut out = Vec::new();
-        for (parent, pairs) in self.foreign_keys(table)? {
+        for ForeignKey {
+            parent,
+            columns: pairs,
+        } in self.foreign_keys(table)?
+        {
             let parent_q = match parent.split_once('.') {
                 Some((s, t)) if !self.has_table(&parent)? => {
                     format!("{}.{}", quote_ident(s), quote_ident(t))
@@ -199,7 +219,11 @@ impl Catalogue for Postgres {
                     }
                     Some(row)
                 };
-                out.push((table.to_string(), key, parent.clone()));
+                out.push(ForeignKeyViolation {
+                    child: table.to_string(),
+                    key,
+                    parent: parent.clone(),
+                });
             }
         }
         Ok(out)
@@ -209,7 +233,7 @@ impl Catalogue for Postgres {
     /// of cutover's own, as `(kind name, definition)` in that order. A
     /// table's definition lists its columns (type, NOT NULL, default,
     /// identity, generation); a trigger's ends with its enabled state.
-    fn schema_of(&self, tables: &[&str]) -> Result<Vec<(String, String)>> {
+    fn schema_of(&self, tables: &[&str]) -> Result<Vec<SchemaPart>> {
         let names: Vec<String> = tables.iter().map(|t| t.to_string()).collect();
         let rows = self.client()?.query(
             "WITH RECURSIVE named AS (
@@ -252,17 +276,13 @@ impl Catalogue for Postgres {
              ) parts ORDER BY name COLLATE \"C\"",
             &[&self.schema, &names],
         )?;
-        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
-    }
-
-    /// The last value handed out by the table's own sequence (the first
-    /// column's, by position, that a sequence feeds), if it handed one.
-    fn sequence(&self, table: &str) -> Result<Option<i64>> {
-        let Some((_, seq, _)) = self.feeding_sequences(table)?.into_iter().next() else {
-            return Ok(None);
-        };
-        let mark = self.mark_of(&seq)?;
-        Ok(mark.is_called.then_some(mark.last_value))
+        Ok(rows
+            .iter()
+            .map(|r| SchemaPart {
+                name: r.get(0),
+                definition: r.get(1),
+            })
+            .collect())
     }
 
     /// Sets each sequence that feeds a column of the table — owned by it
@@ -331,22 +351,29 @@ impl Catalogue for Postgres {
         Ok(())
     }
 
+    /// Each sequence feeding a column of the tables (once per table), the
+    /// one feeding a table's first such column marked its own.
     fn sequence_marks(&self, tables: &[&str]) -> Result<Vec<SequenceMark>> {
-        let mut names: Vec<String> = Vec::new();
+        let mut out: Vec<SequenceMark> = Vec::new();
         for t in tables {
-            for (_, seq, _) in self.feeding_sequences(t)? {
-                if !names.contains(&seq) {
-                    names.push(seq);
+            for (i, (_, seq, _)) in self.feeding_sequences(t)?.into_iter().enumerate() {
+                if out.iter().any(|m| m.name == seq && m.table == *t) {
+                    continue;
                 }
+                let mut mark = self.mark_of(&seq)?;
+                mark.table = t.to_string();
+                mark.own = i == 0;
+                out.push(mark);
             }
         }
-        names.iter().map(|n| self.mark_of(n)).collect()
+        Ok(out)
     }
 
     fn restore_sequences(&self, marks: &[SequenceMark]) -> Result<Vec<String>> {
         let mut moved = Vec::new();
         for m in marks {
-            if self.mark_of(&m.name)? == *m {
+            let now = self.mark_of(&m.name)?;
+            if (now.last_value, now.is_called) == (m.last_value, m.is_called) {
                 continue;
             }
             self.client()?
@@ -358,6 +385,27 @@ impl Catalogue for Postgres {
             moved.push(m.name.clone());
         }
         Ok(moved)
+    }
+
+    fn own_triggers(&self, table: &str) -> Result<OwnTriggers> {
+        Ok(OwnTriggers {
+            journal: self.journal_triggers(table)?,
+            fence: self.fence_triggers(table)?,
+        })
+    }
+
+    /// Adds the column, of the PostgreSQL type closest to the source's
+    /// kind that holds every value of it ([`Postgres::evolved_type`]).
+    fn add_column(&self, table: &str, from: &ColumnInfo) -> Result<()> {
+        let column = &from.name;
+        let ty = self.evolved_type(column, &from.kind)?;
+        self.client()?
+            .batch_execute(&format!(
+                "ALTER TABLE {} ADD COLUMN {} {ty}",
+                self.qualified(table),
+                quote_ident(column)
+            ))
+            .with_context(|| format!("adding column '{column}' to '{table}' in {}", self.shown))
     }
 }
 
@@ -416,6 +464,9 @@ impl Postgres {
             name: seq.to_string(),
             last_value: row.get(0),
             is_called: row.get(1),
+            table: String::new(),
+            own: false,
+            transactional: false,
         })
     }
 
@@ -484,5 +535,97 @@ impl Postgres {
             &[&self.regclass(table)],
         )?;
         Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+}
+
+/// The kind of a column of PostgreSQL type `ty` (as `format_type` spells
+/// it); a type that is not one of the kinds (a domain, an array, `uuid`,
+/// `json`) is PostgreSQL's own.
+pub(super) fn kind_of(ty: &str) -> ColumnKind {
+    let (name, args) = match ty.split_once('(') {
+        Some((n, rest)) => (
+            n.trim(),
+            rest.split(')')
+                .next()
+                .unwrap_or("")
+                .split(',')
+                .filter_map(|a| a.trim().parse::<u32>().ok())
+                .collect::<Vec<_>>(),
+        ),
+        None => (ty.trim(), Vec::new()),
+    };
+    match name {
+        "smallint" | "integer" | "bigint" => ColumnKind::Integer,
+        "real" | "double precision" => ColumnKind::Real,
+        "numeric" => ColumnKind::Decimal {
+            precision: args.first().copied(),
+            scale: args.get(1).copied(),
+        },
+        "money" => ColumnKind::Money,
+        "text" => ColumnKind::Text {
+            max_len: None,
+            fixed: false,
+        },
+        "character varying" => ColumnKind::Text {
+            max_len: args.first().copied(),
+            fixed: false,
+        },
+        "character" => ColumnKind::Text {
+            max_len: args.first().copied(),
+            fixed: true,
+        },
+        "bytea" => ColumnKind::Blob,
+        "boolean" => ColumnKind::Boolean,
+        "date" => ColumnKind::Date,
+        "timestamp without time zone" => ColumnKind::Timestamp { zone: false },
+        "timestamp with time zone" => ColumnKind::Timestamp { zone: true },
+        _ => ColumnKind::Other {
+            engine: "PostgreSQL",
+            name: ty.to_string(),
+        },
+    }
+}
+
+impl Postgres {
+    /// The PostgreSQL type of a column `sync --evolve` adds for a source
+    /// column of kind `kind`: a type of PostgreSQL's own as it is, every
+    /// other kind the PostgreSQL type that holds every value of it (an
+    /// integer of 64 bits, a real of double precision, text for what
+    /// admits anything). A column without a declared type, which holds any
+    /// value, has no PostgreSQL counterpart and is refused.
+    pub fn evolved_type(&self, column: &str, kind: &ColumnKind) -> Result<String> {
+        Ok(match kind {
+            ColumnKind::Integer => "bigint".into(),
+            ColumnKind::Real => "double precision".into(),
+            ColumnKind::Decimal {
+                precision: Some(p),
+                scale,
+            } => format!("numeric({p},{})", scale.unwrap_or(0)),
+            ColumnKind::Decimal { .. } => "numeric".into(),
+            ColumnKind::Money => "money".into(),
+            ColumnKind::Text {
+                max_len: Some(n),
+                fixed: true,
+            } => format!("character({n})"),
+            ColumnKind::Text {
+                max_len: Some(n),
+                fixed: false,
+            } => format!("character varying({n})"),
+            ColumnKind::Text { .. } => "text".into(),
+            ColumnKind::Blob => "bytea".into(),
+            ColumnKind::Boolean => "boolean".into(),
+            ColumnKind::Date => "date".into(),
+            ColumnKind::Timestamp { zone: false } => "timestamp".into(),
+            ColumnKind::Timestamp { zone: true } => "timestamptz".into(),
+            ColumnKind::Other {
+                engine: "PostgreSQL",
+                name,
+            } => name.clone(),
+            // Carried as the other engine's text for it, or whatever it was.
+            ColumnKind::Other { .. } | ColumnKind::Loose(_) => "text".into(),
+            ColumnKind::Any => bail!(
+                "source column '{column}' has no declared type; a PostgreSQL column needs a type: add the column to the target yourself and map it in the spec"
+            ),
+        })
     }
 }

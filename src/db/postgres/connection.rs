@@ -6,89 +6,84 @@
 //! error when written, never overwritten. Unlike SQLite's `BEGIN IMMEDIATE`
 //! it takes no lock up front; fencing other writers is the fence's job.
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 
 use super::Postgres;
-use crate::db::{Connection, Durability};
+use crate::db::transaction::Step;
+use crate::db::{Connection, Durability, Facts};
 
 impl Connection for Postgres {
     fn location(&self) -> &str {
         &self.shown
     }
 
-    /// A standby (in recovery) cannot be written.
-    fn is_read_only(&self) -> Result<bool> {
-        Ok(self
-            .client()?
-            .query_one("SELECT pg_is_in_recovery()", &[])?
-            .get(0))
-    }
-
-    /// The server's own settings: `synchronous_commit` (when a commit is
-    /// on disk), `fsync` (whether the log is flushed at all) and
-    /// `wal_level`.
-    fn durability(&self) -> Result<Durability> {
+    /// A standby (in recovery) cannot be written; how the server commits
+    /// is its own settings: `synchronous_commit` (when a commit is on
+    /// disk), `fsync` (whether the log is flushed at all) and `wal_level`.
+    fn facts(&self) -> Result<Facts> {
         let row = self.client()?.query_one(
-            "SELECT current_setting('synchronous_commit'), current_setting('fsync'),
-                    current_setting('wal_level')",
+            "SELECT pg_is_in_recovery(), current_setting('synchronous_commit'),
+                    current_setting('fsync'), current_setting('wal_level')",
             &[],
         )?;
-        Ok(Durability {
-            settings: vec![
-                ("synchronous_commit", row.get(0)),
-                ("fsync", row.get(1)),
-                ("wal_level", row.get(2)),
-            ],
+        Ok(Facts {
+            read_only: row.get(0),
+            durability: Durability {
+                settings: vec![
+                    ("synchronous_commit", row.get(1)),
+                    ("fsync", row.get(2)),
+                    ("wal_level", row.get(3)),
+                ],
+            },
+            security: self.security()?,
         })
     }
 
-    fn begin_write(&self) -> Result<()> {
-        let hold = self.hold.borrow();
-        let setup = hold.as_ref().map_or("", |(s, _)| s.as_str());
-        let mut c = self.client()?;
-        let r = c
-            .batch_execute(&format!("BEGIN ISOLATION LEVEL REPEATABLE READ; {setup}"))
-            .with_context(|| format!("starting a write transaction on {}", self.shown));
-        if r.is_err() {
-            let _ = c.batch_execute("ROLLBACK");
-        }
-        r
-    }
-
-    fn begin_read(&self) -> Result<()> {
-        self.client()?
-            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            .with_context(|| format!("starting a read transaction on {}", self.shown))
-    }
-
-    fn commit(&self) -> Result<()> {
-        // Replay's hold on the source's triggers is undone inside the
-        // transaction, so what commits leaves them as they were.
-        let hold = self.hold.borrow();
-        let restore = hold.as_ref().map_or("", |(_, r)| r.as_str());
-        self.client()?
-            .batch_execute(&format!("{restore} COMMIT"))
-            .with_context(|| format!("committing to {}", self.shown))
-    }
-
-    fn rollback(&self) {
-        // Outside a transaction ROLLBACK is only a warning.
-        if let Ok(mut c) = self.client() {
-            let _ = c.batch_execute("ROLLBACK");
-        }
-    }
-
-    fn savepoint(&self) -> Result<()> {
-        Ok(self.client()?.batch_execute("SAVEPOINT cutover_batch")?)
-    }
-
-    fn release(&self) -> Result<()> {
-        Ok(self.client()?.batch_execute("RELEASE cutover_batch")?)
-    }
-
-    fn rollback_savepoint(&self) {
-        if let Ok(mut c) = self.client() {
-            let _ = c.batch_execute("ROLLBACK TO cutover_batch; RELEASE cutover_batch");
+    /// A write transaction is `REPEATABLE READ` and runs replay's hold on
+    /// the source's side effects first, when one is set; a read
+    /// transaction is `REPEATABLE READ READ ONLY`. A commit undoes that
+    /// hold inside the transaction first, so what commits leaves the
+    /// source's triggers as they were.
+    fn transaction(&self, step: Step) -> Result<()> {
+        match step {
+            Step::BeginWrite => {
+                let hold = self.hold.borrow();
+                let setup = hold.as_ref().map_or("", |(s, _)| s.as_str());
+                let mut c = self.client()?;
+                let r = c
+                    .batch_execute(&format!("BEGIN ISOLATION LEVEL REPEATABLE READ; {setup}"))
+                    .with_context(|| format!("starting a write transaction on {}", self.shown));
+                if r.is_err() {
+                    let _ = c.batch_execute("ROLLBACK");
+                }
+                r
+            }
+            Step::BeginRead => self
+                .client()?
+                .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                .with_context(|| format!("starting a read transaction on {}", self.shown)),
+            Step::Commit => {
+                let hold = self.hold.borrow();
+                let restore = hold.as_ref().map_or("", |(_, r)| r.as_str());
+                self.client()?
+                    .batch_execute(&format!("{restore} COMMIT"))
+                    .with_context(|| format!("committing to {}", self.shown))
+            }
+            // Outside a transaction ROLLBACK is only a warning.
+            Step::Rollback => {
+                if let Ok(mut c) = self.client() {
+                    let _ = c.batch_execute("ROLLBACK");
+                }
+                Ok(())
+            }
+            Step::Savepoint => Ok(self.client()?.batch_execute("SAVEPOINT cutover_batch")?),
+            Step::Release => Ok(self.client()?.batch_execute("RELEASE cutover_batch")?),
+            Step::RollbackSavepoint => {
+                if let Ok(mut c) = self.client() {
+                    let _ = c.batch_execute("ROLLBACK TO cutover_batch; RELEASE cutover_batch");
+                }
+                Ok(())
+            }
         }
     }
 
@@ -131,24 +126,71 @@ impl Connection for Postgres {
         Ok(())
     }
 
-    /// The statement's time in UTC, to the millisecond, as SQLite's
-    /// control tables write it (`2024-03-15T13:45:00.123Z`).
-    fn now(&self) -> Result<String> {
-        Ok(self
-            .client()?
-            .query_one(
-                "SELECT to_char(statement_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')",
-                &[],
-            )?
-            .get(0))
-    }
-
     /// PostgreSQL checks its pages itself (and names the relation when one
     /// fails); cutover has no check of its own to add.
     fn damage(&self) -> Result<Option<String>> {
         Ok(None)
     }
 
+    /// Polls `pg_locks` for other sessions with this session's
+    /// `application_name` (cutover's, unless the URL names another) that
+    /// hold a write lock on these tables or on `_cutover_load`, until none
+    /// is left or `CUTOVER_BUSY_TIMEOUT_MS` (10 s) has passed. A client
+    /// killed mid-run leaves its backend to end only when the server notices
+    /// the closed connection; what that transaction did is then rolled back,
+    /// or committed if the kill came while it committed, and the checkpoint
+    /// read after the wait says which.
+    fn await_other_runs(&self, tables: &[&str], waiting: &mut dyn FnMut(&str)) -> Result<()> {
+        let mut names: Vec<String> = tables.iter().map(|t| self.qualified(t)).collect();
+        names.push(self.qualified("_cutover_load"));
+        let ms = std::env::var("CUTOVER_BUSY_TIMEOUT_MS")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(10_000);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(ms);
+        let mut told = false;
+        loop {
+            let mut c = self.client()?;
+            c.batch_execute("SELECT pg_stat_clear_snapshot()")?;
+            let rows = c.query(
+                "SELECT format('pid %s (application_name %L, state %L, transaction started %s) holding %s',
+                               a.pid, a.application_name, coalesce(a.state, ''),
+                               coalesce(to_char(a.xact_start AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), '-'),
+                               string_agg(DISTINCT l.mode || ' on ' || l.relation::regclass::text, ', '))
+                 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+                 WHERE l.locktype = 'relation' AND l.granted AND l.pid <> pg_backend_pid()
+                   AND l.relation IN (SELECT to_regclass(n) FROM unnest($1::text[]) AS n)
+                   AND l.mode IN ('RowExclusiveLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock')
+                   AND a.application_name = current_setting('application_name')
+                 GROUP BY a.pid, a.application_name, a.state, a.xact_start
+                 ORDER BY a.pid",
+                &[&names],
+            )?;
+            drop(c);
+            let held: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+            if held.is_empty() {
+                return Ok(());
+            }
+            if std::time::Instant::now() >= deadline {
+                bail!(
+                    "{}: other cutover sessions still write these tables after {ms} ms (CUTOVER_BUSY_TIMEOUT_MS): {}. If they belong to a run that was stopped, end them with SELECT pg_terminate_backend(pid); if a run is live, let it finish; then run this again. Nothing was written",
+                    self.shown,
+                    held.join("; ")
+                );
+            }
+            if !told {
+                waiting(&format!(
+                    "waiting for another cutover session to end before reading the checkpoint (a stopped run's, until the server notices its client is gone; at most {ms} ms): {}",
+                    held.join("; ")
+                ));
+                told = true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}
+
+impl Postgres {
     /// The session's encryption as the server records it (`pg_stat_ssl`),
     /// the mode and what was checked of the certificate, where the password
     /// came from; a warning when the spec's URL holds the password.
@@ -196,9 +238,7 @@ impl Connection for Postgres {
             warnings,
         }))
     }
-}
 
-impl Postgres {
     /// Whether this session may set `session_replication_role`: a
     /// superuser, or a role granted `SET` on it.
     pub(super) fn may_replicate(&self) -> Result<bool> {

@@ -430,6 +430,29 @@ fn currency_value(tag: &str, payload: Option<String>) -> Result<Value> {
 }
 
 impl Postgres {
+    /// About how many rows the table holds: the server's statistics
+    /// (`reltuples`), or a row per 64 bytes of the heap before the first
+    /// ANALYZE.
+    pub(super) fn estimate_rows(&self, sql: &TableSql) -> Result<i64> {
+        let plan = self.plan(sql)?;
+        // `reltuples` is -1 before the first ANALYZE: a row per 64 bytes
+        // of the heap then.
+        let r = self
+            .client()?
+            .query_one(
+                "SELECT reltuples::float8, pg_relation_size(oid)::int8 FROM pg_class
+                 WHERE oid = to_regclass($1)",
+                &[&plan.qualified],
+            )
+            .with_context(|| format!("estimating table '{}' in {}", plan.table, self.shown))?;
+        let (tuples, bytes): (f64, i64) = (r.get(0), r.get(1));
+        Ok(if tuples >= 0.0 {
+            tuples as i64
+        } else {
+            bytes.max(0) / 64
+        })
+    }
+
     /// Whether the key columns are NOT NULL and a unique index covers them.
     fn key_is_identity(&self, plan: &Plan) -> Result<bool> {
         use crate::db::Catalogue;
@@ -485,26 +508,6 @@ impl Digests for Postgres {
             }
         }
         Ok(None)
-    }
-
-    fn estimate_rows(&self, sql: &TableSql) -> Result<u64> {
-        let plan = self.plan(sql)?;
-        // `reltuples` is -1 before the first ANALYZE: a row per 64 bytes
-        // of the heap then.
-        let r = self
-            .client()?
-            .query_one(
-                "SELECT reltuples::float8, pg_relation_size(oid)::int8 FROM pg_class
-                 WHERE oid = to_regclass($1)",
-                &[&plan.qualified],
-            )
-            .with_context(|| format!("estimating table '{}' in {}", plan.table, self.shown))?;
-        let (tuples, bytes): (f64, i64) = (r.get(0), r.get(1));
-        Ok(if tuples >= 0.0 {
-            tuples as u64
-        } else {
-            bytes.max(0) as u64 / 64
-        })
     }
 
     fn split_keys(&self, sql: &TableSql, range: &KeyRange, parts: usize) -> Result<Vec<Row>> {
@@ -570,7 +573,7 @@ impl Digests for Postgres {
         } else {
             0
         };
-        let from = if estimate > 2 * sampled {
+        let from = if estimate as u64 > 2 * sampled {
             format!(
                 "{} TABLESAMPLE BERNOULLI ({:.6}) REPEATABLE (0)",
                 plan.qualified,

@@ -15,9 +15,8 @@ use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
 use tokio_postgres::error::SqlState;
 
-use super::control::Params;
 use super::{Postgres, quote_ident, quote_literal};
-use crate::db::{Fence, FenceRecord};
+use crate::db::{Fence, Probe};
 
 const FENCE_TRIGGERS: &str = include_str!("../../../sql/postgres/fence_triggers.sql");
 const FENCE_GUARD: &str = include_str!("../../../sql/postgres/fence_guard.sql");
@@ -183,69 +182,13 @@ impl Fence for Postgres {
             self.remove_fence_triggers(t)?;
         }
         if self.has_table(FENCE_TABLE)? {
-            self.ctl_execute("DELETE FROM {{schema}}._cutover_fence", &[])?;
+            self.client()?
+                .batch_execute(&self.in_schema("DELETE FROM {{schema}}._cutover_fence"))
+                .with_context(|| format!("deleting the fence row in {}", self.shown))?;
         }
         if let Some(keep) = keep_functions {
             self.drop_fence_functions(keep)?;
         }
-        Ok(())
-    }
-
-    /// How many of the three writes (insert, update, delete) a table's
-    /// fence refuses, the number SQLite's three triggers give: a trigger
-    /// counts only if it is the fence's own (its event, no condition, the
-    /// fence's function with the body cutover wrote) and enabled ALWAYS; a
-    /// delete is fenced only when TRUNCATE is too. A trigger disabled by
-    /// `ALTER TABLE … DISABLE TRIGGER`, or one that fires only in one
-    /// replication role, does not count.
-    fn fence_triggers(&self, table: &str) -> Result<usize> {
-        let (template, function) = if table == FENCE_TABLE {
-            (FENCE_GUARD, "_cutover_fence_guard")
-        } else {
-            (FENCE_TRIGGERS, "_cutover_fence_refuse")
-        };
-        let body = self.function_body(template, table)?;
-        let mut fewest = TRIGGERS.len() - 1;
-        for m in self.family(table)? {
-            fewest = fewest.min(self.fence_triggers_on(&m.sql, function, &body)?);
-        }
-        Ok(fewest)
-    }
-
-    /// The fence row, if the target is fenced.
-    fn fence_row(&self) -> Result<Option<FenceRecord>> {
-        if !self.has_table(FENCE_TABLE)? {
-            return Ok(None);
-        }
-        Ok(self
-            .ctl_opt(
-                "SELECT boundary, journal_rows, fingerprint, tables, parts, fenced_at
-                 FROM {{schema}}._cutover_fence WHERE id = 1",
-                &[],
-            )?
-            .map(|r| FenceRecord {
-                boundary: r.get(0),
-                journal_rows: r.get(1),
-                fingerprint: r.get(2),
-                tables: r.get(3),
-                parts: r.get(4),
-                fenced_at: r.get(5),
-            }))
-    }
-
-    fn set_fence_row(&self, f: &FenceRecord) -> Result<()> {
-        self.ctl_execute(
-            "INSERT INTO {{schema}}._cutover_fence (id, boundary, journal_rows, fingerprint, tables, parts, fenced_at)
-             VALUES (1, $1, $2, $3, $4, $5, $6)",
-            &[
-                &f.boundary,
-                &f.journal_rows,
-                &f.fingerprint,
-                &f.tables,
-                &f.parts,
-                &f.fenced_at,
-            ],
-        )?;
         Ok(())
     }
 
@@ -257,7 +200,7 @@ impl Fence for Postgres {
     /// the table held. The truncate cascades, so that a table other tables
     /// refer to reaches its trigger rather than the foreign key's refusal;
     /// its lock waits at most [`lock_timeout_ms`] for readers.
-    fn probe_writes(&self, table: &str) -> Result<Vec<(&'static str, Result<usize, String>)>> {
+    fn probe_writes(&self, table: &str) -> Result<Vec<Probe>> {
         let t = self.qualified(table);
         let column = self.client()?.query_opt(
             "SELECT attname::text FROM pg_attribute
@@ -317,14 +260,14 @@ impl Fence for Postgres {
             ))?;
             let r = c.execute(sql.as_str(), &[]);
             let _ = c.batch_execute("ROLLBACK");
-            out.push((
-                what,
-                match r {
+            out.push(Probe {
+                write: what,
+                outcome: match r {
                     Ok(_) if what == "truncate" => Ok(1),
                     Ok(n) => Ok(n as usize),
                     Err(e) => Err(refusal(&e)),
                 },
-            ));
+            });
         }
         Ok(out)
     }
@@ -348,6 +291,27 @@ impl Fence for Postgres {
 const FENCE_FUNCTIONS: [&str; 2] = ["_cutover_fence_refuse", "_cutover_fence_guard"];
 
 impl Postgres {
+    /// How many of the three writes (insert, update, delete) a table's
+    /// fence refuses, the number SQLite's three triggers give: a trigger
+    /// counts only if it is the fence's own (its event, no condition, the
+    /// fence's function with the body cutover wrote) and enabled ALWAYS; a
+    /// delete is fenced only when TRUNCATE is too. A trigger disabled by
+    /// `ALTER TABLE … DISABLE TRIGGER`, or one that fires only in one
+    /// replication role, does not count.
+    pub(super) fn fence_triggers(&self, table: &str) -> Result<usize> {
+        let (template, function) = if table == FENCE_TABLE {
+            (FENCE_GUARD, "_cutover_fence_guard")
+        } else {
+            (FENCE_TRIGGERS, "_cutover_fence_refuse")
+        };
+        let body = self.function_body(template, table)?;
+        let mut fewest = TRIGGERS.len() - 1;
+        for m in self.family(table)? {
+            fewest = fewest.min(self.fence_triggers_on(&m.sql, function, &body)?);
+        }
+        Ok(fewest)
+    }
+
     /// Drops the fence's triggers (or the guard's) from a table; nothing
     /// for a table that is not there.
     pub(super) fn remove_fence_triggers(&self, table: &str) -> Result<()> {
@@ -572,7 +536,8 @@ impl Postgres {
         // pg_stat_activity is read once per transaction unless cleared.
         c.batch_execute("SELECT pg_stat_clear_snapshot()")?;
         let conflicts: Vec<&str> = mode.conflicts.to_vec();
-        let params: &Params<'_> = &[&self.qualified(table), &conflicts];
+        let params: &[&(dyn tokio_postgres::types::ToSql + Sync)] =
+            &[&self.qualified(table), &conflicts];
         let rows = c.query(
             "SELECT l.pid, string_agg(DISTINCT l.mode, ', '), bool_and(l.granted),
                     a.application_name, a.state,

@@ -12,7 +12,10 @@ use tokio_postgres::types::ToSql;
 use super::scan::Raw;
 use super::types::{self, Kind};
 use super::{Postgres, quote_ident};
-use crate::db::{JournalEntry, JournalLog, JournalTable};
+use crate::db::journal_merge::merge_runs;
+use crate::db::{
+    Extent, JournalCount, JournalEntry, JournalLog, JournalTable, Op, Run, RunShape, SeqRange,
+};
 use crate::value::{Row, Value, hash_cell};
 
 /// The journal table of image `img`.
@@ -48,20 +51,21 @@ struct Stored {
 impl Stored {
     /// The entry, with the images its op has.
     fn entry(self, im: &Image) -> Result<JournalEntry> {
-        let (old, new) = match self.op.as_str() {
-            "insert" => (None, Some(self.new)),
-            "delete" => (Some(self.old), None),
-            "update" => (Some(self.old), Some(self.new)),
-            other => bail!(
-                "journal entry seq {} (table '{}') has op {other:?}; the journal is damaged",
+        let (op, old, new) = match Op::parse(&self.op) {
+            Some(Op::Insert) => (Op::Insert, None, Some(self.new)),
+            Some(Op::Delete) => (Op::Delete, Some(self.old), None),
+            Some(Op::Update) => (Op::Update, Some(self.old), Some(self.new)),
+            None => bail!(
+                "journal entry seq {} (table '{}') has op {:?}; the journal is damaged",
                 self.seq,
-                im.tbl
+                im.tbl,
+                self.op
             ),
         };
         Ok(JournalEntry {
             seq: self.seq,
             img: im.img,
-            op: self.op,
+            op,
             old,
             new,
         })
@@ -181,73 +185,68 @@ impl Postgres {
 }
 
 impl JournalLog for Postgres {
-    /// Every journaled table (and earlier column lists of the same table).
-    fn journal_tables(&self) -> Result<Vec<JournalTable>> {
-        if !self.has_table("_cutover_journal_tables")? {
-            return Ok(Vec::new());
-        }
-        let rows = self.client()?.query(
-            "SELECT img, tbl, target_table, columns FROM _cutover_journal_tables ORDER BY img",
-            &[],
-        )?;
-        rows.iter()
-            .map(|r| {
-                Ok(JournalTable {
-                    img: r.try_get(0)?,
-                    tbl: r.try_get(1)?,
-                    target_table: r.try_get(2)?,
-                    columns: serde_json::from_str(r.try_get::<_, &str>(3)?)?,
-                })
-            })
-            .collect()
-    }
-
-    /// `(tbl, op, entries)` of the journal, in table then op order (bytes).
-    fn journal_counts(&self) -> Result<Vec<(String, String, i64)>> {
+    /// Each journal table counted per op in the range.
+    fn journal_counts(&self, range: SeqRange) -> Result<Vec<JournalCount>> {
         if !self.has_journal_view()? {
             return Ok(Vec::new());
         }
-        let rows = self.client()?.query(
-            "SELECT t.tbl, j.op, count(*) FROM _cutover_journal j JOIN _cutover_journal_tables t USING (img)
-             GROUP BY t.tbl, j.op ORDER BY t.tbl COLLATE \"C\", j.op COLLATE \"C\"",
-            &[],
-        )?;
-        Ok(rows
-            .iter()
-            .map(|r| (r.get(0), r.get(1), r.get(2)))
+        let mut counts: std::collections::BTreeMap<(String, Op), (i64, i64)> = Default::default();
+        for t in self.journal_tables()? {
+            let table = image_table(t.img);
+            if !self.has_table(&table)? {
+                continue;
+            }
+            let rows = self.client()?.query(
+                format!(
+                    "SELECT op, count(*), max(seq) FROM {} WHERE seq > $1 AND seq <= $2 GROUP BY op",
+                    self.qualified(&table)
+                )
+                .as_str(),
+                &[&range.after, &range.upto],
+            )?;
+            for r in &rows {
+                let text: String = r.get(0);
+                let op = Op::parse(&text).with_context(|| {
+                    format!(
+                        "journal table {table} of table '{}' holds an entry of op {text:?}; the journal is damaged",
+                        t.tbl
+                    )
+                })?;
+                let c = counts.entry((t.tbl.clone(), op)).or_default();
+                c.0 += r.get::<_, i64>(1);
+                c.1 = c.1.max(r.get::<_, i64>(2));
+            }
+        }
+        Ok(counts
+            .into_iter()
+            .map(|((tbl, op), (entries, last))| JournalCount {
+                tbl,
+                op,
+                entries,
+                last,
+            })
             .collect())
     }
 
-    /// `(entries, max seq)` of the journal.
-    fn journal_extent(&self) -> Result<(i64, i64)> {
+    fn journal_extent(&self) -> Result<Extent> {
         if !self.has_journal_view()? {
-            return Ok((0, 0));
+            return Ok(Extent::default());
         }
         let r = self.client()?.query_one(
             "SELECT count(*), coalesce(max(seq), 0) FROM _cutover_journal",
             &[],
         )?;
-        Ok((r.get(0), r.get(1)))
+        Ok(Extent {
+            entries: r.get(0),
+            last: r.get(1),
+        })
     }
 
-    /// Entries with `after < seq <= upto`.
-    fn journal_count_between(&self, after: i64, upto: i64) -> Result<i64> {
-        if !self.has_journal_view()? {
-            return Ok(0);
-        }
-        Ok(self
-            .client()?
-            .query_one(
-                "SELECT count(*) FROM _cutover_journal WHERE seq > $1 AND seq <= $2",
-                &[&after, &upto],
-            )?
-            .get(0))
-    }
-
-    /// Entries with `after < seq <= upto`, at most `limit`, in seq order,
-    /// with their images. Each journal table is read as one range of its
-    /// primary key (at most `limit` rows), then the runs are merged by seq.
-    fn journal_page(&self, after: i64, upto: i64, limit: usize) -> Result<Vec<JournalEntry>> {
+    /// Each journal table read as one range of its primary key (at most
+    /// `shape.limit` rows), the runs merged by seq. Large values are read
+    /// whole: the page is cut by entries only.
+    fn journal_run(&self, after: i64, upto: i64, shape: &RunShape<'_>) -> Result<Run> {
+        let limit = shape.limit;
         let limit_n = i64::try_from(limit).unwrap_or(i64::MAX);
         let mut runs: Vec<VecDeque<JournalEntry>> = Vec::new();
         for im in self.images()? {
@@ -264,34 +263,9 @@ impl JournalLog for Postgres {
                 runs.push(run);
             }
         }
-        let mut out = Vec::with_capacity(limit.min(4096));
-        while out.len() < limit {
-            let Some(next) = runs
-                .iter_mut()
-                .filter(|r| !r.is_empty())
-                .min_by_key(|r| r.front().map_or(i64::MAX, |e| e.seq))
-            else {
-                break;
-            };
-            match next.pop_front() {
-                Some(e) => out.push(e),
-                None => break,
-            }
-        }
-        Ok(out)
-    }
-
-    /// Entries with `after < seq <= upto` counted per op.
-    fn journal_pending_counts(&self, after: i64, upto: i64) -> Result<Vec<(String, i64)>> {
-        if !self.has_journal_view()? {
-            return Ok(Vec::new());
-        }
-        let rows = self.client()?.query(
-            "SELECT op, count(*) FROM _cutover_journal WHERE seq > $1 AND seq <= $2
-             GROUP BY op ORDER BY op COLLATE \"C\"",
-            &[&after, &upto],
-        )?;
-        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        let entries = merge_runs(&mut runs, limit, usize::MAX, |e| e.seq, |_| 0, Ok)?.entries;
+        let more = entries.len() >= limit;
+        Ok(Run { entries, more })
     }
 
     /// SHA-256 over the journal: each journal table in image order (its
@@ -333,44 +307,30 @@ impl JournalLog for Postgres {
         }
         Ok(hex::encode(h.finalize()))
     }
-
-    /// The seq the journal's own entries come after (0 for a first
-    /// identity).
-    fn journal_start(&self) -> Result<i64> {
-        if !self.has_table("_cutover_journal_id")? {
-            return Ok(0);
-        }
-        Ok(self
-            .client()?
-            .query_opt(
-                "SELECT after_seq FROM _cutover_journal_id WHERE id = 1",
-                &[],
-            )?
-            .map_or(0, |r| r.get(0)))
-    }
-
-    /// The last seq journaled for spec table `name`, under any column list.
-    fn last_journaled(&self, name: &str) -> Result<Option<i64>> {
-        let mut last = None;
-        for t in self.journal_tables()?.into_iter().filter(|t| t.tbl == name) {
-            let table = image_table(t.img);
-            if !self.has_table(&table)? {
-                continue;
-            }
-            let m: Option<i64> = self
-                .client()?
-                .query_one(
-                    format!("SELECT max(seq) FROM {}", self.qualified(&table)).as_str(),
-                    &[],
-                )?
-                .get(0);
-            last = last.max(m);
-        }
-        Ok(last)
-    }
 }
 
 impl Postgres {
+    /// Every journaled table (and earlier column lists of the same table).
+    pub(super) fn journal_tables(&self) -> Result<Vec<JournalTable>> {
+        if !self.has_table("_cutover_journal_tables")? {
+            return Ok(Vec::new());
+        }
+        let rows = self.client()?.query(
+            "SELECT img, tbl, target_table, columns FROM _cutover_journal_tables ORDER BY img",
+            &[],
+        )?;
+        rows.iter()
+            .map(|r| {
+                Ok(JournalTable {
+                    img: r.try_get(0)?,
+                    tbl: r.try_get(1)?,
+                    target_table: r.try_get(2)?,
+                    columns: serde_json::from_str(r.try_get::<_, &str>(3)?)?,
+                })
+            })
+            .collect()
+    }
+
     /// Whether the view over every journal table exists.
     fn has_journal_view(&self) -> Result<bool> {
         self.has_table("_cutover_journal")

@@ -27,12 +27,11 @@ use tokio_postgres::Statement;
 
 use crate::db::Access;
 
-pub mod applied;
 pub mod capture;
 pub mod catalogue;
 mod client;
 pub mod connection;
-mod control;
+pub mod control;
 pub mod datetime;
 pub mod digest;
 pub mod fence;
@@ -41,8 +40,6 @@ pub mod journal_log;
 pub mod load;
 pub mod numeric;
 pub mod pgpass;
-pub mod progress;
-pub mod receipts;
 pub mod rows;
 pub mod scan;
 pub mod side_effects;
@@ -268,18 +265,6 @@ impl Postgres {
             .borrow_mut()
             .insert(text.to_string(), st.clone());
         Ok(st)
-    }
-
-    /// Runs `f` inside one write transaction, as [`crate::db::Db::write`]
-    /// does for any engine.
-    pub fn write<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
-        use crate::db::Connection;
-        self.begin_write()?;
-        let r = f().and_then(|v| self.commit().map(|()| v));
-        if r.is_err() {
-            self.rollback();
-        }
-        r
     }
 }
 

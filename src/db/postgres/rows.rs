@@ -11,10 +11,10 @@ use tokio_postgres::Statement;
 use tokio_postgres::types::ToSql;
 
 use super::scan::{Bound, Raw};
-use super::table_sql::{Plan, key_match};
+use super::table_sql::Plan;
 use super::types::{self, Kind};
 use super::{Postgres, quote_ident};
-use crate::db::{BatchInsert, Rows, TableSql};
+use crate::db::{BatchInsert, Count, RowWrite, Rows, TableSql};
 use crate::value::{Block, CellRef, Row, Value};
 
 /// A value of a column of `kind` in binary, for a `SET` or `VALUES`.
@@ -107,17 +107,6 @@ impl Postgres {
     }
 }
 
-/// `"k" = $first AND …`, exactly, for named key columns of `kinds`.
-fn key_where(key_names: &[&str], kinds: &[Kind], first: usize) -> String {
-    key_names
-        .iter()
-        .zip(kinds)
-        .enumerate()
-        .map(|(i, (k, &kind))| key_match(kind, &quote_ident(k), first + i))
-        .collect::<Vec<_>>()
-        .join(" AND ")
-}
-
 /// Inserts rows one by one from blocks; a row whose primary or unique key
 /// is already there is skipped (`ON CONFLICT DO NOTHING`) and reported.
 struct Inserter<'a> {
@@ -166,7 +155,10 @@ impl Rows for Postgres {
         self.write_table_sql(table, columns, key_len, first)
     }
 
-    fn row_count(&self, sql: &TableSql) -> Result<i64> {
+    fn row_count(&self, sql: &TableSql, count: Count) -> Result<i64> {
+        if count == Count::Estimate {
+            return self.estimate_rows(sql);
+        }
         self.plan(sql)?;
         Ok(self.client()?.query_one(sql.count.as_str(), &[])?.get(0))
     }
@@ -226,10 +218,25 @@ impl Rows for Postgres {
         Ok(found)
     }
 
-    fn insert_row(&self, sql: &TableSql, row: &[Value]) -> Result<usize> {
-        let plan = self.plan(sql)?;
-        let binds = self.bind_written(&plan, row, 0)?;
-        Ok(self.execute_bound(&sql.insert, &binds, "inserting", &sql.table)? as usize)
+    fn write_row(&self, sql: &TableSql, write: RowWrite<'_>) -> Result<usize> {
+        match write {
+            RowWrite::Insert(row) => {
+                let plan = self.plan(sql)?;
+                let binds = self.bind_written(&plan, row, 0)?;
+                Ok(self.execute_bound(&sql.insert, &binds, "inserting", &sql.table)? as usize)
+            }
+            RowWrite::Update { key, row } => self.update_row(sql, key, row),
+            RowWrite::Delete(key) => {
+                let plan = self.plan(sql)?;
+                let Some(binds) = bind_key(&plan.kinds[..sql.key_len], key) else {
+                    return Ok(0);
+                };
+                Ok(self.execute_bound(&sql.delete, &binds, "deleting", &sql.table)? as usize)
+            }
+            // Not `TRUNCATE`: row triggers fire, as they would for any
+            // other write.
+            RowWrite::All => self.delete_all(&sql.table),
+        }
     }
 
     fn inserter<'a>(&'a self, sql: &TableSql) -> Result<Box<dyn BatchInsert + 'a>> {
@@ -280,35 +287,6 @@ impl Rows for Postgres {
         }
     }
 
-    fn update_row(&self, sql: &TableSql, old_key: &[Value], row: &[Value]) -> Result<usize> {
-        let plan = self.plan(sql)?;
-        let k = sql.key_len;
-        let Some(key) = bind_key(&plan.kinds[..k], old_key) else {
-            return Ok(0);
-        };
-        let (text, from) = match &sql.update_values {
-            Some(update) if row[..k] == *old_key => (update, k),
-            _ => (&sql.update, 0),
-        };
-        let mut binds = self.bind_written(&plan, row, from)?;
-        binds.extend(key);
-        Ok(self.execute_bound(text, &binds, "updating", &sql.table)? as usize)
-    }
-
-    fn delete_row(&self, sql: &TableSql, key: &[Value]) -> Result<usize> {
-        let plan = self.plan(sql)?;
-        let Some(binds) = bind_key(&plan.kinds[..sql.key_len], key) else {
-            return Ok(0);
-        };
-        Ok(self.execute_bound(&sql.delete, &binds, "deleting", &sql.table)? as usize)
-    }
-
-    /// Deletes every row (not `TRUNCATE`: row triggers fire, as they would
-    /// for any other write).
-    fn clear_table(&self, table: &str) -> Result<usize> {
-        self.delete_all(table)
-    }
-
     /// The largest value of an integer column; `None` for a column of
     /// another type, which holds no integers.
     fn max_integer(&self, table: &str, column: &str) -> Result<Option<i64>> {
@@ -325,43 +303,23 @@ impl Rows for Postgres {
         );
         Ok(self.client()?.query_one(text.as_str(), &[])?.get(0))
     }
+}
 
-    fn set_columns(
-        &self,
-        table: &str,
-        key_names: &[&str],
-        key: &[Value],
-        names: &[&str],
-        values: &[Value],
-    ) -> Result<usize> {
-        let key_kinds = self.kinds_of(table, key_names)?;
-        let known = self.columns_of(table)?;
-        let mut binds = Vec::with_capacity(names.len() + key.len());
-        let mut set = Vec::with_capacity(names.len());
-        for (i, (n, v)) in names.iter().zip(values).enumerate() {
-            let Some(c) = known.iter().find(|c| c.name == *n) else {
-                bail!("table '{table}' in {} has no column '{n}'", self.shown);
-            };
-            let p = match c.kind {
-                Kind::Other => format!("CAST(${}::text AS {})", i + 1, c.type_name),
-                _ => format!("${}", i + 1),
-            };
-            set.push(format!("{} = {p}", quote_ident(n)));
-            binds.push(
-                bind(c.kind, v.as_cell())
-                    .with_context(|| format!("table '{table}', column '{n}'"))?,
-            );
-        }
-        let Some(key_binds) = bind_key(&key_kinds, key) else {
+impl Postgres {
+    /// Rewrites the row stored under `old_key` (which differs from the
+    /// row's own key when the key changed).
+    fn update_row(&self, sql: &TableSql, old_key: &[Value], row: &[Value]) -> Result<usize> {
+        let plan = self.plan(sql)?;
+        let k = sql.key_len;
+        let Some(key) = bind_key(&plan.kinds[..k], old_key) else {
             return Ok(0);
         };
-        binds.extend(key_binds);
-        let text = format!(
-            "UPDATE {} SET {} WHERE {}",
-            self.qualified(table),
-            set.join(", "),
-            key_where(key_names, &key_kinds, names.len() + 1)
-        );
-        Ok(self.execute_bound(&text, &binds, "updating", table)? as usize)
+        let (text, from) = match &sql.update_values {
+            Some(update) if row[..k] == *old_key => (update, k),
+            _ => (&sql.update, 0),
+        };
+        let mut binds = self.bind_written(&plan, row, from)?;
+        binds.extend(key);
+        Ok(self.execute_bound(text, &binds, "updating", &sql.table)? as usize)
     }
 }

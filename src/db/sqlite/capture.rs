@@ -7,22 +7,9 @@ use anyhow::{Context, Result, bail};
 use rusqlite::{OptionalExtension, params};
 
 use super::*;
+use crate::db::transaction::Savepoint;
 
 impl Capture for Sqlite {
-    /// Whether the journal was installed: the view `_cutover_journal` over
-    /// its tables exists. A table of that name is an older cutover's.
-    fn has_journal(&self) -> Result<bool> {
-        let kind = self.with_schema(|s| s.kind_of("_cutover_journal").map(str::to_string))?;
-        match kind.as_deref() {
-            None => Ok(false),
-            Some("view") => Ok(true),
-            Some(_) => bail!(
-                "{}: _cutover_journal was written by an older cutover (JSON images); finish that rollback with the version that started it, or remove the journal and install it again",
-                self.location
-            ),
-        }
-    }
-
     /// The image id for `name` with these columns: the existing one when the
     /// columns are the same, else a new one with its image tables. The
     /// journal's list of entries comes first (and an earlier cutover's
@@ -72,13 +59,8 @@ impl Capture for Sqlite {
     /// Installs (or replaces, when they differ from what the spec needs
     /// now) the journal triggers on one table. Returns how many triggers were
     /// created or replaced.
-    fn install_journal(
-        &self,
-        name: &str,
-        table: &str,
-        columns: &[&str],
-        key_len: usize,
-    ) -> Result<usize> {
+    fn install_journal(&self, t: &Journaled<'_>) -> Result<usize> {
+        let (name, table, columns, key_len) = (t.name, t.table, t.columns, t.key_len);
         let img = self.image_for(name, table, columns)?;
         let want = self.journal_trigger_sql(img, table, columns, key_len)?;
         let have = self.triggers_on(table)?;
@@ -102,63 +84,42 @@ impl Capture for Sqlite {
         Ok(differ.max(1))
     }
 
-    /// Writes through a table's journal triggers inside a savepoint that is
-    /// always rolled back, with `trusted_schema=OFF`: the first row (by key)
+    /// Writes through each table's journal triggers inside one savepoint
+    /// that is always rolled back, with `trusted_schema=OFF`: the first row (by key)
     /// is deleted, inserted again and updated to itself, and the journal's
     /// first three new entries must be exactly those, with that row as
     /// their images (an application trigger may journal more after them).
     /// An empty or fenced table is not written; the statements that fire
     /// the triggers are compiled instead, which is where SQLite refuses a
     /// trigger it cannot run.
-    fn prove_journal(
-        &self,
-        name: &str,
-        table: &str,
-        columns: &[&str],
-        key_len: usize,
-    ) -> Result<()> {
-        self.savepoint()?;
-        self.conn.pragma_update(None, "trusted_schema", false)?;
-        let r = self.probe_writes_journal(name, table, columns, key_len);
-        self.conn.pragma_update(None, "trusted_schema", true)?;
-        self.rollback_savepoint();
-        r
-    }
-
-    /// Every table's proof in one savepoint, rolled back at the end: SQLite
-    /// reads the whole schema again after a rollback to a savepoint in a
-    /// transaction that changed it, so a savepoint per table would make the
-    /// install's time grow with the square of the number of tables.
-    fn prove_journals(
-        &self,
-        tables: &[(&str, &str, Vec<&str>, usize)],
-    ) -> Result<(), (usize, anyhow::Error)> {
-        self.savepoint().map_err(|e| (0, e))?;
+    ///
+    /// Every table's proof in one savepoint: SQLite reads the whole schema
+    /// again after a rollback to a savepoint in a transaction that changed
+    /// it, so a savepoint per table would make the install's time grow
+    /// with the square of the number of tables.
+    fn prove_journals(&self, tables: &[Journaled<'_>]) -> Result<(), Unproven> {
+        let failed = |table| move |error| Unproven { table, error };
+        let proof = Savepoint::open(self).map_err(failed(0))?;
         let r = self
             .conn
             .pragma_update(None, "trusted_schema", false)
-            .map_err(|e| (0, e.into()))
+            .map_err(|e| failed(0)(e.into()))
             .and_then(|()| {
-                for (i, (name, table, columns, key_len)) in tables.iter().enumerate() {
-                    self.probe_writes_journal(name, table, columns, *key_len)
-                        .map_err(|e| (i, e))?;
+                for (i, t) in tables.iter().enumerate() {
+                    self.probe_writes_journal(t.name, t.table, t.columns, t.key_len)
+                        .map_err(failed(i))?;
                 }
                 Ok(())
             });
         let _ = self.conn.pragma_update(None, "trusted_schema", true);
-        self.rollback_savepoint();
+        proof.rollback();
         r
     }
 
     /// The journal triggers of one table that are missing or differ from the
     /// ones the spec needs now (`columns`, `key_len`): their names.
-    fn stale_journal_triggers(
-        &self,
-        name: &str,
-        table: &str,
-        columns: &[&str],
-        key_len: usize,
-    ) -> Result<Vec<String>> {
+    fn stale_journal_triggers(&self, t: &Journaled<'_>) -> Result<Vec<String>> {
+        let (name, table, columns, key_len) = (t.name, t.table, t.columns, t.key_len);
         let list = serde_json::to_string(columns)?;
         let img: Option<i64> = if self.has_table("_cutover_journal_tables")? {
             self.conn
@@ -205,15 +166,6 @@ impl Capture for Sqlite {
         Ok(())
     }
 
-    /// How many of a table's journal triggers exist.
-    fn journal_triggers_per_table(&self) -> usize {
-        JOURNAL_TRIGGERS_PER_TABLE
-    }
-
-    fn journal_triggers(&self, table: &str) -> Result<usize> {
-        self.count_triggers(&journal_trigger_names(table))
-    }
-
     /// The journal's image tables (before- and after-images) and its list
     /// of entries, which the fence guards like the journal itself.
     fn journal_image_tables(&self) -> Result<Vec<String>> {
@@ -223,57 +175,28 @@ impl Capture for Sqlite {
         }
         Ok(out)
     }
-
-    /// The journal's identity, once `journal install` gave it one.
-    fn journal_id(&self) -> Result<Option<(String, Vec<String>)>> {
-        if !self.has_table("_cutover_journal_id")? {
-            return Ok(None);
-        }
-        let row: Option<(String, String)> = self
-            .conn
-            .query_row(
-                "SELECT journal, tables FROM _cutover_journal_id WHERE id = 1",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?;
-        Ok(match row {
-            Some((id, tables)) => Some((id, serde_json::from_str(&tables)?)),
-            None => None,
-        })
-    }
-
-    /// Gives the journal an identity if it has none: `journal` is fresh
-    /// randomness from the caller, `tables` the spec's table names.
-    fn set_journal_id(&self, journal: &str, tables: &[&str]) -> Result<()> {
-        self.conn.execute(
-            "INSERT INTO _cutover_journal_id (id, journal, tables) VALUES (1, ?1, ?2)",
-            params![journal, serde_json::to_string(tables)?],
-        )?;
-        Ok(())
-    }
-
-    /// Gives the journal a new identity whose entries come after `after_seq`.
-    fn renew_journal_id(&self, journal: &str, after_seq: i64) -> Result<()> {
-        self.conn.execute(
-            "UPDATE _cutover_journal_id SET journal = ?1, after_seq = ?2, installed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = 1",
-            params![journal, after_seq],
-        )?;
-        Ok(())
-    }
-
-    /// Records the spec's tables under the journal's identity (a spec that
-    /// gained a table).
-    fn set_journal_tables(&self, tables: &[&str]) -> Result<()> {
-        self.conn.execute(
-            "UPDATE _cutover_journal_id SET tables = ?1 WHERE id = 1",
-            [serde_json::to_string(tables)?],
-        )?;
-        Ok(())
-    }
 }
 
 impl Sqlite {
+    /// Whether the journal was installed: the view `_cutover_journal` over
+    /// its tables exists. A table of that name is an older cutover's.
+    pub(super) fn has_journal(&self) -> Result<bool> {
+        let kind = self.with_schema(|s| s.kind_of("_cutover_journal").map(str::to_string))?;
+        match kind.as_deref() {
+            None => Ok(false),
+            Some("view") => Ok(true),
+            Some(_) => bail!(
+                "{}: _cutover_journal was written by an older cutover (JSON images); finish that rollback with the version that started it, or remove the journal and install it again",
+                self.location
+            ),
+        }
+    }
+
+    /// How many of a table's journal triggers exist.
+    pub(super) fn journal_triggers(&self, table: &str) -> Result<usize> {
+        self.count_triggers(&journal_trigger_names(table))
+    }
+
     /// The journal's image tables (before- and after-images), in image
     /// order.
     pub(super) fn image_tables(&self) -> Result<Vec<String>> {
@@ -628,15 +551,21 @@ impl Sqlite {
         self.delete_row(&sql, &key)?;
         self.insert_row(&sql, &row)?;
         self.update_row(&sql, &key, &row)?;
-        let page = self.journal_page(before, i64::MAX, 10)?;
+        let whole = |_: i64, _: usize, _: bool| false;
+        let shape = RunShape {
+            limit: 10,
+            bytes: usize::MAX,
+            digest: &whole,
+        };
+        let page = self.journal_run(before, i64::MAX, &shape)?.entries;
         // The application's own triggers may journal more after these
         // three (a "touch updated_at"); the first three must be exactly ours.
         let ours = page.len() >= 3
-            && page[0].op == "delete"
+            && page[0].op == Op::Delete
             && page[0].old.as_ref() == Some(&row)
-            && page[1].op == "insert"
+            && page[1].op == Op::Insert
             && page[1].new.as_ref() == Some(&row)
-            && page[2].op == "update"
+            && page[2].op == Op::Update
             && page[2].old.as_ref() == Some(&row);
         if !ours {
             bail!(
@@ -664,7 +593,7 @@ fn like_prefix(name: &str, prefix: &str) -> bool {
 
 /// The names of the journal's triggers on one table.
 /// How many triggers the journal puts on each table.
-pub(super) const JOURNAL_TRIGGERS_PER_TABLE: usize = 7;
+pub(crate) const JOURNAL_TRIGGERS_PER_TABLE: usize = 7;
 
 pub(super) fn journal_trigger_names(table: &str) -> [String; JOURNAL_TRIGGERS_PER_TABLE] {
     [

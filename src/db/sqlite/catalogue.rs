@@ -1,10 +1,11 @@
 //! What SQLite's catalogue says about tables: columns, keys, foreign keys,
 //! triggers, schema text and AUTOINCREMENT sequences.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use rusqlite::{OptionalExtension, params};
 
 use super::*;
+use crate::value::ColumnKind;
 
 impl Catalogue for Sqlite {
     /// Columns of a table in declaration order; empty when there is no such table.
@@ -13,38 +14,40 @@ impl Catalogue for Sqlite {
             .conn
             .prepare("SELECT name, type, pk FROM pragma_table_info(?1)")?;
         let rows = st.query_map([table], |r| {
+            let decl_type: String = r.get(1)?;
             Ok(ColumnInfo {
                 name: r.get(0)?,
-                decl_type: r.get(1)?,
+                kind: kind_of(&decl_type),
+                decl_type,
                 pk: r.get(2)?,
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// The generated columns of a table: `(name, "virtual" | "stored")`.
-    fn generated_columns(&self, table: &str) -> Result<Vec<(String, &'static str)>> {
+    /// The generated columns of a table, `VIRTUAL` (hidden 2) or
+    /// `STORED` (hidden 3).
+    fn generated_columns(&self, table: &str) -> Result<Vec<Generated>> {
         let mut st = self
             .conn
             .prepare("SELECT name, hidden FROM pragma_table_xinfo(?1) WHERE hidden IN (2, 3)")?;
         let rows = st.query_map([table], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                if r.get::<_, i64>(1)? == 2 {
-                    "virtual"
-                } else {
-                    "stored"
-                },
-            ))
+            Ok(Generated {
+                name: r.get(0)?,
+                stored: r.get::<_, i64>(1)? == 3,
+            })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// The user tables, for messages that list what is there.
-    fn user_tables(&self) -> Result<Vec<String>> {
-        let mut st = self.conn.prepare(
-            "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '\\_cutover\\_%' ESCAPE '\\' ORDER BY name",
-        )?;
+    /// The tables in `sqlite_schema`, the user's alone (no `sqlite_…`
+    /// table, no `_cutover_…` one) unless `own`.
+    fn tables(&self, own: bool) -> Result<Vec<String>> {
+        let mut st = self.conn.prepare(if own {
+            "SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name"
+        } else {
+            "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '\\_cutover\\_%' ESCAPE '\\' ORDER BY name"
+        })?;
         let rows = st.query_map([], |r| r.get(0))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
@@ -99,8 +102,14 @@ impl Catalogue for Sqlite {
         let mut out: Vec<(i64, ForeignKey)> = Vec::new();
         for (id, parent, from, to) in rows {
             match out.last_mut() {
-                Some(last) if last.0 == id => last.1.1.push((from, to)),
-                _ => out.push((id, (parent, vec![(from, to)]))),
+                Some(last) if last.0 == id => last.1.columns.push((from, to)),
+                _ => out.push((
+                    id,
+                    ForeignKey {
+                        parent,
+                        columns: vec![(from, to)],
+                    },
+                )),
             }
         }
         Ok(out.into_iter().map(|(_, fk)| fk).collect())
@@ -128,38 +137,27 @@ impl Catalogue for Sqlite {
                 Some(r) => self.key_of_rowid(&child, key_names, r)?,
                 None => None,
             };
-            out.push((child, key, parent));
+            out.push(ForeignKeyViolation { child, key, parent });
         }
         Ok(out)
     }
 
     /// The schema of the given tables and of the control tables: every table,
     /// index and trigger definition, as `(name, sql)` in name order.
-    fn schema_of(&self, tables: &[&str]) -> Result<Vec<(String, String)>> {
+    fn schema_of(&self, tables: &[&str]) -> Result<Vec<SchemaPart>> {
         let mut st = self.conn.prepare(
             "SELECT type || ' ' || name, coalesce(sql, '') FROM sqlite_schema
              WHERE lower(tbl_name) IN (SELECT lower(value) FROM json_each(?1)) OR tbl_name LIKE '\\_cutover\\_%' ESCAPE '\\'
              ORDER BY type, name",
         )?;
         let list = serde_json::to_string(tables)?;
-        let rows = st.query_map([list], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        let rows = st.query_map([list], |r| {
+            Ok(SchemaPart {
+                name: r.get(0)?,
+                definition: r.get(1)?,
+            })
+        })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
-    }
-
-    /// The AUTOINCREMENT high-water mark of a table (`sqlite_sequence`): the
-    /// largest id it ever handed out, rows deleted since included.
-    fn sequence(&self, table: &str) -> Result<Option<i64>> {
-        if !self.has_table("sqlite_sequence")? {
-            return Ok(None);
-        }
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT seq FROM sqlite_sequence WHERE name = ?1",
-                [table],
-                |r| r.get(0),
-            )
-            .optional()?)
     }
 
     /// Raises a table's AUTOINCREMENT high-water mark to at least `to`, so
@@ -188,24 +186,68 @@ impl Catalogue for Sqlite {
         Ok(())
     }
 
-    /// Nothing to mark: `sqlite_sequence` is a table, and a rollback puts
-    /// it back with the rows.
-    fn sequence_marks(&self, _tables: &[&str]) -> Result<Vec<SequenceMark>> {
+    /// Each table's AUTOINCREMENT high-water mark (`sqlite_sequence`): the
+    /// largest id it ever handed out, rows deleted since included. Marked
+    /// transactional: `sqlite_sequence` is a table, and a rollback puts it
+    /// back with the rows.
+    fn sequence_marks(&self, tables: &[&str]) -> Result<Vec<SequenceMark>> {
+        if !self.has_table("sqlite_sequence")? {
+            return Ok(Vec::new());
+        }
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT seq FROM sqlite_sequence WHERE name = ?1")?;
+        let mut out = Vec::new();
+        for t in tables {
+            if let Some(seq) = st.query_row([t], |r| r.get::<_, i64>(0)).optional()? {
+                out.push(SequenceMark {
+                    name: quote_ident(t),
+                    last_value: seq,
+                    is_called: true,
+                    table: t.to_string(),
+                    own: true,
+                    transactional: true,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Nothing to put back: a rollback did.
+    fn restore_sequences(&self, _marks: &[SequenceMark]) -> Result<Vec<String>> {
         Ok(Vec::new())
     }
 
-    fn restore_sequences(&self, _marks: &[SequenceMark]) -> Result<Vec<String>> {
-        Ok(Vec::new())
+    /// Adds the column: a SQLite column keeps its declared type as it is;
+    /// any other engine's kind becomes SQLite's name for it (SQLite keeps
+    /// each value with its storage class whatever the name).
+    fn add_column(&self, table: &str, from: &ColumnInfo) -> Result<()> {
+        let ty = if from.kind == kind_of(&from.decl_type) && plain(&from.decl_type) {
+            from.decl_type.clone()
+        } else {
+            declared(&from.kind)
+        };
+        let column = &from.name;
+        self.conn
+            .execute_batch(&format!(
+                "ALTER TABLE {} ADD COLUMN {} {ty}",
+                quote_ident(table),
+                quote_ident(column)
+            ))
+            .with_context(|| format!("adding column '{column}' to '{table}' in {}", self.location))
+    }
+
+    fn own_triggers(&self, table: &str) -> Result<OwnTriggers> {
+        Ok(OwnTriggers {
+            journal: self.journal_triggers(table)?,
+            fence: self.fence_triggers(table)?,
+        })
     }
 }
 
 impl Sqlite {
     pub(super) fn has_table(&self, name: &str) -> Result<bool> {
         self.with_schema(|s| s.has("table", name))
-    }
-
-    pub(super) fn has_column(&self, table: &str, column: &str) -> Result<bool> {
-        Ok(self.table_columns(table)?.iter().any(|c| c.name == column))
     }
 
     /// The key columns' values of a row given by rowid (for reports).
@@ -242,5 +284,126 @@ impl Sqlite {
         )?;
         let rows = st.query_map([table], |r| r.get(0))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+}
+
+/// Whether a declared type is a plain name SQLite may be given back as it
+/// is (letters, digits, spaces, a parenthesised list).
+fn plain(decl: &str) -> bool {
+    decl.chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == ' ' || c == '(' || c == ')' || c == ',')
+}
+
+/// The kind of a column SQLite declares `decl`, by SQLite's own affinity
+/// rules (<https://sqlite.org/datatype3.html>, 3.1), in their order: INT,
+/// then TEXT, then BLOB or none, then REAL; what is left has NUMERIC
+/// affinity, where a decimal's precision and scale, a boolean, a date and a
+/// timestamp are told apart and every other name admits whatever it is
+/// given.
+pub(super) fn kind_of(decl: &str) -> ColumnKind {
+    let upper = decl.trim().to_ascii_uppercase();
+    let args: Vec<u32> = upper
+        .split_once('(')
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(inside, _)| {
+            inside
+                .split(',')
+                .filter_map(|a| a.trim().parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    if upper.contains("INT") {
+        return ColumnKind::Integer;
+    }
+    if ["CHAR", "CLOB", "TEXT"].iter().any(|a| upper.contains(a)) {
+        return ColumnKind::Text {
+            max_len: args.first().copied(),
+            fixed: false,
+        };
+    }
+    if upper.is_empty() {
+        return ColumnKind::Any;
+    }
+    if upper.contains("BLOB") {
+        return ColumnKind::Blob;
+    }
+    if ["REAL", "FLOA", "DOUB"].iter().any(|a| upper.contains(a)) {
+        return ColumnKind::Real;
+    }
+    let name = upper.split('(').next().unwrap_or("").trim();
+    match name {
+        "NUMERIC" | "DECIMAL" => ColumnKind::Decimal {
+            precision: args.first().copied(),
+            scale: args.get(1).copied(),
+        },
+        "BOOLEAN" | "BOOL" => ColumnKind::Boolean,
+        "DATE" => ColumnKind::Date,
+        "TIMESTAMP" => ColumnKind::Timestamp { zone: false },
+        _ if name.contains("MONEY") => ColumnKind::Money,
+        _ => ColumnKind::Loose(decl.trim().to_string()),
+    }
+}
+
+/// SQLite's name for a column of another engine's kind.
+fn declared(kind: &ColumnKind) -> String {
+    match kind {
+        ColumnKind::Integer => "INTEGER".into(),
+        ColumnKind::Real => "REAL".into(),
+        ColumnKind::Decimal {
+            precision: Some(p),
+            scale: Some(s),
+        } => format!("NUMERIC({p},{s})"),
+        ColumnKind::Decimal { .. } | ColumnKind::Money => "NUMERIC".into(),
+        ColumnKind::Text { .. } => "TEXT".into(),
+        ColumnKind::Blob => "BLOB".into(),
+        ColumnKind::Boolean => "BOOLEAN".into(),
+        ColumnKind::Date => "DATE".into(),
+        ColumnKind::Timestamp { .. } => "TIMESTAMP".into(),
+        // Whatever it was given, as SQLite keeps it.
+        ColumnKind::Loose(_) | ColumnKind::Any | ColumnKind::Other { .. } => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod kind_tests {
+    use super::*;
+
+    #[test]
+    fn declared_types_take_their_kind_by_affinity() {
+        for (decl, kind) in [
+            ("INTEGER", ColumnKind::Integer),
+            ("UNSIGNED BIG INT", ColumnKind::Integer),
+            ("POINT", ColumnKind::Integer),
+            (
+                "varchar(12)",
+                ColumnKind::Text {
+                    max_len: Some(12),
+                    fixed: false,
+                },
+            ),
+            ("", ColumnKind::Any),
+            ("blob", ColumnKind::Blob),
+            ("DOUBLE PRECISION", ColumnKind::Real),
+            (
+                "numeric(10,2)",
+                ColumnKind::Decimal {
+                    precision: Some(10),
+                    scale: Some(2),
+                },
+            ),
+            (
+                "DECIMAL",
+                ColumnKind::Decimal {
+                    precision: None,
+                    scale: None,
+                },
+            ),
+            ("BOOLEAN", ColumnKind::Boolean),
+            ("DATE", ColumnKind::Date),
+            ("DATETIME", ColumnKind::Loose("DATETIME".into())),
+            ("MONEY", ColumnKind::Money),
+        ] {
+            assert_eq!(kind_of(decl), kind, "{decl}");
+        }
     }
 }

@@ -9,92 +9,73 @@ use anyhow::{Context, Result, bail};
 use rusqlite::{OpenFlags, config::DbConfig};
 
 use super::*;
+use crate::db::transaction::Step;
 
 impl Connection for Sqlite {
     fn location(&self) -> &str {
         &self.location
     }
 
-    fn durability(&self) -> Result<Durability> {
-        Ok(Durability {
-            settings: vec![
-                ("journal_mode", self.journal_mode()?),
-                ("synchronous", self.synchronous()?.to_string()),
-            ],
+    /// A file SQLite opened read-only (it does so, whatever was asked,
+    /// when this process may not write it), its journal mode and
+    /// `synchronous`; a file has no connection to protect.
+    fn facts(&self) -> Result<Facts> {
+        Ok(Facts {
+            read_only: self.conn.is_readonly(rusqlite::MAIN_DB)?,
+            durability: Durability {
+                settings: vec![
+                    ("journal_mode", self.journal_mode()?),
+                    ("synchronous", self.synchronous()?.to_string()),
+                ],
+            },
+            security: None,
         })
     }
 
-    /// Whether this process can write the file: SQLite opens a file it
-    /// may not write read-only, whatever was asked.
-    fn is_read_only(&self) -> Result<bool> {
-        Ok(self.conn.is_readonly(rusqlite::MAIN_DB)?)
-    }
-
-    /// Takes the write lock now (waiting for a writer in flight), so that
-    /// what is read inside the transaction cannot change before it commits.
-    fn begin_write(&self) -> Result<()> {
-        self.conn.execute_batch("BEGIN IMMEDIATE").with_context(|| {
-            format!(
-                "taking the write lock on {}; another process may hold it, retry when it is done",
-                self.location
-            )
-        })
-    }
-
-    /// A deferred transaction: its first read takes the snapshot its later
-    /// reads keep.
-    fn begin_read(&self) -> Result<()> {
-        Ok(self.conn.execute_batch("BEGIN")?)
-    }
-
-    fn commit(&self) -> Result<()> {
-        #[cfg(debug_assertions)]
-        self.check_patched_schema();
-        self.conn
-            .execute_batch("COMMIT")
-            .with_context(|| format!("committing to {}", self.location))
-    }
-
-    /// Rolls back if a transaction is open; safe to call at any time.
-    fn rollback(&self) {
-        self.forget_schema();
-        if !self.conn.is_autocommit() {
-            let _ = self.conn.execute_batch("ROLLBACK");
+    /// `BeginWrite` takes the write lock now (`BEGIN IMMEDIATE`, waiting
+    /// for a writer in flight), so that what is read inside the
+    /// transaction cannot change before it commits; `BeginRead` is a
+    /// deferred transaction, whose first read takes the snapshot its later
+    /// reads keep. A rollback of either forgets the schema this connection
+    /// read inside it.
+    fn transaction(&self, step: Step) -> Result<()> {
+        match step {
+            Step::BeginWrite => self.conn.execute_batch("BEGIN IMMEDIATE").with_context(|| {
+                format!(
+                    "taking the write lock on {}; another process may hold it, retry when it is done",
+                    self.location
+                )
+            }),
+            Step::BeginRead => Ok(self.conn.execute_batch("BEGIN")?),
+            Step::Commit => {
+                #[cfg(debug_assertions)]
+                self.check_patched_schema();
+                self.conn
+                    .execute_batch("COMMIT")
+                    .with_context(|| format!("committing to {}", self.location))
+            }
+            Step::Rollback => {
+                self.forget_schema();
+                if !self.conn.is_autocommit() {
+                    let _ = self.conn.execute_batch("ROLLBACK");
+                }
+                Ok(())
+            }
+            Step::Savepoint => Ok(self.conn.execute_batch("SAVEPOINT cutover_batch")?),
+            Step::Release => Ok(self.conn.execute_batch("RELEASE cutover_batch")?),
+            Step::RollbackSavepoint => {
+                self.forget_schema();
+                let _ = self
+                    .conn
+                    .execute_batch("ROLLBACK TO cutover_batch; RELEASE cutover_batch");
+                Ok(())
+            }
         }
-    }
-
-    /// Opens a nested transaction inside the open one (a dry run's batch).
-    fn savepoint(&self) -> Result<()> {
-        Ok(self.conn.execute_batch("SAVEPOINT cutover_batch")?)
-    }
-
-    /// Keeps the nested transaction's work in the open one.
-    fn release(&self) -> Result<()> {
-        Ok(self.conn.execute_batch("RELEASE cutover_batch")?)
-    }
-
-    /// Undoes the nested transaction's work and closes it.
-    fn rollback_savepoint(&self) {
-        self.forget_schema();
-        let _ = self
-            .conn
-            .execute_batch("ROLLBACK TO cutover_batch; RELEASE cutover_batch");
     }
 
     /// Nothing to do: cutover's connections run with `foreign_keys=OFF`.
     fn suspend_foreign_keys(&self, _tables: &[&str], _suspend: bool) -> Result<()> {
         Ok(())
-    }
-
-    /// The current UTC time as the control tables write it.
-    /// Whether journal entry `seq` was applied. Called per change inside a
-    /// batch, after [`Db::ensure_applied_table`]: no catalogue look-up.
-    fn now(&self) -> Result<String> {
-        Ok(self
-            .conn
-            .query_row("SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')", [], |r| {
-                r.get(0)
-            })?)
     }
 
     /// `PRAGMA quick_check`: the b-trees' structure and order, every page.
@@ -113,9 +94,10 @@ impl Connection for Sqlite {
         Ok(Some(damaged(&self.location, &what)))
     }
 
-    /// A file: no connection to protect.
-    fn security(&self) -> Result<Option<crate::db::Security>> {
-        Ok(None)
+    /// Nothing to wait for: a process's write lock on the file ends with
+    /// the process, and the busy timeout waits for a live one.
+    fn await_other_runs(&self, _tables: &[&str], _waiting: &mut dyn FnMut(&str)) -> Result<()> {
+        Ok(())
     }
 }
 

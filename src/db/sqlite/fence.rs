@@ -2,9 +2,9 @@
 //! guarded fence row, and probes from another connection.
 
 use anyhow::{Context, Result};
-use rusqlite::{OptionalExtension, params};
 
 use super::*;
+use crate::db::transaction::Transaction;
 
 impl Fence for Sqlite {
     /// Nothing to do: the write transaction (`BEGIN IMMEDIATE`) already
@@ -49,48 +49,11 @@ impl Fence for Sqlite {
         Ok(())
     }
 
-    /// How many of the three fence triggers of a table exist.
-    fn fence_triggers(&self, table: &str) -> Result<usize> {
-        self.count_triggers(&Self::trigger_names("fence", table))
-    }
-
-    /// The fence row, if the target is fenced.
-    fn fence_row(&self) -> Result<Option<FenceRecord>> {
-        if !self.has_table("_cutover_fence")? {
-            return Ok(None);
-        }
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT boundary, journal_rows, fingerprint, tables, parts, fenced_at FROM _cutover_fence WHERE id = 1",
-                [],
-                |r| {
-                    Ok(FenceRecord {
-                        boundary: r.get(0)?,
-                        journal_rows: r.get(1)?,
-                        fingerprint: r.get(2)?,
-                        tables: r.get(3)?,
-                        parts: r.get(4)?,
-                        fenced_at: r.get(5)?,
-                    })
-                },
-            )
-            .optional()?)
-    }
-
-    fn set_fence_row(&self, f: &FenceRecord) -> Result<()> {
-        self.conn.execute(
-            "INSERT INTO _cutover_fence (id, boundary, journal_rows, fingerprint, tables, parts, fenced_at) VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6)",
-            params![f.boundary, f.journal_rows, f.fingerprint, f.tables, f.parts, f.fenced_at],
-        )?;
-        Ok(())
-    }
-
     /// Tries an insert, an update and a delete on `table` through this
     /// connection, each inside a transaction that is always rolled back:
     /// `(statement, Ok(rows written) | Err(refusal))`. An update or delete on
     /// an empty table writes nothing and proves nothing (`Ok(0)`).
-    fn probe_writes(&self, table: &str) -> Result<Vec<(&'static str, Result<usize, String>)>> {
+    fn probe_writes(&self, table: &str) -> Result<Vec<Probe>> {
         let t = quote_ident(table);
         let first = self
             .table_columns(table)?
@@ -113,16 +76,26 @@ impl Fence for Sqlite {
         ];
         let mut out = Vec::new();
         for (what, sql) in probes {
-            self.conn.execute_batch("BEGIN")?;
+            // A deferred `BEGIN`: the probe takes the write lock only when
+            // its statement writes, as an application's would.
+            let probe = Transaction::begin(self, false)?;
             let r = self.conn.execute(&sql, []);
-            self.rollback();
-            out.push((what, r.map_err(|e| e.to_string())));
+            probe.rollback();
+            out.push(Probe {
+                write: what,
+                outcome: r.map_err(|e| e.to_string()),
+            });
         }
         Ok(out)
     }
 }
 
 impl Sqlite {
+    /// How many of the three fence triggers of a table exist.
+    pub(super) fn fence_triggers(&self, table: &str) -> Result<usize> {
+        self.count_triggers(&Self::trigger_names("fence", table))
+    }
+
     pub(super) fn remove_fence_triggers(&self, table: &str) -> Result<()> {
         for n in Self::trigger_names("fence", table) {
             self.conn

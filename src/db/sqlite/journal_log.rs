@@ -1,6 +1,8 @@
 //! Change capture, reading side: the journal's entries, pages of them in
 //! seq order, counts and the digest.
 
+use std::collections::BTreeMap;
+
 use anyhow::{Context, Result, bail};
 use rusqlite::{OptionalExtension, params};
 
@@ -9,36 +11,77 @@ use sha2::Digest;
 use super::capture::{PART, journal_parts, prefixed};
 use super::large::{self, Slot};
 use super::*;
+use crate::db::journal_merge::merge_runs;
 
 /// How many bytes the journal's digest gathers before hashing them.
 const DIGEST_BUFFER: usize = 64 * 1024;
 
 impl JournalLog for Sqlite {
-    /// Every journaled table (and earlier column lists of the same table).
-    fn journal_tables(&self) -> Result<Vec<JournalTable>> {
-        self.journal_tables_where("1", [])
-    }
-
-    /// `(tbl, op, entries)` of the journal, in table then op order.
-    fn journal_counts(&self) -> Result<Vec<(String, String, i64)>> {
+    /// Each image table counted per op in the range: its rows, so that a
+    /// row written there behind the list of entries is counted (a journal
+    /// from before the list is counted through its view).
+    fn journal_counts(&self, range: SeqRange) -> Result<Vec<JournalCount>> {
         if !self.has_journal()? {
             return Ok(Vec::new());
         }
-        let mut st = self.conn.prepare(
-            "SELECT t.tbl, j.op, count(*) FROM _cutover_journal j JOIN _cutover_journal_tables t USING (img)
-             GROUP BY t.tbl, j.op ORDER BY t.tbl, j.op",
-        )?;
-        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        let mut counts: BTreeMap<(String, Op), (i64, i64)> = BTreeMap::new();
+        let mut add = |tbl: String, op: String, n: i64, last: i64| -> Result<()> {
+            let op = Op::parse(&op).with_context(|| {
+                format!("the journal of table '{tbl}' holds an entry of op {op:?}; the journal is damaged")
+            })?;
+            let c = counts.entry((tbl, op)).or_default();
+            c.0 += n;
+            c.1 = c.1.max(last);
+            Ok(())
+        };
+        let params = params![range.after, range.upto];
+        if self.has_entry_list()? {
+            for t in self.journal_tables()? {
+                let first = &journal_parts(t.img, t.columns.len())[0].0;
+                if !self.has_table(first)? {
+                    continue;
+                }
+                let mut st = self.conn.prepare_cached(&format!(
+                    "SELECT op, count(*), max(seq) FROM {} WHERE seq > ?1 AND seq <= ?2 GROUP BY op",
+                    quote_ident(first)
+                ))?;
+                let rows = st.query_map(params, |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+                for row in rows {
+                    let (op, n, last) = row?;
+                    add(t.tbl.clone(), op, n, last)?;
+                }
+            }
+        } else {
+            let mut st = self.conn.prepare(
+                "SELECT t.tbl, j.op, count(*), max(j.seq) FROM _cutover_journal j
+                 JOIN _cutover_journal_tables t USING (img)
+                 WHERE j.seq > ?1 AND j.seq <= ?2 GROUP BY t.tbl, j.op",
+            )?;
+            let rows =
+                st.query_map(params, |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
+            for row in rows {
+                let (tbl, op, n, last) = row?;
+                add(tbl, op, n, last)?;
+            }
+        }
+        Ok(counts
+            .into_iter()
+            .map(|((tbl, op), (entries, last))| JournalCount {
+                tbl,
+                op,
+                entries,
+                last,
+            })
+            .collect())
     }
 
-    /// `(entries, max seq)` of the journal: the rows of its journal tables,
-    /// so that a row written there behind the list of entries is counted.
-    fn journal_extent(&self) -> Result<(i64, i64)> {
+    /// The rows of the journal's image tables, so that a row written there
+    /// behind the list of entries is counted.
+    fn journal_extent(&self) -> Result<Extent> {
         if !self.has_journal()? {
-            return Ok((0, 0));
+            return Ok(Extent::default());
         }
-        if self.has_entry_list()? {
+        let (entries, last) = if self.has_entry_list()? {
             let (mut rows, mut max) = (0, 0);
             for t in self.journal_tables()? {
                 let first = &journal_parts(t.img, t.columns.len())[0].0;
@@ -53,73 +96,22 @@ impl JournalLog for Sqlite {
                 rows += n;
                 max = max.max(m);
             }
-            return Ok((rows, max));
-        }
-        Ok(self.conn.query_row(
-            "SELECT count(*), coalesce(max(seq), 0) FROM _cutover_journal",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )?)
-    }
-
-    /// Entries with `after < seq <= upto`.
-    fn journal_count_between(&self, after: i64, upto: i64) -> Result<i64> {
-        if !self.has_journal()? {
-            return Ok(0);
-        }
-        if self.has_entry_list()? {
-            // The rows of the journal tables, as `journal_extent` counts.
-            let mut n = 0;
-            for t in self.journal_tables()? {
-                let first = &journal_parts(t.img, t.columns.len())[0].0;
-                n += self.conn.query_row(
-                    &format!(
-                        "SELECT count(*) FROM {} WHERE seq > ?1 AND seq <= ?2",
-                        quote_ident(first)
-                    ),
-                    [after, upto],
-                    |r| r.get::<_, i64>(0),
-                )?;
-            }
-            return Ok(n);
-        }
-        Ok(self.conn.query_row(
-            "SELECT count(*) FROM _cutover_journal WHERE seq > ?1 AND seq <= ?2",
-            [after, upto],
-            |r| r.get(0),
-        )?)
-    }
-
-    /// Entries with `after < seq <= upto`, at most `limit`, in `seq` order,
-    /// with their images.
-    fn journal_page(&self, after: i64, upto: i64, limit: usize) -> Result<Vec<JournalEntry>> {
-        let whole = |_: i64, _: usize, _: bool| false;
-        let shape = RunShape {
-            limit,
-            bytes: usize::MAX,
-            digest: &whole,
+            (rows, max)
+        } else {
+            self.conn.query_row(
+                "SELECT count(*), coalesce(max(seq), 0) FROM _cutover_journal",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?
         };
-        Ok(self.page(after, upto, &shape)?.0)
+        Ok(Extent { entries, last })
     }
 
     /// A page cut by its images' bytes too, its large values read only
     /// for the entries it keeps, each whole or as its digest.
-    fn journal_run(
-        &self,
-        after: i64,
-        upto: i64,
-        shape: &RunShape<'_>,
-    ) -> Result<(Vec<JournalEntry>, bool)> {
-        self.page(after, upto, shape)
-    }
-
-    /// Entries with `after < seq <= upto` counted per op.
-    fn journal_pending_counts(&self, after: i64, upto: i64) -> Result<Vec<(String, i64)>> {
-        let mut st = self.conn.prepare(
-            "SELECT op, count(*) FROM _cutover_journal WHERE seq > ?1 AND seq <= ?2 GROUP BY op ORDER BY op",
-        )?;
-        let rows = st.query_map(params![after, upto], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    fn journal_run(&self, after: i64, upto: i64, shape: &RunShape<'_>) -> Result<Run> {
+        let (entries, more) = self.page(after, upto, shape)?;
+        Ok(Run { entries, more })
     }
 
     /// SHA-256 over the journal: every entry in `seq` order and every image
@@ -131,40 +123,12 @@ impl JournalLog for Sqlite {
         )?;
         Ok(hex::encode(h.finalize()))
     }
+}
 
-    /// The seq the journal's own entries come after (0 for a first
-    /// identity).
-    fn journal_start(&self) -> Result<i64> {
-        if !self.has_table("_cutover_journal_id")? {
-            return Ok(0);
-        }
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT after_seq FROM _cutover_journal_id WHERE id = 1",
-                [],
-                |r| r.get(0),
-            )
-            .optional()?
-            .unwrap_or(0))
-    }
-
-    /// The last seq journaled for spec table `name`, under any column list.
-    fn last_journaled(&self, name: &str) -> Result<Option<i64>> {
-        let mut last = None;
-        for t in self.journal_tables_where("tbl = ?1", [name])? {
-            let table = &journal_parts(t.img, t.columns.len())[0].0;
-            if !self.has_table(table)? {
-                continue;
-            }
-            let m: Option<i64> = self.conn.query_row(
-                &format!("SELECT max(seq) FROM {}", quote_ident(table)),
-                [],
-                |r| r.get(0),
-            )?;
-            last = last.max(m);
-        }
-        Ok(last)
+impl Sqlite {
+    /// Every journaled table (and earlier column lists of the same table).
+    pub(super) fn journal_tables(&self) -> Result<Vec<JournalTable>> {
+        self.journal_tables_where("1", [])
     }
 }
 
@@ -174,7 +138,7 @@ struct Read {
     seq: i64,
     img: i64,
     width: usize,
-    op: String,
+    op: Op,
     old: Option<Row>,
     new: Option<Row>,
     /// The large values left in place, `(after-image, column, text, bytes)`:
@@ -299,26 +263,16 @@ impl Sqlite {
                 }
             }
         }
-        let mut out = Vec::with_capacity(limit.min(4096));
-        // The images' bytes so far: the page ends with the entry that
-        // reaches the budget.
-        let mut bytes = 0usize;
-        while out.len() < limit && bytes < shape.bytes {
-            let Some(next) = runs
-                .iter_mut()
-                .filter(|r| !r.is_empty())
-                .min_by_key(|r| r.front().map_or(i64::MAX, |e| e.seq))
-            else {
-                break;
-            };
-            match next.pop_front() {
-                Some(e) => {
-                    bytes = bytes.saturating_add(e.size());
-                    out.push(self.entry(e, shape)?);
-                }
-                None => break,
-            }
-        }
+        // The page ends with the entry whose images reach the budget.
+        let merged = merge_runs(
+            &mut runs,
+            limit,
+            shape.bytes,
+            |e| e.seq,
+            Read::size,
+            |e| self.entry(e, shape),
+        )?;
+        let (mut out, bytes) = (merged.entries, merged.bytes);
         if bytes >= shape.bytes {
             return Ok((out, true));
         }
@@ -387,12 +341,12 @@ impl Sqlite {
                         .map(|i| r.get_ref(from + i).map(|v| cell(v).to_value()))
                         .collect()
                 };
-                let (old, new) = match op.as_str() {
-                    "insert" => (None, Some(read(2 + n)?)),
-                    "delete" => (Some(read(2)?), None),
-                    "update" => (Some(read(2)?), Some(read(2 + n)?)),
-                    other => bail!(
-                        "journal entry seq {seq} (table '{}') has op {other:?}; the journal is damaged",
+                let (op, old, new) = match Op::parse(&op) {
+                    Some(Op::Insert) => (Op::Insert, None, Some(read(2 + n)?)),
+                    Some(Op::Delete) => (Op::Delete, Some(read(2)?), None),
+                    Some(Op::Update) => (Op::Update, Some(read(2)?), Some(read(2 + n)?)),
+                    None => bail!(
+                        "journal entry seq {seq} (table '{}') has op {op:?}; the journal is damaged",
                         t.tbl
                     ),
                 };
@@ -438,12 +392,12 @@ impl Sqlite {
                     t.tbl
                 ),
             };
-            let (has_old, has_new) = match op.as_str() {
-                "insert" => (false, true),
-                "delete" => (true, false),
-                "update" => (true, true),
-                other => bail!(
-                    "journal entry seq {seq} (table '{}') has op {other:?}; the journal is damaged",
+            let (op, has_old, has_new) = match Op::parse(&op) {
+                Some(Op::Insert) => (Op::Insert, false, true),
+                Some(Op::Delete) => (Op::Delete, true, false),
+                Some(Op::Update) => (Op::Update, true, true),
+                None => bail!(
+                    "journal entry seq {seq} (table '{}') has op {op:?}; the journal is damaged",
                     t.tbl
                 ),
             };

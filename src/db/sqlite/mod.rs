@@ -12,29 +12,25 @@ use std::time::Duration;
 use rusqlite::ToSql;
 use rusqlite::types::{ToSqlOutput, ValueRef};
 
+pub(crate) use crate::db::RowsExt;
 pub(crate) use crate::db::interfaces::*;
 pub(crate) use crate::db::types::*;
 pub(crate) use crate::value::{Block, CellRef, Row, Value};
+pub(crate) use capture::JOURNAL_TRIGGERS_PER_TABLE;
 
-mod applied;
 mod capture;
 mod catalogue;
 mod connection;
+pub mod control;
 mod fence;
 mod fixtures;
 mod journal_log;
 mod large;
-mod progress;
-mod receipts;
 mod rows;
 mod schema;
 mod side_effects;
 
-const CONTROL_DDL: &str = include_str!("../../../sql/sqlite/control.sql");
-const APPLIED_DDL: &str = include_str!("../../../sql/sqlite/applied.sql");
-const APPLY_DDL: &str = include_str!("../../../sql/sqlite/apply.sql");
 const FENCE_TRIGGERS: &str = include_str!("../../../sql/sqlite/fence_triggers.sql");
-const SYNC_DDL: &str = include_str!("../../../sql/sqlite/sync.sql");
 const FENCE_GUARD: &str = include_str!("../../../sql/sqlite/fence_guard.sql");
 
 /// How long a statement waits for another process's lock before failing.

@@ -24,7 +24,7 @@ impl Rows for Sqlite {
         // running the statements reports what is wrong.
         let generated: Vec<String> = self
             .generated_columns(table)
-            .map(|g| g.into_iter().map(|(name, _)| name).collect())
+            .map(|g| g.into_iter().map(|g| g.name).collect())
             .unwrap_or_default();
         match first {
             None => table_sql(table, columns, key_len, &generated),
@@ -32,7 +32,8 @@ impl Rows for Sqlite {
         }
     }
 
-    fn row_count(&self, sql: &TableSql) -> Result<i64> {
+    /// Counted either way: SQLite keeps no estimate worth more.
+    fn row_count(&self, sql: &TableSql, _count: Count) -> Result<i64> {
         Ok(self
             .conn
             .prepare_cached(&sql.count)?
@@ -115,8 +116,57 @@ impl Rows for Sqlite {
         Ok(Some(first))
     }
 
-    /// Inserts a row; returns how many rows the statement inserted (0 when
-    /// a trigger swallowed it).
+    fn write_row(&self, sql: &TableSql, write: RowWrite<'_>) -> Result<usize> {
+        match write {
+            RowWrite::Insert(row) => self.insert_row(sql, row),
+            RowWrite::Update { key, row } => self.update_row(sql, key, row),
+            RowWrite::Delete(key) => Ok(self
+                .conn
+                .prepare_cached(&sql.delete)?
+                .execute(rusqlite::params_from_iter(key.iter().map(Bind)))?),
+            RowWrite::All => Ok(self
+                .conn
+                .execute(&format!("DELETE FROM {}", quote_ident(&sql.table)), [])?),
+        }
+    }
+
+    /// A prepared insert for a run of rows from [`Block`]s.
+    fn inserter<'a>(&'a self, sql: &TableSql) -> Result<Box<dyn BatchInsert + 'a>> {
+        Ok(Box::new(Inserter {
+            st: self.conn.prepare_cached(&sql.insert)?,
+            cols: sql.written_columns(),
+        }))
+    }
+
+    /// None: SQLite's prepared insert is its fastest way in.
+    fn bulk_insert(&self, _sql: &TableSql, _blocks: &[Block]) -> Result<Option<u64>> {
+        Ok(None)
+    }
+
+    fn conditional_writer<'a>(&'a self, sql: &TableSql) -> Option<Box<dyn ConditionalWrite + 'a>> {
+        sql.conditional.as_ref()?;
+        Some(Box::new(ConditionalWriter {
+            conn: &self.conn,
+            sql: sql.clone(),
+            insert: None,
+            update: None,
+            delete: None,
+        }))
+    }
+
+    /// The largest integer in a column (index-assisted when there is one).
+    fn max_integer(&self, table: &str, column: &str) -> Result<Option<i64>> {
+        let c = quote_ident(column);
+        let sql = format!(
+            "SELECT max({c}) FROM {} WHERE typeof({c}) = 'integer'",
+            quote_ident(table)
+        );
+        Ok(self.conn.query_row(&sql, [], |r| r.get(0))?)
+    }
+}
+
+impl Sqlite {
+    /// Inserts a row, its large values bound where they lie.
     fn insert_row(&self, sql: &TableSql, row: &[Value]) -> Result<usize> {
         if row.iter().any(Value::is_large) {
             return Ok(execute_in_place(
@@ -131,21 +181,8 @@ impl Rows for Sqlite {
             .execute(rusqlite::params_from_iter(sql.written(row, 0).map(Bind)))?)
     }
 
-    /// A prepared insert for a run of rows from [`Block`]s.
-    fn inserter<'a>(&'a self, sql: &TableSql) -> Result<Box<dyn BatchInsert + 'a>> {
-        Ok(Box::new(Inserter {
-            st: self.conn.prepare_cached(&sql.insert)?,
-            cols: sql.written_columns(),
-        }))
-    }
-
     /// Rewrites the row stored under `old_key` (which may differ from the
     /// row's own key when the key changed).
-    /// None: SQLite's prepared insert is its fastest way in.
-    fn bulk_insert(&self, _sql: &TableSql, _blocks: &[Block]) -> Result<Option<u64>> {
-        Ok(None)
-    }
-
     fn update_row(&self, sql: &TableSql, old_key: &[Value], row: &[Value]) -> Result<usize> {
         let k = sql.key_len;
         let large = row.iter().any(Value::is_large);
@@ -171,71 +208,6 @@ impl Rows for Sqlite {
             .conn
             .prepare_cached(&sql.update)?
             .execute(rusqlite::params_from_iter(values.map(Bind)))?)
-    }
-
-    fn conditional_writer<'a>(&'a self, sql: &TableSql) -> Option<Box<dyn ConditionalWrite + 'a>> {
-        sql.conditional.as_ref()?;
-        Some(Box::new(ConditionalWriter {
-            conn: &self.conn,
-            sql: sql.clone(),
-            insert: None,
-            update: None,
-            delete: None,
-        }))
-    }
-
-    fn delete_row(&self, sql: &TableSql, key: &[Value]) -> Result<usize> {
-        Ok(self
-            .conn
-            .prepare_cached(&sql.delete)?
-            .execute(rusqlite::params_from_iter(key.iter().map(Bind)))?)
-    }
-
-    /// Deletes every row of a table (load `--replace`).
-    fn clear_table(&self, table: &str) -> Result<usize> {
-        Ok(self
-            .conn
-            .execute(&format!("DELETE FROM {}", quote_ident(table)), [])?)
-    }
-
-    /// The largest integer in a column (index-assisted when there is one).
-    fn max_integer(&self, table: &str, column: &str) -> Result<Option<i64>> {
-        let c = quote_ident(column);
-        let sql = format!(
-            "SELECT max({c}) FROM {} WHERE typeof({c}) = 'integer'",
-            quote_ident(table)
-        );
-        Ok(self.conn.query_row(&sql, [], |r| r.get(0))?)
-    }
-
-    /// Sets source columns of the row under `key`.
-    fn set_columns(
-        &self,
-        table: &str,
-        key_names: &[&str],
-        key: &[Value],
-        names: &[&str],
-        values: &[Value],
-    ) -> Result<usize> {
-        let sql = format!(
-            "UPDATE {} SET {} WHERE {}",
-            quote_ident(table),
-            assign(
-                &names.iter().map(|c| quote_ident(c)).collect::<Vec<_>>(),
-                1,
-                ", "
-            ),
-            key_match(
-                &key_names.iter().map(|c| quote_ident(c)).collect::<Vec<_>>(),
-                names.len() + 1
-            )
-        );
-        Ok(self
-            .conn
-            .prepare_cached(&sql)?
-            .execute(rusqlite::params_from_iter(
-                values.iter().chain(key).map(Bind),
-            ))?)
     }
 }
 

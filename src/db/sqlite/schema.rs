@@ -326,6 +326,7 @@ impl Sqlite {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::db::transaction::Transaction;
 
     fn db() -> (tempfile::TempDir, Sqlite) {
         let dir = tempfile::tempdir().unwrap();
@@ -350,7 +351,7 @@ mod tests {
     #[test]
     fn own_ddl_patches_what_sqlite_does() {
         let (_d, db) = db();
-        db.begin_write().unwrap();
+        let tx = Transaction::begin(&db, true).unwrap();
         assert!(db.has_table("t").unwrap());
         for (name, table) in [("_cutover_x_t", "t"), ("_cutover_x_we", "We ird")] {
             let sql = format!(
@@ -383,7 +384,7 @@ mod tests {
             Some("CREATE TRIGGER \"_cutover_x_we\" AFTER INSERT ON \"We ird\" BEGIN SELECT 1; END")
         );
         assert!(db.trigger_sql("_cutover_x_t").unwrap().is_none());
-        db.commit().unwrap();
+        tx.commit().unwrap();
     }
 
     #[test]
@@ -398,19 +399,19 @@ mod tests {
     #[test]
     fn a_rollback_forgets_the_patched_catalogue() {
         let (_d, db) = db();
-        db.begin_write().unwrap();
+        let tx = Transaction::begin(&db, true).unwrap();
         assert!(!db.has_table("u").unwrap());
         db.own_ddl("CREATE TABLE u (x)", |s| s.created_table("u"))
             .unwrap();
         assert!(db.has_table("u").unwrap());
-        db.rollback();
+        tx.rollback();
         assert!(!db.has_table("u").unwrap());
         // Another change that brings the schema back to the same version.
-        db.begin_write().unwrap();
+        let tx = Transaction::begin(&db, true).unwrap();
         db.own_ddl("CREATE TABLE v (x)", |s| s.created_table("v"))
             .unwrap();
         assert!(!db.has_table("u").unwrap());
         assert!(db.has_table("v").unwrap());
-        db.commit().unwrap();
+        tx.commit().unwrap();
     }
 }

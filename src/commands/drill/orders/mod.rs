@@ -75,7 +75,9 @@ impl Drop for ServerSide {
         }
         let base = Location::Server(self.url.clone());
         if let Ok(db) = Db::open(&base, Access::Write, "drill") {
-            let _ = db.execute_script(&format!("DROP SCHEMA \"{}\" CASCADE", self.schema));
+            let _ = db
+                .fixtures()
+                .execute_script(&format!("DROP SCHEMA \"{}\" CASCADE", self.schema));
         }
     }
 }
@@ -106,7 +108,8 @@ fn on_server(
         .map_or(0, |d| d.subsec_nanos());
     let schema = format!("cutover_drill_{side}_{}_{nanos}", std::process::id());
     let base = Db::open(&Location::Server(url.to_string()), Access::Write, side)?;
-    base.execute_script(&format!("CREATE SCHEMA \"{schema}\""))?;
+    base.fixtures()
+        .execute_script(&format!("CREATE SCHEMA \"{schema}\""))?;
     made.push(ServerSide {
         url: url.to_string(),
         schema: schema.clone(),
@@ -114,7 +117,9 @@ fn on_server(
     });
     let sep = if url.contains('?') { '&' } else { '?' };
     let at = format!("{url}{sep}schema={schema}");
-    Db::open(&Location::Server(at.clone()), Access::Write, side)?.execute_script(script)?;
+    Db::open(&Location::Server(at.clone()), Access::Write, side)?
+        .fixtures()
+        .execute_script(script)?;
     Ok(at)
 }
 

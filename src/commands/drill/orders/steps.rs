@@ -176,7 +176,7 @@ fn cut_over(d: &mut Drill, last: Step) -> Part<i64> {
         return Ok(Err(o.holds()));
     }
 
-    application(d.dir)?.execute_script(APP_WRITES)?;
+    application(d.dir)?.fixtures().execute_script(APP_WRITES)?;
     let Some(o) = d.run("application", "", journal::status)? else {
         return Ok(Err(false));
     };
@@ -227,6 +227,7 @@ fn fence_up(d: &mut Drill, last: Step, last_seq: i64) -> Part {
         return Ok(Err(false));
     }
     let refused = application(d.dir)?
+        .fixtures()
         .execute_script("UPDATE orders SET cents = cents + 1 WHERE id = 102")
         .err()
         .map(|e| format!("{:#}", e))
