@@ -10,6 +10,7 @@
 pub mod csv;
 pub mod engines;
 pub mod interfaces;
+pub mod mysql;
 pub mod postgres;
 pub mod sqlite;
 pub mod types;
