@@ -5,7 +5,8 @@
 //! offering the interfaces of [`interfaces`] (docs/architecture.md draws
 //! them). Two engines implement them, SQLite ([`sqlite`]) and PostgreSQL
 //! ([`postgres`]); another is one type implementing [`Database`] and an
-//! entry in [`engines`], which matches a location to its engine.
+//! entry in [`engines`], which matches a location to its engine. [`mysql`]
+//! is the floor of a third (MySQL and MariaDB), not selectable yet.
 
 pub mod csv;
 pub mod engines;
