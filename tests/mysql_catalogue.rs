@@ -186,6 +186,19 @@ fn keys_say_which_collations_fold_values_into_one_key() -> Result<()> {
     assert!(dup.contains("tag_u"), "{dup}");
     app.exec("INSERT INTO parent (code, email, tag) VALUES ('c', 'a@x ', 'v')")
         .expect("a NO PAD key keeps 'a@x ' apart from 'a@x'");
+    let folds: Vec<(String, bool)> = keys
+        .iter()
+        .flat_map(|k| k.folding())
+        .map(|(c, why)| (c, why.contains("first 10")))
+        .collect();
+    assert_eq!(
+        folds,
+        [
+            ("code".into(), false),
+            ("note".into(), true),
+            ("tag".into(), false)
+        ]
+    );
     let child = e.keys("child")?;
     assert_eq!(child.len(), 1);
     assert_eq!(child[0].columns(), Some(vec!["line", "id"]));

@@ -91,7 +91,20 @@ fn a_reader_writes_nothing_and_reads_one_snapshot() -> Result<()> {
     let e = reader
         .execute("INSERT INTO t VALUES (?)", vec![3.into()])
         .expect_err("a reader's session is read-only");
-    assert!(format!("{e:#}").contains("READ ONLY"), "{e:#}");
+    let e = format!("{e:#}");
+    assert!(
+        e.contains("READ ONLY") && e.contains("opened for reading"),
+        "{e}"
+    );
+    assert!(
+        !e.contains('\n') && e.contains(":***@") && !e.contains(&app.password),
+        "{e}"
+    );
+    let e = format!("{:#}", reader.count("missing").expect_err("no such table"));
+    assert!(
+        e.contains("counting table 'missing'") && e.contains("check the spec's names"),
+        "{e}"
+    );
     reader.begin()?;
     assert_eq!(reader.count("t")?, 2);
     app.exec("INSERT INTO t VALUES (3)")

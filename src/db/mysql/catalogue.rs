@@ -95,6 +95,23 @@ impl Key {
             .map(|p| p.column.as_deref().filter(|_| p.prefix.is_none()))
             .collect()
     }
+
+    /// Each part of the key whose collation makes different values one
+    /// key, with why ([`key_equality`]); a prefix part says so too.
+    pub fn folding(&self) -> Vec<(String, String)> {
+        self.parts
+            .iter()
+            .filter_map(|p| {
+                let column = p.column.clone().unwrap_or_else(|| "(an expression)".into());
+                match (p.prefix, key_equality(p.collation.as_deref())) {
+                    (Some(n), _) => {
+                        Some((column, format!("only its first {n} characters are the key")))
+                    }
+                    (None, why) => why.map(|w| (column, w)),
+                }
+            })
+            .collect()
+    }
 }
 
 /// A foreign key.

@@ -318,7 +318,22 @@ impl MySql {
     /// An error of `what` (`reading table 'orders'`) on this database, in
     /// one line with the server's message.
     pub(super) fn failed(&self, what: &str, e: &mysql::Error) -> anyhow::Error {
-        anyhow::anyhow!("{what} in {}: {}", self.shown, said(e))
+        let next = match code(e) {
+            Some(1044 | 1142 | 1143 | 1227) => {
+                "; the user lacks a privilege: grant it, or use a user that has it"
+            }
+            Some(1146) => "; the table is not in this database: check the spec's names",
+            Some(1205 | 1213) => {
+                "; another session holds the rows' locks: find it in SHOW PROCESSLIST, then run again"
+            }
+            Some(1317 | 1927 | 1969 | 3024) => {
+                "; the statement was stopped on the server (KILL, or a time limit): run again"
+            }
+            Some(1792) => "; the session is read-only: this database was opened for reading",
+            Some(_) => "",
+            None => "; the connection failed: is the server still running?",
+        };
+        anyhow::anyhow!("{what} in {}: {}{next}", self.shown, said(e))
     }
 
     /// Runs one statement that returns no rows, with `params` bound.

@@ -24,7 +24,7 @@ pub mod url;
 pub use client::{Flavor, MySql, ServerInfo};
 pub use url::{MyUrl, is_mysql};
 
-/// Quotes an identifier: ``a`b`` becomes ```a``b` ``.
+/// Quotes an identifier in backticks, doubling any backtick in it.
 pub fn quote_ident(name: &str) -> String {
     format!("`{}`", name.replace('`', "``"))
 }
