@@ -2,7 +2,8 @@
 //! library or internals (SQLite: the library, a pragma, `data_version`,
 //! `typeof()`, its own catalogue and JSON tables; PostgreSQL: its driver
 //! crates, `pg_catalog` and every `pg_…` catalogue table or function,
-//! `information_schema`, `regclass` casts); the engine interfaces stay
+//! `information_schema`, `regclass` casts; MySQL: its driver crate, its
+//! session settings, `information_schema`); the engine interfaces stay
 //! small, and every file of an engine says which concept it implements.
 
 mod support;
@@ -35,6 +36,17 @@ const POSTGRES: &[&str] = &[
     "regproc",
     "regtype",
     "txid_current",
+];
+
+/// MySQL's driver crates and what only a MySQL session speaks of.
+const MYSQL: &[&str] = &[
+    "mysql::",
+    "mysql_common",
+    "information_schema",
+    "sql_mode",
+    "utf8mb4",
+    "max_statement_time",
+    "max_execution_time",
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -152,6 +164,30 @@ fn no_code_outside_src_db_names_postgres_internals() {
         assert!(
             inside.iter().any(|l| l.contains(&format!(": {word}: "))),
             "the scan finds no {word} in src/db/postgres/"
+        );
+    }
+}
+
+#[test]
+fn no_code_outside_src_db_names_mysql_internals() {
+    let (engine, outside) = src_files("db");
+    let found = lines_naming(&outside, MYSQL, false);
+    assert!(
+        found.is_empty(),
+        "MySQL-specific code outside src/db/:\n{}",
+        found.join("\n")
+    );
+    // The scan itself can fail: it finds what it forbids where it belongs.
+    let mysql: Vec<PathBuf> = engine
+        .into_iter()
+        .filter(|f| f.to_string_lossy().contains("db/mysql/"))
+        .collect();
+    assert!(mysql.iter().any(|f| f.ends_with("db/mysql/mod.rs")));
+    let inside = lines_naming(&mysql, MYSQL, false);
+    for word in ["mysql::", "information_schema", "sql_mode", "utf8mb4"] {
+        assert!(
+            inside.iter().any(|l| l.contains(&format!(": {word}: "))),
+            "the scan finds no {word} in src/db/mysql/"
         );
     }
 }
@@ -293,7 +329,7 @@ fn every_engine_file_says_which_concept_it_holds() {
     let db = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/db");
     let mut files = Vec::new();
     rust_files(&db, &mut files);
-    for engine in ["sqlite", "postgres"] {
+    for engine in ["sqlite", "postgres", "mysql"] {
         let n = files
             .iter()
             .filter(|f| f.starts_with(db.join(engine)))

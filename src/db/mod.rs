@@ -5,13 +5,15 @@
 //! offering the interfaces of [`interfaces`] (docs/architecture.md draws
 //! them). Two engines implement them, SQLite ([`sqlite`]) and PostgreSQL
 //! ([`postgres`]); another is one type implementing [`Database`] and an
-//! entry in [`engines`], which matches a location to its engine.
+//! entry in [`engines`], which matches a location to its engine. [`mysql`]
+//! is the floor of a third (MySQL and MariaDB), not selectable yet.
 
 pub mod control;
 pub mod csv;
 pub mod engines;
 pub mod interfaces;
 mod journal_merge;
+pub mod mysql;
 pub mod postgres;
 pub mod snapshot;
 pub mod sqlite;

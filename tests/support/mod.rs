@@ -5,6 +5,8 @@
 //!
 //! - `engine.rs`: the seam to the database engine ([`Engine`]; SQLite today),
 //!   which every fixture goes through;
+//! - `mysql.rs`: a MySQL or MariaDB database per test, and an application
+//!   user with ordinary grants, through the `mariadb` command-line client;
 //! - `conformance.rs`: the engines the interface contracts of
 //!   `tests/conformance.rs` run on;
 //! - `spec.rs`: the spec builder ([`Spec`], [`Table`], [`Column`]);
@@ -24,6 +26,7 @@ pub mod conformance;
 pub mod engine;
 pub mod feed;
 pub mod golden;
+pub mod mysql;
 pub mod postgres;
 pub mod run;
 pub mod seam;
