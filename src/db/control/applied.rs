@@ -141,8 +141,8 @@ impl AppliedSet<'_> {
             new += self.0.exec(
                 &format!(
                     "INSERT INTO {{{{schema}}}}._cutover_applied (journal, seq, delivery, applied_at, first_seq, entries)
-                     SELECT :journal, :first, :delivery, :at, :first, 1 WHERE NOT ({MEETS})
-                     ON CONFLICT DO NOTHING"
+                     SELECT :journal, :first, :delivery, :at, :first, 1 WHERE NOT ({MEETS}) {}",
+                    (self.0.dialect().upsert)(&["journal", "seq"], &[], "")
                 ),
                 &[
                     ("journal", P::Text(journal)),
@@ -167,8 +167,8 @@ impl AppliedSet<'_> {
         let n = self.0.exec(
             &format!(
                 "INSERT INTO {{{{schema}}}}._cutover_applied (journal, seq, delivery, applied_at, first_seq, entries)
-                 SELECT :journal, :last, :delivery, {{now}}, :first, :entries WHERE NOT ({MEETS})
-                 ON CONFLICT DO NOTHING"
+                 SELECT :journal, :last, :delivery, {{now}}, :first, :entries WHERE NOT ({MEETS}) {}",
+                (self.0.dialect().upsert)(&["journal", "seq"], &[], "")
             ),
             &[
                 ("journal", P::Text(journal)),
@@ -193,9 +193,11 @@ impl AppliedSet<'_> {
     ) -> Result<()> {
         let row = serde_json::to_string(row)?;
         self.0.exec(
-            "INSERT INTO {{schema}}._cutover_kept (journal, tbl, key, row, seq)
-             VALUES (:journal, :tbl, :key, :row, :seq)
-             ON CONFLICT (journal, tbl, key) DO UPDATE SET row = excluded.row, seq = excluded.seq",
+            &format!(
+                "INSERT INTO {{{{schema}}}}._cutover_kept (journal, tbl, key, row, seq)
+                 VALUES (:journal, :tbl, :key, :row, :seq) {}",
+                (self.0.dialect().upsert)(&["journal", "tbl", "key"], &["row", "seq"], "")
+            ),
             &[
                 ("journal", P::Text(journal)),
                 ("tbl", P::Text(tbl)),

@@ -77,10 +77,12 @@ impl FenceRecords<'_> {
             &format!(
                 "INSERT INTO {{{{schema}}}}._cutover_fences (journal, {RECORD})
                  VALUES (:journal, :boundary, :journal_rows, :fingerprint, :tables, :parts, :fenced_at)
-                 ON CONFLICT (journal, fenced_at) DO UPDATE SET boundary = excluded.boundary,
-                   journal_rows = excluded.journal_rows, fingerprint = excluded.fingerprint,
-                   tables = excluded.tables, parts = excluded.parts, recorded_at = {{now}},
-                   lifted_at = NULL"
+                 {}",
+                (self.0.dialect().upsert)(
+                    &["journal", "fenced_at"],
+                    &["boundary", "journal_rows", "fingerprint", "tables", "parts"],
+                    "recorded_at = {now}, lifted_at = NULL"
+                )
             ),
             &p,
         )?;

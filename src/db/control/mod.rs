@@ -53,6 +53,12 @@ pub struct Dialect {
     /// writer until the transaction ends, where the write transaction does
     /// not already (SQLite's holds the database's one write lock).
     pub lock_applied: Option<&'static str>,
+    /// What follows an `INSERT` so that a row whose `key` is taken
+    /// updates the columns `from_new` from the row inserted and sets
+    /// `extra` (SQL assignments, or empty), or, with neither, is left out
+    /// without an error (`ON CONFLICT … DO UPDATE` / `DO NOTHING`;
+    /// MySQL's `ON DUPLICATE KEY UPDATE`).
+    pub upsert: fn(key: &[&str], from_new: &[&str], extra: &str) -> String,
     /// A query counting which of `n` relations (text parameters 1..=n,
     /// names without a schema) exist.
     pub present: fn(n: usize) -> String,
@@ -238,6 +244,25 @@ fn render(dialect: &Dialect, template: &str, params: &[(&str, P<'_>)]) -> Result
         params: bound,
         script: false,
     })
+}
+
+/// `ON CONFLICT`, as SQLite and PostgreSQL write it ([`Dialect::upsert`]).
+pub fn on_conflict(key: &[&str], from_new: &[&str], extra: &str) -> String {
+    let mut sets: Vec<String> = from_new
+        .iter()
+        .map(|c| format!("{c} = excluded.{c}"))
+        .collect();
+    if !extra.is_empty() {
+        sets.push(extra.to_string());
+    }
+    if sets.is_empty() {
+        return "ON CONFLICT DO NOTHING".to_string();
+    }
+    format!(
+        "ON CONFLICT ({}) DO UPDATE SET {}",
+        key.join(", "),
+        sets.join(", ")
+    )
 }
 
 /// The engine's connection as the control store uses it: statements run,
@@ -429,6 +454,7 @@ mod tests {
             bigint: "bigint",
             watermarks: Watermarks::KindAndText,
             lock_applied: None,
+            upsert: on_conflict,
             present: |_| String::new(),
             ddl: |_| "",
         }
@@ -449,6 +475,15 @@ mod tests {
         assert_eq!(st.params().len(), 3);
         assert_eq!(st.text().matches('?').count(), 3);
         Ok(())
+    }
+
+    #[test]
+    fn an_upsert_sets_what_it_is_given_or_does_nothing() {
+        assert_eq!(on_conflict(&["k"], &[], ""), "ON CONFLICT DO NOTHING");
+        assert_eq!(
+            on_conflict(&["a", "b"], &["v", "w"], "at = {now}"),
+            "ON CONFLICT (a, b) DO UPDATE SET v = excluded.v, w = excluded.w, at = {now}"
+        );
     }
 
     #[test]

@@ -136,10 +136,15 @@ impl Progress<'_> {
 
     pub fn set_load_checkpoint(&self, tbl: &str, c: &LoadCheckpoint) -> Result<()> {
         self.0.exec(
-            "INSERT INTO {{schema}}._cutover_load (tbl, last_key, rows, done)
-             VALUES (:tbl, :last_key, :rows, :done)
-             ON CONFLICT (tbl) DO UPDATE SET last_key = excluded.last_key, rows = excluded.rows,
-             done = excluded.done, updated_at = {now}",
+            &format!(
+                "INSERT INTO {{{{schema}}}}._cutover_load (tbl, last_key, rows, done)
+                 VALUES (:tbl, :last_key, :rows, :done) {}",
+                (self.0.dialect().upsert)(
+                    &["tbl"],
+                    &["last_key", "rows", "done"],
+                    "updated_at = {now}"
+                )
+            ),
             &[
                 ("tbl", P::Text(tbl)),
                 ("last_key", P::OptText(c.last_key.as_deref())),

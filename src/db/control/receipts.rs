@@ -167,8 +167,11 @@ impl Receipts<'_> {
         position: i64,
     ) -> Result<()> {
         self.0.exec(
-            "INSERT INTO {{schema}}._cutover_revisions (tbl, key, revision, kind, row, delivery, position)
-             VALUES (:tbl, :key, :revision, :kind, :row, :delivery, :position) ON CONFLICT DO NOTHING",
+            &format!(
+                "INSERT INTO {{{{schema}}}}._cutover_revisions (tbl, key, revision, kind, row, delivery, position)
+                 VALUES (:tbl, :key, :revision, :kind, :row, :delivery, :position) {}",
+                (self.0.dialect().upsert)(&["tbl", "key", "revision", "kind"], &[], "")
+            ),
             &[
                 ("tbl", P::Text(of.tbl)),
                 ("key", P::Text(of.key)),

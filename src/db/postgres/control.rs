@@ -39,6 +39,7 @@ pub static DIALECT: Dialect = Dialect {
     lock_applied: Some("LOCK TABLE {{schema}}._cutover_applied IN SHARE ROW EXCLUSIVE MODE"),
     // The session's search_path is the spec's schema alone (after
     // pg_catalog), so `current_schema()` names it, however it is spelled.
+    upsert: crate::db::control::on_conflict,
     present: |n| {
         let names: Vec<String> = (1..=n).map(|i| format!("${i}::text")).collect();
         format!(

@@ -21,6 +21,7 @@ pub static DIALECT: Dialect = Dialect {
     lock_applied: None,
     // Looked up in the schema SQLite holds in memory, not by a scan of
     // `sqlite_schema`: a table (or view) has columns, an index has its own.
+    upsert: crate::db::control::on_conflict,
     present: |n| {
         let names: Vec<String> = (1..=n).map(|i| format!("SELECT ?{i} AS n")).collect();
         format!(
