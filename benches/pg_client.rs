@@ -1,11 +1,10 @@
 //! The PostgreSQL client alone (BENCHMARKS.md, "The PostgreSQL client"):
 //! cutover's own client (`cutover::db::postgres::client`, a `tokio-postgres`
 //! client behind blocking calls that drives a whole COPY inside one
-//! `block_on`) next to the `postgres` crate (the same driver behind blocking
-//! calls that enter the runtime once per message) and to the driver itself
-//! (`tokio-postgres`, each whole measurement one `block_on`: what no
-//! blocking wrapper can beat), one after the other in one run, on one
-//! server, over the same plaintext TCP connection settings:
+//! `block_on`), the one the tool, its tests and its benches use, next to
+//! the driver itself (`tokio-postgres`, each whole measurement one
+//! `block_on`: what no blocking wrapper can beat), one after the other in
+//! one run, on one server, over the same plaintext TCP connection settings:
 //!
 //! - **COPY out**: `COPY src TO STDOUT (FORMAT binary)` of the whole table,
 //!   every piece of data counted and dropped;
@@ -27,13 +26,14 @@
 //! `postgres://root@127.0.0.1:5432/postgres`), in which the bench creates a
 //! database of its own and drops it at the end.
 
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use cutover::db::postgres::client::Client;
-use cutover::db::postgres::tls::{Settings, SslMode};
 use futures_util::{SinkExt, StreamExt};
+
+mod support;
+use support::{connect, try_connect};
 
 /// Rows per piece of COPY input, as `cutover load` hands them over.
 const CHUNK: usize = 256 * 1024;
@@ -52,9 +52,6 @@ trait Side {
 
 /// cutover's client, as the engine uses it.
 struct Cutover(Client);
-
-/// The `postgres` crate's client.
-struct Crate(postgres::Client);
 
 /// `tokio-postgres` on a runtime of its own, each measurement one future.
 struct Driver {
@@ -76,23 +73,6 @@ impl Driver {
         });
         Driver { runtime, client }
     }
-}
-
-/// A client of `url` without TLS, as both sides connect.
-fn try_connect(url: &str) -> Result<Client, String> {
-    let mut config = tokio_postgres::Config::from_str(url).map_err(|e| e.to_string())?;
-    config.ssl_mode(tokio_postgres::config::SslMode::Disable);
-    let plain = Settings {
-        mode: SslMode::Disable,
-        roots: None,
-        client: None,
-        sni: true,
-    };
-    Client::connect(&config, &plain).map_err(|e| format!("{e:?}"))
-}
-
-fn connect(url: &str) -> Client {
-    try_connect(url).unwrap_or_else(|e| panic!("connecting to {url}: {e}"))
 }
 
 impl Side for Cutover {
@@ -117,53 +97,6 @@ impl Side for Cutover {
     }
 
     fn copy_in(&mut self, sql: &str, chunks: &[Vec<u8>]) -> u64 {
-        let mut w = self.0.copy_in(sql).expect("COPY in");
-        for c in chunks {
-            w.write_all(c).expect("COPY data");
-        }
-        w.finish().expect("COPY end")
-    }
-
-    fn lookups(&mut self, sql: &str, keys: &[i64]) -> (i64, usize) {
-        let st = self.0.prepare(sql).expect("prepare");
-        let (mut sum, mut len) = (0i64, 0usize);
-        for k in keys {
-            let r = self.0.query_one(&st, &[k]).expect("a row");
-            sum += r.get::<_, i64>(0);
-            len += r.get::<_, &str>(1).len();
-        }
-        (sum, len)
-    }
-}
-
-impl Side for Crate {
-    fn name(&self) -> &'static str {
-        "postgres crate"
-    }
-
-    fn batch(&mut self, sql: &str) {
-        self.0.batch_execute(sql).expect(sql);
-    }
-
-    fn copy_out(&mut self, sql: &str) -> (u64, u64) {
-        use std::io::BufRead;
-        let (mut pieces, mut bytes) = (0, 0);
-        let mut r = self.0.copy_out(sql).expect("COPY out");
-        loop {
-            let piece = r.fill_buf().expect("COPY data");
-            let n = piece.len();
-            if n == 0 {
-                break;
-            }
-            pieces += 1;
-            bytes += n as u64;
-            r.consume(n);
-        }
-        (pieces, bytes)
-    }
-
-    fn copy_in(&mut self, sql: &str, chunks: &[Vec<u8>]) -> u64 {
-        use std::io::Write;
         let mut w = self.0.copy_in(sql).expect("COPY in");
         for c in chunks {
             w.write_all(c).expect("COPY data");
@@ -396,9 +329,6 @@ fn main() {
 
     let mut sides: Vec<Box<dyn Side>> = vec![
         Box::new(Cutover(connect(&url))),
-        Box::new(Crate(
-            postgres::Client::connect(&url, postgres::NoTls).expect("connecting"),
-        )),
         Box::new(Driver::connect(&url)),
     ];
     let names: Vec<&str> = sides.iter().map(|s| s.name()).collect();

@@ -13,7 +13,7 @@
 mod support;
 
 use std::time::{Duration, Instant};
-use support::postgres::TestDb;
+use support::postgres::{Client, TestDb};
 
 use anyhow::Result;
 use cutover::db::postgres::Postgres;
@@ -447,7 +447,7 @@ fn fenced(t: &TestDb) -> Result<Postgres> {
 }
 
 /// The refusal of each write a session tries on `t`, or what it did.
-fn try_writes(c: &mut postgres::Client) -> Vec<String> {
+fn try_writes(c: &mut Client) -> Vec<String> {
     [
         "INSERT INTO t (id, v) VALUES (3, 'c')",
         "UPDATE t SET v = 'x' WHERE id = 1",
