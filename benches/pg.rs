@@ -11,9 +11,10 @@
 //!   copy of the source (reladiff cannot express the transform), skipped with
 //!   a line saying why when reladiff cannot be imported or installed;
 //! - `cutover load` SQLite → PostgreSQL against two batched INSERT loops
-//!   through the `postgres` crate, same rows, same rows per transaction: a
-//!   prepared one-row INSERT per row (the loop a migration script writes),
-//!   and prepared 1,000-row INSERTs (the fastest INSERT there is).
+//!   through a plain client (the crate's own, `tokio-postgres` behind
+//!   blocking calls), same rows, same rows per transaction: a prepared
+//!   one-row INSERT per row (the loop a migration script writes), and
+//!   prepared 1,000-row INSERTs (the fastest INSERT there is).
 //!
 //! `cargo bench --bench pg` runs 100,000 rows per side;
 //! `CUTOVER_BENCH_ROWS` sets another size, `CUTOVER_BENCH_PG` the server
@@ -25,12 +26,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use postgres::types::ToSql;
-use postgres::{Client, NoTls};
+use cutover::db::postgres::client::Client;
 use rusqlite::Connection;
+use tokio_postgres::types::ToSql;
 
 mod support;
-use support::watch;
+use support::{connect, try_connect, watch};
 
 const SPEC: &str = include_str!("../fixtures/orders/spec.toml");
 /// Rows per transaction, as `cutover load`'s default batch.
@@ -54,7 +55,7 @@ struct Database {
 
 impl Drop for Database {
     fn drop(&mut self) {
-        match Client::connect(&self.admin_url, NoTls) {
+        match try_connect(&self.admin_url) {
             Ok(mut c) => {
                 if let Err(e) = c.batch_execute(&format!(
                     "DROP DATABASE IF EXISTS {} WITH (FORCE)",
@@ -105,7 +106,7 @@ fn main() {
             format!("{before}{name}?{}", q.join("&"))
         }
     };
-    let mut admin = Client::connect(&server, NoTls).expect("connecting to CUTOVER_BENCH_PG");
+    let mut admin = connect(&server);
     admin
         .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
         .expect("dropping a leftover bench database");
@@ -117,7 +118,7 @@ fn main() {
         admin_url: server.clone(),
         name: name.clone(),
     };
-    let mut pg = Client::connect(&db_url(""), NoTls).expect("connecting to the bench database");
+    let mut pg = connect(&db_url(""));
     println!(
         "cutover PostgreSQL bench: {rows} rows per side, database {name} on {}",
         before.trim_end_matches('/')
@@ -351,7 +352,7 @@ fn main() {
         one_rows,
         Some(one_by_one),
         None,
-        format!("postgres crate, a prepared one-row INSERT per row, {BATCH} rows per transaction"),
+        format!("a prepared one-row INSERT per row, {BATCH} rows per transaction"),
     );
     let one_rate = one_rows as f64 / one_by_one.as_secs_f64();
     let reference = insert_loop(&mut pg, "ref", rows, ROWS_PER_INSERT);
@@ -360,9 +361,7 @@ fn main() {
         rows,
         Some(reference),
         None,
-        format!(
-            "postgres crate, prepared {ROWS_PER_INSERT}-row INSERTs, {BATCH} rows per transaction"
-        ),
+        format!("prepared {ROWS_PER_INSERT}-row INSERTs, {BATCH} rows per transaction"),
     );
     let spec = SPEC.replace("sqlite://target.db", &db_url("schema=load"));
     std::fs::write(d.join("load.toml"), spec).expect("spec");
@@ -506,7 +505,7 @@ fn insert_loop(pg: &mut Client, schema: &str, rows: i64, per_insert: i64) -> Dur
     let mut id = 0;
     while id < rows {
         let end = (id + BATCH).min(rows);
-        let mut tx = pg.transaction().expect("begin");
+        pg.batch_execute("BEGIN").expect("begin");
         while id < end {
             let n = per_insert.min(end - id);
             let ids: Vec<i64> = (id + 1..=id + n).collect();
@@ -522,22 +521,22 @@ fn insert_loop(pg: &mut Client, schema: &str, rows: i64, per_insert: i64) -> Dur
                 params.push(&status[k]);
             }
             if n == per_insert {
-                tx.execute(&full, &params).expect("insert");
+                pg.execute(&full, &params).expect("insert");
             } else {
                 let values: Vec<String> = (0..n)
                     .map(|i| format!("(${}, ${}, ${})", 3 * i + 1, 3 * i + 2, 3 * i + 3))
                     .collect();
-                let st = tx
+                let st = pg
                     .prepare(&format!(
                         "INSERT INTO {schema}.orders (id, cents, status) VALUES {}",
                         values.join(", ")
                     ))
                     .expect("prepare");
-                tx.execute(&st, &params).expect("insert");
+                pg.execute(&st, &params).expect("insert");
             }
             id += n;
         }
-        tx.commit().expect("commit");
+        pg.batch_execute("COMMIT").expect("commit");
     }
     start.elapsed()
 }

@@ -1,7 +1,8 @@
 //! The engine seam holds: outside `src/db/`, no code names an engine's
 //! library or internals (SQLite: the library, a pragma, `data_version`,
 //! `typeof()`, its own catalogue and JSON tables; PostgreSQL: its driver
-//! crates, `pg_catalog` and every `pg_…` catalogue table or function,
+//! crates, the engine's own modules and client (`db::postgres::…`),
+//! `pg_catalog` and every `pg_…` catalogue table or function,
 //! `information_schema`, `regclass` casts; MySQL: its driver crate, its
 //! session settings, `information_schema`); the engine interfaces stay
 //! small, and every file of an engine says which concept it implements.
@@ -24,7 +25,10 @@ const SQLITE: &[&str] = &[
     "json_each",
 ];
 
-/// PostgreSQL's driver crates and the catalogue names that are not `pg_…`
+/// PostgreSQL's driver crates, any path through a `postgres` module (the
+/// engine's own, `db::postgres::client::Client` among them: the crate's
+/// PostgreSQL client is public for its tests and benches, and still only
+/// the engine may use it), and the catalogue names that are not `pg_…`
 /// (those are caught by [`names_pg_internal`]).
 const POSTGRES: &[&str] = &[
     "tokio_postgres",
@@ -189,6 +193,22 @@ fn no_code_outside_src_db_names_mysql_internals() {
             inside.iter().any(|l| l.contains(&format!(": {word}: "))),
             "the scan finds no {word} in src/db/mysql/"
         );
+    }
+}
+
+#[test]
+fn the_engines_client_and_driver_are_caught_by_any_path_that_names_them() {
+    for line in [
+        "use crate::db::postgres::client::Client;",
+        "let c = db::postgres::client::Client::connect(&config, &tls);",
+        "use cutover::db::postgres::Postgres;",
+        "fn f(e: &tokio_postgres::Error) {}",
+        "use postgres_types::ToSql;",
+    ] {
+        assert!(!internals(line, POSTGRES, true).is_empty(), "{line}");
+    }
+    for line in ["let postgres = is_postgres(url);", "Engine::Postgres => {}"] {
+        assert!(internals(line, POSTGRES, true).is_empty(), "{line}");
     }
 }
 

@@ -7,7 +7,7 @@
 
 mod support;
 
-use postgres::{Client, NoTls};
+use support::postgres::Client;
 use support::{Dir, Layout, each_layout, python};
 
 /// The last replay verdict the source records: `(passed, boundary)`.
@@ -380,7 +380,7 @@ impl Role {
             .map(|s| s.admin_url().to_string())
             .expect("a PostgreSQL server");
         let name = format!("cutover_{kind}_{}", std::process::id());
-        let mut c = Client::connect(&admin, NoTls).expect("the server");
+        let mut c = Client::connect(&admin).expect("the server");
         c.batch_execute(&format!(
             "DROP ROLE IF EXISTS {name}; CREATE ROLE {name} LOGIN {attributes}; {}",
             settings.replace("{role}", &name)
@@ -415,7 +415,7 @@ impl Role {
 
 impl Drop for Role {
     fn drop(&mut self) {
-        if let Ok(mut c) = Client::connect(&self.admin, NoTls) {
+        if let Ok(mut c) = Client::connect(&self.admin) {
             let _ = c.batch_execute(&format!("DROP ROLE IF EXISTS {}", self.name));
         }
     }

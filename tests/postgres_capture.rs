@@ -16,7 +16,7 @@ use cutover::db::JournalLogExt;
 use support::Seam;
 
 use std::collections::BTreeMap;
-use support::postgres::TestDb;
+use support::postgres::{Client, Error, TestDb, Transaction};
 
 use anyhow::Result;
 use cutover::db::control::identity::Identity;
@@ -296,7 +296,7 @@ impl Rng {
 }
 
 /// One random write; how many rows it changed.
-fn random_write(c: &mut postgres::Transaction<'_>, r: &mut Rng) -> Result<u64, postgres::Error> {
+fn random_write(c: &mut Transaction<'_>, r: &mut Rng) -> Result<u64, Error> {
     let id = r.below(300) as i64;
     let amount = match r.below(5) {
         0 => None,
@@ -363,7 +363,7 @@ fn sixteen_concurrent_writers_replay_to_the_final_table() -> Result<()> {
         .map(|n| {
             let url = t.url.clone();
             std::thread::spawn(move || -> Result<u64> {
-                let mut c = postgres::Client::connect(&url, postgres::NoTls)?;
+                let mut c = Client::connect(&url)?;
                 let mut r =
                     Rng(0x9E37_79B9_7F4A_7C15 ^ (n + 1).wrapping_mul(0x2545_F491_4F6C_DD1D));
                 let mut committed = 0;
@@ -825,7 +825,7 @@ struct Role {
 impl Role {
     fn new(t: &TestDb, suffix: &str) -> Result<Role> {
         let name = format!("{}_{suffix}", t.name);
-        let mut c = postgres::Client::connect(&t.admin, postgres::NoTls)?;
+        let mut c = Client::connect(&t.admin)?;
         c.batch_execute(&format!("CREATE ROLE {name} LOGIN"))?;
         Ok(Role {
             admin: t.admin.clone(),
@@ -843,7 +843,7 @@ impl Role {
 
 impl Drop for Role {
     fn drop(&mut self) {
-        if let Ok(mut c) = postgres::Client::connect(&self.admin, postgres::NoTls) {
+        if let Ok(mut c) = Client::connect(&self.admin) {
             // Two statements: DROP DATABASE cannot run in the implicit
             // transaction of a multi-statement query.
             let _ = c.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.db));
@@ -867,7 +867,7 @@ fn a_role_that_may_only_write_the_table_is_journaled() -> Result<()> {
     ))?;
     install(&db, "items", &ITEM_COLS)?;
     let start = rows_of(&db, "items", &ITEM_COLS)?;
-    let mut app = postgres::Client::connect(&role.url(&t), postgres::NoTls)?;
+    let mut app = Client::connect(&role.url(&t))?;
     app.batch_execute(
         "INSERT INTO items (id, note) VALUES (20, 'by app'); UPDATE items SET id = 21 WHERE id = 20; DELETE FROM items WHERE id = 1",
     )?;
@@ -890,7 +890,7 @@ fn an_owner_without_superuser_proves_a_referenced_row_by_its_update() -> Result<
     let role = Role::new(&t, "owner")?;
     t.client()
         .batch_execute(&format!("ALTER DATABASE {} OWNER TO {}", t.name, role.name))?;
-    let mut owner = postgres::Client::connect(&role.url(&t), postgres::NoTls)?;
+    let mut owner = Client::connect(&role.url(&t))?;
     owner.batch_execute(ITEMS)?;
     owner.batch_execute(
         "CREATE TABLE child (id int PRIMARY KEY, item bigint REFERENCES items (id));

@@ -17,7 +17,7 @@ mod support;
 use support::Seam;
 
 use std::time::{Duration, Instant};
-use support::postgres::TestDb;
+use support::postgres::{Client, TestDb};
 
 use anyhow::Result;
 use cutover::db::control::progress::{LoadCheckpoint, NewBatch};
@@ -367,7 +367,7 @@ fn fenced(t: &TestDb) -> Result<Db> {
 }
 
 /// The refusal of each write a session tries on `t`, or what it did.
-fn try_writes(c: &mut postgres::Client) -> Vec<String> {
+fn try_writes(c: &mut Client) -> Vec<String> {
     [
         "INSERT INTO t (id, v) VALUES (3, 'c')",
         "UPDATE t SET v = 'x' WHERE id = 1",

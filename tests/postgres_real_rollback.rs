@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use support::postgres::TestDb;
+use support::postgres::{Client, TestDb};
 
 const SOURCE_SQL: &str = include_str!("../fixtures/pg_rental/source.sql");
 const TARGET_SQL: &str = include_str!("../fixtures/pg_rental/target.sql");
@@ -32,12 +32,12 @@ struct Roles {
 
 impl Drop for Roles {
     fn drop(&mut self) {
-        if let Ok(mut c) = postgres::Client::connect(&self.db_url, postgres::NoTls) {
+        if let Ok(mut c) = Client::connect(&self.db_url) {
             for r in &self.names {
                 let _ = c.batch_execute(&format!("DROP OWNED BY {r} CASCADE"));
             }
         }
-        if let Ok(mut c) = postgres::Client::connect(&self.admin, postgres::NoTls) {
+        if let Ok(mut c) = Client::connect(&self.admin) {
             for r in &self.names {
                 let _ = c.batch_execute(&format!("DROP ROLE IF EXISTS {r}"));
             }
@@ -312,7 +312,7 @@ fn oracle(r: &Rental, before: &Dump) -> Dump {
         v.sort();
         v
     };
-    fn c_rows(c: &mut postgres::Client, sql: &str) -> Vec<String> {
+    fn c_rows(c: &mut Client, sql: &str) -> Vec<String> {
         c.query(sql, &[])
             .unwrap_or_else(|e| panic!("{sql}: {e}"))
             .iter()

@@ -16,14 +16,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use support::Rng;
-use support::postgres::{OrdersOnServer, SERVER_ORDERS_SOURCE, TestDb};
+use support::postgres::{Client, Error, OrdersOnServer, SERVER_ORDERS_SOURCE, TestDb};
 
 /// One application connection writing until `stop`: transactions of 1 to
 /// 5 statements — inserts of fresh ids, updates, deletes and key changes of
 /// random ids — some rolled back. Adds the rows its committed transactions
 /// changed (each one journal entry) to `committed` as they commit.
 fn application(url: &str, thread: u64, seed: u64, stop: &AtomicBool, committed: &AtomicU64) {
-    let mut c = postgres::Client::connect(url, postgres::NoTls).expect("an application connection");
+    let mut c = Client::connect(url).expect("an application connection");
     let mut rng = Rng::new(seed ^ (thread << 32));
     let mut fresh = 100_000 + thread * 1_000_000;
     while !stop.load(Ordering::Relaxed) {
@@ -212,7 +212,7 @@ fn load_and_replay_killed_at_random_moments_end_as_one_clean_run() {
 }
 
 /// Whether the server refused a write with the fence's message.
-fn refused_by_fence(e: &postgres::Error) -> bool {
+fn refused_by_fence(e: &Error) -> bool {
     e.as_db_error().is_some_and(|d| {
         d.message()
             .contains("read-only while the migration rolls back")
@@ -267,10 +267,9 @@ fn every_write_route_into_a_fenced_postgres_table_is_refused_or_seen_as_a_breach
     // COPY FROM goes through the row triggers too.
     {
         let mut c = m.db.client();
-        let copied = (|| -> Result<u64, postgres::Error> {
-            use std::io::Write;
+        let copied = (|| -> Result<u64, Error> {
             let mut w = c.copy_in("COPY orders FROM STDIN")?;
-            w.write_all(b"902\t1\tactive\n").expect("writing COPY data");
+            w.write_all(b"902\t1\tactive\n")?;
             w.finish()
         })();
         match copied {
@@ -315,7 +314,7 @@ fn the_drill_runs_the_runbook_with_either_side_on_a_server_and_leaves_nothing_th
     let Some(db) = TestDb::new("drill_on_a_server") else {
         return;
     };
-    let schemas = |c: &mut postgres::Client| -> i64 {
+    let schemas = |c: &mut Client| -> i64 {
         c.query_one(
             "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'cutover_drill_%'",
             &[],
@@ -437,7 +436,7 @@ fn gate_in_digest_mode_agrees_with_the_streaming_gate_through_the_binary() {
 }
 
 /// Makes the target's key an identity column defined GENERATED ALWAYS.
-fn identity_key(c: &mut postgres::Client) {
+fn identity_key(c: &mut Client) {
     c.batch_execute(
         "DROP TABLE orders;
          CREATE TABLE orders (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, cents bigint NOT NULL, status text NOT NULL)",
@@ -446,7 +445,7 @@ fn identity_key(c: &mut postgres::Client) {
 }
 
 /// The id the application's next insert into the target gets.
-fn next_id(c: &mut postgres::Client) -> i64 {
+fn next_id(c: &mut Client) -> i64 {
     c.query_one(
         "INSERT INTO orders (cents, status) VALUES (900, 'active') RETURNING id",
         &[],

@@ -14,7 +14,7 @@ mod support;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::postgres::TestDb;
+use support::postgres::{Client, SimpleQueryMessage, TestDb};
 
 /// Both schemas' tables; `{s}` is the schema, `{money}` its money column.
 const DDL: &str = "
@@ -201,7 +201,7 @@ impl Case {
             .expect("a query")
             .into_iter()
             .filter_map(|m| match m {
-                postgres::SimpleQueryMessage::Row(r) => Some(
+                SimpleQueryMessage::Row(r) => Some(
                     (0..r.len())
                         .map(|i| r.get(i).unwrap_or("NULL").to_string())
                         .collect(),
@@ -215,7 +215,7 @@ impl Case {
 impl Drop for Case {
     fn drop(&mut self) {
         let role = format!("{}_app", self.db.name);
-        if let Ok(mut c) = postgres::Client::connect(&self.db.admin, postgres::NoTls) {
+        if let Ok(mut c) = Client::connect(&self.db.admin) {
             let _ = c.batch_execute(&format!(
                 "DROP DATABASE IF EXISTS {} WITH (FORCE)",
                 self.db.name

@@ -1,8 +1,34 @@
 //! What the benches share: running a child process while reading its peak
-//! memory from /proc.
+//! memory from /proc, and a plain connection to a PostgreSQL server through
+//! the crate's own client.
+
+#![allow(dead_code, reason = "each bench uses a different part")]
 
 use std::process::Child;
+use std::str::FromStr;
 use std::time::Duration;
+
+use cutover::db::postgres::client::Client;
+use cutover::db::postgres::tls::{Settings, SslMode};
+
+/// A client of `url` without TLS (the bench's server is on this machine),
+/// or why not.
+pub fn try_connect(url: &str) -> Result<Client, String> {
+    let mut config = tokio_postgres::Config::from_str(url).map_err(|e| e.to_string())?;
+    config.ssl_mode(tokio_postgres::config::SslMode::Disable);
+    let plain = Settings {
+        mode: SslMode::Disable,
+        roots: None,
+        client: None,
+        sni: true,
+    };
+    Client::connect(&config, &plain).map_err(|e| format!("{e:?}"))
+}
+
+/// A client of `url` without TLS; panics when there is none.
+pub fn connect(url: &str) -> Client {
+    try_connect(url).unwrap_or_else(|e| panic!("connecting to {url}: {e}"))
+}
 
 /// Waits for `child`, reading its peak memory (KiB, VmHWM) from /proc while
 /// it runs; its exit code and that peak.

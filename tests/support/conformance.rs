@@ -14,7 +14,7 @@ use anyhow::Result;
 use cutover::db::{Access, Db};
 use cutover::spec::Location;
 
-use super::postgres::{TestDb, message};
+use super::postgres::{SimpleQueryMessage, TestDb, message};
 
 /// What differs by engine: the statements a contract needs whose SQL is not
 /// the same everywhere (everything else a contract runs is SQL every engine
@@ -183,7 +183,7 @@ impl Subject {
                 .and_then(|msgs| {
                     msgs.iter()
                         .find_map(|m| match m {
-                            postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+                            SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
                             _ => None,
                         })
                         .ok_or_else(|| "no row".to_string())

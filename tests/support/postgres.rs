@@ -1,5 +1,11 @@
 //! PostgreSQL in the harness, and the layouts a shared scenario runs on.
 //!
+//! [`Client`] is a connection of the test's own: the crate's public client
+//! (`cutover::db::postgres::client`, the one PostgreSQL client stack of the
+//! project), in plaintext, with transactions as an application opens them.
+//! Its rows are `tokio-postgres`'s, read with `Row::get` or as the server's
+//! text through `simple_query`, never through the engine's value decoding.
+//!
 //! [`Postgres`] is an [`Engine`] whose databases are schemas of one database
 //! made for the test (`cutover_t_…`), dropped with the `Dir` that holds it:
 //! `source.db` is schema `source`, `target.db` schema `target`, and a spec
@@ -30,11 +36,108 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use postgres::types::Type;
-use postgres::{Client, NoTls, SimpleQueryMessage};
+use std::ops::{Deref, DerefMut};
+use std::str::FromStr;
+
+use cutover::db::postgres::client::{self, Connect};
+use cutover::db::postgres::tls::{Settings, SslMode};
 use rusqlite::types::Value;
+use tokio_postgres::types::Type;
+pub use tokio_postgres::{Error, Row, SimpleQueryMessage};
 
 use super::engine::{Engine, Rows, Sqlite};
+
+/// A connection of the test's own, as an application has one: plaintext,
+/// whatever the URL's `sslmode` (the tool's TLS is tested through the
+/// binary). Every call of the crate's client is there through `Deref`.
+pub struct Client(client::Client);
+
+impl Client {
+    /// Connects to `url`; an error is the server's or the URL's (the client
+    /// failing to start its runtime is a broken machine, and panics).
+    pub fn connect(url: &str) -> Result<Client, Error> {
+        let mut config = tokio_postgres::Config::from_str(url)?;
+        config.ssl_mode(tokio_postgres::config::SslMode::Disable);
+        let plain = Settings {
+            mode: SslMode::Disable,
+            roots: None,
+            client: None,
+            sni: true,
+        };
+        match client::Client::connect(&config, &plain) {
+            Ok(c) => Ok(Client(c)),
+            Err(Connect::Server(e)) => Err(e),
+            Err(Connect::Setup(e)) => panic!("starting a PostgreSQL client: {e:#}"),
+        }
+    }
+
+    /// Opens a transaction (`BEGIN`), rolled back unless committed.
+    pub fn transaction(&mut self) -> Result<Transaction<'_>, Error> {
+        self.0.batch_execute("BEGIN")?;
+        Ok(Transaction {
+            client: self,
+            open: true,
+        })
+    }
+}
+
+impl Deref for Client {
+    type Target = client::Client;
+
+    fn deref(&self) -> &client::Client {
+        &self.0
+    }
+}
+
+impl DerefMut for Client {
+    fn deref_mut(&mut self) -> &mut client::Client {
+        &mut self.0
+    }
+}
+
+/// A transaction on a [`Client`]: its statements are the client's, and it
+/// ends with [`Transaction::commit`], [`Transaction::rollback`] or, dropped,
+/// with a rollback.
+pub struct Transaction<'a> {
+    client: &'a mut Client,
+    /// Whether `COMMIT` or `ROLLBACK` is still to be sent.
+    open: bool,
+}
+
+impl Transaction<'_> {
+    pub fn commit(mut self) -> Result<(), Error> {
+        self.open = false;
+        self.client.batch_execute("COMMIT")
+    }
+
+    pub fn rollback(mut self) -> Result<(), Error> {
+        self.open = false;
+        self.client.batch_execute("ROLLBACK")
+    }
+}
+
+impl Drop for Transaction<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            // A connection already gone has nothing to roll back.
+            let _ = self.client.batch_execute("ROLLBACK");
+        }
+    }
+}
+
+impl Deref for Transaction<'_> {
+    type Target = client::Client;
+
+    fn deref(&self) -> &client::Client {
+        self.client
+    }
+}
+
+impl DerefMut for Transaction<'_> {
+    fn deref_mut(&mut self) -> &mut client::Client {
+        self.client
+    }
+}
 
 /// The server the tests use: an administrative URL that answered.
 pub struct Server {
@@ -65,7 +168,7 @@ pub fn server() -> Result<&'static Server, String> {
         .get_or_init(|| {
             let mut errors = Vec::new();
             for admin in candidates() {
-                match Client::connect(&admin, NoTls) {
+                match Client::connect(&admin) {
                     Ok(_) => return Ok(Server { admin }),
                     Err(e) => errors.push(format!("{admin}: {e}")),
                 }
@@ -78,7 +181,7 @@ pub fn server() -> Result<&'static Server, String> {
 
 /// A PostgreSQL error's own message (the client's `Display` says only "db
 /// error"), with its detail.
-pub fn message(e: &postgres::Error) -> String {
+pub fn message(e: &Error) -> String {
     match e.as_db_error() {
         Some(db) => match db.detail() {
             Some(d) => format!("{}: {} ({d})", db.severity(), db.message()),
@@ -129,7 +232,7 @@ impl Postgres {
             N.fetch_add(1, Ordering::Relaxed),
             nanos
         );
-        let mut c = Client::connect(&server.admin, NoTls).expect("connecting to the server");
+        let mut c = Client::connect(&server.admin).expect("connecting to the server");
         c.batch_execute(&format!("CREATE DATABASE {database}"))
             .unwrap_or_else(|e| panic!("creating {database}: {}", message(&e)));
         let (base, _) = server
@@ -146,7 +249,7 @@ impl Postgres {
 
     /// A connection of the test's own whose `search_path` is `db`'s schema.
     pub fn connect(&self, db: &str) -> Result<Client, String> {
-        let mut c = Client::connect(&self.url, NoTls).map_err(|e| message(&e))?;
+        let mut c = Client::connect(&self.url).map_err(|e| message(&e))?;
         c.batch_execute(&format!(
             "SET search_path = {}; SET TimeZone = 'UTC'",
             self.quote(&schema_of(db))
@@ -185,7 +288,7 @@ impl Default for Postgres {
 
 impl Drop for Postgres {
     fn drop(&mut self) {
-        if let Ok(mut c) = Client::connect(&self.admin, NoTls) {
+        if let Ok(mut c) = Client::connect(&self.admin) {
             let _ = c.batch_execute(&format!(
                 "DROP DATABASE IF EXISTS {} WITH (FORCE)",
                 self.database
@@ -262,7 +365,7 @@ impl Engine for Postgres {
             !made.iter().any(|m| schema_of(m) == schema),
             "{db} already exists"
         );
-        let mut c = Client::connect(&self.url, NoTls)
+        let mut c = Client::connect(&self.url)
             .unwrap_or_else(|e| panic!("connecting to {}: {}", self.url, message(&e)));
         c.batch_execute(&format!("CREATE SCHEMA {}", self.quote(&schema)))
             .unwrap_or_else(|e| panic!("creating schema {schema}: {}", message(&e)));
@@ -705,7 +808,7 @@ impl TestDb {
             std::process::id(),
             N.fetch_add(1, Ordering::Relaxed)
         );
-        Client::connect(&server.admin, NoTls)
+        Client::connect(&server.admin)
             .and_then(|mut c| c.batch_execute(&format!("CREATE DATABASE {name}")))
             .unwrap_or_else(|e| panic!("creating test database {name}: {}", message(&e)));
         let (base, _) = server
@@ -722,7 +825,7 @@ impl TestDb {
 
     /// A plain client of the test database, as an application has.
     pub fn client(&self) -> Client {
-        Client::connect(&self.url, NoTls).expect("connecting to the test database")
+        Client::connect(&self.url).expect("connecting to the test database")
     }
 
     /// The engine on the test database's `public` schema.
@@ -757,7 +860,7 @@ impl TestDb {
 
 impl Drop for TestDb {
     fn drop(&mut self) {
-        if let Ok(mut c) = Client::connect(&self.admin, NoTls) {
+        if let Ok(mut c) = Client::connect(&self.admin) {
             let _ = c.batch_execute(&format!(
                 "DROP DATABASE IF EXISTS {} WITH (FORCE)",
                 self.name

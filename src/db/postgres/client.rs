@@ -2,6 +2,13 @@
 //! single-threaded runtime of its own, behind the blocking calls the engine
 //! makes. A COPY is driven whole inside one `block_on`, so reading a table
 //! costs no runtime entry per row (the server sends a message a row).
+//!
+//! It is public as the crate's one PostgreSQL client: the integration tests
+//! and the benches open their own connections through it (each with its own
+//! runtime), so one client stack is built and measured. Rows come back as
+//! `tokio-postgres` gives them, untouched by [`super::types`]: a caller that
+//! reads values through it reads them independently of the engine's
+//! decoding.
 
 use std::pin::Pin;
 
@@ -10,7 +17,7 @@ use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use tokio::runtime::Runtime;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{CopyInSink, Error, Row, Statement, ToStatement};
+use tokio_postgres::{CopyInSink, Error, Row, SimpleQueryMessage, Statement, ToStatement};
 
 use super::tls::{MakeRustls, Settings};
 
@@ -18,6 +25,7 @@ use super::tls::{MakeRustls, Settings};
 const GOODBYE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Why a connection could not be made.
+#[derive(Debug)]
 pub enum Connect {
     /// Before reaching the server: the runtime, or the TLS settings' files.
     Setup(anyhow::Error),
@@ -94,14 +102,26 @@ impl Client {
             .expect("the client is only taken when it is dropped")
     }
 
+    /// Runs `sql`, one or more statements separated by semicolons, through
+    /// the simple query protocol; any rows are dropped.
     pub fn batch_execute(&mut self, sql: &str) -> Result<(), Error> {
         self.runtime.block_on(self.inner().batch_execute(sql))
     }
 
+    /// Runs `sql` through the simple query protocol: every value comes back
+    /// as the server's text (or NULL), with a message per row and one per
+    /// statement's end.
+    pub fn simple_query(&mut self, sql: &str) -> Result<Vec<SimpleQueryMessage>, Error> {
+        self.runtime.block_on(self.inner().simple_query(sql))
+    }
+
+    /// Prepares `sql` on this connection; its columns' types are the
+    /// statement's.
     pub fn prepare(&mut self, sql: &str) -> Result<Statement, Error> {
         self.runtime.block_on(self.inner().prepare(sql))
     }
 
+    /// Runs a statement with `params` bound; the number of rows it changed.
     pub fn execute<T: ?Sized + ToStatement>(
         &mut self,
         statement: &T,
@@ -111,6 +131,7 @@ impl Client {
             .block_on(self.inner().execute(statement, params))
     }
 
+    /// Runs a statement with `params` bound; every row it returns.
     pub fn query<T: ?Sized + ToStatement>(
         &mut self,
         statement: &T,
@@ -119,6 +140,7 @@ impl Client {
         self.runtime.block_on(self.inner().query(statement, params))
     }
 
+    /// Runs a statement that must return exactly one row.
     pub fn query_one<T: ?Sized + ToStatement>(
         &mut self,
         statement: &T,
@@ -128,6 +150,7 @@ impl Client {
             .block_on(self.inner().query_one(statement, params))
     }
 
+    /// Runs a statement that returns at most one row.
     pub fn query_opt<T: ?Sized + ToStatement>(
         &mut self,
         statement: &T,

@@ -2,16 +2,17 @@
 //! connection to a database and a schema in it. This file holds the
 //! connection, the session settings every other part relies on, and quoting.
 //!
-//! One concept per file: [`url`] (the spec's URL, completed from the
-//! libpq environment and [`pgpass`], the password file), [`tls`] (TLS
-//! with libpq's `sslmode`s, through rustls), [`types`] (column types
-//! to values and back, with [`numeric`] and [`datetime`]), [`connection`]
-//! (transactions, change token, durability), [`catalogue`] (tables,
-//! columns, keys, foreign keys, triggers, schema text, sequences),
-//! [`table_sql`] (a table's statements and their plan), [`scan`]
-//! (key-ordered reads through binary COPY), [`rows`] (keyed reads and
-//! writes, counts, row-by-row inserts) and [`load`] (batch writes through
-//! binary COPY).
+//! One concept per file: [`client`] (the connection behind blocking calls:
+//! the crate's one PostgreSQL client, which its tests and benches use too),
+//! [`url`] (the spec's URL, completed from the libpq environment and
+//! [`pgpass`], the password file), [`tls`] (TLS with libpq's `sslmode`s,
+//! through rustls), [`types`] (column types to values and back, with
+//! [`numeric`] and [`datetime`]), [`connection`] (transactions, change token,
+//! durability), [`catalogue`] (tables, columns, keys, foreign keys, triggers,
+//! schema text, sequences), [`table_sql`] (a table's statements and their
+//! plan), [`scan`] (key-ordered reads through binary COPY), [`rows`] (keyed
+//! reads and writes, counts, row-by-row inserts) and [`load`] (batch writes
+//! through binary COPY).
 //!
 //! Identifiers from a spec go through [`quote_ident`]; values are bound in
 //! binary, except the key a scan resumes after, which COPY cannot take as a
@@ -29,7 +30,7 @@ use crate::db::Access;
 
 pub mod capture;
 pub mod catalogue;
-mod client;
+pub mod client;
 pub mod connection;
 pub mod control;
 pub mod datetime;
