@@ -29,6 +29,7 @@ pub fn open_with_snapshot(
     target: crate::db::Access,
 ) -> Result<(Db, Db, SchemaNotes)> {
     let s = open_source(spec, snapshot, source)?;
+    writable(&spec.target, target, "target")?;
     let t = Db::open(&spec.target, target, "target")?;
     // Two spellings of one file (`./one.db`, `sub/../one.db`, a symlink,
     // a hard link) are still one database: the same device and inode.
@@ -44,6 +45,22 @@ pub fn open_with_snapshot(
     }
     let notes = spec.check_schema(&s, &t)?;
     Ok((s, t, notes))
+}
+
+/// Refuses, before anything is opened, to write a database of an engine
+/// cutover only reads so far ([`crate::db::engines::Capabilities::written`]).
+fn writable(location: &Location, access: crate::db::Access, role: &str) -> Result<()> {
+    let engine = crate::db::engines::for_location(location, role)?;
+    if access == crate::db::Access::Write && !engine.capabilities.written {
+        bail!(
+            "{role} {}: this command writes the {role}, and writing a {} database (load, journal, fence, replay, sync, apply, the rehearsal) is not supported on {} yet; {} works as a source of check, load and gate (docs/engines.md): use a PostgreSQL or SQLite {role} for this step. Nothing was written",
+            location.display(),
+            engine.name,
+            engine.name,
+            engine.name
+        );
+    }
+    Ok(())
 }
 
 #[cfg(unix)]
@@ -66,6 +83,7 @@ fn same_inode(_: &Path, _: &Path) -> bool {
 pub fn open_source(spec: &Spec, snapshot: Option<&Path>, access: crate::db::Access) -> Result<Db> {
     match (&spec.source, snapshot) {
         (Location::Sqlite(_) | Location::Server(_), None) => {
+            writable(&spec.source, access, "source")?;
             Db::open(&spec.source, access, "source")
         }
         (Location::Sqlite(_) | Location::Server(_), Some(_)) => bail!(

@@ -146,9 +146,9 @@ fn a_spec_that_is_not_toml_is_refused() {
 #[test]
 fn an_unsupported_url_is_refused_naming_the_form_to_use() {
     let d = Dir::orders("url-unsupported");
-    d.spec(&ORDERS_SPEC.replace("sqlite://source.db", "mysql://localhost/orders"));
+    d.spec(&ORDERS_SPEC.replace("sqlite://source.db", "mssql://localhost/orders"));
     let out = refused(&d, &["check"], 2);
-    out.assert_mentions(&["mysql://localhost/orders", "sqlite://", "postgres://"]);
+    out.assert_mentions(&["mssql://localhost/orders", "sqlite://", "postgres://"]);
 }
 
 #[test]

@@ -120,7 +120,8 @@ fn tables_columns_and_defaults_are_as_declared() -> Result<()> {
     assert_eq!(
         by("doubled").generated,
         Some(Generated {
-            expression: "`total` * 2".into(),
+            // Under the session's ANSI_QUOTES the server quotes in double quotes.
+            expression: "\"total\" * 2".into(),
             stored: false
         })
     );

@@ -5,7 +5,7 @@
 use anyhow::{Result, bail};
 
 use super::control::Dialect;
-use super::{Access, Database, postgres, sqlite};
+use super::{Access, Database, mysql, postgres, sqlite};
 use crate::spec::Location;
 
 /// What an engine can do that others cannot: the domain asks these instead
@@ -25,6 +25,11 @@ pub struct Capabilities {
     /// One statement writes a row only if the row stored is the one
     /// expected ([`super::ConditionalWrite`]).
     pub conditional_writes: bool,
+    /// cutover's commands write databases of this engine (load, the
+    /// journal, the fence, replay, sync, feed apply). An engine that is
+    /// only read so far is refused by each of them before anything is
+    /// opened, so nothing is half-installed.
+    pub written: bool,
 }
 
 /// One engine: its name, the schemes of its URLs, and how it is opened.
@@ -73,6 +78,7 @@ pub static SQLITE: Engine = Engine {
         schemas: false,
         digests: false,
         conditional_writes: true,
+        written: true,
     },
     open: |location, access, role| match location {
         Location::Sqlite(path) => Ok(Box::new(sqlite::Sqlite::open(path, access, role)?)),
@@ -91,6 +97,7 @@ pub static POSTGRES: Engine = Engine {
         schemas: true,
         digests: true,
         conditional_writes: true,
+        written: true,
     },
     open: |location, access, role| match location {
         Location::Server(url) => Ok(Box::new(postgres::Postgres::open(url, access, role)?)),
@@ -98,8 +105,29 @@ pub static POSTGRES: Engine = Engine {
     },
 };
 
+/// MySQL and MariaDB: schema changes commit at once, a URL names one
+/// database (MySQL's schema), no digest inside the server yet.
+pub static MYSQL: Engine = Engine {
+    name: "MySQL",
+    dialect: &mysql::control::DIALECT,
+    journal_triggers: 0,
+    schemes: &["mysql"],
+    form: "mysql://USER@HOST:PORT/DB",
+    capabilities: Capabilities {
+        transactional_ddl: false,
+        schemas: false,
+        digests: false,
+        conditional_writes: false,
+        written: false,
+    },
+    open: |location, access, role| match location {
+        Location::Server(url) => Ok(Box::new(mysql::MySql::open(url, access, role)?)),
+        other => bail!("{role} {} is not a MySQL URL", other.display()),
+    },
+};
+
 /// Every engine, in the order messages list them.
-static ENGINES: [&Engine; 2] = [&SQLITE, &POSTGRES];
+static ENGINES: [&Engine; 3] = [&SQLITE, &POSTGRES, &MYSQL];
 
 /// The engine a URL's scheme names; `None` when no engine answers to it.
 pub fn for_url(url: &str) -> Option<&'static Engine> {
@@ -151,18 +179,19 @@ mod tests {
             Some("PostgreSQL")
         );
         assert_eq!(for_url("sqlite://a.db").map(|e| e.name), Some("SQLite"));
-        assert!(for_url("mysql://me@h/db").is_none());
+        assert_eq!(for_url("mysql://me@h/db").map(|e| e.name), Some("MySQL"));
+        assert!(for_url("mssql://me@h/db").is_none());
         assert!(for_url("postgres-ish").is_none());
     }
 
     #[test]
     fn an_unknown_scheme_is_refused_naming_what_to_write() {
-        let e = for_location(&Location::Server("mysql://u:pw@h/db".into()), "source")
+        let e = for_location(&Location::Server("mssql://u:pw@h/db".into()), "source")
             .expect_err("no such engine");
         let text = e.to_string();
-        assert!(text.contains("mysql://u:***@h/db"), "{text}");
+        assert!(text.contains("mssql://u:***@h/db"), "{text}");
         assert!(
-            text.contains("postgres://") && text.contains("sqlite://"),
+            text.contains("postgres://") && text.contains("sqlite://") && text.contains("mysql://"),
             "{text}"
         );
     }

@@ -269,8 +269,13 @@ impl TestDb {
     /// A user of its own with the grants an application has on this
     /// database (`SELECT, INSERT, UPDATE, DELETE`), dropped with it.
     pub fn app_user(&self) -> AppUser<'_> {
+        self.app_user_with(&format!("pw-{}", std::process::id()))
+    }
+
+    /// [`TestDb::app_user`] with this password.
+    pub fn app_user_with(&self, password: &str) -> AppUser<'_> {
         let name = unique("app", "").chars().take(32).collect::<String>();
-        let password = format!("pw-{}", std::process::id());
+        let password = password.to_string();
         self.server
             .admin(
                 None,

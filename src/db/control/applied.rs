@@ -194,9 +194,9 @@ impl AppliedSet<'_> {
         let row = serde_json::to_string(row)?;
         self.0.exec(
             &format!(
-                "INSERT INTO {{{{schema}}}}._cutover_kept (journal, tbl, key, row, seq)
+                "INSERT INTO {{{{schema}}}}._cutover_kept (journal, tbl, \"key\", \"row\", seq)
                  VALUES (:journal, :tbl, :key, :row, :seq) {}",
-                (self.0.dialect().upsert)(&["journal", "tbl", "key"], &["row", "seq"], "")
+                (self.0.dialect().upsert)(&["journal", "tbl", "\"key\""], &["\"row\"", "seq"], "")
             ),
             &[
                 ("journal", P::Text(journal)),
@@ -223,14 +223,14 @@ impl AppliedSet<'_> {
             ("key", P::Text(key)),
         ];
         let Some(r) = self.0.one(
-            "SELECT row FROM {{schema}}._cutover_kept WHERE journal = :journal AND tbl = :tbl AND key = :key",
+            "SELECT \"row\" FROM {{schema}}._cutover_kept WHERE journal = :journal AND tbl = :tbl AND \"key\" = :key",
             &params,
         )?
         else {
             return Ok(None);
         };
         self.0.exec(
-            "DELETE FROM {{schema}}._cutover_kept WHERE journal = :journal AND tbl = :tbl AND key = :key",
+            "DELETE FROM {{schema}}._cutover_kept WHERE journal = :journal AND tbl = :tbl AND \"key\" = :key",
             &params,
         )?;
         match opt_text(&r, 0)? {

@@ -121,7 +121,7 @@ impl Progress<'_> {
         }
         self.0
             .one(
-                "SELECT last_key, rows, done FROM {{schema}}._cutover_load WHERE tbl = :tbl",
+                "SELECT last_key, \"rows\", done FROM {{schema}}._cutover_load WHERE tbl = :tbl",
                 &[("tbl", P::Text(tbl))],
             )?
             .map(|r| {
@@ -137,11 +137,11 @@ impl Progress<'_> {
     pub fn set_load_checkpoint(&self, tbl: &str, c: &LoadCheckpoint) -> Result<()> {
         self.0.exec(
             &format!(
-                "INSERT INTO {{{{schema}}}}._cutover_load (tbl, last_key, rows, done)
+                "INSERT INTO {{{{schema}}}}._cutover_load (tbl, last_key, \"rows\", done)
                  VALUES (:tbl, :last_key, :rows, :done) {}",
                 (self.0.dialect().upsert)(
                     &["tbl"],
-                    &["last_key", "rows", "done"],
+                    &["last_key", "\"rows\"", "done"],
                     "updated_at = {now}"
                 )
             ),
@@ -227,7 +227,7 @@ impl Progress<'_> {
         };
         self.0.exec(
             &format!(
-                "INSERT INTO {{{{schema}}}}._cutover_cursor (tbl, batch_no, batch, rows, changed,
+                "INSERT INTO {{{{schema}}}}._cutover_cursor (tbl, batch_no, batch, \"rows\", changed,
                    {}, {}, last_key)
                  SELECT :tbl, coalesce(max(batch_no), 0) + 1, :batch, :rows, :changed, {marks}, :last_key
                  FROM {{{{schema}}}}._cutover_cursor WHERE tbl = :tbl",
@@ -260,7 +260,7 @@ impl Progress<'_> {
         }
         let rows = self.0.query(
             &format!(
-                "SELECT batch_no, rows, changed, {}, {}, committed_at
+                "SELECT batch_no, \"rows\", changed, {}, {}, committed_at
                  FROM {{{{schema}}}}._cutover_cursor WHERE tbl = :tbl ORDER BY batch_no",
                 self.watermark_columns("first"),
                 self.watermark_columns("last"),

@@ -128,8 +128,8 @@ impl Receipts<'_> {
     pub fn evidence(&self, of: &Revision<'_>) -> Result<Option<Evidence>> {
         self.0
             .one(
-                "SELECT kind, row FROM {{schema}}._cutover_revisions
-                 WHERE tbl = :tbl AND key = :key AND revision = :revision
+                "SELECT kind, \"row\" FROM {{schema}}._cutover_revisions
+                 WHERE tbl = :tbl AND \"key\" = :key AND revision = :revision
                  ORDER BY CASE WHEN kind = 'tombstone' THEN 0 ELSE 1 END, kind LIMIT 1",
                 &[
                     ("tbl", P::Text(of.tbl)),
@@ -151,7 +151,7 @@ impl Receipts<'_> {
         self.0
             .one(
                 "SELECT max(revision) FROM {{schema}}._cutover_revisions
-                 WHERE tbl = :tbl AND key = :key AND kind = 'tombstone'",
+                 WHERE tbl = :tbl AND \"key\" = :key AND kind = 'tombstone'",
                 &[("tbl", P::Text(tbl)), ("key", P::Text(key))],
             )?
             .map_or(Ok(None), |r| opt_int(&r, 0))
@@ -168,9 +168,9 @@ impl Receipts<'_> {
     ) -> Result<()> {
         self.0.exec(
             &format!(
-                "INSERT INTO {{{{schema}}}}._cutover_revisions (tbl, key, revision, kind, row, delivery, position)
+                "INSERT INTO {{{{schema}}}}._cutover_revisions (tbl, \"key\", revision, kind, \"row\", delivery, position)
                  VALUES (:tbl, :key, :revision, :kind, :row, :delivery, :position) {}",
-                (self.0.dialect().upsert)(&["tbl", "key", "revision", "kind"], &[], "")
+                (self.0.dialect().upsert)(&["tbl", "\"key\"", "revision", "kind"], &[], "")
             ),
             &[
                 ("tbl", P::Text(of.tbl)),

@@ -15,12 +15,17 @@
 //! `NULL`, `current_timestamp()`); MySQL 8, which gives a literal default
 //! bare, is brought to the same form.
 
+use std::collections::BTreeSet;
+
 use anyhow::{Result, bail};
 use mysql::prelude::Queryable;
 use mysql::{Row, Value};
 
-use super::MySql;
 use super::client::Flavor;
+use super::types::{self, Kind};
+use super::{MySql, quote_ident};
+use crate::db::{ColumnInfo, ForeignKeyViolation, OwnTriggers, SchemaPart, SequenceMark};
+use crate::value::ColumnKind;
 
 /// A table of the database.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -452,6 +457,334 @@ impl MySql {
             );
         };
         number(r, 0)
+    }
+}
+
+/// A column's kind in engine-neutral terms, from its MySQL type.
+pub fn column_kind(c: &Column) -> ColumnKind {
+    let len = c.max_length.and_then(|n| u32::try_from(n).ok());
+    match c.data_type.as_str() {
+        "tinyint" if c.declared.to_ascii_lowercase().starts_with("tinyint(1)") => {
+            ColumnKind::Boolean
+        }
+        "tinyint" | "smallint" | "mediumint" | "int" | "integer" | "bigint" | "year" | "bit" => {
+            ColumnKind::Integer
+        }
+        "decimal" | "numeric" => ColumnKind::Decimal {
+            precision: c.numeric_precision.map(|p| p as u32),
+            scale: c.numeric_scale.map(|s| s as u32),
+        },
+        "float" | "double" | "real" => ColumnKind::Real,
+        // A CHAR reads back without its padding.
+        "char" | "varchar" => ColumnKind::Text {
+            max_len: len,
+            fixed: false,
+        },
+        "tinytext" | "text" | "mediumtext" | "longtext" | "enum" | "set" => ColumnKind::Text {
+            max_len: None,
+            fixed: false,
+        },
+        "binary" | "varbinary" | "tinyblob" | "blob" | "mediumblob" | "longblob" => {
+            ColumnKind::Blob
+        }
+        "date" => ColumnKind::Date,
+        "datetime" => ColumnKind::Timestamp { zone: false },
+        "timestamp" => ColumnKind::Timestamp { zone: true },
+        _ => ColumnKind::Other {
+            engine: "MySQL",
+            name: c.declared.clone(),
+        },
+    }
+}
+
+impl crate::db::Catalogue for MySql {
+    fn table_columns(&self, table: &str) -> Result<Vec<ColumnInfo>> {
+        if !self.has_table(table)? {
+            return Ok(Vec::new());
+        }
+        Ok(self
+            .columns(table)?
+            .iter()
+            .map(|c| ColumnInfo {
+                name: c.name.clone(),
+                decl_type: c.declared.clone(),
+                kind: column_kind(c),
+                pk: i64::from(c.key_position),
+            })
+            .collect())
+    }
+
+    fn generated_columns(&self, table: &str) -> Result<Vec<crate::db::Generated>> {
+        if !self.has_table(table)? {
+            return Ok(Vec::new());
+        }
+        Ok(self
+            .columns(table)?
+            .into_iter()
+            .filter_map(|c| {
+                c.generated.map(|g| crate::db::Generated {
+                    name: c.name,
+                    stored: g.stored,
+                })
+            })
+            .collect())
+    }
+
+    /// By the bytes of their names (`ORDER BY` under the catalogue's own
+    /// collation would fold case).
+    fn tables(&self, own: bool) -> Result<Vec<String>> {
+        let mut names: Vec<String> = self
+            .tables()?
+            .into_iter()
+            .map(|t| t.name)
+            .filter(|n| own || !n.starts_with("_cutover_"))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// The primary key or a unique key on exactly these whole columns
+    /// (not a prefix of one). Uniqueness is the server's, under each
+    /// column's collation: [`key_equality`] says where that folds values
+    /// cutover tells apart.
+    fn key_is_unique(&self, table: &str, key: &[&str]) -> Result<bool> {
+        let want: BTreeSet<&str> = key.iter().copied().collect();
+        Ok(self.keys(table)?.iter().any(|k| {
+            k.columns().is_some_and(|cols| {
+                cols.len() == want.len() && cols.iter().all(|c| want.contains(c))
+            })
+        }))
+    }
+
+    fn foreign_keys(&self, table: &str) -> Result<Vec<crate::db::ForeignKey>> {
+        Ok(self
+            .foreign_keys(table)?
+            .declared
+            .into_iter()
+            .map(|fk| crate::db::ForeignKey {
+                parent: if fk.parent_database == self.database() {
+                    fk.parent_table
+                } else {
+                    format!("{}.{}", fk.parent_database, fk.parent_table)
+                },
+                columns: fk
+                    .columns
+                    .into_iter()
+                    .zip(fk.parent_columns)
+                    .map(|(c, p)| (c, Some(p)))
+                    .collect(),
+            })
+            .collect())
+    }
+
+    fn foreign_key_violations(
+        &self,
+        table: &str,
+        key_names: &[&str],
+    ) -> Result<Vec<ForeignKeyViolation>> {
+        let declared = self.foreign_keys(table)?.declared;
+        if declared.is_empty() {
+            return Ok(Vec::new());
+        }
+        let columns = self.columns(table)?;
+        let kinds: Vec<Kind> = key_names
+            .iter()
+            .map(|k| match columns.iter().find(|c| c.name == *k) {
+                Some(c) => Kind::of(c),
+                None => bail!("table '{table}' of {} has no column '{k}'", self.shown()),
+            })
+            .collect::<Result<_>>()?;
+        let mut out = Vec::new();
+        for fk in declared {
+            let parent = format!(
+                "{}.{}",
+                quote_ident(&fk.parent_database),
+                quote_ident(&fk.parent_table)
+            );
+            let present = fk
+                .columns
+                .iter()
+                .map(|c| format!("c.{} IS NOT NULL", quote_ident(c)))
+                .collect::<Vec<_>>()
+                .join(" AND ");
+            let joined = fk
+                .columns
+                .iter()
+                .zip(&fk.parent_columns)
+                .map(|(c, p)| format!("p.{} = c.{}", quote_ident(p), quote_ident(c)))
+                .collect::<Vec<_>>()
+                .join(" AND ");
+            let select = if key_names.is_empty() {
+                "1".to_string()
+            } else {
+                key_names
+                    .iter()
+                    .map(|k| format!("c.{}", quote_ident(k)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let text = format!(
+                "SELECT {select} FROM {} c WHERE {present} AND NOT EXISTS (SELECT 1 FROM {parent} p WHERE {joined})",
+                self.qualified(table)
+            );
+            let rows: Vec<Row> = self
+                .conn()?
+                .exec(&text, ())
+                .map_err(|e| self.failed(&format!("checking the foreign keys of '{table}'"), &e))?;
+            let parent_name = if fk.parent_database == self.database() {
+                fk.parent_table.clone()
+            } else {
+                format!("{}.{}", fk.parent_database, fk.parent_table)
+            };
+            let mut scratch = String::new();
+            for r in &rows {
+                let key = if key_names.is_empty() {
+                    None
+                } else {
+                    let mut row = Vec::with_capacity(kinds.len());
+                    for (i, kind) in kinds.iter().enumerate() {
+                        let v = r.as_ref(i).unwrap_or(&Value::NULL);
+                        row.push(
+                            types::decode(kind, v, &mut scratch, |c| c.to_value())
+                                .map_err(|why| anyhow::anyhow!("table '{table}': {why}"))?,
+                        );
+                    }
+                    Some(row)
+                };
+                out.push(ForeignKeyViolation {
+                    child: table.to_string(),
+                    key,
+                    parent: parent_name.clone(),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// `SHOW CREATE TABLE` of each table (its columns, keys, foreign keys
+    /// and `AUTO_INCREMENT` left out, which moves with every insert) and
+    /// of cutover's own, and `SHOW CREATE TRIGGER` of their triggers (with
+    /// the `sql_mode` each runs under), in name order.
+    fn schema_of(&self, tables: &[&str]) -> Result<Vec<SchemaPart>> {
+        let mut names: BTreeSet<String> = tables.iter().map(|t| t.to_string()).collect();
+        names.extend(
+            self.tables()?
+                .into_iter()
+                .map(|t| t.name)
+                .filter(|n| n.starts_with("_cutover_")),
+        );
+        let mut out = Vec::new();
+        for t in &names {
+            if !self.has_table(t)? {
+                continue;
+            }
+            let row: Option<(String, String)> = self
+                .conn()?
+                .query_first(format!("SHOW CREATE TABLE {}", self.qualified(t)))
+                .map_err(|e| self.failed(&format!("reading the definition of '{t}'"), &e))?;
+            let def = row.map(|(_, d)| d).unwrap_or_default();
+            let def: String = def
+                .split(' ')
+                .filter(|w| !w.starts_with("AUTO_INCREMENT="))
+                .collect::<Vec<_>>()
+                .join(" ");
+            out.push(SchemaPart {
+                name: format!("table {t}"),
+                definition: def,
+            });
+            for trigger in self.triggers(t)? {
+                out.push(SchemaPart {
+                    name: format!("trigger {}", trigger.name),
+                    definition: format!(
+                        "{} {} ON {t} ORDER {} DEFINER {}: {}",
+                        trigger.timing,
+                        trigger.event,
+                        trigger.order,
+                        trigger.definer,
+                        trigger.statement
+                    ),
+                });
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    fn raise_sequence(&self, _table: &str, _to: i64) -> Result<()> {
+        bail!(
+            "{}: {}",
+            self.shown(),
+            super::not_yet("moving AUTO_INCREMENT (replay and load into MySQL)")
+        )
+    }
+
+    /// A table's `AUTO_INCREMENT` counter, its own and its only one: the
+    /// next id it hands out, less one. InnoDB never takes back an id a
+    /// rolled-back insert took, so a mark is not transactional.
+    fn sequence_marks(&self, tables: &[&str]) -> Result<Vec<SequenceMark>> {
+        let mut out = Vec::new();
+        for t in tables {
+            if !self.columns(t)?.iter().any(|c| c.auto_increment) {
+                continue;
+            }
+            let next = self.auto_increment(t)?.unwrap_or(1);
+            let next = i64::try_from(next).unwrap_or(i64::MAX);
+            out.push(SequenceMark {
+                name: self.qualified(t),
+                last_value: if next > 1 { next - 1 } else { 1 },
+                is_called: next > 1,
+                table: t.to_string(),
+                own: true,
+                transactional: false,
+            });
+        }
+        Ok(out)
+    }
+
+    fn restore_sequences(&self, _marks: &[SequenceMark]) -> Result<Vec<String>> {
+        bail!(
+            "{}: {}",
+            self.shown(),
+            super::not_yet("putting AUTO_INCREMENT back (replay and the rehearsal on MySQL)")
+        )
+    }
+
+    fn add_column(&self, table: &str, from: &ColumnInfo) -> Result<()> {
+        bail!(
+            "{}: {} (column '{}' of '{table}')",
+            self.shown(),
+            super::not_yet("adding a column (sync --evolve into MySQL)"),
+            from.name
+        )
+    }
+
+    /// No trigger of cutover's own exists on MySQL yet: the journal and
+    /// the fence are not installed there.
+    fn own_triggers(&self, table: &str) -> Result<OwnTriggers> {
+        let own = self
+            .triggers(table)?
+            .into_iter()
+            .filter(|t| t.name.starts_with("_cutover_"))
+            .count();
+        Ok(OwnTriggers {
+            journal: own,
+            fence: 0,
+        })
+    }
+}
+
+impl MySql {
+    /// Whether the database has a base table of this name.
+    pub fn has_table(&self, table: &str) -> Result<bool> {
+        let n: Option<i64> = self
+            .conn()?
+            .exec_first(
+                "SELECT COUNT(*) FROM information_schema.TABLES
+                 WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND TABLE_TYPE IN ('BASE TABLE', 'SYSTEM VERSIONED')",
+                (self.database(), table),
+            )
+            .map_err(|e| self.failed(&format!("looking for table '{table}'"), &e))?;
+        Ok(n.unwrap_or(0) > 0)
     }
 }
 

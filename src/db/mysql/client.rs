@@ -15,7 +15,9 @@
 //! - no statement time limit (`max_statement_time = 0` on MariaDB,
 //!   `max_execution_time = 0` on MySQL), no `sql_select_limit`, no
 //!   `sql_safe_updates`, `sql_auto_is_null = 0`, `max_sort_length` at its
-//!   largest (8 MiB) so that long text keys sort by all their bytes, and
+//!   largest (8 MiB) so that long text keys sort by all their bytes, with a
+//!   `sort_buffer_size` of 32 MiB that holds such a key (the server's 2 MiB
+//!   refuses to sort a `TEXT` key at that length: "Out of sort memory"), and
 //!   `net_write_timeout` / `net_read_timeout` of a day, so that a scan whose
 //!   reader waits on the other side of a merge is not cut after 60 s;
 //! - transactions `REPEATABLE READ`; a reader's are also `READ ONLY`, and
@@ -37,10 +39,12 @@ use crate::db::Access;
 /// The `sql_mode` of every session: strict for every table (transactional
 /// or not), no zero or partly zero dates, division by zero an error, no
 /// silent change of storage engine, `0` kept in an `AUTO_INCREMENT`
-/// column, standard backslashes. Each of these names is known to MariaDB
+/// column, standard backslashes, and identifiers in double quotes as
+/// cutover's control store writes them (`ANSI_QUOTES`: its string
+/// literals are single-quoted). Each of these names is known to MariaDB
 /// 10.3+ and MySQL 8 alike (MySQL 8 warns that the date ones are
 /// deprecated, and keeps them).
-pub const SQL_MODE: &str = "STRICT_ALL_TABLES,STRICT_TRANS_TABLES,NO_ZERO_DATE,NO_ZERO_IN_DATE,\
+pub const SQL_MODE: &str = "ANSI_QUOTES,STRICT_ALL_TABLES,STRICT_TRANS_TABLES,NO_ZERO_DATE,NO_ZERO_IN_DATE,\
 ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION,NO_AUTO_VALUE_ON_ZERO,NO_BACKSLASH_ESCAPES,\
 ONLY_FULL_GROUP_BY";
 
@@ -122,7 +126,7 @@ pub fn session_sql(flavor: Flavor, access: Access) -> Vec<String> {
         format!(
             "SET SESSION sql_mode = '{SQL_MODE}', time_zone = '+00:00', {timeout}, \
              sql_select_limit = 18446744073709551615, sql_safe_updates = 0, sql_auto_is_null = 0, \
-             max_sort_length = 8388608, net_write_timeout = 86400, net_read_timeout = 86400, \
+             max_sort_length = 8388608, sort_buffer_size = 33554432, net_write_timeout = 86400, net_read_timeout = 86400, \
              autocommit = 1"
         ),
         format!("SET SESSION TRANSACTION ISOLATION LEVEL {mode}"),
@@ -234,7 +238,15 @@ pub struct MySql {
     server: ServerInfo,
     access: Access,
     warnings: Vec<String>,
+    /// The plans of the table statements this connection wrote, by scan
+    /// text ([`super::table_sql`]).
+    pub(super) plans: RefCell<Plans>,
 }
+
+/// The plans of a connection's table statements, or why a table could
+/// not be described.
+pub(super) type Plans =
+    std::collections::HashMap<String, Result<std::sync::Arc<super::table_sql::Plan>, String>>;
 
 impl MySql {
     /// Connects to the database of `url` and sets the session up; `role`
@@ -269,6 +281,7 @@ impl MySql {
             server,
             access,
             warnings: u.password_warning().into_iter().collect(),
+            plans: RefCell::default(),
         })
     }
 

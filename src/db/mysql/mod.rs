@@ -1,25 +1,50 @@
-//! MySQL and MariaDB: the ground floor of a third engine, one type,
-//! [`MySql`], one connection to a database of a server. Not yet selectable
-//! in a spec (no `mysql://` entry in [`crate::db::engines`]); the engine
-//! interfaces will be implemented over what is here.
+//! MySQL and MariaDB, the third engine: one type, [`MySql`], one
+//! connection to a database of a server, registered as `mysql://` and
+//! `mariadb://` in [`crate::db::engines`].
 //!
 //! One concept per file: [`url`] (the spec's URL and its TLS modes),
 //! [`client`] (the connection, its session settings, transactions and
 //! errors), [`types`] (column types to values and back, with [`numeric`]
-//! and [`datetime`]), [`catalogue`] (tables, columns, keys, foreign keys,
-//! triggers, `AUTO_INCREMENT`, key collations) and [`scan`] (key-ordered
-//! streaming reads and counts).
+//! and [`datetime`]), [`scan`] (key-ordered streaming reads and counts),
+//! and one file per engine interface: [`connection`], [`control`] (the
+//! control store's dialect), [`catalogue`] (tables, columns, keys,
+//! foreign keys, triggers, `AUTO_INCREMENT`, key collations),
+//! [`table_sql`] with [`rows`], [`capture`], [`journal_log`], [`fence`],
+//! [`fixtures`] and [`side_effects`].
+//!
+//! MySQL as a source (`check`, `load` and `gate` reading it) is built; the
+//! interfaces a target needs (the journal, the fence) and replay's writes
+//! into MySQL refuse, exit 2, naming what is not supported yet and what to
+//! use instead ([`not_yet`]).
 //!
 //! Identifiers go through [`quote_ident`]; values are always bound as
 //! parameters of the binary protocol, never spliced into a statement.
 
+pub mod capture;
 pub mod catalogue;
 pub mod client;
+pub mod connection;
+pub mod control;
 pub mod datetime;
+pub mod fence;
+pub mod fixtures;
+pub mod journal_log;
 pub mod numeric;
+pub mod rows;
 pub mod scan;
+pub mod side_effects;
+pub mod table_sql;
 pub mod types;
 pub mod url;
+
+impl crate::db::Database for MySql {}
+
+/// The refusal of what MySQL cannot do yet: what, and what to use instead.
+pub(crate) fn not_yet(what: &str) -> String {
+    format!(
+        "{what} is not supported on MySQL yet; MySQL works as a source of check, load and gate (docs/engines.md, MySQL): use a PostgreSQL or SQLite target for this step"
+    )
+}
 
 pub use client::{Flavor, MySql, ServerInfo};
 pub use url::{MyUrl, is_mysql};

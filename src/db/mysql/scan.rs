@@ -127,59 +127,83 @@ impl Scan {
                 self.key_len
             );
         }
-        let params = (0..self.key_len)
-            .map(|i| {
-                self.kinds[i]
-                    .order_param(after[i].as_cell(), self.collations[i].as_deref())
-                    .with_context(|| {
-                        format!(
-                            "table '{}': resuming after key {}, column '{}'",
-                            self.table,
-                            display_key(after),
-                            self.names[i]
-                        )
-                    })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let mut out = Vec::new();
-        if params.len() > 1 {
-            out.push(params[0].clone());
-        }
-        for (i, p) in params.iter().enumerate() {
-            if i + 1 < params.len() {
-                out.push(p.clone());
-                out.push(p.clone());
-            } else {
-                out.push(p.clone());
-            }
-        }
-        Ok(out)
+        after_params(
+            &self.table,
+            &self.names,
+            &self.kinds,
+            &self.collations,
+            after,
+        )
     }
+}
 
-    /// The row's key for a message about one of its values: each key
-    /// value as read, or as the server would print it when it cannot be.
-    fn key_shown(&self, row: &Row) -> String {
-        let mut scratch = String::new();
-        let parts: Vec<String> = (0..self.key_len)
-            .map(|i| {
-                let v = row.as_ref(i).unwrap_or(&My::NULL);
-                types::decode(&self.kinds[i], v, &mut scratch, |c| {
-                    c.to_value().to_string()
-                })
+/// The row's key for a message about one of its values: each key value
+/// as read, or as the server would print it when it cannot be.
+fn key_shown(kinds: &[Kind], key_len: usize, row: &Row) -> String {
+    let mut scratch = String::new();
+    let parts: Vec<String> = (0..key_len)
+        .map(|i| {
+            let v = row.as_ref(i).unwrap_or(&My::NULL);
+            types::decode(&kinds[i], v, &mut scratch, |c| c.to_value().to_string())
                 .unwrap_or_else(|_| types::raw(v))
-            })
-            .collect();
-        if parts.len() == 1 {
-            parts.into_iter().next().unwrap_or_default()
-        } else {
-            format!("({})", parts.join(", "))
+        })
+        .collect();
+    if parts.len() == 1 {
+        parts.into_iter().next().unwrap_or_default()
+    } else {
+        format!("({})", parts.join(", "))
+    }
+}
+
+/// The parameters of a resumed scan's condition ([`after_condition`]) for
+/// the key `after`, each bound as its column's order expression compares.
+pub(super) fn after_params(
+    table: &str,
+    names: &[String],
+    kinds: &[Kind],
+    collations: &[Option<String>],
+    after: &[Value],
+) -> Result<Vec<My>> {
+    let params = after
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            kinds[i]
+                .order_param(v.as_cell(), collations[i].as_deref())
+                .with_context(|| {
+                    format!(
+                        "table '{table}': resuming after key {}, column '{}'",
+                        display_key(after),
+                        names[i]
+                    )
+                })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut out = Vec::new();
+    if params.len() > 1 {
+        out.push(params[0].clone());
+    }
+    for (i, p) in params.iter().enumerate() {
+        out.push(p.clone());
+        if i + 1 < params.len() {
+            out.push(p.clone());
         }
     }
+    Ok(out)
+}
+
+/// What a streamed read decodes: the table, the columns read (the key's
+/// first) and their kinds.
+pub(super) struct Shape<'a> {
+    pub table: &'a str,
+    pub names: &'a [String],
+    pub kinds: &'a [Kind],
+    pub key_len: usize,
 }
 
 /// `e1 > ?` for one key column; for more,
 /// `e1 >= ? AND (e1 > ? OR (e1 = ? AND (e2 > ? OR (e2 = ? AND e3 > ?))))`.
-fn after_condition(exprs: &[String]) -> String {
+pub(super) fn after_condition(exprs: &[String]) -> String {
     fn tail(exprs: &[String]) -> String {
         match exprs {
             [] => String::new(),
@@ -205,17 +229,37 @@ impl MySql {
         block_rows: usize,
         f: &mut dyn FnMut(Block) -> Result<bool>,
     ) -> Result<()> {
-        let block_rows = block_rows.max(1);
         let (sql, params) = match after {
             None => (scan.scan.as_str(), Vec::new()),
             Some(key) => (scan.after.as_str(), scan.after_params(key)?),
         };
-        let what = format!("reading table '{}'", scan.table);
+        let shape = Shape {
+            table: &scan.table,
+            names: &scan.names,
+            kinds: &scan.kinds,
+            key_len: scan.key_len,
+        };
+        self.stream(&shape, sql, params, block_rows, f)
+    }
+
+    /// Streams the rows of the query `sql` (with `params`), which reads the
+    /// columns of `shape`, into blocks of `block_rows` until `f` returns
+    /// `false`, as [`MySql::scan`] does.
+    pub(super) fn stream(
+        &self,
+        shape: &Shape<'_>,
+        sql: &str,
+        params: Vec<My>,
+        block_rows: usize,
+        f: &mut dyn FnMut(Block) -> Result<bool>,
+    ) -> Result<()> {
+        let block_rows = block_rows.max(1);
+        let what = format!("reading table '{}'", shape.table);
         let mut conn = self.conn()?;
         let rows = conn
             .exec_iter(sql, params)
             .map_err(|e| self.failed(&what, &e))?;
-        let width = scan.names.len();
+        let width = shape.names.len();
         let mut block = Block::new(width, block_rows);
         let mut scratch = String::new();
         for row in rows {
@@ -227,14 +271,14 @@ impl MySql {
                     row.len()
                 );
             }
-            for (i, kind) in scan.kinds.iter().enumerate() {
+            for (i, kind) in shape.kinds.iter().enumerate() {
                 let v = row.as_ref(i).unwrap_or(&My::NULL);
                 let pushed = types::decode(kind, v, &mut scratch, |c: CellRef<'_>| block.push(c));
                 if let Err(why) = pushed {
                     return Err(anyhow::Error::new(BadValue {
-                        table: scan.table.clone(),
-                        key: scan.key_shown(&row),
-                        column: scan.names[i].clone(),
+                        table: shape.table.to_string(),
+                        key: key_shown(shape.kinds, shape.key_len, &row),
+                        column: shape.names[i].clone(),
                         value: types::raw(v),
                         why,
                     })
