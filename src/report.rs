@@ -221,7 +221,7 @@ fn file_digest(path: &std::path::Path) -> anyhow::Result<(u64, String)> {
 }
 
 /// One database's content fingerprint for a report, taken before or after
-/// the run: the engine's identity (`Connection::identity`), the file's
+/// the run: the engine's identity (`Facts::identity`), the file's
 /// size and SHA-256 for a file, and per spec table its rows and the SHA-256
 /// of its rows in key order (`Db::digest_rows`).
 #[derive(Clone, Debug, Serialize)]
