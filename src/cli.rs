@@ -155,7 +155,34 @@ pub enum Command {
         /// plan, every conflict and the closing reconciliation; write nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Before any fence: replay the whole journal as it stands now into
+        /// the source inside a transaction that is rolled back, the target
+        /// left open; proves every write applies and measures how long the
+        /// replay takes. Changes nothing in either database.
+        #[arg(long, conflicts_with = "dry_run")]
+        rehearse: bool,
         /// How many differences or stale keys to list.
+        #[arg(long, default_value_t = 20, value_name = "N")]
+        max_diffs: usize,
+        #[command(flatten)]
+        report: ReportArg,
+    },
+    /// After the switch: check that every write journaled so far can go back to the source, and how long the rollback would take. Writes nothing to either database.
+    Watch {
+        #[command(flatten)]
+        spec: SpecArg,
+        /// Keep watching, a pass every --interval, until interrupted
+        /// (Ctrl-C ends it between passes).
+        #[arg(long)]
+        follow: bool,
+        /// The time between passes with --follow (`30s`, `5m`, `1h`).
+        #[arg(long, default_value = "30s", value_parser = interval, requires = "follow", value_name = "TIME")]
+        interval: std::time::Duration,
+        /// Write each pass's figures to FILE in the Prometheus text format
+        /// (for node_exporter's textfile collector), replaced atomically.
+        #[arg(long, value_name = "FILE")]
+        metrics: Option<PathBuf>,
+        /// How many findings to list.
         #[arg(long, default_value_t = 20, value_name = "N")]
         max_diffs: usize,
         #[command(flatten)]
@@ -283,6 +310,14 @@ pub enum FenceAction {
 
 /// A count of at least 1 (`--batch`, `--delivery-size`), checked as the
 /// command line is parsed.
+fn interval(s: &str) -> Result<std::time::Duration, String> {
+    match humantime::parse_duration(s) {
+        Ok(d) if d.is_zero() => Err("must be more than 0".into()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 fn at_least_one(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(0) => Err("must be at least 1".into()),

@@ -57,6 +57,7 @@ pub mod spec;
 pub mod survey;
 pub mod transform;
 pub mod value;
+pub mod watch;
 pub mod watermark;
 
 use anyhow::Result;
@@ -69,6 +70,12 @@ use report::Outcome;
 pub fn run(cli: &Cli) -> Result<Outcome> {
     progress::set_quiet(cli.quiet);
     let started = std::time::SystemTime::now();
+    let wanted = reported(&cli.command);
+    // The databases' fingerprints before the run, for the report.
+    let before = match &wanted {
+        Some((_, Some(spec), _, _)) => report::fingerprints(spec, "before")?,
+        _ => Vec::new(),
+    };
     let out = execute(&cli.command, cli.format).map_err(|e| match db::damage_behind(&e) {
         // A damaged page surfaces as whatever the read met (a malformed
         // image, keys out of order, which blames a collation): the damage,
@@ -76,17 +83,53 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         Some(damage) => anyhow::Error::new(db::Damaged(damage)),
         None => e,
     })?;
-    let (name, spec, report) = match &cli.command {
-        Command::Gate { spec, report, .. } => ("gate", Some(spec), report),
-        Command::Replay { spec, report, .. } => ("replay", Some(spec), report),
-        Command::Drill { report, .. } => ("drill", None, report),
-        _ => return Ok(out),
-    };
-    if let Some(path) = &report.report {
-        let spec = spec.map(|s| s.spec.as_path());
-        report::write_report(path, name, spec, started, &out)?;
+    if let Some((name, spec, path, rehearsal)) = wanted {
+        let run = report::Run {
+            command: name,
+            args: std::env::args().collect(),
+            spec,
+            started,
+            before,
+            rehearsal,
+        };
+        report::write_report(path, &run, &out)?;
     }
     Ok(out)
+}
+
+/// The command's name, spec, `--report` file and whether it rehearses,
+/// when it was asked for a report.
+fn reported(
+    command: &Command,
+) -> Option<(
+    &'static str,
+    Option<&std::path::Path>,
+    &std::path::Path,
+    bool,
+)> {
+    let (name, spec, report, rehearsal) = match command {
+        Command::Gate {
+            spec,
+            report,
+            inject_mismatch,
+            ..
+        } => ("gate", Some(spec), report, *inject_mismatch),
+        Command::Replay {
+            spec,
+            report,
+            rehearse,
+            ..
+        } => ("replay", Some(spec), report, *rehearse),
+        Command::Watch { spec, report, .. } => ("watch", Some(spec), report, false),
+        Command::Drill {
+            report,
+            inject_mismatch,
+            ..
+        } => ("drill", None, report, *inject_mismatch),
+        _ => return None,
+    };
+    let path = report.report.as_deref()?;
+    Some((name, spec.map(|s| s.spec.as_path()), path, rehearsal))
 }
 
 /// The spec limited to the tables `--table` names (all of them without it).
@@ -123,6 +166,32 @@ pub fn execute(command: &Command, format: cli::Format) -> Result<Outcome> {
         | Command::Fence { .. }
         | Command::Replay { .. }
         | Command::Apply { .. } => rollback(command),
+        Command::Watch {
+            spec,
+            follow,
+            interval,
+            metrics,
+            max_diffs,
+            report: _,
+        } => {
+            let opts = commands::watch::Options {
+                follow: *follow,
+                interval: *interval,
+                metrics: metrics.as_deref(),
+                max_shown: *max_diffs,
+            };
+            let mut shown = |rep: &commands::watch::WatchReport| -> Result<()> {
+                use std::io::Write;
+                let mut out = std::io::stdout().lock();
+                match format {
+                    cli::Format::Json => writeln!(out, "{}", serde_json::to_string(rep)?)?,
+                    cli::Format::Table => writeln!(out, "{}", commands::watch::render(rep))?,
+                }
+                Ok(out.flush()?)
+            };
+            let rep = commands::watch::run(&load(spec)?, &opts, &mut shown)?;
+            Outcome::of(&rep, commands::watch::render(&rep))
+        }
         Command::Status { spec } => {
             let rep = status::run(&load(spec)?)?;
             Outcome::of(&rep, status::render(&rep))
@@ -268,11 +337,17 @@ fn rollback(command: &Command) -> Result<Outcome> {
             spec,
             batch,
             dry_run,
+            rehearse,
             max_diffs,
             report: _,
         } => {
             let spec = load(spec)?;
-            let rep = commands::replay::run(&spec, *batch, *dry_run, *max_diffs)?;
+            let mode = match (dry_run, rehearse) {
+                (_, true) => commands::replay::Mode::Rehearse,
+                (true, _) => commands::replay::Mode::DryRun,
+                _ => commands::replay::Mode::Replay,
+            };
+            let rep = commands::replay::run(&spec, *batch, mode, *max_diffs)?;
             Outcome::of(&rep, commands::replay::render(&spec, &rep))
         }
         Command::Apply {

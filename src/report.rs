@@ -220,18 +220,122 @@ fn file_digest(path: &std::path::Path) -> anyhow::Result<(u64, String)> {
     Ok((size, hex::encode(h.finalize())))
 }
 
-/// Writes `--report FILE`: the command's JSON document with its provenance
-/// (tool version, the spec's path and SHA-256, each database's path, size
-/// and SHA-256, start and end times, the verdict) as JSON for a `.json`
-/// file, or as Markdown (provenance, then the report as printed) otherwise.
-/// Written to a temporary file and renamed, so a report is whole or absent.
-pub fn write_report(
-    path: &std::path::Path,
-    command: &str,
-    spec: Option<&std::path::Path>,
-    started: std::time::SystemTime,
-    out: &Outcome,
+/// One database's content fingerprint for a report, taken before or after
+/// the run: the engine's identity (`Facts::identity`), the file's
+/// size and SHA-256 for a file, and per spec table its rows and the SHA-256
+/// of its rows in key order (`Db::digest_rows`).
+#[derive(Clone, Debug, Serialize)]
+pub struct Fingerprint {
+    pub role: String,
+    /// `before` or `after` the run.
+    pub taken: String,
+    pub location: String,
+    pub identity: Vec<(String, String)>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file_sha256: Option<String>,
+    pub tables: Vec<TableDigest>,
+    /// What could not be read, when something could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unreadable: Option<String>,
+}
+
+/// A table's rows and their digest.
+#[derive(Clone, Debug, Serialize)]
+pub struct TableDigest {
+    pub table: String,
+    pub rows: i64,
+    pub sha256: String,
+}
+
+/// The fingerprints of a spec's databases now (`taken`: `before` or
+/// `after`). A database that cannot be read is named with the reason: the
+/// report is still written.
+pub fn fingerprints(spec_path: &std::path::Path, taken: &str) -> anyhow::Result<Vec<Fingerprint>> {
+    let spec = crate::spec::load(spec_path)?;
+    let mut out = Vec::new();
+    for (role, loc) in [("source", &spec.source), ("target", &spec.target)] {
+        let mut f = Fingerprint {
+            role: role.to_string(),
+            taken: taken.to_string(),
+            location: loc.display(),
+            identity: Vec::new(),
+            file_sha256: None,
+            tables: Vec::new(),
+            unreadable: None,
+        };
+        if let Some(path) = loc.path() {
+            f.file_sha256 = file_digest(path).ok().map(|(_, d)| d);
+        }
+        if let Err(e) = fill(&spec, loc, role, &mut f) {
+            f.unreadable = Some(format!("{e:#}"));
+        }
+        out.push(f);
+    }
+    Ok(out)
+}
+
+fn fill(
+    spec: &crate::spec::Spec,
+    loc: &crate::spec::Location,
+    role: &str,
+    f: &mut Fingerprint,
 ) -> anyhow::Result<()> {
+    let db = crate::db::Db::open(loc, crate::db::Access::Read, role)?;
+    f.identity = db.connection().facts()?.identity;
+    for t in &spec.tables {
+        let sql = match role {
+            "source" => db.source_sql(t),
+            _ => db.target_sql(t),
+        };
+        f.tables.push(TableDigest {
+            table: t.name.clone(),
+            rows: db.rows().row_count(&sql, crate::db::Count::Exact)?,
+            sha256: db.digest_rows(&sql)?,
+        });
+    }
+    Ok(())
+}
+
+/// What a report is written from, beside the command's outcome.
+pub struct Run<'a> {
+    pub command: &'a str,
+    /// The command line as given.
+    pub args: Vec<String>,
+    pub spec: Option<&'a std::path::Path>,
+    pub started: std::time::SystemTime,
+    /// The fingerprints taken before the run.
+    pub before: Vec<Fingerprint>,
+    /// A rehearsal (`gate --inject-mismatch`, `replay --rehearse`): its
+    /// verdict says so.
+    pub rehearsal: bool,
+}
+
+/// The verdict as a report states it: a rehearsal's says it is one (a
+/// gate rehearsal that caught every fault exits 1, and is no failure).
+fn verdict_text(run: &Run<'_>, out: &Outcome) -> String {
+    let caught = (out.json.get("caught"), out.json.get("injected"));
+    match (run.rehearsal, caught) {
+        (true, (Some(c), Some(i))) => format!(
+            "rehearsal: the gate caught {c} of {i} injected faults{}",
+            if c == i {
+                ""
+            } else {
+                " (the gate missed some: it cannot be trusted)"
+            }
+        ),
+        (true, _) => format!("rehearsal: {}", name(&Verdict::of(out.holds))),
+        (false, _) => name(&Verdict::of(out.holds)),
+    }
+}
+
+/// Writes `--report FILE`: the command's JSON document with its provenance
+/// (tool version, the command line, operator and host, the spec's path and
+/// SHA-256, the journal's identity, each database's fingerprint before and
+/// after the run, start and end times, the verdict) as JSON for a `.json`
+/// file, or as Markdown (provenance, fingerprints, then the report as
+/// printed) otherwise. Written to a temporary file and renamed, so a report
+/// is whole or absent.
+pub fn write_report(path: &std::path::Path, run: &Run<'_>, out: &Outcome) -> anyhow::Result<()> {
     use anyhow::Context;
     let finished = std::time::SystemTime::now();
     let mut provenance = serde_json::Map::new();
@@ -239,15 +343,24 @@ pub fn write_report(
         "tool".into(),
         serde_json::json!({"name": "cutover", "version": env!("CARGO_PKG_VERSION")}),
     );
-    provenance.insert("command".into(), Json::String(command.to_string()));
-    provenance.insert("started_at".into(), Json::String(timestamp(started)));
-    provenance.insert("finished_at".into(), Json::String(timestamp(finished)));
+    provenance.insert("command".into(), Json::String(run.command.to_string()));
     provenance.insert(
-        "verdict".into(),
-        serde_json::to_value(Verdict::of(out.holds))?,
+        "command_line".into(),
+        Json::String(crate::spec::mask_passwords(&run.args.join(" "))),
     );
-    let mut databases = Vec::new();
-    if let Some(spec_path) = spec {
+    provenance.insert(
+        "operator".into(),
+        Json::String(whoami::username().unwrap_or_else(|e| format!("unknown ({e})"))),
+    );
+    provenance.insert(
+        "host".into(),
+        Json::String(whoami::hostname().unwrap_or_else(|e| format!("unknown ({e})"))),
+    );
+    provenance.insert("started_at".into(), Json::String(timestamp(run.started)));
+    provenance.insert("finished_at".into(), Json::String(timestamp(finished)));
+    provenance.insert("verdict".into(), Json::String(verdict_text(run, out)));
+    let mut fingerprints = run.before.clone();
+    if let Some(spec_path) = run.spec {
         let (_, digest) = file_digest(spec_path)
             .with_context(|| format!("reading spec {} for the report", spec_path.display()))?;
         provenance.insert(
@@ -255,6 +368,7 @@ pub fn write_report(
             serde_json::json!({"path": spec_path.display().to_string(), "sha256": digest}),
         );
         let loaded = crate::spec::load(spec_path)?;
+        let mut databases = Vec::new();
         for (role, db) in [("source", &loaded.source), ("target", &loaded.target)] {
             match db.path() {
                 Some(file) => {
@@ -263,13 +377,19 @@ pub fn write_report(
                     })?;
                     databases.push(serde_json::json!({"role": role, "path": db.display(), "size": size, "sha256": digest}));
                 }
-                // A server's database is not a file to digest: the report
-                // names it, and the reconcile inside proves its content.
+                // A server's database is not a file to digest: its
+                // fingerprint below names it and digests its tables.
                 None => databases.push(serde_json::json!({"role": role, "url": db.display()})),
             }
         }
+        provenance.insert("databases".into(), Json::Array(databases));
+        let journal = crate::db::Db::open(&loaded.target, crate::db::Access::Read, "target")
+            .and_then(|t| crate::journal::identity(&t))
+            .map(|j| j.map_or_else(|| "none installed".to_string(), |j| j.as_str().to_string()))
+            .unwrap_or_else(|e| format!("unreadable ({e:#})"));
+        provenance.insert("journal".into(), Json::String(journal));
+        fingerprints.extend(fingerprints_after(spec_path)?);
     }
-    provenance.insert("databases".into(), Json::Array(databases));
     let body = if path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("json"))
@@ -287,25 +407,10 @@ pub fn write_report(
         for (k, v) in provenance {
             doc.entry(k).or_insert(v);
         }
+        doc.insert("fingerprints".into(), serde_json::to_value(&fingerprints)?);
         format!("{:#}\n", Json::Object(doc))
     } else {
-        let mut md = String::from("# cutover report\n\n");
-        md.push_str(&table(
-            &["field", "value"],
-            provenance.iter().map(|(k, v)| {
-                vec![
-                    k.clone(),
-                    match v {
-                        Json::String(s) => s.clone(),
-                        other => other.to_string(),
-                    },
-                ]
-            }),
-        ));
-        md.push_str("\n\n## Report\n\n```text\n");
-        md.push_str(&out.text);
-        md.push_str("```\n");
-        md
+        markdown(&provenance, &fingerprints, out)
     };
     let dir = path
         .parent()
@@ -318,4 +423,85 @@ pub fn write_report(
     tmp.persist(path)
         .with_context(|| format!("writing report {}", path.display()))?;
     Ok(())
+}
+
+fn fingerprints_after(spec: &std::path::Path) -> anyhow::Result<Vec<Fingerprint>> {
+    fingerprints(spec, "after")
+}
+
+/// The report as Markdown: every cell a plain value.
+fn markdown(
+    provenance: &serde_json::Map<String, Json>,
+    fingerprints: &[Fingerprint],
+    out: &Outcome,
+) -> String {
+    let cell = |v: &Json| match v {
+        Json::String(s) => s.clone(),
+        Json::Object(o) => o
+            .iter()
+            .map(|(k, v)| {
+                format!(
+                    "{k} {}",
+                    v.as_str().map_or_else(|| v.to_string(), str::to_string)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        other => other.to_string(),
+    };
+    let mut md = String::from("# cutover report\n\n");
+    md.push_str(&table(
+        &["field", "value"],
+        // The databases are in their own table below.
+        provenance
+            .iter()
+            .filter(|(k, _)| *k != "databases")
+            .map(|(k, v)| vec![k.clone(), cell(v)]),
+    ));
+    if !fingerprints.is_empty() {
+        md.push_str("\n\n## Databases\n\n");
+        md.push_str(&table(
+            &[
+                "role",
+                "taken",
+                "location",
+                "identity",
+                "file SHA-256",
+                "unreadable",
+            ],
+            fingerprints.iter().map(|f| {
+                vec![
+                    f.role.clone(),
+                    f.taken.clone(),
+                    f.location.clone(),
+                    f.identity
+                        .iter()
+                        .map(|(k, v)| format!("{k}: {v}"))
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                    f.file_sha256.clone().unwrap_or_default(),
+                    f.unreadable.clone().unwrap_or_default(),
+                ]
+            }),
+        ));
+        md.push_str("\n\n## Tables\n\n");
+        md.push_str(&table(
+            &["role", "taken", "table", "rows", "rows SHA-256"],
+            fingerprints.iter().flat_map(|f| {
+                f.tables.iter().map(move |t| {
+                    vec![
+                        f.role.clone(),
+                        f.taken.clone(),
+                        t.table.clone(),
+                        t.rows.to_string(),
+                        t.sha256.clone(),
+                    ]
+                })
+            }),
+        ));
+    }
+    md.push_str("\n\n## Report\n\n```text\n");
+    md.push_str(&out.text);
+    md.push_str("```\n");
+    md
 }

@@ -106,6 +106,14 @@ pub trait Catalogue {
     /// the fence's that refuse a write (a trigger disabled, or rewritten to
     /// let writes through, does not count).
     fn own_triggers(&self, table: &str) -> Result<OwnTriggers>;
+    /// Why the table of `sql` could not store `row` (in the columns of
+    /// `sql`, in the form it would be written) exactly, asked without
+    /// writing: a NULL in a NOT NULL column, a value past its column's
+    /// type, length, range or scale, as `(column, why)`. `None` when every
+    /// value fits as far as the catalogue tells (a CHECK constraint or a
+    /// trigger is known only by writing). `cutover watch` asks it of every
+    /// journaled write before any replay.
+    fn cannot_hold(&self, sql: &TableSql, row: &[Value]) -> Result<Option<(String, String)>>;
 }
 
 /// Inserts rows straight from blocks.

@@ -19,6 +19,7 @@ pub mod snapshot;
 pub mod sqlite;
 pub mod transaction;
 pub mod types;
+pub mod watch_state;
 
 use std::path::Path;
 

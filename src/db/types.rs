@@ -110,6 +110,11 @@ pub struct Facts {
     /// How the connection to a server is protected (TLS, where the
     /// password came from); `None` for a file.
     pub security: Option<Security>,
+    /// What identifies the database for a change ticket's report, as
+    /// `(name, value)`: the engine and its version, and on a server the
+    /// server's own identity (PostgreSQL: `system_identifier`, the
+    /// database); a fact the role may not read says so as its value.
+    pub identity: Vec<(String, String)>,
 }
 
 /// How a connection to a server is protected, for `check`.
@@ -341,6 +346,9 @@ pub struct TableSql {
     pub table: String,
     pub key_len: usize,
     pub(crate) width: usize,
+    /// The column names asked for, in order (empty: a column the table
+    /// does not have).
+    pub(crate) columns: Vec<String>,
     pub(crate) scan: String,
     pub(crate) scan_after: String,
     pub(crate) select_by_key: String,

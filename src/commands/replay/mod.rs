@@ -15,15 +15,17 @@ use crate::apply::Conflict;
 use crate::db::Access;
 use crate::progress::Progress;
 use crate::reconcile;
-use crate::replay::{Plan, foreign_key_violations, plan, refuse_unheld, refused_by_actions};
+use crate::replay::{Plan, foreign_key_violations, refuse_unheld, refused_by_actions};
 use crate::report::{Report, Verdict};
 use crate::schema;
 use crate::side_effects::Policy;
 use crate::spec::Spec;
 
+mod rehearse;
 mod render;
 mod steps;
 
+use rehearse::Timing;
 pub use render::render;
 use steps::{Applying, Start, dry_run_report, record, refused_before_writing, watch};
 
@@ -88,30 +90,33 @@ impl Report for Replay {
     }
 }
 
-pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result<Replay> {
+/// How `cutover replay` runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The rollback, on the fenced target.
+    Replay,
+    /// `--dry-run`: the fenced replay in a transaction rolled back.
+    DryRun,
+    /// `--rehearse`: before any fence, the journal as it stands replayed
+    /// in a transaction rolled back, and timed.
+    Rehearse,
+}
+
+pub fn run(spec: &Spec, batch: usize, mode: Mode, max_diffs: usize) -> Result<Replay> {
     // A dry run writes too, inside one transaction it always rolls back:
     // every check the replay makes, on the state the replay would leave.
+    let dry_run = mode != Mode::Replay;
     let mut source = schema::open_source(spec, None, Access::Write)?;
     let mut target = crate::db::Db::open(&spec.target, Access::Read, "target")?;
-    let mut watch = match watch(spec, &source, &target)? {
+    let (mut watch, boundary) = match watched(spec, mode, &source, &target)? {
         Ok(w) => w,
         Err(breached) => return Ok(breached),
     };
-    let at = Start::read(&source, &target, watch.fence().boundary)?;
-    let planned = if dry_run {
-        Some(plan(
-            spec,
-            &target,
-            at.boundary,
-            at.applied_rows,
-            at.last_applied,
-            at.gaps,
-            max_diffs,
-        )?)
-    } else {
-        None
+    let at = Start::read(&source, &target, boundary)?;
+    let planned = match dry_run {
+        true => Some(plan_of(spec, &target, &at, max_diffs)?),
+        false => None,
     };
-
     let fk_before = foreign_key_violations(spec, &source)?;
     if dry_run && source.connection().facts()?.read_only {
         // A source this process may not write cannot host the rolled-back
@@ -119,6 +124,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         return Ok(Replay::DryRun(Box::new(DryRunReport {
             plan: planned.context("a dry run has its plan")?,
             tried: None,
+            rehearsal: None,
             source: source.location().to_string(),
         })));
     }
@@ -144,6 +150,7 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
     let sequences =
         crate::apply::Sequences::mark(source.catalogue(), &spec.tables, crate::spec::Side::Source)?;
     let bar = Progress::new("replay", Some((at.entries - at.applied_rows).max(0) as u64));
+    let mut timing = Timing::start();
     let mut applying = Applying {
         spec,
         target: &mut target,
@@ -154,8 +161,9 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
         max_diffs,
         dry_run,
         bar: &bar,
-        watch: &mut watch,
+        watch: watch.as_mut(),
         rep: &mut rep,
+        timing: &mut timing,
     };
     // A dry run: the same batches, as savepoints of one transaction that is
     // rolled back at the end.
@@ -166,10 +174,17 @@ pub fn run(spec: &Spec, batch: usize, dry_run: bool, max_diffs: usize) -> Result
     match planned {
         Some(plan) => {
             sequences.restore(source.catalogue())?;
-            Ok(dry_run_report(plan, &source, conflicts, rep))
+            let report = dry_run_report(plan, &source, conflicts, rep);
+            match mode {
+                Mode::Rehearse => rehearse::finish(spec, &source, &target, report, &at, &timing),
+                _ => Ok(report),
+            }
         }
         None => {
             record(&source, &at.journal, &rep)?;
+            // Only a replay that went through measures the pace.
+            let paced = (at.entries - at.applied_rows) * i64::from(rep.verdict.holds());
+            timing.record(spec, "replay", paced)?;
             Ok(Replay::Ran(Box::new(rep)))
         }
     }
@@ -185,6 +200,9 @@ pub struct DryRunReport {
     /// for this user, so that only the plan was made.
     #[serde(flatten)]
     pub tried: Option<DryRunTried>,
+    /// `--rehearse`: what the rehearsal measured; `None` for a dry run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rehearsal: Option<rehearse::Rehearsal>,
     /// The source's path, for the text.
     #[serde(skip)]
     pub source: String,
@@ -224,4 +242,36 @@ pub(super) fn breached(breach: String, boundary: i64, entries: i64) -> Result<Re
         unjournaled: Vec::new(),
         summary: None,
     })))
+}
+
+/// The fence watched from the target's connection and its boundary; a
+/// rehearsal has no fence, and its boundary is the journal's end now. Or,
+/// when the fence is found breached before anything is planned, the
+/// replay's report of that.
+fn watched(
+    spec: &Spec,
+    mode: Mode,
+    source: &crate::db::Db,
+    target: &crate::db::Db,
+) -> Result<Result<(Option<crate::fence::Watch>, i64), Replay>> {
+    if mode == Mode::Rehearse {
+        return Ok(Ok((None, rehearse::boundary(spec, source, target)?)));
+    }
+    Ok(watch(spec, source, target)?.map(|w| {
+        let b = w.fence().boundary;
+        (Some(w), b)
+    }))
+}
+
+/// What a dry run from `at` would apply.
+fn plan_of(spec: &Spec, target: &crate::db::Db, at: &Start, max_keys: usize) -> Result<Plan> {
+    crate::replay::plan(
+        spec,
+        target,
+        at.boundary,
+        at.applied_rows,
+        at.last_applied,
+        at.gaps,
+        max_keys,
+    )
 }

@@ -41,6 +41,10 @@ fn render_dry_run(spec: &Spec, dry: &DryRunReport) -> String {
         text.push_str(&report::reconciliation(rec));
         text.push('\n');
     }
+    if let Some(r) = &dry.rehearsal {
+        text.push_str(&rehearsal_lines(r, conflicts.len(), would_pass));
+        return text;
+    }
     text.push_str(&if would_pass {
         "dry run: the replay would apply every entry and reconcile; nothing was written\n".to_string()
     } else if conflicts.is_empty() {
@@ -159,5 +163,40 @@ fn render_plan(p: &Plan) -> String {
         ));
         text.push('\n');
     }
+    text
+}
+
+/// The rehearsal's closing lines: what it measured and its verdict.
+fn rehearsal_lines(r: &super::rehearse::Rehearsal, conflicts: usize, holds: bool) -> String {
+    let mut text = report::pairs(&[
+        (
+            "rehearsed",
+            format!("{} entries up to seq {}", r.entries, r.boundary),
+        ),
+        ("apply", format!("{:.2} s", r.apply_seconds)),
+        (
+            "reconcile",
+            format!(
+                "{:.2} s ({} rows read)",
+                r.reconcile_seconds, r.rows_reconciled
+            ),
+        ),
+        ("written_since", r.written_since.to_string()),
+        ("rolled_back", r.rolled_back.clone()),
+    ]);
+    if r.written_since > 0 {
+        text.push_str(&format!(
+            "the application journaled {} entries during the rehearsal, past its boundary: the reconciliation's differences include theirs and are not counted\n",
+            r.written_since
+        ));
+    }
+    text.push_str(&match (holds, conflicts) {
+        (true, _) => "rehearsal: PASS; every entry applies to the source under its constraints and the replay's policy; nothing changed in either database. The fence and the replay remain for the rollback itself\n".to_string(),
+        (false, 0) => "rehearsal: FAIL; the replay would not end clean (see above); nothing changed in either database\n".to_string(),
+        (false, n) => format!(
+            "rehearsal: FAIL; the replay would stop at {n} conflict{} (each listed); nothing changed in either database\n",
+            if n == 1 { "" } else { "s" }
+        ),
+    });
     text
 }

@@ -137,6 +137,7 @@ pub(super) fn refused_before_writing(
                 foreign_keys: Vec::new(),
                 reconciliation: None,
             }),
+            rehearsal: None,
             source: source.location().to_string(),
         }));
     }
@@ -167,8 +168,11 @@ pub(super) struct Applying<'a> {
     pub(super) max_diffs: usize,
     pub(super) dry_run: bool,
     pub(super) bar: &'a Progress,
-    pub(super) watch: &'a mut Watch,
+    /// The fence watched; none for a rehearsal.
+    pub(super) watch: Option<&'a mut Watch>,
     pub(super) rep: &'a mut ReplayReport,
+    /// How long applying and closing took.
+    pub(super) timing: &'a mut super::rehearse::Timing,
 }
 
 impl Applying<'_> {
@@ -190,9 +194,16 @@ impl Applying<'_> {
             at,
             dry_run: self.dry_run,
         };
-        let conflicts =
-            replaying.apply_runs(&engine, self.watch, self.batch, self.bar, self.rep)?;
+        self.timing.restart();
+        let conflicts = replaying.apply_runs(
+            &engine,
+            self.watch.as_deref_mut(),
+            self.batch,
+            self.bar,
+            self.rep,
+        )?;
         drop(engine);
+        self.timing.applied();
         let stopped = self.rep.breach.is_some() || self.rep.conflict.is_some();
         if !stopped && !self.dry_run {
             carry_sequences(spec, source, self.target)?;
@@ -203,11 +214,12 @@ impl Applying<'_> {
                 spec,
                 source,
                 self.target,
-                self.watch,
+                self.watch.as_deref(),
                 self.policy,
                 self.max_diffs,
                 self.rep,
             )?;
+            self.timing.closed(self.rep.reconciliation.as_ref());
         }
         Ok(conflicts)
     }
@@ -219,7 +231,7 @@ impl Replaying<'_> {
     pub(super) fn apply_runs(
         &self,
         engine: &Engine<'_>,
-        watch: &mut Watch,
+        mut watch: Option<&mut Watch>,
         batch: usize,
         bar: &Progress,
         rep: &mut ReplayReport,
@@ -253,7 +265,9 @@ impl Replaying<'_> {
                     })
                     .collect();
                 let changes = fold(spec, changes);
-                if let Some(b) = watch.recheck(target, spec)? {
+                if let Some(w) = watch.as_deref_mut()
+                    && let Some(b) = w.recheck(target, spec)?
+                {
                     rep.breach = Some(b);
                     break;
                 }
@@ -313,16 +327,20 @@ pub(super) fn close(
     spec: &Spec,
     source: &mut Db,
     target: &mut Db,
-    watch: &Watch,
+    watch: Option<&Watch>,
     policy: &Policy,
     max_diffs: usize,
     rep: &mut ReplayReport,
 ) -> Result<()> {
-    let mut rec = match watch.fence().format {
-        f if f < 3 => reconcile::reconcile_digesting(spec, source, target, max_diffs)?,
+    // A rehearsal has no fence to check.
+    let mut rec = match watch.map(|w| w.fence().format) {
+        Some(f) if f < 3 => reconcile::reconcile_digesting(spec, source, target, max_diffs)?,
         _ => reconcile::reconcile(spec, source, target, max_diffs)?,
     };
-    rep.breach = watch.verify(target, spec, std::mem::take(&mut rec.target_digests))?;
+    rep.breach = match watch {
+        Some(w) => w.verify(target, spec, std::mem::take(&mut rec.target_digests))?,
+        None => None,
+    };
     rep.summary = Some(reconcile::summary(spec, &rec));
     rep.causes = causes(spec, policy, &rec);
     rep.unjournaled = unjournaled(spec, target, &rec)?;
@@ -350,6 +368,7 @@ pub(super) fn dry_run_report(
             foreign_keys: rep.foreign_keys,
             reconciliation: rep.reconciliation,
         }),
+        rehearsal: None,
         source: source.location().to_string(),
     }))
 }

@@ -37,6 +37,24 @@ pub struct StatusReport {
     /// Per synced table: its sync batches so far and where the cursor is.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub sync: Vec<SyncState>,
+    /// Rollback readiness as the last `cutover watch` pass left it, and
+    /// the estimate of the rollback's duration; `None` before the journal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub readiness: Option<Readiness>,
+}
+
+/// Rollback readiness, for the on-call.
+#[derive(Debug, Serialize)]
+pub struct Readiness {
+    /// When the last watch pass ran; `None`: never, for this journal.
+    pub last_pass_at: Option<String>,
+    pub checked: i64,
+    /// Journaled writes that cannot go back, as the last pass found them.
+    pub irreversible: i64,
+    /// The first of them, with its fix.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first: Option<crate::watch::Finding>,
+    pub estimate: crate::watch::Estimate,
 }
 
 /// The stages of a migration, in runbook order.
@@ -74,10 +92,12 @@ impl StatusReport {
     }
 }
 
-/// Drift, a breach and a failed replay are alarms: exit 1.
+/// Drift, a breach, a failed replay and a write known not to go back are
+/// alarms: exit 1.
 impl Report for StatusReport {
     fn holds(&self) -> bool {
         self.drift.is_empty()
+            && self.readiness.as_ref().is_none_or(|r| r.irreversible == 0)
             && !matches!(
                 self.stage,
                 Stage::Breached | Stage::ReplayFailed | Stage::LiftedAfterFailure
@@ -147,7 +167,9 @@ pub fn run(spec: &Spec) -> Result<StatusReport> {
         replayed,
         to_replay,
         sync: Vec::new(),
+        readiness: None,
     };
+    readiness(spec, &target, &mut rep)?;
 
     for t in spec.tables.iter().filter(|t| t.watermark.is_some()) {
         rep.sync.push(SyncState {
@@ -159,9 +181,60 @@ pub fn run(spec: &Spec) -> Result<StatusReport> {
     Ok(rep)
 }
 
+/// Readiness from the watch's state file, while the rollback is still to
+/// come (journaling, or fenced before the replay is done): a known
+/// irreversible write is an alarm, and `next` says what to do about it.
+fn readiness(spec: &Spec, target: &crate::db::Db, rep: &mut StatusReport) -> Result<()> {
+    if !matches!(rep.stage, Stage::Journaling | Stage::Fenced) {
+        return Ok(());
+    }
+    let pending = (rep.journal_entries - rep.replayed).max(0);
+    let journal = crate::journal::identity(target)?.map(|j| j.as_str().to_string());
+    let found = crate::watch::readiness(spec, pending, rep.target_rows)?;
+    let (last_pass_at, checked, irreversible, first, estimate) = match found {
+        Some(r) if r.journal == journal => (
+            r.last_pass_at,
+            r.checked,
+            r.irreversible,
+            r.findings.into_iter().next(),
+            r.estimate,
+        ),
+        // No pass for this journal yet: only the measured pace counts.
+        Some(r) => (None, 0, 0, None, r.estimate),
+        None => (
+            None,
+            0,
+            0,
+            None,
+            crate::watch::estimate(None, pending, rep.target_rows),
+        ),
+    };
+    let arg = format!("--spec {}", spec.path.display());
+    if irreversible > 0 && rep.drift.is_empty() {
+        let f = first.as_ref();
+        rep.phase = format!(
+            "ALARM: {irreversible} journaled writes cannot go back to the source, first seq {} ({})",
+            f.map_or(0, |f| f.seq),
+            rep.phase
+        );
+        rep.next = format!(
+            "fix each write cutover watch {arg} lists ({}), then run cutover watch {arg} again; until then a rollback would stop there",
+            f.map_or(String::new(), |f| f.fix.shown())
+        );
+    }
+    rep.readiness = Some(Readiness {
+        last_pass_at,
+        checked,
+        irreversible,
+        first,
+        estimate,
+    });
+    Ok(())
+}
+
 /// The report as text: `key  value` lines, then one per synced table.
 pub fn render(rep: &StatusReport) -> String {
-    let mut text = report::pairs(&[
+    let mut items = vec![
         ("phase", rep.phase.clone()),
         ("target_rows", rep.target_rows.to_string()),
         (
@@ -181,8 +254,22 @@ pub fn render(rep: &StatusReport) -> String {
             },
         ),
         ("replayed", format!("{} of {}", rep.replayed, rep.to_replay)),
-        ("next", rep.next.clone()),
-    ]);
+    ];
+    if let Some(r) = &rep.readiness {
+        items.push((
+            "watch",
+            match &r.last_pass_at {
+                Some(at) => format!(
+                    "last pass {at}: {} entries checked, {} cannot go back",
+                    r.checked, r.irreversible
+                ),
+                None => "no pass yet for this journal (cutover watch)".into(),
+            },
+        ));
+        items.push(("rollback", r.estimate.text()));
+    }
+    items.push(("next", rep.next.clone()));
+    let mut text = report::pairs(&items);
     for s in &rep.sync {
         let at = match &s.cursor {
             None => "no sync yet".to_string(),

@@ -49,6 +49,7 @@ impl Connection for MySql {
                 transport: self.transport()?,
                 warnings: self.warnings().to_vec(),
             }),
+            identity: self.identity()?,
         })
     }
 
@@ -107,5 +108,27 @@ impl Connection for MySql {
             self.shown(),
             super::not_yet("writing a MySQL database with load or replay")
         )
+    }
+}
+
+impl MySql {
+    /// The server's version, its id and the database, for a report's
+    /// fingerprint ([`Facts::identity`]).
+    fn identity(&self) -> Result<Vec<(String, String)>> {
+        let row: Option<(String, String, String)> = self
+            .conn()?
+            .query_first("SELECT VERSION(), CAST(@@server_id AS CHAR), DATABASE()")
+            .map_err(|e| self.failed("reading the server's version", &e))?;
+        let (version, server_id, database) = row.unwrap_or_default();
+        let engine = if version.contains("MariaDB") {
+            "MariaDB"
+        } else {
+            "MySQL"
+        };
+        Ok(vec![
+            ("engine".into(), format!("{engine} {version}")),
+            ("server_id".into(), server_id),
+            ("database".into(), database),
+        ])
     }
 }

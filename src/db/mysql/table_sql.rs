@@ -207,6 +207,7 @@ impl Plan {
             table: table.to_string(),
             key_len,
             width: columns.len(),
+            columns: columns.iter().map(|c| c.to_string()).collect(),
             scan: format!("SELECT {list} FROM {qualified} ORDER BY {order}"),
             scan_after: format!(
                 "SELECT {list} FROM {qualified} WHERE {} ORDER BY {order}",
@@ -258,6 +259,7 @@ impl Plan {
             table: table.to_string(),
             key_len,
             width: columns.len(),
+            columns: columns.iter().map(|c| c.to_string()).collect(),
             scan: format!("{text} /* {} */", columns.join(", ")),
             scan_after: text.clone(),
             select_by_key: text.clone(),

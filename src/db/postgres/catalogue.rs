@@ -17,7 +17,7 @@ use super::types::{self, Kind};
 use super::{Postgres, quote_ident};
 use crate::db::{
     Catalogue, ColumnInfo, ForeignKey, ForeignKeyViolation, Generated, OwnTriggers, SchemaPart,
-    SequenceMark,
+    SequenceMark, TableSql,
 };
 use crate::value::{ColumnKind, Row, Value};
 
@@ -387,6 +387,49 @@ impl Catalogue for Postgres {
         Ok(moved)
     }
 
+    /// Each written column's value as the binary write would encode it
+    /// (type, range, scale), then what the server checks on assignment:
+    /// NOT NULL, a `varchar(n)` or `char(n)` length, a `numeric(p,s)`
+    /// precision.
+    fn cannot_hold(&self, sql: &TableSql, row: &[Value]) -> Result<Option<(String, String)>> {
+        let plan = self.plan(sql)?;
+        for i in plan.written() {
+            let (name, v) = (&plan.names[i], &row[i]);
+            if matches!(v, Value::Null) {
+                if plan.not_null[i] {
+                    return Ok(Some((
+                        name.clone(),
+                        format!(
+                            "NULL cannot be written to column '{name}' of table '{}', which is NOT NULL",
+                            plan.table
+                        ),
+                    )));
+                }
+                continue;
+            }
+            let mut raw = Vec::new();
+            if let Err(e) = types::encode(plan.kinds[i], v.as_cell(), &mut raw) {
+                return Ok(Some((
+                    name.clone(),
+                    format!(
+                        "column '{name}' of table '{}' cannot hold it: {e:#}",
+                        plan.table
+                    ),
+                )));
+            }
+            if let Some(why) = past_typmod(&plan.types[i], v) {
+                return Ok(Some((
+                    name.clone(),
+                    format!(
+                        "column '{name}' ({}) of table '{}' cannot hold it: {why}",
+                        plan.types[i], plan.table
+                    ),
+                )));
+            }
+        }
+        Ok(None)
+    }
+
     fn own_triggers(&self, table: &str) -> Result<OwnTriggers> {
         Ok(OwnTriggers {
             journal: self.journal_triggers(table)?,
@@ -627,5 +670,52 @@ impl Postgres {
                 "source column '{column}' has no declared type; a PostgreSQL column needs a type: add the column to the target yourself and map it in the spec"
             ),
         })
+    }
+}
+
+/// What a column's type modifier refuses of `v` on assignment, which the
+/// binary encoding does not check: the length of a `character varying(n)`
+/// or `character(n)`, the digits before the point of a `numeric(p,s)`.
+fn past_typmod(type_name: &str, v: &Value) -> Option<String> {
+    let (base, args) = type_name.split_once('(')?;
+    let args: Vec<u32> = args
+        .trim_end_matches(')')
+        .split(',')
+        .map(|a| a.trim().parse().ok())
+        .collect::<Option<_>>()?;
+    match (base, args.as_slice(), v) {
+        ("character varying" | "character", [n], Value::Text(t)) => {
+            let len = t.trim_end_matches(' ').chars().count();
+            let whole = t.chars().count();
+            // Trailing spaces past the length are trimmed silently by the
+            // server: the stored text would not be the one written.
+            (whole > *n as usize).then(|| {
+                format!(
+                    "{whole} characters{}, longer than {n}",
+                    if len <= *n as usize {
+                        " (trailing spaces the server would cut)"
+                    } else {
+                        ""
+                    }
+                )
+            })
+        }
+        ("numeric", [p, s], Value::Integer(_) | Value::Text(_) | Value::Real(_)) => {
+            let text = match v {
+                Value::Text(t) => t.trim().to_string(),
+                other => other.to_string(),
+            };
+            let digits = text
+                .trim_start_matches(['-', '+'])
+                .split('.')
+                .next()
+                .unwrap_or("")
+                .trim_start_matches('0')
+                .len();
+            (digits as u32 > p.saturating_sub(*s)).then(|| {
+                format!("{digits} digits before the point, more than numeric({p},{s}) holds")
+            })
+        }
+        _ => None,
     }
 }

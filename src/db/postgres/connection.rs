@@ -36,6 +36,7 @@ impl Connection for Postgres {
                 ],
             },
             security: self.security()?,
+            identity: self.identity()?,
         })
     }
 
@@ -191,6 +192,37 @@ impl Connection for Postgres {
 }
 
 impl Postgres {
+    /// The server's version, its system identifier and the database, for
+    /// a report's fingerprint ([`Facts::identity`]).
+    fn identity(&self) -> Result<Vec<(String, String)>> {
+        let mut client = self.client()?;
+        let row = client
+            .query_one(
+                "SELECT current_setting('server_version'), current_database()::text",
+                &[],
+            )
+            .with_context(|| format!("reading the server's version on {}", self.shown))?;
+        let (version, database): (String, String) = (row.get(0), row.get(1));
+        // pg_control_system() is the superuser's (and pg_monitor's) by
+        // default: a plain role gets the reason instead.
+        let system = match client.query_one(
+            "SELECT system_identifier::text FROM pg_control_system()",
+            &[],
+        ) {
+            Ok(r) => r.get::<_, String>(0),
+            Err(e) => format!(
+                "not readable by this role ({})",
+                e.as_db_error()
+                    .map_or_else(|| e.to_string(), |d| d.message().to_string())
+            ),
+        };
+        Ok(vec![
+            ("engine".into(), format!("PostgreSQL {version}")),
+            ("system_identifier".into(), system),
+            ("database".into(), database),
+        ])
+    }
+
     /// The session's encryption as the server records it (`pg_stat_ssl`),
     /// the mode and what was checked of the certificate, where the password
     /// came from; a warning when the spec's URL holds the password.

@@ -27,6 +27,8 @@ pub struct Plan {
     pub kinds: Vec<Kind>,
     /// PostgreSQL's name of each column's type (`format_type`).
     pub types: Vec<String>,
+    /// Per column, whether it is declared NOT NULL (or its domain is).
+    pub not_null: Vec<bool>,
     /// The table, qualified by its schema and quoted.
     pub qualified: String,
     /// `col, col::text, …`: the select list.
@@ -171,6 +173,7 @@ impl Plan {
             table: table.to_string(),
             key_len,
             width: columns.len(),
+            columns: columns.iter().map(|c| c.to_string()).collect(),
             scan: format!("SELECT {list} FROM {qualified} ORDER BY {scan_order}"),
             scan_after: format!(
                 "SELECT {list} FROM {qualified} WHERE ({}) > ({}) ORDER BY {key_order}",
@@ -221,6 +224,7 @@ impl Plan {
             names: columns.iter().map(|c| c.to_string()).collect(),
             kinds,
             types,
+            not_null,
             qualified,
             list,
             key_exprs,
@@ -247,6 +251,7 @@ impl Plan {
             table: table.to_string(),
             key_len,
             width: columns.len(),
+            columns: columns.iter().map(|c| c.to_string()).collect(),
             scan: text.clone(),
             scan_after: text.clone(),
             select_by_key: text.clone(),

@@ -243,6 +243,44 @@ impl Catalogue for Sqlite {
             fence: self.fence_triggers(table)?,
         })
     }
+
+    /// NOT NULL, and in a STRICT table a value of a class its column's
+    /// type refuses (SQLite's own check on write): any other value SQLite
+    /// stores as given.
+    fn cannot_hold(&self, sql: &TableSql, row: &[Value]) -> Result<Option<(String, String)>> {
+        let declared: Vec<(String, String, bool)> = self
+            .conn
+            .prepare_cached("SELECT name, upper(type), \"notnull\" FROM pragma_table_info(?1)")?
+            .query_map([&sql.table], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        let strict: bool = self
+            .conn
+            .prepare_cached("SELECT strict FROM pragma_table_list(?1) WHERE schema = 'main'")?
+            .query_row([&sql.table], |r| r.get(0))
+            .optional()?
+            .unwrap_or(false);
+        for (name, v) in sql.columns.iter().zip(row) {
+            let Some((_, ty, not_null)) = declared.iter().find(|d| d.0 == *name) else {
+                continue;
+            };
+            let refused = match v {
+                Value::Null if *not_null => Some("NULL in a NOT NULL column".to_string()),
+                Value::Null => None,
+                _ if !strict => None,
+                v => strict_refuses(ty, v),
+            };
+            if let Some(why) = refused {
+                return Ok(Some((
+                    name.clone(),
+                    format!(
+                        "column '{name}' of table '{}' cannot hold {v}: {why}",
+                        sql.table
+                    ),
+                )));
+            }
+        }
+        Ok(None)
+    }
 }
 
 impl Sqlite {
@@ -361,6 +399,26 @@ fn declared(kind: &ColumnKind) -> String {
         ColumnKind::Timestamp { .. } => "TIMESTAMP".into(),
         // Whatever it was given, as SQLite keeps it.
         ColumnKind::Loose(_) | ColumnKind::Any | ColumnKind::Other { .. } => String::new(),
+    }
+}
+
+/// What a STRICT table's column of type `ty` refuses of a value that is
+/// not NULL: a value SQLite cannot store as that type without loss.
+fn strict_refuses(ty: &str, v: &Value) -> Option<String> {
+    let numeric = |t: &str| t.trim().parse::<f64>().is_ok();
+    match (ty, v) {
+        ("ANY", _) | ("BLOB", _) => None,
+        (_, Value::Blob(_)) => Some(format!("a blob in a {ty} column of a STRICT table")),
+        ("INTEGER" | "INT", Value::Real(r)) if r.fract() != 0.0 || !r.is_finite() => {
+            Some(format!("a real in an {ty} column of a STRICT table"))
+        }
+        ("INTEGER" | "INT", Value::Text(t)) if t.trim().parse::<i64>().is_err() => {
+            Some(format!("text in an {ty} column of a STRICT table"))
+        }
+        ("REAL", Value::Text(t)) if !numeric(t) => {
+            Some("text in a REAL column of a STRICT table".to_string())
+        }
+        _ => None,
     }
 }
 

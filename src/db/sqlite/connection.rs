@@ -29,6 +29,17 @@ impl Connection for Sqlite {
                 ],
             },
             security: None,
+            identity: vec![
+                (
+                    "engine".into(),
+                    format!(
+                        "SQLite {}",
+                        self.conn
+                            .query_row("SELECT sqlite_version()", [], |r| r.get::<_, String>(0))?
+                    ),
+                ),
+                ("file".into(), self.location.clone()),
+            ],
         })
     }
 

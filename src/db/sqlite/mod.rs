@@ -35,7 +35,7 @@ const FENCE_GUARD: &str = include_str!("../../../sql/sqlite/fence_guard.sql");
 
 /// How long a statement waits for another process's lock before failing.
 /// Overridable with `CUTOVER_BUSY_TIMEOUT_MS` for drills and tests.
-fn busy_timeout() -> Duration {
+pub(crate) fn busy_timeout() -> Duration {
     let ms = std::env::var("CUTOVER_BUSY_TIMEOUT_MS")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -308,6 +308,7 @@ fn table_sql(table: &str, columns: &[&str], key_len: usize, generated: &[String]
         table: table.to_string(),
         key_len,
         width: n,
+        columns: columns.iter().map(|c| c.to_string()).collect(),
         real: (real.len() < n).then_some(real),
         scan: format!("SELECT {list} FROM {t} ORDER BY {order}"),
         scan_after: format!(

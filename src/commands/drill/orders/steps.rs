@@ -252,7 +252,10 @@ fn fence_up(d: &mut Drill, last: Step, last_seq: i64) -> Part {
 /// and the status that says it is done.
 fn roll_back(d: &mut Drill) -> Result<bool> {
     let c = format!("{} --dry-run", sh("replay"));
-    let Some(o) = d.run("plan", &c, |s| replay::run(s, 1000, true, 20))? else {
+    let Some(o) = d.run("plan", &c, |s| {
+        replay::run(s, 1000, replay::Mode::DryRun, 20)
+    })?
+    else {
         return Ok(false);
     };
     let holds = o.holds();
@@ -338,7 +341,7 @@ fn roll_back(d: &mut Drill) -> Result<bool> {
 /// `cutover replay`, which reports as the replay it is (a dry run is the
 /// other kind).
 fn replay_now(spec: &Spec) -> Result<crate::commands::replay::ReplayReport> {
-    match replay::run(spec, 1000, false, 20)? {
+    match replay::run(spec, 1000, replay::Mode::Replay, 20)? {
         Replay::Ran(r) => Ok(*r),
         Replay::DryRun(_) => anyhow::bail!("a replay reported as a dry run"),
     }
