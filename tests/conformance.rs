@@ -285,7 +285,8 @@ fn connection_contract(s: &Subject) -> Result<()> {
 /// uniqueness by the key or a unique index, whatever the order of the
 /// columns asked; foreign keys in declaration order and the rows breaking
 /// them; generated columns; user tables without cutover's; application
-/// triggers; schema text in name order that moves with the schema.
+/// triggers; schema text in name order that moves with the schema; a
+/// NULL in a NOT NULL column found without writing it.
 fn catalogue_contract(s: &Subject) -> Result<()> {
     let db = &s.db;
     s.exec(&format!(
@@ -386,6 +387,29 @@ fn catalogue_contract(s: &Subject) -> Result<()> {
             .foreign_key_violations("cat_parent", &["b", "a"])?
             .is_empty()
     );
+
+    // Whether a row's values fit its columns, asked without writing.
+    let parent = db
+        .rows()
+        .table_sql("cat_parent", &["b", "a", "note"], 2, None);
+    let before = db.rows().count_rows(&parent)?;
+    assert_eq!(
+        db.catalogue()
+            .cannot_hold(&parent, &[int(2), text("z"), Value::Null])?,
+        None,
+        "a row that fits"
+    );
+    let unfit = db
+        .catalogue()
+        .cannot_hold(&parent, &[Value::Null, text("z"), text("n")])?
+        .expect("a NULL in the NOT NULL column b");
+    assert_eq!(unfit.column, "b");
+    assert!(
+        unfit.why.contains("cat_parent") && unfit.why.contains("NULL"),
+        "{}",
+        unfit.why
+    );
+    assert_eq!(db.rows().count_rows(&parent)?, before, "nothing written");
 
     write(s, || db.progress().ensure_control_tables())?;
     assert_eq!(

@@ -896,10 +896,7 @@ fn an_owner_without_superuser_proves_a_referenced_row_by_its_update() -> Result<
         "CREATE TABLE child (id int PRIMARY KEY, item bigint REFERENCES items (id));
          INSERT INTO child VALUES (1, 1);",
     )?;
-    let db = Db::new(
-        Postgres::open(&role.url(&t), Access::Write, "target")?,
-        &cutover::db::engines::POSTGRES,
-    );
+    let db = support::postgres::as_db(Postgres::open(&role.url(&t), Access::Write, "target")?);
     install(&db, "items", &ITEM_COLS)?;
     assert_eq!(
         db.journal()

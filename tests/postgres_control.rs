@@ -127,10 +127,7 @@ fn control_tables_live_in_the_specs_schema() -> Result<()> {
     };
     t.engine(Access::Write, "target")
         .execute_script("CREATE SCHEMA \"Mig ration\"")?;
-    let db = Db::new(
-        t.engine_in("Mig ration", Access::Write)?,
-        &cutover::db::engines::POSTGRES,
-    );
+    let db = support::postgres::as_db(t.engine_in("Mig ration", Access::Write)?);
     db.write(|| {
         db.progress().ensure_control_tables()?;
         db.progress().ensure_sync_tables()?;

@@ -978,7 +978,7 @@ fn violations_schema_text_sequences_and_snapshots() -> Result<()> {
     db.raise_sequence("artist", 50)?;
     assert_eq!(db.sequence("artist")?, Some(100));
     db.execute_script("INSERT INTO artist (name) VALUES ('c')")?;
-    let snap = cutover::db::Db::new(db, &cutover::db::engines::POSTGRES).snapshot()?;
+    let snap = support::postgres::as_db(db).snapshot()?;
     assert_eq!(snap[0].0, "album");
     assert_eq!(snap[0].1, [r#"["x1",1]"#, r#"["x2",7]"#, r#"["x3",null]"#]);
     assert_eq!(snap[1].1, [r#"[1,"a"]"#, r#"[101,"c"]"#, r#"[2,"b"]"#]);

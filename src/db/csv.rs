@@ -174,7 +174,8 @@ pub fn materialize(path: &Path, table: &Table, target: &Db) -> Result<Db> {
             .collect()
     });
     db.fill(&table.source_table, width, rows)?;
-    Ok(Db::new(db, &super::engines::SQLITE))
+    let at = db.location().to_string();
+    Ok(Db::new(db, &super::engines::SQLITE, at))
 }
 
 fn csv_error(path: &Path, e: csv::Error) -> anyhow::Error {

@@ -5,7 +5,7 @@
 use anyhow::{Result, bail};
 
 use super::control::Dialect;
-use super::{Access, Database, mysql, postgres, sqlite};
+use super::{Access, Db, mysql, postgres, sqlite};
 use crate::spec::Location;
 
 /// What an engine can do that others cannot: the domain asks these instead
@@ -46,7 +46,7 @@ pub struct Engine {
     pub form: &'static str,
     pub capabilities: Capabilities,
     /// Opens a database of this engine at a location of its kind.
-    open: fn(&Location, Access, &str) -> Result<Box<dyn Database>>,
+    open: fn(&Location, Access, &str) -> Result<Db>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -62,7 +62,7 @@ impl Engine {
         location: &Location,
         access: Access,
         role: &str,
-    ) -> Result<Box<dyn Database>> {
+    ) -> Result<Db> {
         (self.open)(location, access, role)
     }
 }
@@ -81,7 +81,11 @@ pub static SQLITE: Engine = Engine {
         written: true,
     },
     open: |location, access, role| match location {
-        Location::Sqlite(path) => Ok(Box::new(sqlite::Sqlite::open(path, access, role)?)),
+        Location::Sqlite(path) => {
+            let db = sqlite::Sqlite::open(path, access, role)?;
+            let at = db.location().to_string();
+            Ok(Db::new(db, &SQLITE, at))
+        }
         other => bail!("{role} {} is not a SQLite file", other.display()),
     },
 };
@@ -100,7 +104,11 @@ pub static POSTGRES: Engine = Engine {
         written: true,
     },
     open: |location, access, role| match location {
-        Location::Server(url) => Ok(Box::new(postgres::Postgres::open(url, access, role)?)),
+        Location::Server(url) => {
+            let db = postgres::Postgres::open(url, access, role)?;
+            let at = db.location().to_string();
+            Ok(Db::new(db, &POSTGRES, at))
+        }
         other => bail!("{role} {} is not a PostgreSQL URL", other.display()),
     },
 };
@@ -121,7 +129,11 @@ pub static MYSQL: Engine = Engine {
         written: false,
     },
     open: |location, access, role| match location {
-        Location::Server(url) => Ok(Box::new(mysql::MySql::open(url, access, role)?)),
+        Location::Server(url) => {
+            let db = mysql::MySql::open(url, access, role)?;
+            let at = db.location().to_string();
+            Ok(Db::new(db, &MYSQL, at))
+        }
         other => bail!("{role} {} is not a MySQL URL", other.display()),
     },
 };

@@ -15,16 +15,13 @@ use super::control::Statement;
 use super::types::{
     ColumnInfo, Decision, Extent, Facts, ForeignKey, ForeignKeyViolation, Generated, JournalCount,
     Journaled, KeyRange, OwnTriggers, Powers, Probe, Run, SchemaPart, SegmentDigest, SeqRange,
-    SequenceMark, SideEffect, TableForm, TableSql, Unproven,
+    SequenceMark, SideEffect, TableForm, TableSql, Unfit, Unproven,
 };
 use crate::value::{Block, Row, Value};
 
 /// One open connection: transactions, nested transactions for a dry run,
 /// and the change token.
 pub trait Connection {
-    /// What messages call the database (a file's path, a URL without its
-    /// password).
-    fn location(&self) -> &str;
     /// What the connection says of the database it reaches: whether this
     /// process can write it, how it commits, how the connection is
     /// protected.
@@ -109,11 +106,11 @@ pub trait Catalogue {
     /// Why the table of `sql` could not store `row` (in the columns of
     /// `sql`, in the form it would be written) exactly, asked without
     /// writing: a NULL in a NOT NULL column, a value past its column's
-    /// type, length, range or scale, as `(column, why)`. `None` when every
+    /// type, length, range or scale. `None` when every
     /// value fits as far as the catalogue tells (a CHECK constraint or a
     /// trigger is known only by writing). `cutover watch` asks it of every
     /// journaled write before any replay.
-    fn cannot_hold(&self, sql: &TableSql, row: &[Value]) -> Result<Option<(String, String)>>;
+    fn cannot_hold(&self, sql: &TableSql, row: &[Value]) -> Result<Option<Unfit>>;
 }
 
 /// Inserts rows straight from blocks.

@@ -40,7 +40,7 @@ pub use types::{
     ForeignKey, ForeignKeyAction, ForeignKeyViolation, Generated, JournalCount, JournalEntry,
     JournalId, JournalTable, Journaled, KeyRange, MoneyGroup, Op, OwnTriggers, Powers, Probe,
     ReplayVerdict, Run, SchemaPart, Security, SegmentDigest, SeqRange, SequenceMark, SideEffect,
-    SideEffectKind, TableForm, TableSql, Unproven,
+    SideEffectKind, TableForm, TableSql, Unfit, Unproven,
 };
 
 use crate::spec::{Location, Table};
@@ -52,15 +52,14 @@ pub use transaction::{Savepoint, Transaction};
 /// function can be handed the one capability it uses; the control store's
 /// views ([`Db::applied_set`], …), the transactions' guards and the helpers
 /// that take closures live here, over those interfaces.
-pub struct Db(Box<dyn Database>, &'static engines::Engine);
+pub struct Db(Box<dyn Database>, &'static engines::Engine, String);
 
 impl Db {
     /// Opens an existing database. A missing one is an error, never a new
     /// empty database; a writer refuses settings under which a crash could
     /// leave half a batch behind.
     pub fn open(location: &Location, access: Access, role: &str) -> Result<Db> {
-        let engine = engines::for_location(location, role)?;
-        Ok(Db(engine.open(location, access, role)?, engine))
+        engines::for_location(location, role)?.open(location, access, role)
     }
 
     /// The engine this database is, with what it can do.
@@ -110,7 +109,7 @@ impl Db {
 
     /// Where the database is, as messages name it.
     pub fn location(&self) -> &str {
-        self.0.location()
+        &self.2
     }
 
     /// Every table with its rows, for a drill to compare before and after
@@ -121,7 +120,7 @@ impl Db {
 
     /// The control store on this database ([`control`]).
     pub fn control(&self) -> control::Control<'_> {
-        control::Control::new(&*self.0, &*self.0, self.1.dialect, self.0.location())
+        control::Control::new(&*self.0, &*self.0, self.1.dialect, &self.2)
     }
 
     /// The source's applied set.
@@ -161,9 +160,13 @@ impl Db {
     }
 
     /// Wraps an engine opened by the caller (a CSV snapshot's temporary
-    /// database, a test) as a `Db`.
-    pub fn new(engine: impl Database + 'static, kind: &'static engines::Engine) -> Db {
-        Db(Box::new(engine), kind)
+    /// database, a test) as a `Db`, which messages call `location`.
+    pub fn new(
+        engine: impl Database + 'static,
+        kind: &'static engines::Engine,
+        location: impl Into<String>,
+    ) -> Db {
+        Db(Box::new(engine), kind, location.into())
     }
 
     /// The engine itself, to hand to a reader thread.

@@ -81,6 +81,14 @@ pub struct ForeignKey {
     pub columns: Vec<(String, Option<String>)>,
 }
 
+/// Why a column could not store a value exactly ([`crate::db::Catalogue::cannot_hold`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unfit {
+    pub column: String,
+    /// The whole reason, naming the column, the table and the limit.
+    pub why: String,
+}
+
 /// A row that breaks a foreign key.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ForeignKeyViolation {

@@ -11,7 +11,7 @@ use anyhow::Result;
 
 use super::state::{Finding, Fix, Key, Kind, Record};
 use crate::apply::{row_json_of, same_recorded, source_form};
-use crate::db::{Db, TableSql};
+use crate::db::{Db, TableSql, Unfit};
 use crate::journal::Entry;
 use crate::spec::{Spec, Table};
 use crate::transform::Transform;
@@ -172,7 +172,7 @@ impl<'a> Checker<'a> {
             None => None,
         };
         if let (Some(s), Some(a)) = (&carried, &e.after)
-            && let Some((column, why)) = self.cannot_hold(e.table, s, &e.unrecorded)?
+            && let Some(Unfit { column, why }) = self.cannot_hold(e.table, s, &e.unrecorded)?
         {
             let value = t
                 .columns
@@ -446,12 +446,7 @@ impl<'a> Checker<'a> {
 
     /// What the source column cannot hold of the carried row `row`, the
     /// columns its image did not record left out.
-    fn cannot_hold(
-        &self,
-        ti: usize,
-        row: &Row,
-        unrecorded: &[usize],
-    ) -> Result<Option<(String, String)>> {
+    fn cannot_hold(&self, ti: usize, row: &Row, unrecorded: &[usize]) -> Result<Option<Unfit>> {
         if unrecorded.is_empty() {
             return self.source.catalogue().cannot_hold(&self.sql[ti], row);
         }

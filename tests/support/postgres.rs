@@ -841,7 +841,7 @@ impl TestDb {
     /// The test database's `public` schema opened as the tool opens a
     /// database, with the control store above its engine.
     pub fn db(&self, access: cutover::db::Access, role: &str) -> cutover::db::Db {
-        cutover::db::Db::new(self.engine(access, role), &cutover::db::engines::POSTGRES)
+        as_db(self.engine(access, role))
     }
 
     /// The engine on one schema of the test database.
@@ -997,4 +997,10 @@ impl OrdersOnServer {
             })
             .expect("applied set")
     }
+}
+
+/// A PostgreSQL engine opened by a test, as the tool holds a database.
+pub fn as_db(engine: cutover::db::postgres::Postgres) -> cutover::db::Db {
+    let at = engine.location().to_string();
+    cutover::db::Db::new(engine, &cutover::db::engines::POSTGRES, at)
 }

@@ -765,7 +765,7 @@ impl crate::db::Catalogue for MySql {
         &self,
         sql: &crate::db::TableSql,
         row: &[crate::value::Value],
-    ) -> Result<Option<(String, String)>> {
+    ) -> Result<Option<crate::db::Unfit>> {
         let plan = self.plan(sql)?;
         let columns = self.columns(&plan.table)?;
         for &i in &plan.written {
@@ -797,7 +797,10 @@ impl crate::db::Catalogue for MySql {
                 None
             };
             if let Some(why) = why {
-                return Ok(Some((name.clone(), why)));
+                return Ok(Some(crate::db::Unfit {
+                    column: name.clone(),
+                    why,
+                }));
             }
         }
         Ok(None)

@@ -17,11 +17,14 @@ use super::MySql;
 use crate::db::transaction::Step;
 use crate::db::{Access, Connection, Durability, Facts, Security};
 
-impl Connection for MySql {
-    fn location(&self) -> &str {
+impl MySql {
+    /// What messages call the database: its URL without the password.
+    pub fn location(&self) -> &str {
         self.shown()
     }
+}
 
+impl Connection for MySql {
     /// A server that is `read_only` (a replica) cannot be written by a
     /// user without `SUPER`; how it commits is
     /// `innodb_flush_log_at_trx_commit` (1: each commit is on disk) and

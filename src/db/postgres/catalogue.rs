@@ -391,40 +391,40 @@ impl Catalogue for Postgres {
     /// (type, range, scale), then what the server checks on assignment:
     /// NOT NULL, a `varchar(n)` or `char(n)` length, a `numeric(p,s)`
     /// precision.
-    fn cannot_hold(&self, sql: &TableSql, row: &[Value]) -> Result<Option<(String, String)>> {
+    fn cannot_hold(&self, sql: &TableSql, row: &[Value]) -> Result<Option<crate::db::Unfit>> {
         let plan = self.plan(sql)?;
         for i in plan.written() {
             let (name, v) = (&plan.names[i], &row[i]);
             if matches!(v, Value::Null) {
                 if plan.not_null[i] {
-                    return Ok(Some((
-                        name.clone(),
-                        format!(
+                    return Ok(Some(crate::db::Unfit {
+                        column: name.clone(),
+                        why: format!(
                             "NULL cannot be written to column '{name}' of table '{}', which is NOT NULL",
                             plan.table
                         ),
-                    )));
+                    }));
                 }
                 continue;
             }
             let mut raw = Vec::new();
             if let Err(e) = types::encode(plan.kinds[i], v.as_cell(), &mut raw) {
-                return Ok(Some((
-                    name.clone(),
-                    format!(
+                return Ok(Some(crate::db::Unfit {
+                    column: name.clone(),
+                    why: format!(
                         "column '{name}' of table '{}' cannot hold it: {e:#}",
                         plan.table
                     ),
-                )));
+                }));
             }
             if let Some(why) = past_typmod(&plan.types[i], v) {
-                return Ok(Some((
-                    name.clone(),
-                    format!(
+                return Ok(Some(crate::db::Unfit {
+                    column: name.clone(),
+                    why: format!(
                         "column '{name}' ({}) of table '{}' cannot hold it: {why}",
                         plan.types[i], plan.table
                     ),
-                )));
+                }));
             }
         }
         Ok(None)

@@ -12,11 +12,14 @@ use super::Postgres;
 use crate::db::transaction::Step;
 use crate::db::{Connection, Durability, Facts};
 
-impl Connection for Postgres {
-    fn location(&self) -> &str {
+impl Postgres {
+    /// What messages call the database: its URL without the password.
+    pub fn location(&self) -> &str {
         &self.shown
     }
+}
 
+impl Connection for Postgres {
     /// A standby (in recovery) cannot be written; how the server commits
     /// is its own settings: `synchronous_commit` (when a commit is on
     /// disk), `fsync` (whether the log is flushed at all) and `wal_level`.

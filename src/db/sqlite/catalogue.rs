@@ -247,7 +247,7 @@ impl Catalogue for Sqlite {
     /// NOT NULL, and in a STRICT table a value of a class its column's
     /// type refuses (SQLite's own check on write): any other value SQLite
     /// stores as given.
-    fn cannot_hold(&self, sql: &TableSql, row: &[Value]) -> Result<Option<(String, String)>> {
+    fn cannot_hold(&self, sql: &TableSql, row: &[Value]) -> Result<Option<crate::db::Unfit>> {
         let declared: Vec<(String, String, bool)> = self
             .conn
             .prepare_cached("SELECT name, upper(type), \"notnull\" FROM pragma_table_info(?1)")?
@@ -270,13 +270,13 @@ impl Catalogue for Sqlite {
                 v => strict_refuses(ty, v),
             };
             if let Some(why) = refused {
-                return Ok(Some((
-                    name.clone(),
-                    format!(
+                return Ok(Some(crate::db::Unfit {
+                    column: name.clone(),
+                    why: format!(
                         "column '{name}' of table '{}' cannot hold {v}: {why}",
                         sql.table
                     ),
-                )));
+                }));
             }
         }
         Ok(None)

@@ -11,11 +11,14 @@ use rusqlite::{OpenFlags, config::DbConfig};
 use super::*;
 use crate::db::transaction::Step;
 
-impl Connection for Sqlite {
-    fn location(&self) -> &str {
+impl Sqlite {
+    /// What messages call the database: the file's path.
+    pub fn location(&self) -> &str {
         &self.location
     }
+}
 
+impl Connection for Sqlite {
     /// A file SQLite opened read-only (it does so, whatever was asked,
     /// when this process may not write it), its journal mode and
     /// `synchronous`; a file has no connection to protect.
