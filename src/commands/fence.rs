@@ -182,7 +182,7 @@ pub fn on(spec: &Spec) -> Result<FenceReport> {
     if let Err(e) = target.fence().drain_writers(&guarded) {
         return Err(e.context("the fence was not installed; the target is unchanged"));
     }
-    if let Some(existing) = read(&target)? {
+    if let Some(existing) = read(target.fence_records())? {
         drop(tx);
         return already_on(spec, &target, existing, drift);
     }
@@ -244,8 +244,8 @@ fn already_on(
 
 pub fn off(spec: &Spec, force: bool) -> Result<FenceReport> {
     let (source, target, _) = schema::open(spec, Access::Write, Access::Write)?;
-    let journal = crate::journal::identity(&target)?;
-    let Some(existing) = read(&target)? else {
+    let journal = target.identity().id()?;
+    let Some(existing) = read(target.fence_records())? else {
         let Some(what) = orphaned(&target, spec)? else {
             return Ok(FenceReport::of(Action::Off, None));
         };
@@ -286,7 +286,7 @@ pub fn off(spec: &Spec, force: bool) -> Result<FenceReport> {
         );
     }
     let passed = match &journal {
-        Some(j) => replay_passed(&source, j, existing.boundary)?,
+        Some(j) => replay_passed(source.fence_records(), j, existing.boundary)?,
         None => {
             Err("the target's journal has no identity, so no replay of it is recorded".to_string())
         }
@@ -309,7 +309,7 @@ pub fn off(spec: &Spec, force: bool) -> Result<FenceReport> {
 
 pub fn status(spec: &Spec) -> Result<FenceReport> {
     let (source, target, _) = schema::open(spec, Access::Read, Access::Read)?;
-    let Some(existing) = read(&target)? else {
+    let Some(existing) = read(target.fence_records())? else {
         let mut rep = FenceReport::of(Action::Status, None);
         if let Some(what) = orphaned(&target, spec)? {
             rep.fenced = true;

@@ -5,7 +5,7 @@ use anyhow::Result;
 use serde::Serialize;
 
 use crate::db::{Access, Db, JournalLogExt};
-use crate::journal::{identity, stale};
+use crate::journal::stale;
 use crate::report::{self, Report};
 use crate::schema;
 use crate::spec::Spec;
@@ -115,7 +115,7 @@ fn status_report(spec: &Spec, target: &Db, action: Action) -> Result<JournalRepo
     Ok(JournalReport {
         action,
         installed,
-        journal: identity(target)?,
+        journal: target.identity().id()?,
         entries,
         last_seq,
         fenced_at_boundary: target.fence_records().row()?.map(|f| f.boundary),

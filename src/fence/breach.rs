@@ -36,11 +36,11 @@ impl FenceRow {
     /// `Ok(Some(what changed))`; `Err` when what was read cannot say — a
     /// query failed on tables that are there as the fence saw them, or the
     /// target's file is damaged.
-    pub fn judge(&self, target: &Db, now: &Fingerprint) -> Result<Option<String>> {
+    pub fn judge(&self, target: &dyn Connection, now: &Fingerprint) -> Result<Option<String>> {
         if self.expected(now) == self.fingerprint {
             return Ok(None);
         }
-        not_damaged(target.connection())?;
+        not_damaged(target)?;
         if let Some(failed) = &now.failed
             && self.parts.as_ref().is_none_or(|p| p.schema == now.schema)
         {
@@ -64,7 +64,10 @@ impl FenceRow {
     /// Whether the target still matches the fence (a scan of the fenced
     /// tables); if not, what changed.
     pub fn breach(&self, target: &Db, spec: &Spec) -> Result<Option<String>> {
-        self.judge(target, &Fingerprint::read(target, spec, self.format)?)
+        self.judge(
+            target.connection(),
+            &Fingerprint::read(target, spec, self.format)?,
+        )
     }
 }
 

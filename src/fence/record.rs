@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use super::{FORMAT, Fingerprint};
-use crate::db::{Access, Db, FenceRecord};
+use crate::db::{Access, Db, FenceRecord, FenceRecords};
 use crate::schema;
 use crate::spec::Spec;
 
@@ -81,8 +81,8 @@ impl FenceRow {
     }
 }
 
-pub fn read(target: &Db) -> Result<Option<FenceRow>> {
-    Ok(match target.fence_records().row()? {
+pub fn read(records: FenceRecords<'_>) -> Result<Option<FenceRow>> {
+    Ok(match records.row()? {
         None => None,
         Some(f) => {
             let parts: Option<Fingerprint> = serde_json::from_str(&f.parts).ok();
@@ -103,7 +103,7 @@ pub fn read(target: &Db) -> Result<Option<FenceRow>> {
 /// The copy of the fence record that the source keeps for the target's
 /// journal, and how the target's record compares with it.
 pub fn copy_of(fence: &FenceRow, source: &Db, target: &Db) -> Result<Copy> {
-    let Some(journal) = crate::journal::identity(target)? else {
+    let Some(journal) = target.identity().id()? else {
         return Ok(Copy::Missing);
     };
     Ok(fence.against(source.fence_records().copy(&journal)?.as_ref(), source))
@@ -120,8 +120,10 @@ pub fn copy_missing(spec: &Spec) -> String {
 /// Keeps a copy of the fence record in the source. `Err` says why it could
 /// not, and what to run.
 pub fn keep_copy(spec: &Spec, target: &Db, fence: &FenceRow) -> Result<String> {
-    let journal =
-        crate::journal::identity(target)?.context("the target's journal has no identity")?;
+    let journal = target
+        .identity()
+        .id()?
+        .context("the target's journal has no identity")?;
     let source = schema::open_source(spec, None, Access::Write)?;
     source.write(|| source.fence_records().record_copy(&journal, &fence.record))?;
     Ok("kept in the source".to_string())

@@ -38,7 +38,7 @@ pub fn stand(
     images: &[String],
 ) -> Result<(FenceRow, Vec<String>, String)> {
     let other = Db::open(&spec.target, Access::Write, "target")?;
-    let row = read(&other)?.context("the fence row just written is not there")?;
+    let row = read(other.fence_records())?.context("the fence row just written is not there")?;
     let mut refused = Vec::new();
     for t in tables
         .iter()

@@ -3,16 +3,16 @@
 
 use anyhow::Result;
 
-use crate::db::{Db, JournalId};
+use crate::db::{Db, FenceRecords, JournalId};
 
 /// Whether the last replay of `journal` reconciled clean at `boundary`; if
 /// not, what the source records instead.
 pub fn replay_passed(
-    source: &Db,
+    source: FenceRecords<'_>,
     journal: &JournalId,
     boundary: i64,
 ) -> Result<Result<(), String>> {
-    Ok(match source.fence_records().last_verdict(journal)? {
+    Ok(match source.last_verdict(journal)? {
         Some(v) if v.passed && v.boundary == boundary => Ok(()),
         Some(v) if v.passed => Err(format!(
             "the last replay reconciled clean at boundary {}, not at this fence's {boundary}",

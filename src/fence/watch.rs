@@ -20,7 +20,7 @@ impl Watch {
     /// keeps; `Err` when there is none (or no copy, or a check could not be
     /// made), `Ok(Err(why))` when it was breached.
     pub fn start(target: &Db, spec: &Spec) -> Result<Result<Watch, String>> {
-        let fence = read(target)?;
+        let fence = read(target.fence_records())?;
         if fence.is_none()
             && let Some(what) = orphaned(target, spec)?
         {
@@ -47,7 +47,7 @@ impl Watch {
         drop(source);
         let change_token = target.fence().change_token()?;
         let now = Fingerprint::read_beside(target, spec, fence.format)?;
-        if let Some(what) = fence.judge(target, &now)? {
+        if let Some(what) = fence.judge(target.connection(), &now)? {
             return Ok(Err(format!(
                 "fence breached: {what} (fenced at {}); nothing was replayed. Find what wrote to the target, then re-plan the rollback",
                 fence.fenced_at
@@ -75,7 +75,7 @@ impl Watch {
         // protects changed (a commit to another table, VACUUM or ANALYZE
         // move the change token too).
         let now = Fingerprint::read(target, spec, self.fence.format)?;
-        if self.fence.judge(target, &now)?.is_none() {
+        if self.fence.judge(target.connection(), &now)?.is_none() {
             self.change_token = v;
             return Ok(None);
         }
@@ -114,7 +114,7 @@ impl Watch {
         } else {
             Fingerprint::with_content(target, spec, self.fence.format, content)?
         };
-        if self.fence.judge(target, &now)?.is_none() {
+        if self.fence.judge(target.connection(), &now)?.is_none() {
             return Ok(None);
         }
         let what = now.describe_change(&self.at_start);

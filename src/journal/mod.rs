@@ -10,8 +10,6 @@
 //! of the spec's tables) and [`runs`] (the entries in the order that
 //! replays them, read ahead on a thread of their own).
 
-use anyhow::Result;
-
 use crate::db::{Db, JournalId};
 
 pub mod drift;
@@ -35,11 +33,6 @@ pub fn journaled<'a>(
         columns,
         key_len: t.key_len,
     }
-}
-
-/// The journal's identity, as the source's applied set names it.
-pub fn identity(target: &Db) -> Result<Option<JournalId>> {
-    Ok(target.identity().get()?.map(|i| i.id))
 }
 
 /// A fresh journal identity: 16 hex digits from the clock, the process and

@@ -68,7 +68,7 @@ fn spec_digest(spec: &Spec) -> Result<String> {
 pub fn pass(spec: &Spec) -> Result<Pass> {
     let started = std::time::Instant::now();
     let (source, target, _) = crate::schema::open(spec, Access::Read, Access::Read)?;
-    let journal = crate::journal::identity(&target)?.map(|j| j.as_str().to_string()).with_context(|| {
+    let journal = target.identity().id()?.map(|j| j.as_str().to_string()).with_context(|| {
         format!(
             "target {} has no journal; watch checks the way back from `cutover journal install --spec {}` on",
             target.location(),
@@ -203,7 +203,7 @@ fn run(
         position: boundary,
         irreversible,
         findings,
-        fenced: crate::fence::read(target)?.is_some(),
+        fenced: crate::fence::read(target.fence_records())?.is_some(),
         at,
         at_epoch,
         seconds_since_previous: previous.map(|p| (at_epoch - p).max(0.0)),

@@ -34,7 +34,7 @@ impl Report for ExportReport {
 /// `cutover journal export --out FILE`: the fenced journal as a feed.
 pub fn export(spec: &Spec, out: &Path, delivery_size: usize) -> Result<ExportReport> {
     let (_, target, _) = schema::open(spec, Access::Read, Access::Read)?;
-    let Some(fence) = crate::fence::read(&target)? else {
+    let Some(fence) = crate::fence::read(target.fence_records())? else {
         bail!(
             "target {} is not fenced; export takes the journal at the fence's boundary. Run `cutover fence on` first",
             target.location()
@@ -43,7 +43,7 @@ pub fn export(spec: &Spec, out: &Path, delivery_size: usize) -> Result<ExportRep
     // The feed is named after the journal's identity, which is also the
     // name of the source's applied set: a replay and this feed's apply never
     // apply one entry twice.
-    let feed = crate::journal::identity(&target)?
+    let feed = target.identity().id()?
         .with_context(|| {
             format!(
                 "target {} has a fence but its journal has no identity; install the journal with this version of cutover",

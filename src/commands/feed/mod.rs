@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::apply::{Applied, BatchOutcome, Change, DeliveryCheckpoint, Engine, FailedChange};
-use crate::db::{Access, Db};
+use crate::db::{Access, Receipts};
 use crate::feed::{DeliveryInfo, Line, Rejection, read_lines, validate};
 use crate::report::{BatchStatus, Report, Verdict};
 use crate::schema;
@@ -101,7 +101,7 @@ pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<ApplyReport> {
         Ok(d) => d,
         Err(rejections) => {
             rep.rejected_lines = rejections;
-            return with_checkpoints(rep, db);
+            return with_checkpoints(rep, db.receipts());
         }
     };
     let engine = Engine::new(&spec.tables, db, into);
@@ -142,7 +142,7 @@ pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<ApplyReport> {
     if !stopped {
         rep.verdict = Verdict::Pass;
     }
-    with_checkpoints(rep, db)
+    with_checkpoints(rep, db.receipts())
 }
 
 /// Applies one delivery, `lines` as read again, in one transaction with its
@@ -253,10 +253,10 @@ fn settle(
 }
 
 /// The report with each feed's checkpoint as the database holds it now.
-fn with_checkpoints(mut rep: ApplyReport, db: &Db) -> Result<ApplyReport> {
+fn with_checkpoints(mut rep: ApplyReport, receipts: Receipts<'_>) -> Result<ApplyReport> {
     let feeds: Vec<String> = rep.deliveries.iter().map(|d| d.feed.clone()).collect();
     for f in feeds {
-        let at = db.receipts().checkpoint(&f)?;
+        let at = receipts.checkpoint(&f)?;
         rep.checkpoints.insert(f, at);
     }
     Ok(rep)

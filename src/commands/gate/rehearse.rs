@@ -6,7 +6,7 @@
 use anyhow::{Result, bail};
 use serde::Serialize;
 
-use crate::db::{Access, Db, RowsExt, TableSql};
+use crate::db::{Access, Db, Rows, RowsExt, TableSql};
 use crate::reconcile::{self, DiffKind, Reconciliation};
 use crate::report::{self, Report, Verdict};
 use crate::schema;
@@ -161,7 +161,7 @@ fn inject(t: &Table, target: &mut Db, tables: &[&str], faults: &mut Vec<Injected
         return Ok(());
     }
     // Chosen before anything changes, so it can never be a deleted key.
-    let extra_key = fresh_key(t, target, &sql, &rows[0])?;
+    let extra_key = fresh_key(t, target.rows(), &sql, &rows[0])?;
     // changed: the second of three rows (the first of fewer), one column
     // nudged; missing: the last row read, never the changed one.
     let changed = &rows[if rows.len() >= 3 { 1 } else { 0 }];
@@ -287,18 +287,21 @@ fn nudge(v: &Value) -> Option<Value> {
 }
 
 /// A key not present in the target: the last key part bumped until free.
-fn fresh_key(t: &Table, target: &Db, sql: &TableSql, like: &Row) -> Result<Option<Vec<Value>>> {
+fn fresh_key(
+    t: &Table,
+    target: &dyn Rows,
+    sql: &TableSql,
+    like: &Row,
+) -> Result<Option<Vec<Value>>> {
     let mut key = like[..t.key_len].to_vec();
     let last = t.key_len - 1;
     if let Value::Integer(_) = key[last] {
         // Past the largest key, so the extra row sorts last, as a new row would.
-        let max = target
-            .rows()
-            .max_integer(&t.target_table, &t.columns[last].target)?;
+        let max = target.max_integer(&t.target_table, &t.columns[last].target)?;
         key[last] = Value::Integer(max.unwrap_or(0).saturating_add(1));
     }
     for _ in 0..100 {
-        if target.rows().get_row(sql, &key)?.is_none() {
+        if target.get_row(sql, &key)?.is_none() {
             return Ok(Some(key));
         }
         key[last] = match nudge(&key[last]) {

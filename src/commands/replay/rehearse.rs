@@ -42,7 +42,7 @@ pub struct Rehearsal {
 /// The boundary of a rehearsal: the journal's last seq now. A fenced
 /// target is refused: its rollback's dry run is `replay --dry-run`.
 pub(super) fn boundary(spec: &Spec, source: &Db, target: &Db) -> Result<i64> {
-    if crate::fence::read(target)?.is_some() {
+    if crate::fence::read(target.fence_records())?.is_some() {
         bail!(
             "target {} is fenced: rehearse before the fence; on a fenced target run cutover replay --dry-run --spec {}",
             target.location(),

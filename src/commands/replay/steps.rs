@@ -23,10 +23,10 @@ pub(super) fn watch(spec: &Spec, source: &Db, target: &Db) -> Result<Result<Watc
     if let Err(e) = spec.check_schema(source, target) {
         // A table dropped or altered behind the fence shows as a schema
         // error; it is a breach (exit 1), not a spec to fix.
-        if crate::fence::read(target)?.is_some()
+        if crate::fence::read(target.fence_records())?.is_some()
             && let Ok(Err(breach)) = Watch::start(target, spec)
         {
-            let boundary = crate::fence::read(target)?.map_or(0, |f| f.boundary);
+            let boundary = crate::fence::read(target.fence_records())?.map_or(0, |f| f.boundary);
             let entries = target
                 .journal()
                 .count_between(target.identity().start()?, boundary)
@@ -38,7 +38,7 @@ pub(super) fn watch(spec: &Spec, source: &Db, target: &Db) -> Result<Result<Watc
     match Watch::start(target, spec)? {
         Ok(w) => Ok(Ok(w)),
         Err(breach) => {
-            let boundary = crate::fence::read(target)?.map_or(0, |f| f.boundary);
+            let boundary = crate::fence::read(target.fence_records())?.map_or(0, |f| f.boundary);
             let entries = target
                 .journal()
                 .count_between(target.identity().start()?, boundary)
@@ -64,7 +64,7 @@ pub(super) struct Start {
 
 impl Start {
     pub(super) fn read(source: &Db, target: &Db, boundary: i64) -> Result<Start> {
-        let journal = crate::journal::identity(target)?.with_context(|| {
+        let journal = target.identity().id()?.with_context(|| {
             format!(
                 "target {} has a fence but its journal has no identity; install the journal with this version of cutover",
                 target.location()
@@ -206,7 +206,7 @@ impl Applying<'_> {
         self.timing.applied();
         let stopped = self.rep.breach.is_some() || self.rep.conflict.is_some();
         if !stopped && !self.dry_run {
-            carry_sequences(spec, source, self.target)?;
+            carry_sequences(spec, source, self.target.catalogue())?;
         }
         if !stopped {
             self.rep.foreign_keys = violations_since(spec, source, self.fk_before)?;

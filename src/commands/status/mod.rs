@@ -122,7 +122,7 @@ pub fn run(spec: &Spec) -> Result<StatusReport> {
         // Before the switch, a spec that does not fit is an error to fix.
         schema::open(spec, Access::Read, Access::Read)?;
     }
-    let fence = crate::fence::read(&target)?;
+    let fence = crate::fence::read(target.fence_records())?;
     let seen = Seen::read(spec, &source, &target, fence.is_some())?;
     let (stage, phase, next, to_replay) = match &fence {
         Some(f) => fenced(f, spec, &source, &target, &seen)?,
@@ -189,7 +189,7 @@ fn readiness(spec: &Spec, target: &crate::db::Db, rep: &mut StatusReport) -> Res
         return Ok(());
     }
     let pending = (rep.journal_entries - rep.replayed).max(0);
-    let journal = crate::journal::identity(target)?.map(|j| j.as_str().to_string());
+    let journal = target.identity().id()?.map(|j| j.as_str().to_string());
     let found = crate::watch::readiness(spec, pending, rep.target_rows)?;
     let (last_pass_at, checked, irreversible, first, estimate) = match found {
         Some(r) if r.journal == journal => (

@@ -42,7 +42,7 @@ impl Seen {
         } else {
             crate::fence::orphaned(target, spec)?
         };
-        let journal = crate::journal::identity(target)?;
+        let journal = target.identity().id()?;
         let replayed = match &journal {
             Some(j) => source.applied_set().progress(j.as_str())?.entries,
             None => 0,
@@ -115,7 +115,7 @@ pub(super) fn fenced(
         _ => f.breach(target, spec)?,
     };
     let passed = match &journal {
-        Some(j) => crate::fence::replay_passed(source, j, f.boundary)?,
+        Some(j) => crate::fence::replay_passed(source.fence_records(), j, f.boundary)?,
         None => Err(String::new()),
     };
     let record_copy = if copy == Copy::Missing {
