@@ -148,6 +148,19 @@ impl Location {
 /// a `password=` parameter's value as `***`: how every message, report and
 /// JSON document names a URL.
 pub fn without_password(url: &str) -> String {
+    redacted(url, true)
+}
+
+/// `url` with no password at all (`postgres://user@host/db`, no
+/// `password=` parameter): how a drafted spec, which is committed and
+/// attached to tickets, writes it; the password then comes from the
+/// engine's environment (`PGPASSWORD`, `~/.pgpass`, `MYSQL_PWD`).
+pub fn password_removed(url: &str) -> String {
+    redacted(url, false)
+}
+
+/// `url` with its password masked as `***` (`mask`) or left out.
+fn redacted(url: &str, mask: bool) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
@@ -156,7 +169,11 @@ pub fn without_password(url: &str) -> String {
     let authority = match authority.rsplit_once('@') {
         Some((user, host)) if user.contains(':') => {
             let name = user.split(':').next().unwrap_or("");
-            format!("{name}:***@{host}")
+            if mask {
+                format!("{name}:***@{host}")
+            } else {
+                format!("{name}@{host}")
+            }
         }
         _ => authority.to_string(),
     };
@@ -164,12 +181,17 @@ pub fn without_password(url: &str) -> String {
         Some((path, query)) => {
             let pairs: Vec<String> = query
                 .split('&')
-                .map(|pair| match pair.split_once('=') {
-                    Some(("password", _)) => "password=***".to_string(),
-                    _ => pair.to_string(),
+                .filter_map(|pair| match pair.split_once('=') {
+                    Some(("password", _)) if mask => Some("password=***".to_string()),
+                    Some(("password", _)) => None,
+                    _ => Some(pair.to_string()),
                 })
                 .collect();
-            format!("{path}?{}", pairs.join("&"))
+            if pairs.is_empty() {
+                path.to_string()
+            } else {
+                format!("{path}?{}", pairs.join("&"))
+            }
         }
         None => tail.to_string(),
     };
@@ -723,6 +745,22 @@ mod tests {
     }
 
     const HEAD: &str = "[source]\nurl = \"sqlite://s.db\"\n[target]\nurl = \"sqlite://t.db\"\n";
+
+    #[test]
+    fn a_drafted_url_holds_no_password_at_all() {
+        for (url, drafted) in [
+            ("mysql://me:pw@h:3306/db", "mysql://me@h:3306/db"),
+            (
+                "postgres://me@h/db?password=pw&sslmode=require",
+                "postgres://me@h/db?sslmode=require",
+            ),
+            ("postgres://me@h/db?password=pw", "postgres://me@h/db"),
+            ("postgres://me@h/db?schema=s", "postgres://me@h/db?schema=s"),
+            ("sqlite://x.db", "sqlite://x.db"),
+        ] {
+            assert_eq!(password_removed(url), drafted);
+        }
+    }
 
     #[test]
     fn urls_are_shown_without_their_passwords() {

@@ -10,7 +10,7 @@ mod support;
 
 use support::mysql::TestDb as MyDb;
 use support::postgres::TestDb as PgDb;
-use support::run::cutover_in;
+use support::run::{cutover, cutover_in};
 
 /// The application's table on MySQL: every kind the migration carries.
 const SOURCE: &str = "CREATE TABLE orders (
@@ -229,6 +229,101 @@ fn a_mysql_source_loads_into_sqlite_and_gates_in_stream_mode() {
     // A row deleted by the application: missing on the source side.
     app.exec("DELETE FROM orders WHERE id = 2").unwrap();
     run(&["gate"], 1).assert_mentions(&["[2]", "extra"]);
+}
+
+/// `init` reads a MySQL schema: the draft takes the money's scale from
+/// the declared `DECIMAL(10,2)`, shows an `ENUM`'s values, passes `check`
+/// as drafted, and loads and gates exactly; drafting wrote nothing.
+#[test]
+fn init_drafts_a_spec_from_a_mysql_schema_that_checks_loads_and_gates() {
+    let Some(my) = MyDb::new("mysql_init") else {
+        return;
+    };
+    let Some(pg) = PgDb::new("mysql_init") else {
+        return;
+    };
+    my.exec(
+        "CREATE TABLE orders (id INT PRIMARY KEY AUTO_INCREMENT, total DECIMAL(10,2) NOT NULL,
+             status ENUM('A','C') NOT NULL, note VARCHAR(20)) ENGINE = InnoDB",
+    );
+    let app = my.app_user();
+    app.exec("INSERT INTO orders (total, status, note) VALUES (1.50, 'A', 'x'), (2.00, 'C', NULL), (0.07, 'A', '')")
+        .expect("the application's writes");
+    pg.client()
+        .batch_execute(
+            "CREATE TABLE orders (id bigint PRIMARY KEY, total bigint NOT NULL, status text NOT NULL, note text)",
+        )
+        .unwrap();
+    let tables_of_my = || {
+        my.exec("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() ORDER BY 1")
+    };
+    let my_before = tables_of_my();
+    let dir = tempfile::tempdir().unwrap();
+    let target = format!("{}?schema=public", pg.url);
+    let out = dir.path().join("draft.toml");
+    cutover(&[
+        "init",
+        "--source",
+        &app.url(),
+        "--target",
+        &target,
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .expect(0);
+    let without_password = |url: &str| {
+        let (scheme, rest) = url.split_once("://").unwrap();
+        let (auth, host) = rest.rsplit_once('@').unwrap();
+        format!("{scheme}://{}@{host}", auth.split(':').next().unwrap())
+    };
+    assert_eq!(
+        tables_of_my(),
+        my_before,
+        "init writes nothing to the source"
+    );
+    let draft = std::fs::read_to_string(dir.path().join("draft.toml")).unwrap();
+    assert!(
+        !draft.contains(&app.password),
+        "no password in the draft\n{draft}"
+    );
+    assert!(
+        draft.contains("transform = \"decimal_to_minor\"") && draft.contains("scale = 2"),
+        "the scale from the declared type\n{draft}"
+    );
+    assert!(draft.contains("\"A\", \"C\""), "the ENUM's values\n{draft}");
+    assert!(
+        draft.contains(&format!("url = \"{}\"", without_password(&app.url())))
+            && draft.contains("MYSQL_PWD"),
+        "the URL without its password, and where the password comes from\n{draft}"
+    );
+    std::fs::write(dir.path().join("spec.toml"), &draft).unwrap();
+    let run = |args: &[&str], code: i32| {
+        cutover_in(dir.path(), args)
+            .env("MYSQL_PWD", &app.password)
+            .expect(code)
+    };
+    run(&["check"], 0);
+    run(&["load"], 0);
+    run(&["gate"], 0).assert_mentions(&["verdict: PASS"]);
+    let mut got: Vec<(i64, i64, String, Option<String>)> = pg
+        .client()
+        .query(
+            "SELECT id, total, status, note FROM orders ORDER BY id",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            (1, 150, "A".to_string(), Some("x".to_string())),
+            (2, 200, "C".to_string(), None),
+            (3, 7, "A".to_string(), Some(String::new())),
+        ]
+    );
 }
 
 /// A `BIGINT UNSIGNED` past the largest 64-bit integer is refused by

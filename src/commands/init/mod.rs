@@ -62,9 +62,17 @@ pub fn run(source_url: &str, target_url: &str, out: Option<&Path>) -> Result<Ini
         "# Drafted by `cutover init` from {} and {}.\n# Read every comment marked DECIDE, then run `cutover check --spec <this file>`.\n\n[source]\nurl = {}\n\n[target]\nurl = {}",
         crate::spec::without_password(source_url),
         crate::spec::without_password(target_url),
-        draft::lit(source_url),
-        draft::lit(target_url)
+        draft::lit(&crate::spec::password_removed(source_url)),
+        draft::lit(&crate::spec::password_removed(target_url))
     );
+    for (side, url) in [("source", source_url), ("target", target_url)] {
+        if crate::spec::password_removed(url) != url {
+            let _ = writeln!(
+                toml,
+                "# the {side}'s password given to init is not written here (a spec is committed and\n# attached to tickets): give it in PGPASSWORD or ~/.pgpass (PostgreSQL) or MYSQL_PWD (MySQL)."
+            );
+        }
+    }
     let mut matched = Vec::new();
     let mut to_decide = 0usize;
     let mut used_targets = Vec::new();
