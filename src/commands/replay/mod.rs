@@ -112,6 +112,16 @@ pub fn run(spec: &Spec, batch: usize, mode: Mode, max_diffs: usize) -> Result<Re
         Ok(w) => w,
         Err(breached) => return Ok(breached),
     };
+    // A killed run's session may still be ending on the source's server:
+    // what it applied is read once it has.
+    let tables: Vec<&str> = spec
+        .tables
+        .iter()
+        .map(|t| t.source_table.as_str())
+        .collect();
+    source
+        .connection()
+        .await_other_runs(&tables, &mut |m| eprintln!("replay: {m}"))?;
     let at = Start::read(&source, &target, boundary)?;
     let planned = match dry_run {
         true => Some(plan_of(spec, &target, &at, max_diffs)?),
