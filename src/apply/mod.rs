@@ -475,7 +475,10 @@ impl<'a> Engine<'a> {
     }
 
     fn run(&self, batch: Batch<'_>, checkpoint: &dyn Checkpoint) -> Result<BatchOutcome> {
-        if !self.ddl_inside() {
+        // A dry run's batches are inside the caller's transaction, which a
+        // schema change that commits at once would commit: there the caller
+        // made the control tables before opening it.
+        if !self.ddl_inside() && !self.dry {
             self.ensure_control(checkpoint)?;
         }
         if self.dry || self.held.borrow().is_some() {

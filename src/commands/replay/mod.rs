@@ -176,7 +176,13 @@ pub fn run(spec: &Spec, batch: usize, mode: Mode, max_diffs: usize) -> Result<Re
         timing: &mut timing,
     };
     // A dry run: the same batches, as savepoints of one transaction that is
-    // rolled back at the end.
+    // rolled back at the end. Where a schema change commits at once
+    // (MySQL), the applied set's tables are made before that transaction
+    // opens, empty, as any replay would make them: inside it, they would
+    // commit it.
+    if dry_run && !source.engine().capabilities.transactional_ddl {
+        source.applied_set().ensure()?;
+    }
     let conflicts = match dry_run {
         true => source.rolled_back(|source| applying.run(source))?,
         false => applying.run(&mut source)?,
