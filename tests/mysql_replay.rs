@@ -213,6 +213,14 @@ impl Rollback {
         out
     }
 
+    /// Every table of the MySQL database, cutover's own too.
+    fn tables(&self) -> String {
+        self.my.exec(
+            "SELECT TABLE_NAME FROM information_schema.TABLES
+             WHERE TABLE_SCHEMA = DATABASE() ORDER BY TABLE_NAME",
+        )
+    }
+
     fn auto_increment(&self) -> i64 {
         self.my
             .value(
@@ -247,12 +255,17 @@ fn a_mysql_source_is_rolled_back_exactly_and_once() {
     cutover_in(r.path(), &["journal", "install"]).expect(0);
     r.application_writes(PG_WRITES);
 
-    // Refused before anything is written while the trigger stands.
-    let before = r.dump();
+    // Refused before anything is written while the trigger stands: not
+    // even cutover's own tables are made.
+    let before = (r.dump(), r.tables());
     cutover_in(r.path(), &["replay", "--rehearse"])
         .expect(2)
         .assert_mentions(&["customers_touch", "wrote nothing"]);
-    assert_eq!(r.dump(), before, "the refusal changed the source");
+    assert_eq!(
+        (r.dump(), r.tables()),
+        before,
+        "the refusal changed the source"
+    );
 
     // The operator drops it for the rollback; the rehearsal then passes
     // and leaves the source's tables exactly as they were.
@@ -260,6 +273,9 @@ fn a_mysql_source_is_rolled_back_exactly_and_once() {
     let before = r.dump();
     cutover_in(r.path(), &["replay", "--rehearse"]).expect(0);
     assert_eq!(r.dump(), before, "the rehearsal changed the source");
+    cutover_in(r.path(), &["watch"]).expect(0);
+    cutover_in(r.path(), &["status"]).expect(0);
+    assert_eq!(r.dump(), before, "watch and status changed the source");
 
     cutover_in(r.path(), &["fence", "on"]).expect(0);
     cutover_in(r.path(), &["replay", "--dry-run"]).expect(0);
