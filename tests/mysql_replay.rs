@@ -401,3 +401,59 @@ fn a_mysql_target_is_still_refused_before_anything_is_written() {
     );
     assert_eq!(after, before);
 }
+
+/// The seed of the kills' delays; `CUTOVER_KILL_SEED` (hex) overrides it.
+fn seed() -> u64 {
+    std::env::var("CUTOVER_KILL_SEED")
+        .ok()
+        .and_then(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok())
+        .unwrap_or(0x00C0_FFEE_0051)
+}
+
+#[test]
+fn a_replay_into_mysql_killed_with_sigkill_at_seeded_moments_resumes_exactly() {
+    let Some(r) = Rollback::switched("mysql_replay_sigkill") else {
+        return;
+    };
+    // Four hundred more entries, so that the kills land between batches.
+    r.application_writes(
+        "DO $$ BEGIN FOR i IN 1..200 LOOP
+           UPDATE customers SET cents = cents + 1 WHERE id IN (1, 2);
+         END LOOP; END $$",
+    );
+    cutover_in(r.path(), &["fence", "on"]).expect(0);
+    let seed = seed();
+    let mut state = seed;
+    let (mut kills, mut tries) = (0, 0);
+    while kills < 3 {
+        tries += 1;
+        assert!(tries <= 30, "fewer than 3 kills landed (seed {seed:#x})");
+        // A step of a 64-bit LCG: a delay of 20 to 600 ms.
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let delay = 20 + (state >> 33) % 580;
+        let mut child = cutover_in(r.path(), &["replay", "--batch", "5"]).spawn();
+        std::thread::sleep(std::time::Duration::from_millis(delay));
+        if child.try_wait().expect("polling").is_none() {
+            child.kill().expect("SIGKILL");
+            kills += 1;
+        }
+        let _ = child.wait();
+    }
+    cutover_in(r.path(), &["replay", "--batch", "5"]).expect(0);
+    let expected: Vec<String> = EXPECTED
+        .iter()
+        .map(|row| match row.split('\t').next() {
+            Some("1") => row.replace("12.51", "14.51"),
+            Some("2") => row.replace("0.02", "2.02"),
+            _ => row.to_string(),
+        })
+        .collect();
+    assert_eq!(r.customers(), expected, "seed {seed:#x}");
+    assert_eq!(r.others(), OTHERS);
+    let again = cutover_in(r.path(), &["--format", "json", "replay"])
+        .expect(0)
+        .json();
+    assert_eq!(again["applied"], 0, "{again}");
+}
