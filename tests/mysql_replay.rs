@@ -352,7 +352,12 @@ fn a_replayed_delete_that_orphans_children_fails_replay_naming_them() {
     r.application_writes("DELETE FROM customers WHERE id = 2");
     cutover_in(r.path(), &["fence", "on"]).expect(0);
     let out = cutover_in(r.path(), &["replay"]).expect(1);
-    out.assert_mentions(&["table 'notes', key 2", "customers", "FOREIGN KEYS"]);
+    out.assert_mentions(&[
+        "table 'notes', key 2",
+        "customers",
+        "foreign key 'notes_customer'",
+        "FOREIGN KEYS",
+    ]);
     assert_eq!(
         r.my.value("SELECT COUNT(*) FROM notes WHERE customer_id = 2"),
         "1",

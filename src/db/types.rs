@@ -96,6 +96,8 @@ pub struct ForeignKeyViolation {
     /// The row's key columns, when the row could be found.
     pub key: Option<Row>,
     pub parent: String,
+    /// The foreign key's name, where the engine reports it (MySQL).
+    pub constraint: Option<String>,
 }
 
 /// How a database commits, in its engine's own settings (SQLite:

@@ -655,6 +655,7 @@ impl crate::db::Catalogue for MySql {
                     child: table.to_string(),
                     key,
                     parent: parent_name.clone(),
+                    constraint: Some(fk.name.clone()),
                 });
             }
         }

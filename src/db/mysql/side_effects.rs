@@ -195,7 +195,9 @@ impl SideEffects for MySql {
     /// application's transactions); replay checks every foreign key of the
     /// tables it wrote and of their children at the end. Only this session
     /// is changed, so no other sees it. Triggers fire: one decided
-    /// suppressed is refused here too, before anything is written.
+    /// suppressed is refused here too, before anything is written, as is a
+    /// session whose `sql_mode` is no longer the strict one it was opened
+    /// with.
     fn hold_side_effects(
         &self,
         decided: &[(SideEffect, Decision)],
@@ -211,6 +213,24 @@ impl SideEffects for MySql {
                 e.kind,
                 e.name,
                 e.table
+            );
+        }
+        // Replay's writes are exact only under the strict `sql_mode` the
+        // session was opened with: checked before the first.
+        let mode: Option<String> = self
+            .conn()?
+            .query_first("SELECT @@SESSION.sql_mode")
+            .map_err(|e| self.failed("reading the session's sql_mode", &e))?;
+        let mode = mode.unwrap_or_default();
+        let missing: Vec<&str> = super::client::SQL_MODE
+            .split(',')
+            .filter(|m| !mode.split(',').any(|have| have == *m))
+            .collect();
+        if !missing.is_empty() {
+            bail!(
+                "{}: replay's session lacks sql_mode {} (it has '{mode}'), so a value could be truncated or coerced; find what changed it (a proxy that resets sessions, say), then run again. Nothing was written",
+                self.shown(),
+                missing.join(",")
             );
         }
         self.execute("SET SESSION foreign_key_checks = 0", Vec::new())
