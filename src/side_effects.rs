@@ -276,7 +276,7 @@ fn cannot_hold(e: &SideEffect, d: Decision, p: &Powers) -> Option<String> {
             if p.role.is_empty() { "ROLE" } else { &p.role }
         )),
         (_, Decision::Suppress) if p.triggers_fixed => Some(format!(
-            "this engine cannot switch a trigger off for one connection, and the policy suppresses this {} ({}): choose before the switch, either let it fire on replay's writes (say fire for '{}' in the table's replay_policy) or drop it for the rollback and create it again once replay is done (RUNBOOK.md, \"A source whose triggers cannot be switched off\")",
+            "this engine cannot switch a trigger off for one connection, and the policy suppresses this {} ({}): choose before the switch, either let it fire on replay's writes (say fire for '{}' in the table's replay_policy) or drop it for the rollback and create it again once replay is done (RUNBOOK.md, \"A MySQL source\")",
             e.kind, e.when, e.name
         )),
         (_, Decision::Fire) if p.triggers_fixed => None,
