@@ -48,12 +48,25 @@ pub fn open_with_snapshot(
 }
 
 /// Refuses, before anything is opened, to write a database of an engine
-/// cutover only reads so far ([`crate::db::engines::Capabilities::written`]).
+/// cutover does not write in that role: a source replay writes back into
+/// ([`crate::db::engines::Capabilities::replayed_into`]), a target
+/// ([`crate::db::engines::Capabilities::target`]).
 fn writable(location: &Location, access: crate::db::Access, role: &str) -> Result<()> {
     let engine = crate::db::engines::for_location(location, role)?;
-    if access == crate::db::Access::Write && !engine.capabilities.written {
+    if access != crate::db::Access::Write {
+        return Ok(());
+    }
+    let c = engine.capabilities;
+    if role == "source" && !c.replayed_into {
         bail!(
-            "{role} {}: this command writes the {role}, and writing a {} database (load, journal, fence, replay, sync, apply, the rehearsal) is not supported on {} yet; {} works as a source of check, load and gate (docs/engines.md): use a PostgreSQL or SQLite {role} for this step. Nothing was written",
+            "source {}: this command writes the source, and writing back into a {} source (replay, the fence record's copy, apply --into source) is not supported yet; use a PostgreSQL or SQLite source for this step. Nothing was written",
+            location.display(),
+            engine.name
+        );
+    }
+    if role != "source" && !c.target {
+        bail!(
+            "{role} {}: this command writes the {role}, and writing a {} database as a {role} (load, sync, journal, fence, apply, the gate's rehearsal) is not supported on {} yet; {} works as a source of check, load, gate and replay (docs/engines.md): use a PostgreSQL or SQLite {role} for this step. Nothing was written",
             location.display(),
             engine.name,
             engine.name,
@@ -61,6 +74,13 @@ fn writable(location: &Location, access: crate::db::Access, role: &str) -> Resul
         );
     }
     Ok(())
+}
+
+/// Opens the target of `spec` with `access`, refused first (before
+/// anything is opened) when cutover does not write a target of its engine.
+pub fn open_target(spec: &Spec, access: crate::db::Access) -> Result<Db> {
+    writable(&spec.target, access, "target")?;
+    Db::open(&spec.target, access, "target")
 }
 
 #[cfg(unix)]

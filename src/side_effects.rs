@@ -16,9 +16,12 @@
 //!   suppressed.
 //!
 //! The spec's `replay_policy` overrides a trigger's or rule's decision. An
-//! engine that cannot switch triggers off for a session (SQLite) lets every
-//! trigger fire. Where the role cannot hold what the policy says, `check`
-//! says so before the switch and replay refuses before writing.
+//! engine that cannot switch triggers off for a session and whose triggers
+//! are its own business (SQLite) lets every trigger fire; one that cannot
+//! switch them off yet holds application triggers as PostgreSQL does
+//! (MySQL) decides each as above, and a trigger to suppress there cannot be
+//! held. Where the role cannot hold what the policy says, `check` says so
+//! before the switch and replay refuses before writing.
 
 use anyhow::{Result, bail};
 use serde::Serialize;
@@ -263,11 +266,20 @@ fn cannot_hold(e: &SideEffect, d: Decision, p: &Powers) -> Option<String> {
         (SideEffectKind::Trigger, Decision::Suppress) if p.triggers_always_fire => Some(
             "this engine cannot switch a trigger off for one connection; drop the trigger for the rollback or say fire in the table's replay_policy".to_string(),
         ),
-        (SideEffectKind::ForeignKeyAction, _) if p.triggers_always_fire || p.session_off => None,
+        (SideEffectKind::ForeignKeyAction, _)
+            if p.triggers_always_fire || p.session_off || p.actions_off =>
+        {
+            None
+        }
         (SideEffectKind::ForeignKeyAction, _) => Some(format!(
             "{role} may not switch foreign-key actions off (only a superuser, or a role granted SET on session_replication_role, may): replay stops before writing if an entry would set it off; grant it with GRANT SET ON PARAMETER session_replication_role TO {}",
             if p.role.is_empty() { "ROLE" } else { &p.role }
         )),
+        (_, Decision::Suppress) if p.triggers_fixed => Some(format!(
+            "this engine cannot switch a trigger off for one connection, and the policy suppresses this {} ({}): choose before the switch, either let it fire on replay's writes (say fire for '{}' in the table's replay_policy) or drop it for the rollback and create it again once replay is done (RUNBOOK.md, \"A MySQL source\")",
+            e.kind, e.when, e.name
+        )),
+        (_, Decision::Fire) if p.triggers_fixed => None,
         // Held by the replica session alone (suppress), or by switching it
         // on or off inside replay's transactions, which needs the table.
         (_, Decision::Suppress) if p.session_off || owns => None,

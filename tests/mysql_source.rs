@@ -356,7 +356,7 @@ fn an_unsigned_value_past_i64_is_refused_naming_its_row() {
     assert_eq!(n, 0);
 }
 
-/// MySQL as a target is not built yet: the journal and the fence refuse
+/// MySQL as a target is not built yet: load, the journal and the fence refuse
 /// (exit 2) naming what is not supported and what to use instead, and the
 /// MySQL database is exactly as before.
 #[test]
@@ -388,10 +388,13 @@ fn a_mysql_target_refuses_the_journal_and_the_fence_and_stays_as_it_was() {
     cutover_in(dir.path(), &["journal", "install"])
         .expect(2)
         .assert_mentions(&["not supported on MySQL yet", "PostgreSQL or SQLite target"]);
-    // Without a journal there is no fence to put on.
+    // The fence is refused before the target is opened, as the journal.
     cutover_in(dir.path(), &["fence", "on"])
         .expect(2)
-        .assert_mentions(&["journal install"]);
+        .assert_mentions(&["not supported on MySQL yet", "PostgreSQL or SQLite target"]);
+    cutover_in(dir.path(), &["load"])
+        .expect(2)
+        .assert_mentions(&["not supported on MySQL yet", "Nothing was written"]);
     let after = my.exec(
         "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()
          UNION ALL SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()",

@@ -954,7 +954,8 @@ fn violations_schema_text_sequences_and_snapshots() -> Result<()> {
         [ForeignKeyViolation {
             child: "album".to_string(),
             key: Some(vec![text("x2")]),
-            parent: "artist".to_string()
+            parent: "artist".to_string(),
+            constraint: None,
         }]
     );
     let schema = db.schema_of(&["album"])?;

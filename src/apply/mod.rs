@@ -475,7 +475,10 @@ impl<'a> Engine<'a> {
     }
 
     fn run(&self, batch: Batch<'_>, checkpoint: &dyn Checkpoint) -> Result<BatchOutcome> {
-        if !self.ddl_inside() {
+        // A dry run's batches are inside the caller's transaction, which a
+        // schema change that commits at once would commit: there the caller
+        // made the control tables before opening it.
+        if !self.ddl_inside() && !self.dry {
             self.ensure_control(checkpoint)?;
         }
         if self.dry || self.held.borrow().is_some() {
@@ -653,7 +656,11 @@ impl<'a> Engine<'a> {
         // table written moves past them (PostgreSQL's sequences do not
         // follow inserted ids), so the application's next insert takes a
         // new one. Not in a dry run: a sequence moved is not rolled back.
-        if done.written > 0 && !self.dry {
+        // Not where moving one is a schema change that would commit the
+        // batch half-way (MySQL's `ALTER TABLE … AUTO_INCREMENT`): there the
+        // counter follows inserted ids by itself, and replay carries it past
+        // the rest after its last batch.
+        if done.written > 0 && !self.dry && self.ddl_inside() {
             for &ti in &written_tables {
                 self.db.catalogue().raise_sequence(&self.sql[ti].table, 0)?;
             }

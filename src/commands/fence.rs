@@ -153,7 +153,7 @@ pub fn on(spec: &Spec) -> Result<FenceReport> {
     // The emergency brake: no schema check against the spec. A target whose
     // schema drifted after the switch (a column added, a table rebuilt) is
     // fenced as it is, and the drift reported.
-    let target = Db::open(&spec.target, Access::Write, "target")?;
+    let target = crate::schema::open_target(spec, Access::Write)?;
     if !(target.identity().installed()? && target.identity().get()?.is_some()) {
         // Before the switch a spec that does not fit is the error to report.
         schema::open(spec, Access::Read, Access::Read)?;

@@ -25,11 +25,15 @@ pub struct Capabilities {
     /// One statement writes a row only if the row stored is the one
     /// expected ([`super::ConditionalWrite`]).
     pub conditional_writes: bool,
-    /// cutover's commands write databases of this engine (load, the
-    /// journal, the fence, replay, sync, feed apply). An engine that is
-    /// only read so far is refused by each of them before anything is
-    /// opened, so nothing is half-installed.
-    pub written: bool,
+    /// A source of this engine can be written back: replay (its dry run
+    /// and rehearsal too), the copy of the fence record and the replay
+    /// verdicts a source keeps, and a feed applied `--into source`.
+    pub replayed_into: bool,
+    /// A target of this engine can be written: load, sync, the journal,
+    /// the fence, a feed applied into the target, the gate's rehearsal.
+    /// An engine without either is refused by each command that would
+    /// write it before anything is opened, so nothing is half-installed.
+    pub target: bool,
 }
 
 /// One engine: its name, the schemes of its URLs, and how it is opened.
@@ -78,7 +82,8 @@ pub static SQLITE: Engine = Engine {
         schemas: false,
         digests: false,
         conditional_writes: true,
-        written: true,
+        replayed_into: true,
+        target: true,
     },
     open: |location, access, role| match location {
         Location::Sqlite(path) => {
@@ -101,7 +106,8 @@ pub static POSTGRES: Engine = Engine {
         schemas: true,
         digests: true,
         conditional_writes: true,
-        written: true,
+        replayed_into: true,
+        target: true,
     },
     open: |location, access, role| match location {
         Location::Server(url) => {
@@ -114,7 +120,8 @@ pub static POSTGRES: Engine = Engine {
 };
 
 /// MySQL and MariaDB: schema changes commit at once, a URL names one
-/// database (MySQL's schema), no digest inside the server yet.
+/// database (MySQL's schema), no digest inside the server yet; a source
+/// replay writes back into, not yet a target.
 pub static MYSQL: Engine = Engine {
     name: "MySQL",
     dialect: &mysql::control::DIALECT,
@@ -125,8 +132,9 @@ pub static MYSQL: Engine = Engine {
         transactional_ddl: false,
         schemas: false,
         digests: false,
-        conditional_writes: false,
-        written: false,
+        conditional_writes: true,
+        replayed_into: true,
+        target: false,
     },
     open: |location, access, role| match location {
         Location::Server(url) => {

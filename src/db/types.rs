@@ -96,6 +96,8 @@ pub struct ForeignKeyViolation {
     /// The row's key columns, when the row could be found.
     pub key: Option<Row>,
     pub parent: String,
+    /// The foreign key's name, where the engine reports it (MySQL).
+    pub constraint: Option<String>,
 }
 
 /// How a database commits, in its engine's own settings (SQLite:
@@ -578,4 +580,12 @@ pub struct Powers {
     /// The engine cannot switch a trigger off for one connection at all
     /// (SQLite): its triggers fire, its foreign-key actions never do.
     pub triggers_always_fire: bool,
+    /// It can stop every foreign-key action for its own session, whatever
+    /// the table (MySQL: `foreign_key_checks = 0`).
+    pub actions_off: bool,
+    /// No trigger can be switched off for one connection, yet the policy
+    /// decides each as on an engine that can (MySQL): a trigger it
+    /// suppresses cannot be held, and the operator lets it fire or drops it
+    /// for the rollback.
+    pub triggers_fixed: bool,
 }

@@ -37,7 +37,7 @@ pub fn stand(
     tables: &[String],
     images: &[String],
 ) -> Result<(FenceRow, Vec<String>, String)> {
-    let other = Db::open(&spec.target, Access::Write, "target")?;
+    let other = crate::schema::open_target(spec, Access::Write)?;
     let row = read(other.fence_records())?.context("the fence row just written is not there")?;
     let mut refused = Vec::new();
     for t in tables

@@ -58,15 +58,22 @@ pub fn foreign_key_violations(spec: &Spec, source: &Db) -> Result<Vec<String>> {
     let mut out = Vec::new();
     for (table, key) in &tables {
         let key_names: Vec<&str> = key.iter().map(String::as_str).collect();
-        for crate::db::ForeignKeyViolation { child, key, parent } in source
+        for crate::db::ForeignKeyViolation {
+            child,
+            key,
+            parent,
+            constraint,
+        } in source
             .catalogue()
             .foreign_key_violations(table, &key_names)?
         {
             let key = key.map_or("(a row without a key to name it by)".to_string(), |k| {
                 crate::value::display_key(&k)
             });
-            let v =
-                format!("table '{child}', key {key}: its parent in table '{parent}' is missing");
+            let by = constraint.map_or(String::new(), |c| format!(" (foreign key '{c}')"));
+            let v = format!(
+                "table '{child}', key {key}: its parent in table '{parent}' is missing{by}"
+            );
             if !out.contains(&v) {
                 out.push(v);
             }

@@ -51,6 +51,11 @@ pub struct Profile {
     pub bulk_insert: bool,
     /// `Rows::digests` computes digests inside the database.
     pub digests: bool,
+    /// The write fence is built on the engine.
+    pub fence: bool,
+    /// `Catalogue::add_column` adds a column (`sync --evolve` into a
+    /// target of the engine).
+    pub evolves: bool,
 }
 
 const SQLITE: Profile = Profile {
@@ -71,6 +76,8 @@ const SQLITE: Profile = Profile {
     conditional_writes: true,
     bulk_insert: false,
     digests: false,
+    fence: true,
+    evolves: true,
 };
 
 const POSTGRES: Profile = Profile {
@@ -92,6 +99,8 @@ const POSTGRES: Profile = Profile {
     conditional_writes: false,
     bulk_insert: true,
     digests: true,
+    fence: true,
+    evolves: true,
 };
 
 const MYSQL: Profile = Profile {
@@ -106,9 +115,11 @@ const MYSQL: Profile = Profile {
     swallowing_trigger: |table, name| {
         format!("CREATE TRIGGER {name} BEFORE INSERT ON {table} FOR EACH ROW SET NEW.v = NEW.v;")
     },
-    conditional_writes: false,
+    conditional_writes: true,
     bulk_insert: true,
     digests: false,
+    fence: false,
+    evolves: false,
 };
 
 /// Where a subject's database lives, kept for as long as the subject.

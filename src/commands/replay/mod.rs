@@ -112,6 +112,7 @@ pub fn run(spec: &Spec, batch: usize, mode: Mode, max_diffs: usize) -> Result<Re
         Ok(w) => w,
         Err(breached) => return Ok(breached),
     };
+    ready(spec, &source)?;
     let at = Start::read(&source, &target, boundary)?;
     let planned = match dry_run {
         true => Some(plan_of(spec, &target, &at, max_diffs)?),
@@ -167,6 +168,7 @@ pub fn run(spec: &Spec, batch: usize, mode: Mode, max_diffs: usize) -> Result<Re
     };
     // A dry run: the same batches, as savepoints of one transaction that is
     // rolled back at the end.
+    dry_tables(&source, dry_run)?;
     let conflicts = match dry_run {
         true => source.rolled_back(|source| applying.run(source))?,
         false => applying.run(&mut source)?,
@@ -188,6 +190,30 @@ pub fn run(spec: &Spec, batch: usize, mode: Mode, max_diffs: usize) -> Result<Re
             Ok(Replay::Ran(Box::new(rep)))
         }
     }
+}
+
+/// The source made ready for a run: a killed run's session may still be
+/// ending on its server, and what it applied is read once it has.
+fn ready(spec: &Spec, source: &crate::db::Db) -> Result<()> {
+    let tables: Vec<&str> = spec
+        .tables
+        .iter()
+        .map(|t| t.source_table.as_str())
+        .collect();
+    source
+        .connection()
+        .await_other_runs(&tables, &mut |m| eprintln!("replay: {m}"))
+}
+
+/// For a dry run where a schema change commits at once (MySQL): the
+/// applied set's tables made before the dry run's transaction opens (inside
+/// it, they would commit it), empty, as any replay makes them; after every
+/// refusal, so a refused run leaves none.
+fn dry_tables(source: &crate::db::Db, dry_run: bool) -> Result<()> {
+    if dry_run && !source.engine().capabilities.transactional_ddl {
+        source.applied_set().ensure()?;
+    }
+    Ok(())
 }
 
 /// The dry run's report: the plan, every conflict the replay would stop

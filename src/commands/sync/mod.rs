@@ -124,7 +124,7 @@ fn plan(table: &Table, evolved: &[Evolved]) -> Table {
 }
 
 pub fn run(spec: &Spec, o: &Options<'_>) -> Result<SyncReport> {
-    let mut target = Db::open(&spec.target, Access::Write, "target")?;
+    let mut target = crate::schema::open_target(spec, Access::Write)?;
     crate::schema::refuse_if_fenced(
         &target,
         "sync is for before the cutover. Nothing was written",

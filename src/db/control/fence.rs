@@ -125,11 +125,13 @@ impl FenceRecords<'_> {
         self.0.ensure(Set::Verdicts)?;
         // The id is one more than the last, not a sequence: the source's
         // sequences are the application's, and a dry run must leave them
-        // all as they were.
+        // all as they were. The last id is read in a derived table: beside
+        // an aggregate, MySQL's ONLY_FULL_GROUP_BY takes the parameters for
+        // columns that are not grouped.
         self.0.exec(
             "INSERT INTO {{schema}}._cutover_replays (id, journal, boundary, passed, detail, at)
-             SELECT coalesce(max(id), 0) + 1, :journal, :boundary, :passed, :detail, :at
-             FROM {{schema}}._cutover_replays",
+             SELECT m.id, :journal, :boundary, :passed, :detail, :at
+             FROM (SELECT coalesce(max(id), 0) + 1 AS id FROM {{schema}}._cutover_replays) m",
             &[
                 ("journal", P::Text(v.journal.as_str())),
                 ("boundary", P::Int(v.boundary)),

@@ -229,8 +229,9 @@ impl Progress<'_> {
             &format!(
                 "INSERT INTO {{{{schema}}}}._cutover_cursor (tbl, batch_no, batch, \"rows\", changed,
                    {}, {}, last_key)
-                 SELECT :tbl, coalesce(max(batch_no), 0) + 1, :batch, :rows, :changed, {marks}, :last_key
-                 FROM {{{{schema}}}}._cutover_cursor WHERE tbl = :tbl",
+                 SELECT :tbl, m.n, :batch, :rows, :changed, {marks}, :last_key
+                 FROM (SELECT coalesce(max(batch_no), 0) + 1 AS n
+                       FROM {{{{schema}}}}._cutover_cursor WHERE tbl = :tbl) m",
                 self.watermark_columns("first"),
                 self.watermark_columns("last"),
             ),

@@ -655,6 +655,7 @@ impl crate::db::Catalogue for MySql {
                     child: table.to_string(),
                     key,
                     parent: parent_name.clone(),
+                    constraint: Some(fk.name.clone()),
                 });
             }
         }
@@ -710,12 +711,23 @@ impl crate::db::Catalogue for MySql {
         Ok(out)
     }
 
-    fn raise_sequence(&self, _table: &str, _to: i64) -> Result<()> {
-        bail!(
-            "{}: {}",
-            self.shown(),
-            super::not_yet("moving AUTO_INCREMENT (replay and load into MySQL)")
-        )
+    /// `ALTER TABLE … AUTO_INCREMENT = n` when the counter is not already
+    /// past the largest id and `to`: InnoDB moves it past an id an insert
+    /// names by itself, not past one an update moves a key to. The `ALTER`
+    /// commits at once (and commits the open transaction with it): callers
+    /// run it outside the data's transactions (`Db::schema_change`), and a
+    /// rerun after a crash completes it.
+    fn raise_sequence(&self, table: &str, to: i64) -> Result<()> {
+        let Some(c) = self.columns(table)?.into_iter().find(|c| c.auto_increment) else {
+            return Ok(());
+        };
+        let held = crate::db::Rows::max_integer(self, table, &c.name)?.unwrap_or(0);
+        let want = held.max(to).saturating_add(1);
+        let next = self.auto_increment(table)?.unwrap_or(1);
+        if u64::try_from(want).is_ok_and(|w| w <= next) {
+            return Ok(());
+        }
+        self.set_auto_increment(table, want)
     }
 
     /// A table's `AUTO_INCREMENT` counter, its own and its only one: the
@@ -741,12 +753,23 @@ impl crate::db::Catalogue for MySql {
         Ok(out)
     }
 
-    fn restore_sequences(&self, _marks: &[SequenceMark]) -> Result<Vec<String>> {
-        bail!(
-            "{}: {}",
-            self.shown(),
-            super::not_yet("putting AUTO_INCREMENT back (replay and the rehearsal on MySQL)")
-        )
+    /// Puts each counter a rolled-back run moved back where its mark
+    /// stands (InnoDB never takes back an id a rolled-back insert took):
+    /// `ALTER TABLE … AUTO_INCREMENT`, which commits at once, so it runs
+    /// outside any transaction. The server keeps a counter past the largest
+    /// id the table holds, whatever it is set to.
+    fn restore_sequences(&self, marks: &[SequenceMark]) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        for m in marks.iter().filter(|m| !m.transactional) {
+            let was = if m.is_called { m.last_value + 1 } else { 1 };
+            let now = self.auto_increment(&m.table)?.unwrap_or(1);
+            if u64::try_from(was).is_ok_and(|w| w == now) {
+                continue;
+            }
+            self.set_auto_increment(&m.table, was)?;
+            out.push(m.name.clone());
+        }
+        Ok(out)
     }
 
     fn add_column(&self, table: &str, from: &ColumnInfo) -> Result<()> {
@@ -822,6 +845,21 @@ impl crate::db::Catalogue for MySql {
 }
 
 impl MySql {
+    /// Sets a table's `AUTO_INCREMENT` counter (the next id it hands out).
+    fn set_auto_increment(&self, table: &str, next: i64) -> Result<()> {
+        self.conn()?
+            .query_drop(format!(
+                "ALTER TABLE {} AUTO_INCREMENT = {next}",
+                self.qualified(table)
+            ))
+            .map_err(|e| {
+                self.failed(
+                    &format!("moving the AUTO_INCREMENT of '{table}' to {next} (the user needs ALTER on it)"),
+                    &e,
+                )
+            })
+    }
+
     /// Whether the database has a base table of this name.
     pub fn has_table(&self, table: &str) -> Result<bool> {
         let n: Option<i64> = self

@@ -1,6 +1,6 @@
 //! [`Connection`] on MySQL and MariaDB: transactions and savepoints, what
 //! the server says of how it commits, foreign keys suspended for a write
-//! transaction, and the wait for another run's session.
+//! transaction, and one run at a time on a database (a named lock).
 //!
 //! A write transaction is `REPEATABLE READ` (InnoDB's default, set for the
 //! session by [`super::client`]); a read transaction starts `WITH
@@ -103,18 +103,65 @@ impl Connection for MySql {
         Ok(None)
     }
 
-    /// Refused until MySQL can be a target: only a run that writes a
-    /// database waits for another's session.
-    fn await_other_runs(&self, _tables: &[&str], _waiting: &mut dyn FnMut(&str)) -> Result<()> {
+    /// One run at a time on a database: the named lock [`MySql::run_lock`]
+    /// (`GET_LOCK`), taken for this session until it ends. A killed run's
+    /// session keeps it until the server notices its client is gone and
+    /// rolls its transaction back (or, killed while committing, commits
+    /// it), so the checkpoint read once it is taken says which. Waits up
+    /// to `CUTOVER_BUSY_TIMEOUT_MS` (10 s), naming the session it waits
+    /// for; the tables need no lock of their own.
+    fn await_other_runs(&self, _tables: &[&str], waiting: &mut dyn FnMut(&str)) -> Result<()> {
+        let ms = std::env::var("CUTOVER_BUSY_TIMEOUT_MS")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(10_000);
+        let name = self.run_lock();
+        let take = |seconds: f64| -> Result<bool> {
+            let got: Option<Option<i64>> = self
+                .conn()?
+                .exec_first("SELECT GET_LOCK(?, ?)", (name.as_str(), seconds))
+                .map_err(|e| self.failed("taking cutover's lock on the database", &e))?;
+            Ok(got.flatten() == Some(1))
+        };
+        if take(0.0)? {
+            return Ok(());
+        }
+        let holder: Option<Option<i64>> = self
+            .conn()?
+            .exec_first("SELECT IS_USED_LOCK(?)", (name.as_str(),))
+            .map_err(|e| self.failed("reading who holds cutover's lock", &e))?;
+        let holder = holder
+            .flatten()
+            .map_or("a session that just ended".to_string(), |id| {
+                format!("connection {id}")
+            });
+        waiting(&format!(
+            "waiting for another cutover session ({holder}, holding lock '{name}') to end before reading the checkpoint (a stopped run's, until the server notices its client is gone; at most {ms} ms)"
+        ));
+        if take(ms as f64 / 1000.0)? {
+            return Ok(());
+        }
         bail!(
-            "{}: {}",
-            self.shown(),
-            super::not_yet("writing a MySQL database with load or replay")
+            "{}: another cutover session ({holder}) still holds lock '{name}' after {ms} ms (CUTOVER_BUSY_TIMEOUT_MS): one run at a time writes this database. If it belongs to a run that was stopped, end it with KILL and its id (SHOW PROCESSLIST); if a run is live, let it finish; then run this again. Nothing was written",
+            self.shown()
         )
     }
 }
 
 impl MySql {
+    /// The name of the lock one run of cutover holds on this database
+    /// (`cutover:` and the database's name, or its digest when that is
+    /// longer than a lock's name may be: 64 characters).
+    pub fn run_lock(&self) -> String {
+        let name = format!("cutover:{}", self.database());
+        if name.chars().count() <= 64 {
+            return name;
+        }
+        use sha2::Digest as _;
+        let digest = hex::encode(sha2::Sha256::digest(self.database().as_bytes()));
+        format!("cutover:{}", &digest[..56])
+    }
+
     /// The server's version, its id and the database, for a report's
     /// fingerprint ([`Facts::identity`]).
     fn identity(&self) -> Result<Vec<(String, String)>> {

@@ -12,10 +12,11 @@
 //! [`table_sql`] with [`rows`], [`capture`], [`journal_log`], [`fence`],
 //! [`fixtures`] and [`side_effects`].
 //!
-//! MySQL as a source (`check`, `load` and `gate` reading it) is built; the
-//! interfaces a target needs (the journal, the fence) and replay's writes
-//! into MySQL refuse, exit 2, naming what is not supported yet and what to
-//! use instead ([`not_yet`]).
+//! MySQL as a source is built: `check`, `load` and `gate` read it, and the
+//! rollback writes the journal back into it (replay's writes, the control
+//! store, `AUTO_INCREMENT`, its hold on foreign keys and triggers). The
+//! interfaces a target needs (the journal, the fence) refuse, exit 2,
+//! naming what is not supported yet and what to use instead ([`not_yet`]).
 //!
 //! Identifiers go through [`quote_ident`]; values are always bound as
 //! parameters of the binary protocol, never spliced into a statement.
@@ -42,7 +43,7 @@ impl crate::db::Database for MySql {}
 /// The refusal of what MySQL cannot do yet: what, and what to use instead.
 pub(crate) fn not_yet(what: &str) -> String {
     format!(
-        "{what} is not supported on MySQL yet; MySQL works as a source of check, load and gate (docs/engines.md, MySQL): use a PostgreSQL or SQLite target for this step"
+        "{what} is not supported on MySQL yet; MySQL works as a source of check, load, gate and replay (docs/engines.md, MySQL): use a PostgreSQL or SQLite target for this step"
     )
 }
 

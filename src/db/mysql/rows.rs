@@ -17,11 +17,20 @@ use mysql::prelude::Queryable;
 use super::client::code;
 use super::table_sql::Plan;
 use super::{MySql, quote_ident};
-use crate::db::{BatchInsert, Count, RowWrite, Rows, TableSql};
+use crate::db::{BatchInsert, ConditionalWrite, Count, RowWrite, Rows, TableSql, ValueRefused};
 use crate::value::{Block, Row, Value, display_key};
 
 /// MySQL's error for a key already taken (`ER_DUP_ENTRY`).
 const DUPLICATE: u16 = 1062;
+
+/// The errors of a row the table refuses, each of which InnoDB undoes for
+/// the statement alone: a key taken, a NULL in a NOT NULL column, a
+/// foreign key (parent missing, or children left), a CHECK constraint
+/// (MariaDB's 4025, MySQL's 3819), a trigger's `SIGNAL`, a value too long
+/// or out of range.
+const REFUSED_ROW: &[u16] = &[
+    1062, 1048, 1451, 1452, 1216, 1217, 4025, 3819, 1644, 1406, 1264, 1292, 1366,
+];
 
 /// The most rows one multi-row `INSERT` of [`Rows::bulk_insert`] carries,
 /// and the most bytes of values (well under the server's
@@ -177,6 +186,19 @@ impl Rows for MySql {
         }
     }
 
+    /// Whole-row conditional writes: InnoDB's `UPDATE` and `DELETE` act on
+    /// the latest committed row, whatever the transaction's snapshot, so
+    /// the condition compares every written column of it with the row
+    /// expected, not a row read before.
+    fn conditional_writer<'a>(&'a self, sql: &TableSql) -> Option<Box<dyn ConditionalWrite + 'a>> {
+        sql.conditional.as_ref()?;
+        Some(Box::new(ConditionalWriter {
+            db: self,
+            plan: self.plan(sql).ok()?,
+            sql: sql.clone(),
+        }))
+    }
+
     /// The largest value of an integer column; `None` for a column of
     /// another kind, which holds no integers.
     fn max_integer(&self, table: &str, column: &str) -> Result<Option<i64>> {
@@ -223,12 +245,22 @@ enum Bulk {
 }
 
 impl MySql {
-    /// Runs a write with `params`; the rows it matched.
+    /// Runs a write with `params`; the rows it matched. A row the table
+    /// refuses ([`REFUSED_ROW`]) is a [`ValueRefused`], which the apply
+    /// engine reports as a conflict on the row; the transaction goes on.
     fn write(&self, sql: &str, params: Vec<My>, what: &str, table: &str) -> Result<usize> {
         let mut conn = self.conn()?;
-        conn.exec_drop(sql, params)
-            .map_err(|e| self.failed(&format!("{what} table '{table}'"), &e))?;
-        Ok(matched(&conn) as usize)
+        match conn.exec_drop(sql, params) {
+            Ok(()) => Ok(matched(&conn) as usize),
+            Err(e) if code(&e).is_some_and(|c| REFUSED_ROW.contains(&c)) => {
+                Err(anyhow::Error::new(ValueRefused(format!(
+                    "{what} table '{table}' in {}: {}",
+                    self.shown(),
+                    super::client::said(&e)
+                ))))
+            }
+            Err(e) => Err(self.failed(&format!("{what} table '{table}'"), &e)),
+        }
     }
 
     /// Deletes every row (load `--replace`) with foreign keys neither
@@ -361,6 +393,61 @@ impl BatchInsert for Inserter<'_> {
             Err(e) => Err(self
                 .db
                 .failed(&format!("inserting into table '{}'", self.plan.table), &e)),
+        }
+    }
+}
+
+/// A table's conditional writes ([`ConditionalWrite`]).
+struct ConditionalWriter<'a> {
+    db: &'a MySql,
+    plan: std::sync::Arc<Plan>,
+    sql: TableSql,
+}
+
+impl ConditionalWrite for ConditionalWriter<'_> {
+    fn write_if(&mut self, before: Option<&[Value]>, after: Option<&[Value]>) -> Result<bool> {
+        let Some(w) = &self.sql.conditional else {
+            return Ok(false);
+        };
+        let (plan, k) = (&self.plan, self.sql.key_len);
+        // A value no column of its kind holds is not the row stored, nor
+        // one this write can write: the long way says which.
+        let (text, params) = match (before, after) {
+            (None, Some(a)) => match plan.bind(a, 0) {
+                Ok(p) => (&w.insert, p),
+                Err(_) => return Ok(false),
+            },
+            (Some(b), Some(a)) if a[..k] == b[..k] => {
+                let (Ok(mut p), Some(at), Some(same)) = (
+                    plan.bind(a, k),
+                    plan.key_params(&b[..k])?,
+                    plan.same_params(b),
+                ) else {
+                    return Ok(false);
+                };
+                p.extend(at);
+                p.extend(same);
+                (&w.update, p)
+            }
+            (Some(b), None) => {
+                let (Some(mut p), Some(same)) = (plan.key_params(&b[..k])?, plan.same_params(b))
+                else {
+                    return Ok(false);
+                };
+                p.extend(same);
+                (&w.delete, p)
+            }
+            _ => return Ok(false),
+        };
+        let mut conn = self.db.conn()?;
+        match conn.exec_drop(text, params) {
+            Ok(()) => Ok(matched(&conn) == 1),
+            // Only this statement is undone: the caller's write, made the
+            // long way, meets the same refusal and says what it is.
+            Err(e) if code(&e).is_some_and(|c| REFUSED_ROW.contains(&c)) => Ok(false),
+            Err(e) => Err(self
+                .db
+                .failed(&format!("writing table '{}'", self.sql.table), &e)),
         }
     }
 }

@@ -1,14 +1,17 @@
 //! Side effects on MySQL and MariaDB: the triggers of a table and the
 //! foreign-key actions (`ON DELETE` / `ON UPDATE` `CASCADE`, `SET NULL`,
-//! `SET DEFAULT`) of other tables that refer to it.
+//! `SET DEFAULT`) of other tables that refer to it, and replay's hold on
+//! them.
 //!
 //! MySQL cannot switch a trigger off for one session (there is no
-//! `session_replication_role` and no `DISABLE TRIGGER`): a source's
-//! triggers fire on replay's writes, as on SQLite, and where the policy
-//! would suppress one, `check` names it before the switch and the
-//! operator chooses (let it fire, or drop it for the rollback).
-//! Foreign-key actions are InnoDB's own and stop with
-//! `foreign_key_checks = 0` for a session.
+//! `session_replication_role` and no `DISABLE TRIGGER`), yet its triggers
+//! are the application's, as on PostgreSQL: the policy decides each from
+//! the columns it sets (a `BEFORE` trigger's `SET NEW.col = …`), and where
+//! it would suppress one, `check` names it before the switch and replay
+//! refuses before writing, for the operator to choose (let it fire, or drop
+//! it for the rollback). Foreign-key actions are InnoDB's own and stop, with
+//! the checks, for a session that sets `foreign_key_checks = 0`: replay's
+//! does, and checks the foreign keys itself once every entry is applied.
 
 use anyhow::{Result, bail};
 use mysql::prelude::Queryable;
@@ -23,26 +26,115 @@ fn acts(rule: &str) -> bool {
     matches!(rule, "CASCADE" | "SET NULL" | "SET DEFAULT")
 }
 
-fn trigger_effect(table: &str, t: Trigger) -> SideEffect {
+fn trigger_effect(table: &str, t: Trigger, columns: &[String]) -> SideEffect {
+    let writes = trigger_writes(&t.timing, &t.event, &t.statement).map(|cols| {
+        // Column names are not case-sensitive: each as the table declares it.
+        cols.into_iter()
+            .map(|c| {
+                columns
+                    .iter()
+                    .find(|k| k.eq_ignore_ascii_case(&c))
+                    .cloned()
+                    .unwrap_or(c)
+            })
+            .collect()
+    });
     SideEffect {
         table: table.to_string(),
         kind: SideEffectKind::Trigger,
-        when: format!("{} {}", t.timing, t.event),
+        when: format!("{} {} FOR EACH ROW", t.timing, t.event),
         name: t.name,
-        writes: None,
+        writes,
         routes: false,
         enabled: true,
         action: None,
     }
 }
 
+/// The columns of the row a trigger sets: only a `BEFORE INSERT` or
+/// `BEFORE UPDATE` trigger can (`SET NEW.col = …`, each assignment of a
+/// `SET` list); `None` when that cannot be told from its body (a value
+/// `SELECT … INTO` or a procedure's `OUT` parameter could set one).
+fn trigger_writes(timing: &str, event: &str, body: &str) -> Option<Vec<String>> {
+    if !timing.eq_ignore_ascii_case("BEFORE") || event.eq_ignore_ascii_case("DELETE") {
+        return Some(Vec::new());
+    }
+    static NOISE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let noise = NOISE.get_or_init(|| {
+        regex::Regex::new(r"(?s)--[^\n]*|#[^\n]*|/\*.*?\*/|'(?:[^'\\]|''|\\.)*'")
+            .expect("a valid pattern")
+    });
+    let clean = noise.replace_all(body, " ");
+    static OPAQUE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let opaque = OPAQUE
+        .get_or_init(|| regex::Regex::new(r"(?i)\bINTO\b|\bCALL\b").expect("a valid pattern"));
+    if opaque.is_match(&clean) {
+        return None;
+    }
+    static SET: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let set = SET.get_or_init(|| regex::Regex::new(r"(?i)\bSET\b").expect("a valid pattern"));
+    static TARGET: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let target = TARGET.get_or_init(|| {
+        regex::Regex::new(
+            r#"(?is)^\s*new\s*\.\s*(`(?:[^`]|``)+`|"(?:[^"]|"")+"|[a-z0-9_$]+)\s*:?="#,
+        )
+        .expect("a valid pattern")
+    });
+    let mut out: Vec<String> = Vec::new();
+    for m in set.find_iter(&clean) {
+        // The assignments of one SET: up to the `;` (or the end) that ends
+        // it, split at the commas outside parentheses.
+        let rest = &clean[m.end()..];
+        let mut depth = 0i32;
+        let mut start = 0usize;
+        let mut parts: Vec<&str> = Vec::new();
+        for (i, ch) in rest.char_indices() {
+            match ch {
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                ',' if depth == 0 => {
+                    parts.push(&rest[start..i]);
+                    start = i + 1;
+                }
+                ';' if depth <= 0 => {
+                    parts.push(&rest[start..i]);
+                    start = rest.len();
+                    break;
+                }
+                _ => {}
+            }
+        }
+        if start < rest.len() {
+            parts.push(&rest[start..]);
+        }
+        for part in parts {
+            let Some(c) = target.captures(part) else {
+                continue;
+            };
+            let raw = c.get(1).map_or("", |m| m.as_str());
+            let name = if let Some(q) = raw.strip_prefix('`').and_then(|s| s.strip_suffix('`')) {
+                q.replace("``", "`")
+            } else if let Some(q) = raw.strip_prefix('"').and_then(|s| s.strip_suffix('"')) {
+                q.replace("\"\"", "\"")
+            } else {
+                raw.to_string()
+            };
+            if !out.iter().any(|o| o.eq_ignore_ascii_case(&name)) {
+                out.push(name);
+            }
+        }
+    }
+    Some(out)
+}
+
 impl SideEffects for MySql {
     fn side_effects(&self, table: &str) -> Result<Vec<SideEffect>> {
+        let columns: Vec<String> = self.columns(table)?.into_iter().map(|c| c.name).collect();
         let mut out: Vec<SideEffect> = self
             .triggers(table)?
             .into_iter()
             .filter(|t| !t.name.starts_with("_cutover_"))
-            .map(|t| trigger_effect(table, t))
+            .map(|t| trigger_effect(table, t, &columns))
             .collect();
         for fk in self.foreign_keys(table)?.referring {
             if !acts(&fk.on_delete) && !acts(&fk.on_update) {
@@ -81,7 +173,7 @@ impl SideEffects for MySql {
     }
 
     /// No session can switch a trigger off; foreign-key actions stop for
-    /// any session that sets `foreign_key_checks = 0`.
+    /// any session that sets `foreign_key_checks = 0`, which every user may.
     fn powers(&self, _tables: &[&str]) -> Result<Powers> {
         let user: Option<String> = self
             .conn()?
@@ -91,16 +183,58 @@ impl SideEffects for MySql {
             role: user.unwrap_or_default(),
             session_off: false,
             owns: Vec::new(),
-            triggers_always_fire: true,
+            triggers_always_fire: false,
+            actions_off: true,
+            triggers_fixed: true,
         })
     }
 
+    /// `foreign_key_checks = 0` for this session, from now until it ends:
+    /// no foreign-key action of any table acts on replay's writes, and no
+    /// write is refused half-way by a foreign key (batches do not follow the
+    /// application's transactions); replay checks every foreign key of the
+    /// tables it wrote and of their children at the end. Only this session
+    /// is changed, so no other sees it. Triggers fire: one decided
+    /// suppressed is refused here too, before anything is written, as is a
+    /// session whose `sql_mode` is no longer the strict one it was opened
+    /// with.
     fn hold_side_effects(
         &self,
-        _decided: &[(SideEffect, Decision)],
+        decided: &[(SideEffect, Decision)],
         _powers: &Powers,
     ) -> Result<()> {
-        bail!("{}: {}", self.shown(), super::not_yet("replay into MySQL"))
+        if let Some((e, _)) = decided
+            .iter()
+            .find(|(e, d)| e.kind != SideEffectKind::ForeignKeyAction && *d == Decision::Suppress)
+        {
+            bail!(
+                "{}: {} '{}' on '{}' cannot be switched off for one connection; let it fire (say fire in the table's replay_policy) or drop it for the rollback. Nothing was written",
+                self.shown(),
+                e.kind,
+                e.name,
+                e.table
+            );
+        }
+        // Replay's writes are exact only under the strict `sql_mode` the
+        // session was opened with: checked before the first.
+        let mode: Option<String> = self
+            .conn()?
+            .query_first("SELECT @@SESSION.sql_mode")
+            .map_err(|e| self.failed("reading the session's sql_mode", &e))?;
+        let mode = mode.unwrap_or_default();
+        let missing: Vec<&str> = super::client::SQL_MODE
+            .split(',')
+            .filter(|m| !mode.split(',').any(|have| have == *m))
+            .collect();
+        if !missing.is_empty() {
+            bail!(
+                "{}: replay's session lacks sql_mode {} (it has '{mode}'), so a value could be truncated or coerced; find what changed it (a proxy that resets sessions, say), then run again. Nothing was written",
+                self.shown(),
+                missing.join(",")
+            );
+        }
+        self.execute("SET SESSION foreign_key_checks = 0", Vec::new())
+            .map(drop)
     }
 
     fn referencing_rows(
@@ -155,5 +289,35 @@ impl SideEffects for MySql {
         out.sort();
         out.dedup();
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::trigger_writes;
+
+    #[test]
+    fn a_before_trigger_sets_the_columns_its_set_lists_assign() {
+        let w = |t, e, b| trigger_writes(t, e, b);
+        assert_eq!(
+            w(
+                "BEFORE",
+                "UPDATE",
+                "SET NEW.updated_at = CURRENT_TIMESTAMP(6)"
+            ),
+            Some(vec!["updated_at".to_string()])
+        );
+        assert_eq!(
+            w(
+                "BEFORE",
+                "INSERT",
+                "BEGIN IF NEW.a = 1 THEN SET @x = 1, NEW.`b c` := IF(NEW.a = 2, 1, 2), new . \"d\" = 'SET NEW.e = 1'; END IF; END"
+            ),
+            Some(vec!["b c".to_string(), "d".to_string()])
+        );
+        assert_eq!(w("AFTER", "INSERT", "SET NEW.x = 1"), Some(vec![]));
+        assert_eq!(w("BEFORE", "DELETE", "SET @n = OLD.id"), Some(vec![]));
+        assert_eq!(w("BEFORE", "UPDATE", "SELECT 1 INTO NEW.x"), None);
+        assert_eq!(w("BEFORE", "UPDATE", "CALL touch(NEW.x)"), None);
     }
 }

@@ -20,6 +20,7 @@ use super::scan::{Shape, after_condition, after_params};
 use super::types::{self, Kind};
 use super::{MySql, quote_ident};
 use crate::db::TableSql;
+use crate::db::types::Conditional;
 use crate::value::{Value, display_key};
 
 /// What the engine knows of a [`TableSql`] it wrote.
@@ -148,6 +149,65 @@ fn resolve(
     })
 }
 
+/// `INSERT` of the written columns.
+fn insert_of(qualified: &str, quoted: &[String], written: &[usize]) -> String {
+    let cols: Vec<&str> = written.iter().map(|&i| quoted[i].as_str()).collect();
+    format!(
+        "INSERT INTO {qualified} ({}) VALUES ({})",
+        cols.join(", "),
+        vec!["?"; cols.len()].join(", ")
+    )
+}
+
+/// What ends a keyed read: on a write connection a locking read (`FOR
+/// UPDATE`), since InnoDB's `UPDATE` acts on the latest committed row
+/// whatever the snapshot: the read a write is decided on reads that row
+/// too, and holds it until the transaction ends.
+fn locking(db: &MySql) -> &'static str {
+    match db.access() {
+        crate::db::Access::Write => " FOR UPDATE",
+        crate::db::Access::Read => "",
+    }
+}
+
+/// The whole-row conditional writes of a table whose key is written and
+/// which has other written columns: the key matched exactly (`matches`),
+/// each other written column `<=>` its value (NULL-safe), compared as
+/// [`Kind::order`] compares it (its bytes, where the column's own
+/// comparison folds case or pads), so that only the row expected matches.
+fn conditional(
+    (kinds, collations, generated): (&[Kind], &[Option<String>], &[bool]),
+    quoted: &[String],
+    key_len: usize,
+    (qualified, matches, insert): (&str, &str, &str),
+) -> Option<Conditional> {
+    let rest: Vec<usize> = (key_len..quoted.len()).filter(|&i| !generated[i]).collect();
+    if rest.is_empty() || generated[..key_len].iter().any(|g| *g) {
+        return None;
+    }
+    let same = |i: usize| match &kinds[i] {
+        Kind::Json => format!("CAST({} AS BINARY)", quoted[i]),
+        k => k
+            .order(&quoted[i], collations[i].as_deref())
+            .unwrap_or_else(|_| format!("CAST({} AS BINARY)", quoted[i])),
+    };
+    let exactly = rest
+        .iter()
+        .map(|&i| format!("{} <=> ?", same(i)))
+        .collect::<Vec<_>>()
+        .join(" AND ");
+    let set = rest
+        .iter()
+        .map(|&i| format!("{} = ?", quoted[i]))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some(Conditional {
+        insert: insert.to_string(),
+        update: format!("UPDATE {qualified} SET {set} WHERE {matches} AND {exactly}"),
+        delete: format!("DELETE FROM {qualified} WHERE {matches} AND {exactly}"),
+    })
+}
+
 impl Plan {
     /// The plan and statements of `table` of `db` reading `columns` (the
     /// first `key_len` the key), scans ordered by column `first` then the
@@ -203,6 +263,7 @@ impl Plan {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        let insert = insert_of(&qualified, &quoted, &written);
         let sql = TableSql {
             table: table.to_string(),
             key_len,
@@ -216,23 +277,23 @@ impl Plan {
                     None => after_condition(&key_exprs),
                 }
             ),
-            select_by_key: format!("SELECT {list} FROM {qualified} WHERE {matches}"),
-            insert: format!(
-                "INSERT INTO {qualified} ({}) VALUES ({})",
-                written
-                    .iter()
-                    .map(|&i| quoted[i].clone())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                vec!["?"; written.len()].join(", ")
+            select_by_key: format!(
+                "SELECT {list} FROM {qualified} WHERE {matches}{}",
+                locking(db)
             ),
+            insert: insert.clone(),
             update: format!("UPDATE {qualified} SET {} WHERE {matches}", set(&written)),
             update_values: (!rest.is_empty())
                 .then(|| format!("UPDATE {qualified} SET {} WHERE {matches}", set(&rest))),
             real: (written.len() < columns.len()).then(|| written.clone()),
             delete: format!("DELETE FROM {qualified} WHERE {matches}"),
             count: format!("SELECT COUNT(*) FROM {qualified}"),
-            conditional: None,
+            conditional: conditional(
+                (&kinds, &collations, &generated),
+                &quoted,
+                key_len,
+                (&qualified, &matches, &insert),
+            ),
             digested: Vec::new(),
         };
         let plan = Plan {
@@ -345,6 +406,26 @@ impl Plan {
             }
         }
         Ok(Some(out))
+    }
+
+    /// The values a conditional write compares the stored row's other
+    /// written columns with, each as [`Kind::order`] compares it; `None` when a value is
+    /// not one its column can hold, so no row holds it.
+    pub(super) fn same_params(&self, row: &[Value]) -> Option<Vec<My>> {
+        self.written
+            .iter()
+            .filter(|&&i| i >= self.key_len)
+            .map(|&i| match row[i].as_cell() {
+                crate::value::CellRef::Null => Some(My::NULL),
+                cell => match &self.kinds[i] {
+                    Kind::Json => match cell {
+                        crate::value::CellRef::Text(t) => Some(My::Bytes(t.to_vec())),
+                        _ => None,
+                    },
+                    k => k.order_param(cell, self.collations[i].as_deref()).ok(),
+                },
+            })
+            .collect()
     }
 
     /// The values of `row` from column `from` on that a write binds, each

@@ -223,6 +223,7 @@ impl Catalogue for Postgres {
                     child: table.to_string(),
                     key,
                     parent: parent.clone(),
+                    constraint: None,
                 });
             }
         }

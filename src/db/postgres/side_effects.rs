@@ -331,6 +331,8 @@ impl SideEffects for Postgres {
             session_off: superuser || set,
             owns,
             triggers_always_fire: false,
+            actions_off: false,
+            triggers_fixed: false,
         })
     }
 

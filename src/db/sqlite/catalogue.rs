@@ -137,7 +137,12 @@ impl Catalogue for Sqlite {
                 Some(r) => self.key_of_rowid(&child, key_names, r)?,
                 None => None,
             };
-            out.push(ForeignKeyViolation { child, key, parent });
+            out.push(ForeignKeyViolation {
+                child,
+                key,
+                parent,
+                constraint: None,
+            });
         }
         Ok(out)
     }

@@ -111,6 +111,8 @@ impl SideEffects for Sqlite {
             session_off: false,
             owns: Vec::new(),
             triggers_always_fire: true,
+            actions_off: false,
+            triggers_fixed: false,
         })
     }
 
