@@ -114,7 +114,8 @@ pub static POSTGRES: Engine = Engine {
 };
 
 /// MySQL and MariaDB: schema changes commit at once, a URL names one
-/// database (MySQL's schema), no digest inside the server yet.
+/// database (MySQL's schema); digests inside the server
+/// ([`mysql::digest`]).
 pub static MYSQL: Engine = Engine {
     name: "MySQL",
     dialect: &mysql::control::DIALECT,
@@ -124,7 +125,7 @@ pub static MYSQL: Engine = Engine {
     capabilities: Capabilities {
         transactional_ddl: false,
         schemas: false,
-        digests: false,
+        digests: true,
         conditional_writes: false,
         written: false,
     },

@@ -26,6 +26,7 @@ pub mod client;
 pub mod connection;
 pub mod control;
 pub mod datetime;
+pub mod digest;
 pub mod fence;
 pub mod fixtures;
 pub mod journal_log;
