@@ -10,7 +10,8 @@
 //! control store's dialect), [`catalogue`] (tables, columns, keys,
 //! foreign keys, triggers, `AUTO_INCREMENT`, key collations),
 //! [`table_sql`] with [`rows`], [`capture`], [`journal_log`], [`fence`],
-//! [`fixtures`] and [`side_effects`].
+//! [`fixtures`] and [`side_effects`]; [`digest`], the gate's digests
+//! computed inside the server.
 //!
 //! MySQL as a source (`check`, `load` and `gate` reading it) is built; the
 //! interfaces a target needs (the journal, the fence) and replay's writes
