@@ -108,7 +108,7 @@ const MYSQL: Profile = Profile {
     },
     conditional_writes: false,
     bulk_insert: true,
-    digests: false,
+    digests: true,
 };
 
 /// Where a subject's database lives, kept for as long as the subject.
