@@ -526,3 +526,59 @@ fn a_table_with_a_type_the_server_cannot_digest_exactly_is_streamed_saying_why()
     let why = m["reason"].as_str().unwrap_or("");
     assert!(why.contains("DOUBLE") && why.contains("'r'"), "{m}");
 }
+
+#[test]
+fn a_long_text_is_told_apart_from_its_own_md5_and_from_a_one_byte_change() {
+    let Some(src) = MyDb::new("my_digest_long_src") else {
+        return;
+    };
+    let Some(tgt) = MyDb::new("my_digest_long_tgt") else {
+        return;
+    };
+    let ddl =
+        "CREATE TABLE docs (id INT PRIMARY KEY, body MEDIUMTEXT, blob_ MEDIUMBLOB) ENGINE = InnoDB";
+    src.exec(ddl);
+    tgt.exec(ddl);
+    let (a, b) = (src.app_user(), tgt.app_user());
+    // 40,000 bytes, past the 32 KiB a spelling holds whole.
+    let rows =
+        "INSERT INTO docs SELECT seq, REPEAT(CONCAT('d', seq, ' '), 40000 DIV (2 + LENGTH(seq))),
+                    REPEAT(UNHEX('00FF'), 20000) FROM seq_1_to_40";
+    a.exec(rows).unwrap();
+    b.exec(rows).unwrap();
+    // Row 3's text becomes `md5 ` and its own MD5 (what a spelling that
+    // kept only the MD5 of a long value could not tell from it);
+    // row 7's last byte changes; row 9's blob loses one byte.
+    let long = src.value("SELECT LENGTH(body) > 32768 FROM docs WHERE id = 3");
+    assert_eq!(long, "1", "the fixture's texts are long");
+    let md5 = src.value("SELECT MD5(body) FROM docs WHERE id = 3");
+    b.exec(&format!(
+        "UPDATE docs SET body = 'md5 {md5}' WHERE id = 3;
+         UPDATE docs SET body = CONCAT(LEFT(body, LENGTH(body) - 1), 'x') WHERE id = 7;
+         UPDATE docs SET blob_ = LEFT(blob_, LENGTH(blob_) - 1) WHERE id = 9;"
+    ))
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("spec.toml"),
+        format!(
+            "[source]\nurl = \"{}\"\n\n[target]\nurl = \"{}\"\n\n[[tables]]\nname = \"docs\"\nkey = [\"id\"]\n\n[[tables.columns]]\nsource = \"body\"\ntarget = \"body\"\n\n[[tables.columns]]\nsource = \"blob_\"\ntarget = \"blob_\"\n",
+            a.url(),
+            b.url()
+        ),
+    )
+    .unwrap();
+    let case = Case {
+        name: "long values",
+        source: "",
+        my_target: "",
+        pg_target: "",
+        planted: vec![
+            ("docs", "[3]".into(), "changed", Some("body")),
+            ("docs", "[7]".into(), "changed", Some("body")),
+            ("docs", "[9]".into(), "changed", Some("blob_")),
+        ],
+    };
+    let modes = both_modes_agree(dir.path(), &case);
+    assert_eq!(modes[0]["mode"], "digest", "{modes}");
+}

@@ -10,8 +10,8 @@
 //! they are, `DATE`, `DATETIME` and `TIMESTAMP` in the engine's spelling
 //! (`2024-03-15 13:45:00.5`, a `TIMESTAMP` in UTC then `+00`). A value is
 //! its kind's letter, its length in bytes, `:` and its bytes, or `n` for
-//! NULL; a text or blob of more than [`LONG`] bytes is spelled by its
-//! MD5 instead. A row is its values in column order, hashed by the first 64
+//! NULL; a text or blob of more than [`LONG`] bytes is spelled by its own
+//! length and its MD5, so it never spells as a shorter value. A row is its values in column order, hashed by the first 64
 //! bits of its MD5; a range is the exact sum of its rows' hashes (keys are
 //! unique, so the sum stands for the set of rows, and no sort is needed).
 //! Every server of MySQL or MariaDB computes the same digest of the same
@@ -70,6 +70,9 @@ struct Canon {
     tag: String,
     /// Its bytes (NULL for `'n'` and `'x'`).
     payload: String,
+    /// What a row's spelling holds in place of the bytes, when not the
+    /// bytes themselves (a long value's MD5, see [`long`]).
+    body: Option<String>,
     /// The value as a 64-bit integer when it is one, else NULL.
     int: String,
     /// The row cannot be carried across (a `Note::Invalid`).
@@ -136,15 +139,10 @@ fn stored(kind: &Kind, c: &str) -> Result<(char, String, Option<String>, String)
         ),
         Kind::Text => {
             let t = format!("CAST(CONVERT({c} USING utf8mb4) AS BINARY)");
-            ('t', long(&t), None, "false".into())
+            ('t', t, None, "false".into())
         }
         Kind::Binary { .. } => ('b', format!("CAST({c} AS BINARY)"), None, "false".into()),
-        Kind::Blob => (
-            'b',
-            long(&format!("CAST({c} AS BINARY)")),
-            None,
-            "false".into(),
-        ),
+        Kind::Blob => ('b', format!("CAST({c} AS BINARY)"), None, "false".into()),
         Kind::Date => ('t', format!("DATE_FORMAT({c}, '%Y-%m-%d')"), None, date_bad),
         Kind::DateTime { .. } => ('t', clock, None, date_bad),
         Kind::Timestamp { .. } => ('t', format!("CONCAT({clock}, '+00')"), None, date_bad),
@@ -159,19 +157,21 @@ fn stored(kind: &Kind, c: &str) -> Result<(char, String, Option<String>, String)
     })
 }
 
-/// A long value's payload: its bytes, or a tagged MD5 past [`LONG`] bytes
-/// (a different length prefix keeps the two apart).
+/// What a row's spelling holds of a text or blob: its bytes, or past
+/// [`LONG`] bytes their MD5. The length before it is the value's own, so a
+/// value of more than [`LONG`] bytes is never spelled as a shorter one.
 fn long(p: &str) -> String {
-    format!("IF(LENGTH({p}) > {LONG}, CONCAT('md5 ', MD5({p})), {p})")
+    format!("IF(LENGTH({p}) > {LONG}, MD5({p}), {p})")
 }
 
 /// The canonical value of quoted `c` of `kind` through `form`.
 fn canon(kind: &Kind, c: &str, form: &ColumnForm) -> Result<Canon> {
     let (tag, p, int, bad) = stored(kind, c)?;
     let not_null = format!("({c} IS NOT NULL)");
-    let mut out = match &form.form {
+    let out = match &form.form {
         CellForm::Copy => Canon {
             tag: format!("(CASE WHEN {c} IS NULL THEN 'n' WHEN {bad} THEN 'x' ELSE '{tag}' END)"),
+            body: matches!(kind, Kind::Text | Kind::Blob).then(|| long(&p)),
             payload: p,
             int: int.unwrap_or_else(|| "NULL".into()),
             invalid: format!("({not_null} AND {bad})"),
@@ -181,6 +181,7 @@ fn canon(kind: &Kind, c: &str, form: &ColumnForm) -> Result<Canon> {
             Value::Integer(i) => Canon {
                 tag: "'i'".into(),
                 payload: format!("'{i}'"),
+                body: None,
                 int: i.to_string(),
                 invalid: "false".into(),
                 noncanonical: "false".into(),
@@ -188,6 +189,7 @@ fn canon(kind: &Kind, c: &str, form: &ColumnForm) -> Result<Canon> {
             Value::Text(t) => Canon {
                 tag: "'t'".into(),
                 payload: hex(t.as_bytes()),
+                body: None,
                 int: "NULL".into(),
                 invalid: "false".into(),
                 noncanonical: "false".into(),
@@ -195,6 +197,7 @@ fn canon(kind: &Kind, c: &str, form: &ColumnForm) -> Result<Canon> {
             Value::Null => Canon {
                 tag: "'n'".into(),
                 payload: "NULL".into(),
+                body: None,
                 int: "NULL".into(),
                 invalid: "false".into(),
                 noncanonical: "false".into(),
@@ -207,6 +210,7 @@ fn canon(kind: &Kind, c: &str, form: &ColumnForm) -> Result<Canon> {
                 Canon {
                     tag: format!("IF({not_null}, 'x', 'n')"),
                     payload: "NULL".into(),
+                    body: None,
                     int: "NULL".into(),
                     invalid: not_null,
                     noncanonical: "false".into(),
@@ -227,6 +231,7 @@ fn canon(kind: &Kind, c: &str, form: &ColumnForm) -> Result<Canon> {
                     ),
                     invalid: format!("({not_null} AND ({bad} OR {word} IS NULL))"),
                     payload: word,
+                    body: None,
                     int: "NULL".into(),
                     noncanonical: "false".into(),
                 }
@@ -234,7 +239,12 @@ fn canon(kind: &Kind, c: &str, form: &ColumnForm) -> Result<Canon> {
         }
         CellForm::DecimalToMinor(s) => minor(kind, c, *s, tag, int.as_deref(), &bad)?,
     };
-    // The checks, on the canonical value; NULL passes.
+    Ok(checked(out, form))
+}
+
+/// `out` with the checks of `form` (`integer`, `min`, `values`) run on
+/// it: a value that fails one is invalid; NULL passes.
+fn checked(mut out: Canon, form: &ColumnForm) -> Canon {
     let mut fails = Vec::new();
     if form.integer || form.min.is_some() {
         fails.push(format!("{} NOT IN ('n', 'i')", out.tag));
@@ -261,7 +271,7 @@ fn canon(kind: &Kind, c: &str, form: &ColumnForm) -> Result<Canon> {
             fails.join(" OR ")
         );
     }
-    Ok(out)
+    out
 }
 
 /// `decimal_to_minor` at scale `s` over quoted `c` of `kind`.
@@ -312,6 +322,7 @@ fn minor(kind: &Kind, c: &str, s: u32, tag: char, int: Option<&str>, bad: &str) 
     Ok(Canon {
         tag: format!("(CASE WHEN {c} IS NULL THEN 'n' WHEN {valid} THEN 'i' ELSE 'x' END)"),
         payload: format!("CONCAT({int})"),
+        body: None,
         int,
         invalid: format!("({not_null} AND NOT {valid})"),
         noncanonical: format!("({not_null} AND {valid} AND {noncanonical})"),
@@ -322,9 +333,10 @@ fn minor(kind: &Kind, c: &str, s: u32, tag: char, int: Option<&str>, bad: &str) 
 /// bytes.
 fn spelled(c: &Canon) -> String {
     format!(
-        "(CASE {t} WHEN 'n' THEN 'n' WHEN 'x' THEN 'x' ELSE CONCAT({t}, LENGTH({p}), ':', {p}) END)",
+        "(CASE {t} WHEN 'n' THEN 'n' WHEN 'x' THEN 'x' ELSE CONCAT({t}, LENGTH({p}), ':', {b}) END)",
         t = c.tag,
-        p = c.payload
+        p = c.payload,
+        b = c.body.as_deref().unwrap_or(&c.payload)
     )
 }
 
