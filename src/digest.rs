@@ -7,7 +7,8 @@
 //! streamed through the merge ([`crate::reconcile`]) for that range only,
 //! in key order, so the counts, differences, totals and verdict are the
 //! streaming gate's. A table the engines cannot digest exactly is streamed
-//! whole, and the report says why.
+//! whole, and the report says why; so is every table between two engines
+//! (PostgreSQL and MySQL hash with different functions).
 
 use anyhow::{Result, anyhow, bail};
 
@@ -67,13 +68,33 @@ pub fn reconcile(
             ("source", source.location().to_string())
         };
         bail!(
-            "gate --mode digest needs both databases to compute digests (PostgreSQL); the {} {} cannot: use --mode stream (or auto)",
+            "gate --mode digest needs both databases to compute digests (PostgreSQL, MySQL); the {} {} cannot: use --mode stream (or auto)",
             side.0,
             side.1
         );
     }
     if mode == Mode::Stream || can != (true, true) {
         return reconcile::reconcile(spec, source, target, max_diffs);
+    }
+    // Each engine hashes with its own functions: digests of two engines
+    // never agree, so the tables are streamed, and the report says why.
+    let (a, b) = (source.engine().name, target.engine().name);
+    if a != b {
+        let mut rec = reconcile::reconcile(spec, source, target, max_diffs)?;
+        rec.modes = rec
+            .tables
+            .iter()
+            .map(|t| TableMode {
+                table: t.name.clone(),
+                mode: "stream".into(),
+                reason: Some(format!(
+                    "{a} and {b} hash rows with different functions, so their digests cannot be compared"
+                )),
+                rows_streamed: t.source_rows + t.target_rows,
+                ..Default::default()
+            })
+            .collect();
+        return Ok(rec);
     }
     // Digest mode asks each side many questions: each side answers them all
     // from one snapshot, as a streaming scan does.
@@ -108,7 +129,7 @@ where
             let can = source.digests().is_some() && target.digests().is_some();
             if !can && mode == Mode::Digest {
                 bail!(
-                    "gate --mode digest needs both databases to compute digests (PostgreSQL); use --mode stream (or auto)"
+                    "gate --mode digest needs both databases to compute digests (PostgreSQL, MySQL); use --mode stream (or auto)"
                 );
             }
             can

@@ -40,7 +40,8 @@ conformance! {
         batch_insert_on_mysql => mysql;
     conditional_write_contract: conditional_write_on_sqlite => sqlite, conditional_write_on_postgres => postgres,
         conditional_write_on_mysql => mysql;
-    digests_contract: digests_on_sqlite => sqlite, digests_on_postgres => postgres;
+    digests_contract: digests_on_sqlite => sqlite, digests_on_postgres => postgres,
+        digests_on_mysql => mysql;
     applied_set_contract: applied_set_on_sqlite => sqlite, applied_set_on_postgres => postgres,
         applied_set_on_mysql => mysql;
     receipts_contract: receipts_on_sqlite => sqlite, receipts_on_postgres => postgres,

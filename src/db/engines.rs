@@ -120,8 +120,9 @@ pub static POSTGRES: Engine = Engine {
 };
 
 /// MySQL and MariaDB: schema changes commit at once, a URL names one
-/// database (MySQL's schema), no digest inside the server yet; a source
-/// replay writes back into, not yet a target.
+/// database (MySQL's schema); digests inside the server
+/// ([`mysql::digest`]); a source replay writes back into, not yet a
+/// target.
 pub static MYSQL: Engine = Engine {
     name: "MySQL",
     dialect: &mysql::control::DIALECT,
@@ -131,7 +132,7 @@ pub static MYSQL: Engine = Engine {
     capabilities: Capabilities {
         transactional_ddl: false,
         schemas: false,
-        digests: false,
+        digests: true,
         conditional_writes: true,
         replayed_into: true,
         target: false,

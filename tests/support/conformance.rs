@@ -117,7 +117,7 @@ const MYSQL: Profile = Profile {
     },
     conditional_writes: true,
     bulk_insert: true,
-    digests: false,
+    digests: true,
     fence: false,
     evolves: false,
 };

@@ -10,7 +10,8 @@
 //! control store's dialect), [`catalogue`] (tables, columns, keys,
 //! foreign keys, triggers, `AUTO_INCREMENT`, key collations),
 //! [`table_sql`] with [`rows`], [`capture`], [`journal_log`], [`fence`],
-//! [`fixtures`] and [`side_effects`].
+//! [`fixtures`] and [`side_effects`]; [`digest`], the gate's digests
+//! computed inside the server.
 //!
 //! MySQL as a source is built: `check`, `load` and `gate` read it, and the
 //! rollback writes the journal back into it (replay's writes, the control
@@ -27,6 +28,7 @@ pub mod client;
 pub mod connection;
 pub mod control;
 pub mod datetime;
+pub mod digest;
 pub mod fence;
 pub mod fixtures;
 pub mod journal_log;
