@@ -20,12 +20,12 @@ pub struct Identity {
 pub struct JournalIdentity<'a>(pub(crate) Control<'a>);
 
 impl JournalIdentity<'_> {
-    /// The identity and its tables, once a journal was installed.
     /// The journal's identity, as the source's applied set names it.
     pub fn id(&self) -> Result<Option<JournalId>> {
         Ok(self.get()?.map(|i| i.id))
     }
 
+    /// The identity and its tables, once a journal was installed.
     pub fn get(&self) -> Result<Option<Identity>> {
         if !self.0.has("_cutover_journal_id")? {
             return Ok(None);
