@@ -95,41 +95,11 @@ fn pg_target() -> String {
 }
 
 fn spec(source: &str, target: &str) -> String {
-    let copies: String = ["note", "code", "due", "at"]
-        .iter()
-        .map(|c| format!("\n[[tables.columns]]\nsource = \"{c}\"\ntarget = \"{c}\"\n"))
-        .collect();
-    format!(
-        r#"[source]
-url = "{source}"
-
-[target]
-url = "{target}"
-
-[[tables]]
-name = "orders"
-key = ["id"]
-
-[[tables.columns]]
-source = "dollars"
-target = "cents"
-transform = "decimal_to_minor"
-scale = 2
-
-[[tables.columns]]
-source = "status"
-target = "status"
-transform = "map"
-map = {{ A = "active", C = "closed" }}
-{copies}
-[[tables]]
-name = "tags"
-key = ["k"]
-
-[[tables.columns]]
-source = "v"
-target = "v"
-"#
+    support::mysql::orders_spec(
+        source,
+        target,
+        &["note", "code", "due", "at"],
+        "\n[[tables]]\nname = \"tags\"\nkey = [\"k\"]\n\n[[tables.columns]]\nsource = \"v\"\ntarget = \"v\"\n",
     )
 }
 

@@ -41,33 +41,11 @@ const SQLITE_TARGET: &str = "CREATE TABLE orders (
     note TEXT, code BLOB, due TEXT, at TEXT, seen TEXT)";
 
 fn spec(source: &str, target: &str) -> String {
-    let copies: String = ["paid", "note", "code", "due", "at", "seen"]
-        .iter()
-        .map(|c| format!("\n[[tables.columns]]\nsource = \"{c}\"\ntarget = \"{c}\"\n"))
-        .collect();
-    format!(
-        r#"[source]
-url = "{source}"
-
-[target]
-url = "{target}"
-
-[[tables]]
-name = "orders"
-key = ["id"]
-
-[[tables.columns]]
-source = "dollars"
-target = "cents"
-transform = "decimal_to_minor"
-scale = 2
-
-[[tables.columns]]
-source = "status"
-target = "status"
-transform = "map"
-map = {{ A = "active", C = "closed" }}
-{copies}"#
+    support::mysql::orders_spec(
+        source,
+        target,
+        &["paid", "note", "code", "due", "at", "seen"],
+        "",
     )
 }
 

@@ -343,3 +343,38 @@ impl Drop for AppUser<'_> {
 pub fn hex_upper(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02X}")).collect()
 }
+
+/// The spec of the MySQL tests' `orders` table from `source` to `target`:
+/// `dollars` (DECIMAL) to `cents` by `decimal_to_minor`, the `status` ENUM
+/// mapped `A`/`C` to `active`/`closed`, each of `copies` carried as it is,
+/// then `more` (further `[[tables]]`) as written.
+pub fn orders_spec(source: &str, target: &str, copies: &[&str], more: &str) -> String {
+    let copies: String = copies
+        .iter()
+        .map(|c| format!("\n[[tables.columns]]\nsource = \"{c}\"\ntarget = \"{c}\"\n"))
+        .collect();
+    format!(
+        r#"[source]
+url = "{source}"
+
+[target]
+url = "{target}"
+
+[[tables]]
+name = "orders"
+key = ["id"]
+
+[[tables.columns]]
+source = "dollars"
+target = "cents"
+transform = "decimal_to_minor"
+scale = 2
+
+[[tables.columns]]
+source = "status"
+target = "status"
+transform = "map"
+map = {{ A = "active", C = "closed" }}
+{copies}{more}"#
+    )
+}

@@ -199,12 +199,13 @@ impl Rows for MySql {
         }))
     }
 
-    /// The largest value of an integer column; `None` for a column of
-    /// another kind, which holds no integers.
+    /// The gate's digests, computed in the server ([`super::digest`]).
     fn digests(&self) -> Option<&dyn crate::db::Digests> {
         Some(self)
     }
 
+    /// The largest value of an integer column; `None` for a column of
+    /// another kind, which holds no integers.
     fn max_integer(&self, table: &str, column: &str) -> Result<Option<i64>> {
         let columns = self.columns(table)?;
         let Some(c) = columns.iter().find(|c| c.name == column) else {
