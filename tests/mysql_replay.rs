@@ -373,48 +373,6 @@ fn a_replayed_delete_that_orphans_children_fails_replay_naming_them() {
     );
 }
 
-#[test]
-fn a_mysql_target_is_still_refused_before_anything_is_written() {
-    let Some(my) = MyDb::new("mysql_target_still_refused") else {
-        return;
-    };
-    let Some(pg) = PgDb::new("mysql_target_still_refused") else {
-        return;
-    };
-    my.exec("CREATE TABLE customers (id BIGINT PRIMARY KEY, name VARCHAR(100) NOT NULL)");
-    pg.client()
-        .batch_execute("CREATE TABLE customers (id bigint PRIMARY KEY, name text NOT NULL)")
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("spec.toml"),
-        format!(
-            "[source]\nurl = \"{}\"\n\n[target]\nurl = \"{}\"\n\n[[tables]]\nname = \"customers\"\nkey = [\"id\"]\n\n[[tables.columns]]\nsource = \"name\"\ntarget = \"name\"\n",
-            pg.url, my.url
-        ),
-    )
-    .unwrap();
-    let before = my.exec(
-        "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()
-         UNION ALL SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()",
-    );
-    for args in [
-        &["load"][..],
-        &["journal", "install"],
-        &["fence", "on"],
-        &["sync"],
-    ] {
-        cutover_in(dir.path(), args)
-            .expect(2)
-            .assert_mentions(&["not supported on MySQL yet", "Nothing was written"]);
-    }
-    let after = my.exec(
-        "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()
-         UNION ALL SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()",
-    );
-    assert_eq!(after, before);
-}
-
 /// How many journal entries the source's applied set holds, as `status`
 /// reads it.
 fn replayed(r: &Rollback) -> i64 {

@@ -3,8 +3,7 @@
 //! into SQLite, with the application writing through the `mariadb` client
 //! as a user with ordinary grants, and the target's rows compared with an
 //! oracle the test computes from what the client prints (never from the
-//! tool's decoding). Then what MySQL does not do yet: a MySQL target's
-//! journal and fence refuse, exit 2, leaving the database as it was.
+//! tool's decoding). MySQL as a target is `tests/mysql_target.rs`.
 
 mod support;
 
@@ -332,50 +331,4 @@ fn an_unsigned_value_past_i64_is_refused_naming_its_row() {
         .query_row("SELECT count(*) FROM orders", [], |r| r.get(0))
         .unwrap();
     assert_eq!(n, 0);
-}
-
-/// MySQL as a target is not built yet: load, the journal and the fence refuse
-/// (exit 2) naming what is not supported and what to use instead, and the
-/// MySQL database is exactly as before.
-#[test]
-fn a_mysql_target_refuses_the_journal_and_the_fence_and_stays_as_it_was() {
-    let Some(my) = MyDb::new("mysql_target_refuses") else {
-        return;
-    };
-    my.exec(
-        "CREATE TABLE orders (id BIGINT PRIMARY KEY, cents BIGINT NOT NULL, status VARCHAR(10) NOT NULL,
-             paid INT NOT NULL, note TEXT, code BLOB, due DATE, at DATETIME(6), seen TIMESTAMP(6) NULL)",
-    );
-    let dir = tempfile::tempdir().unwrap();
-    rusqlite::Connection::open(dir.path().join("source.db"))
-        .unwrap()
-        .execute_batch(
-            "CREATE TABLE orders (id INTEGER PRIMARY KEY, dollars TEXT NOT NULL, status TEXT NOT NULL,
-                 paid INTEGER NOT NULL, note TEXT, code BLOB, due TEXT, at TEXT, seen TEXT)",
-        )
-        .unwrap();
-    std::fs::write(
-        dir.path().join("spec.toml"),
-        spec("sqlite://source.db", &my.url),
-    )
-    .unwrap();
-    let before = my.exec(
-        "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()
-         UNION ALL SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()",
-    );
-    cutover_in(dir.path(), &["journal", "install"])
-        .expect(2)
-        .assert_mentions(&["not supported on MySQL yet", "PostgreSQL or SQLite target"]);
-    // The fence is refused before the target is opened, as the journal.
-    cutover_in(dir.path(), &["fence", "on"])
-        .expect(2)
-        .assert_mentions(&["not supported on MySQL yet", "PostgreSQL or SQLite target"]);
-    cutover_in(dir.path(), &["load"])
-        .expect(2)
-        .assert_mentions(&["not supported on MySQL yet", "Nothing was written"]);
-    let after = my.exec(
-        "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()
-         UNION ALL SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()",
-    );
-    assert_eq!(after, before, "nothing made on the MySQL target");
 }

@@ -402,6 +402,15 @@ impl<'a> Engine<'a> {
     /// Opens a transaction that the next batches join, uncommitted, until
     /// [`Engine::commit_held`] or [`Engine::rollback_held`].
     pub fn hold(&self) -> Result<()> {
+        // Where a schema change commits at once, the control tables the
+        // batches write are made first: made inside, they would commit
+        // the held batches half-way.
+        if !self.ddl_inside() && !self.dry {
+            match self.side {
+                Side::Source => self.db.applied_set().ensure()?,
+                Side::Target => self.db.progress().ensure_control_tables()?,
+            }
+        }
         *self.held.borrow_mut() = Some(self.db.begin_write()?);
         Ok(())
     }

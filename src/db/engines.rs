@@ -121,8 +121,8 @@ pub static POSTGRES: Engine = Engine {
 
 /// MySQL and MariaDB: schema changes commit at once, a URL names one
 /// database (MySQL's schema); digests inside the server
-/// ([`mysql::digest`]); a source replay writes back into, not yet a
-/// target.
+/// ([`mysql::digest`]); a source replay writes back into, and a target
+/// `load`, `sync` and the gate's rehearsal write.
 pub static MYSQL: Engine = Engine {
     name: "MySQL",
     dialect: &mysql::control::DIALECT,
@@ -135,7 +135,7 @@ pub static MYSQL: Engine = Engine {
         digests: true,
         conditional_writes: true,
         replayed_into: true,
-        target: false,
+        target: true,
     },
     open: |location, access, role| match location {
         Location::Server(url) => {

@@ -6,8 +6,8 @@
 //! them). Two engines implement them, SQLite ([`sqlite`]) and PostgreSQL
 //! ([`postgres`]); another is one type implementing [`Database`] and an
 //! entry in [`engines`], which matches a location to its engine. [`mysql`]
-//! is a third (MySQL and MariaDB): a source of every command, and the
-//! source a rollback writes back into; not yet a target.
+//! is a third (MySQL and MariaDB): a source of every command, the source a
+//! rollback writes back into, and a target `load` writes.
 
 pub mod control;
 pub mod csv;

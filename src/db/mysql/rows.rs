@@ -127,6 +127,10 @@ impl Rows for MySql {
     }
 
     fn write_row(&self, sql: &TableSql, write: RowWrite<'_>) -> Result<usize> {
+        // Emptying a table reads no column: its statements may name none.
+        if let RowWrite::All = write {
+            return self.delete_all(&sql.table);
+        }
         let plan = self.plan(sql)?;
         match write {
             RowWrite::Insert(row) => {
@@ -151,7 +155,7 @@ impl Rows for MySql {
                 };
                 self.write(&sql.delete, at, "deleting from", &sql.table)
             }
-            RowWrite::All => self.delete_all(&plan),
+            RowWrite::All => unreachable!("emptied above"),
         }
     }
 
@@ -271,21 +275,21 @@ impl MySql {
     /// Deletes every row (load `--replace`) with foreign keys neither
     /// checked nor acting for the statement: no row of another table
     /// cascades. Row triggers fire, as for any other delete.
-    fn delete_all(&self, plan: &Plan) -> Result<usize> {
+    fn delete_all(&self, table: &str) -> Result<usize> {
         let mut conn = self.conn()?;
         let was: Option<i64> = conn
             .query_first("SELECT @@SESSION.foreign_key_checks")
             .map_err(|e| self.failed("reading foreign_key_checks", &e))?;
         conn.query_drop("SET SESSION foreign_key_checks = 0")
             .map_err(|e| self.failed("suspending foreign keys", &e))?;
-        let r = conn.query_drop(format!("DELETE FROM {}", plan.qualified));
+        let r = conn.query_drop(format!("DELETE FROM {}", self.qualified(table)));
         let n = conn.affected_rows();
         conn.query_drop(format!(
             "SET SESSION foreign_key_checks = {}",
             was.unwrap_or(1)
         ))
         .map_err(|e| self.failed("restoring foreign_key_checks", &e))?;
-        r.map_err(|e| self.failed(&format!("emptying table '{}'", plan.table), &e))?;
+        r.map_err(|e| self.failed(&format!("emptying table '{table}'"), &e))?;
         Ok(n as usize)
     }
 
