@@ -322,3 +322,29 @@ except sqlite3.Error as e:
     print("error:", e)
     sys.exit(3)
 "#;
+
+/// SQLite's BINARY order of two values: NULL, numbers by value, text by
+/// bytes, blobs by bytes, as cutover orders keys on every engine.
+pub fn binary_cmp(a: &Value, b: &Value) -> std::cmp::Ordering {
+    use std::cmp::Ordering::Equal;
+    fn rank(v: &Value) -> u8 {
+        match v {
+            Value::Null => 0,
+            Value::Integer(_) | Value::Real(_) => 1,
+            Value::Text(_) => 2,
+            Value::Blob(_) => 3,
+        }
+    }
+    let num = |v: &Value| match v {
+        Value::Integer(i) => *i as f64,
+        Value::Real(r) => *r,
+        _ => 0.0,
+    };
+    match (a, b) {
+        (Value::Integer(x), Value::Integer(y)) => x.cmp(y),
+        (Value::Text(x), Value::Text(y)) => x.as_bytes().cmp(y.as_bytes()),
+        (Value::Blob(x), Value::Blob(y)) => x.cmp(y),
+        _ if rank(a) == rank(b) && rank(a) == 1 => num(a).partial_cmp(&num(b)).unwrap_or(Equal),
+        _ => rank(a).cmp(&rank(b)),
+    }
+}

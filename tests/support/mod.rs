@@ -26,6 +26,7 @@ pub mod conformance;
 pub mod engine;
 pub mod feed;
 pub mod golden;
+pub mod layout;
 pub mod mysql;
 pub mod postgres;
 pub mod run;
@@ -43,7 +44,7 @@ use rusqlite::types::Value;
 
 pub use engine::{Engine, Image, Rows, Sqlite};
 pub use golden::{assert_golden, first_difference, repo_path};
-pub use postgres::Layout;
+pub use layout::Layout;
 pub use run::{
     Cmd, FAULT_EXIT, Output, PY_WRITE, assert_no_panic, cutover, cutover_in, python, sh,
 };
@@ -293,9 +294,15 @@ impl Dir {
         if !self.has_table(name, "_cutover_applied") {
             return 0;
         }
+        let as_integer = match self.engine_of(name) {
+            "mysql" => "SIGNED",
+            _ => "bigint",
+        };
         self.int(
             name,
-            "SELECT CAST(coalesce(sum(entries), 0) AS bigint) FROM _cutover_applied",
+            &format!(
+                "SELECT CAST(coalesce(sum(entries), 0) AS {as_integer}) FROM _cutover_applied"
+            ),
         )
     }
 
@@ -602,7 +609,7 @@ pub fn text(t: &str) -> Value {
 /// `each_layout!(name: [sqlite, pg_to_pg])`.
 macro_rules! each_layout {
     ($name:ident) => {
-        $crate::support::each_layout!($name: [sqlite, sqlite_to_pg, pg_to_pg, pg_to_sqlite]);
+        $crate::support::each_layout!($name: [sqlite, sqlite_to_pg, pg_to_pg, pg_to_sqlite, my_to_pg]);
     };
     ($name:ident: [$($l:ident),+ $(,)?]) => {
         mod $name {

@@ -20,6 +20,10 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use rusqlite::types::Value;
+
+use super::engine::Rows;
+
 /// How the harness reaches the server: as the `mariadb` client is told.
 #[derive(Clone, Debug)]
 pub struct Server {
@@ -377,4 +381,469 @@ transform = "map"
 map = {{ A = "active", C = "closed" }}
 {copies}{more}"#
     )
+}
+
+/// The folder's databases on the MySQL server, as a layout places them:
+/// each a database of its own (`cutover_l_<pid>_<n>_source` for
+/// `source.db`), dropped with the engine, and an application user with
+/// `SELECT, INSERT, UPDATE, DELETE` on each, through whom
+/// [`Engine::client`] writes as the application.
+///
+/// The harness's reads and fixture scripts go over a connection of the
+/// test's own (the `mysql` crate's text protocol, never the tool's
+/// decoding), with `ANSI_QUOTES` so that a scenario's double-quoted names
+/// read as names on every engine, and the session in UTC. Values come back
+/// as the harness's [`Rows`]: integers as integers, `FLOAT`/`DOUBLE` as
+/// reals, binary strings and blobs as blobs, everything else (`DECIMAL`,
+/// dates, times) as the server's text.
+pub struct MySql {
+    server: &'static Server,
+    base: String,
+    user: String,
+    password: String,
+    made: std::sync::Mutex<Vec<String>>,
+}
+
+/// The applied set's tables in a source.
+const APPLIED_SET: [&str; 2] = ["_cutover_applied", "_cutover_kept"];
+
+/// The session every harness connection and client script starts with.
+const SESSION: &str = "SET NAMES utf8mb4; SET time_zone = '+00:00';
+    SET sql_mode = CONCAT(@@sql_mode, ',ANSI_QUOTES')";
+
+impl MySql {
+    /// Panics when no server answers (a layout checks [`server`] first).
+    pub fn new() -> MySql {
+        let server = server().unwrap_or_else(|e| panic!("no MySQL server: {e}"));
+        let base = unique("cutover_l", "");
+        let user: String = unique("lapp", "").chars().take(32).collect();
+        let password = format!("pw-{}", std::process::id());
+        server
+            .admin(
+                None,
+                &format!(
+                    "CREATE USER '{user}'@'%' IDENTIFIED BY '{password}';
+                     CREATE USER '{user}'@'localhost' IDENTIFIED BY '{password}';"
+                ),
+            )
+            .unwrap_or_else(|e| panic!("creating the application user {user}: {e}"));
+        MySql {
+            server,
+            base,
+            user,
+            password,
+            made: std::sync::Mutex::default(),
+        }
+    }
+
+    /// The server's database for the folder's database `db`.
+    pub fn database(&self, db: &str) -> String {
+        format!("{}_{}", self.base, super::postgres::schema_of(db))
+    }
+
+    fn connect(&self, db: &str) -> Result<mysql::Conn, String> {
+        let url = self.server.url_for(
+            &self.server.user,
+            self.server.password.as_deref(),
+            &self.database(db),
+        );
+        let opts = mysql::Opts::from_url(&url).map_err(|e| format!("{url}: {e}"))?;
+        let mut c = mysql::Conn::new(opts).map_err(|e| format!("connecting to {url}: {e}"))?;
+        run_all(&mut c, SESSION)?;
+        // Scenarios count up to thousands of rows with a recursive CTE;
+        // MariaDB and MySQL stop one at 1,000 by default, each under its
+        // own variable (the other's is an error, and ignored).
+        for deeper in [
+            "SET SESSION max_recursive_iterations = 1000000",
+            "SET SESSION cte_max_recursion_depth = 1000000",
+        ] {
+            let _ = run_all(&mut c, deeper);
+        }
+        Ok(c)
+    }
+
+    fn made(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
+        self.made.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// One text column of a catalogue query, `?` bound to the database.
+    fn strings(&self, db: &str, sql: &str, table: Option<&str>) -> Vec<String> {
+        let schema = self.database(db);
+        let rows = match table {
+            Some(t) => self.bound(db, sql, vec![schema.into(), t.into()]),
+            None => self.bound(db, sql, vec![schema.into()]),
+        };
+        rows.into_iter()
+            .map(|r| match r.into_iter().next() {
+                Some(Value::Text(t)) => t,
+                other => panic!("a catalogue name read as {other:?}"),
+            })
+            .collect()
+    }
+
+    /// The rows of a catalogue query with its parameters, read as text.
+    fn bound(&self, db: &str, sql: &str, params: Vec<mysql::Value>) -> Rows {
+        use mysql::prelude::Queryable as _;
+        let mut c = self
+            .connect(db)
+            .unwrap_or_else(|e| panic!("connecting to {db}: {e}"));
+        let rows: Vec<mysql::Row> = c
+            .exec(sql, params)
+            .unwrap_or_else(|e| panic!("reading the catalogue of {db}: {e}\n{sql}"));
+        rows.into_iter()
+            .map(|r| {
+                r.unwrap()
+                    .into_iter()
+                    .map(|v| match v {
+                        mysql::Value::NULL => Value::Null,
+                        mysql::Value::Bytes(b) => Value::Text(String::from_utf8_lossy(&b).into()),
+                        mysql::Value::Int(i) => Value::Integer(i),
+                        mysql::Value::UInt(u) => Value::Integer(u as i64),
+                        other => Value::Text(format!("{other:?}")),
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+impl Default for MySql {
+    fn default() -> MySql {
+        MySql::new()
+    }
+}
+
+impl Drop for MySql {
+    fn drop(&mut self) {
+        let mut sql = String::new();
+        for db in self.made().iter() {
+            sql.push_str(&format!("DROP DATABASE IF EXISTS `{}`;", self.database(db)));
+        }
+        sql.push_str(&format!(
+            "DROP USER IF EXISTS '{0}'@'%'; DROP USER IF EXISTS '{0}'@'localhost';",
+            self.user
+        ));
+        let _ = self.server.admin(None, &sql);
+    }
+}
+
+/// Runs every statement of a script over `c`, reading every result, so
+/// that an error in any statement is the script's error.
+fn run_all(c: &mut mysql::Conn, sql: &str) -> Result<(), String> {
+    use mysql::prelude::Queryable as _;
+    let mut r = c.query_iter(sql).map_err(|e| e.to_string())?;
+    while let Some(set) = r.iter() {
+        for row in set {
+            row.map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}
+
+/// A scenario's schema script as MySQL takes it: its `TEXT` columns as
+/// `VARCHAR(191)` (as many utf8mb4 characters as an index of four of them
+/// holds), since MySQL keys and indexes no `TEXT` without a prefix length
+/// and the scenarios key on text. Quoted literals are left as written.
+pub fn keyable(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut quoted = false;
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        if word.eq_ignore_ascii_case("text") {
+            out.push_str("VARCHAR(191)");
+        } else {
+            out.push_str(word);
+        }
+        word.clear();
+    };
+    for c in sql.chars() {
+        if quoted {
+            out.push(c);
+            quoted = c != '\'';
+        } else if c.is_ascii_alphanumeric() || c == '_' {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            quoted = c == '\'';
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
+}
+
+/// A value of the text protocol in the storage class of its column.
+fn value(v: mysql::Value, col: &mysql::Column) -> Result<Value, String> {
+    use mysql::consts::ColumnType as T;
+    let bytes = match v {
+        mysql::Value::NULL => return Ok(Value::Null),
+        mysql::Value::Bytes(b) => b,
+        other => return Err(format!("a text-protocol value read as {other:?}")),
+    };
+    let text = || String::from_utf8(bytes.clone()).map_err(|e| e.to_string());
+    Ok(match col.column_type() {
+        T::MYSQL_TYPE_TINY
+        | T::MYSQL_TYPE_SHORT
+        | T::MYSQL_TYPE_LONG
+        | T::MYSQL_TYPE_INT24
+        | T::MYSQL_TYPE_LONGLONG
+        | T::MYSQL_TYPE_YEAR => {
+            let t = text()?;
+            match t.parse::<i64>() {
+                Ok(i) => Value::Integer(i),
+                Err(_) => Value::Text(t),
+            }
+        }
+        T::MYSQL_TYPE_FLOAT | T::MYSQL_TYPE_DOUBLE => {
+            Value::Real(text()?.parse().map_err(|e| format!("{e}"))?)
+        }
+        T::MYSQL_TYPE_BIT => Value::Integer(bytes.iter().fold(0i64, |a, &b| (a << 8) | b as i64)),
+        T::MYSQL_TYPE_STRING
+        | T::MYSQL_TYPE_VAR_STRING
+        | T::MYSQL_TYPE_VARCHAR
+        | T::MYSQL_TYPE_BLOB
+        | T::MYSQL_TYPE_TINY_BLOB
+        | T::MYSQL_TYPE_MEDIUM_BLOB
+        | T::MYSQL_TYPE_LONG_BLOB
+            if col.character_set() == 63 =>
+        {
+            Value::Blob(bytes)
+        }
+        _ => Value::Text(text()?),
+    })
+}
+
+impl super::engine::Engine for MySql {
+    fn name(&self) -> &'static str {
+        "mysql"
+    }
+
+    fn url(&self, db: &str) -> String {
+        self.server.url_for(
+            &self.server.user,
+            self.server.password.as_deref(),
+            &self.database(db),
+        )
+    }
+
+    fn create(&self, db: &str, sql: &str) {
+        let name = self.database(db);
+        let mut made = self.made();
+        assert!(!made.iter().any(|m| m == db), "{db} already exists");
+        self.server
+            .admin(
+                None,
+                &format!(
+                    "CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci;
+                     GRANT SELECT, INSERT, UPDATE, DELETE ON `{name}`.* TO '{0}'@'%';
+                     GRANT SELECT, INSERT, UPDATE, DELETE ON `{name}`.* TO '{0}'@'localhost';",
+                    self.user
+                ),
+            )
+            .unwrap_or_else(|e| panic!("creating database {name}: {e}"));
+        made.push(db.to_string());
+        drop(made);
+        if !sql.trim().is_empty() {
+            let sql = keyable(sql);
+            self.exec(db, &sql)
+                .unwrap_or_else(|e| panic!("running SQL on new {db}: {e}\n{sql}"));
+        }
+    }
+
+    fn copy_db(&self, db: &str, to: &str) {
+        self.create(to, "");
+        let (from, into) = (self.database(db), self.database(to));
+        let mut sql = String::new();
+        for t in self.tables(db) {
+            sql.push_str(&format!(
+                "CREATE TABLE `{into}`.`{t}` LIKE `{from}`.`{t}`;
+                 INSERT INTO `{into}`.`{t}` SELECT * FROM `{from}`.`{t}`;\n"
+            ));
+        }
+        self.exec(to, &sql)
+            .unwrap_or_else(|e| panic!("copying {db} to {to}: {e}\n{sql}"));
+    }
+
+    fn exec(&self, db: &str, sql: &str) -> Result<(), String> {
+        run_all(&mut self.connect(db)?, sql)
+    }
+
+    fn query(&self, db: &str, sql: &str) -> Result<super::engine::Rows, String> {
+        use mysql::prelude::Queryable as _;
+        let mut c = self.connect(db)?;
+        let mut r = c.query_iter(sql).map_err(|e| e.to_string())?;
+        let mut rows = Vec::new();
+        while let Some(set) = r.iter() {
+            let columns: Vec<mysql::Column> = set.columns().as_ref().to_vec();
+            for row in set {
+                let row = row.map_err(|e| e.to_string())?;
+                rows.push(
+                    row.unwrap()
+                        .into_iter()
+                        .zip(&columns)
+                        .map(|(v, c)| value(v, c))
+                        .collect::<Result<Vec<_>, _>>()?,
+                );
+            }
+        }
+        Ok(rows)
+    }
+
+    fn tables(&self, db: &str) -> std::collections::BTreeSet<String> {
+        self.strings(
+            db,
+            "SELECT TABLE_NAME FROM information_schema.TABLES
+             WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE'",
+            None,
+        )
+        .into_iter()
+        .collect()
+    }
+
+    fn primary_key(&self, db: &str, table: &str) -> Vec<String> {
+        self.strings(
+            db,
+            "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE
+             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND CONSTRAINT_NAME = 'PRIMARY'
+             ORDER BY ORDINAL_POSITION",
+            Some(table),
+        )
+    }
+
+    fn width(&self, db: &str, table: &str) -> usize {
+        self.columns(db, table).len()
+    }
+
+    fn quote(&self, name: &str) -> String {
+        format!("`{}`", name.replace('`', "``"))
+    }
+
+    fn catalogue(&self, db: &str) -> Vec<(String, String, Option<String>)> {
+        // Tables with their columns, indexes, triggers with their order,
+        // views and routines: what a command could change behind a test's
+        // back (AUTO_INCREMENT counters are left out: InnoDB never undoes
+        // them, as PostgreSQL never undoes a sequence).
+        let sql = "
+            SELECT 'column', CONCAT(TABLE_NAME, '.', COLUMN_NAME),
+                   CONCAT(ORDINAL_POSITION, ' ', COLUMN_TYPE, ' ', IS_NULLABLE, ' ',
+                          IFNULL(COLUMN_DEFAULT, '-'), ' ', EXTRA, ' ', IFNULL(COLLATION_NAME, '-'))
+            FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ?
+            UNION ALL
+            SELECT 'index', CONCAT(TABLE_NAME, '.', INDEX_NAME, '.', SEQ_IN_INDEX),
+                   CONCAT(COLUMN_NAME, ' unique=', 1 - NON_UNIQUE)
+            FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ?
+            UNION ALL
+            SELECT 'trigger', CONCAT(EVENT_OBJECT_TABLE, '.', TRIGGER_NAME),
+                   CONCAT(ACTION_TIMING, ' ', EVENT_MANIPULATION, ' order=', ACTION_ORDER, ': ',
+                          ACTION_STATEMENT)
+            FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ?
+            UNION ALL
+            SELECT 'view', TABLE_NAME, VIEW_DEFINITION
+            FROM information_schema.VIEWS WHERE TABLE_SCHEMA = ?
+            UNION ALL
+            SELECT 'routine', ROUTINE_NAME, ROUTINE_DEFINITION
+            FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = ?
+            ORDER BY 1, 2";
+        let schema: mysql::Value = self.database(db).into();
+        self.bound(db, sql, vec![schema; 5])
+            .into_iter()
+            .map(|r| {
+                let text = |v: &Value| match v {
+                    Value::Text(t) => Some(t.clone()),
+                    _ => None,
+                };
+                (
+                    text(&r[0]).unwrap_or_default(),
+                    text(&r[1]).unwrap_or_default(),
+                    text(&r[2]),
+                )
+            })
+            .collect()
+    }
+
+    fn external(&self) -> Vec<String> {
+        self.made().clone()
+    }
+
+    /// The database as "nothing changed" compares it, but for the applied
+    /// set's tables while they are empty: a dry run or a rehearsal makes
+    /// them once, before its transaction, since a schema change would
+    /// commit it (docs/engines.md, "MySQL and MariaDB").
+    fn image(&self, db: &str) -> super::engine::Image {
+        let mut schema = self.catalogue(db);
+        let mut tables = std::collections::BTreeMap::new();
+        let mut empty = Vec::new();
+        for name in self.tables(db) {
+            let sql = format!("SELECT * FROM {}", self.quote(&name));
+            let mut rows = self
+                .query(db, &sql)
+                .unwrap_or_else(|e| panic!("reading {name} of {db}: {e}"));
+            if APPLIED_SET.contains(&name.as_str()) && rows.is_empty() {
+                empty.push(name);
+                continue;
+            }
+            rows.sort_by_key(|r| format!("{r:?}"));
+            tables.insert(name, rows);
+        }
+        schema.retain(|(_, name, _)| {
+            !empty.iter().any(|t| {
+                name.strip_prefix(t.as_str())
+                    .is_some_and(|r| r.starts_with('.'))
+            })
+        });
+        super::engine::Image { schema, tables }
+    }
+
+    fn as_sqlite(&self) -> Option<&super::engine::Sqlite> {
+        None
+    }
+
+    fn dump(&self, db: &str, table: &str) -> super::engine::Rows {
+        // A collation is not byte order: sort as SQLite would, so a dump
+        // compares with the same rows read from another engine.
+        let key = self.primary_key(db, table);
+        let columns = self.columns(db, table);
+        let sql = format!("SELECT * FROM {}", self.quote(table));
+        let mut rows = self
+            .query(db, &sql)
+            .unwrap_or_else(|e| panic!("dumping {table} of {db}: {e}\n{sql}"));
+        let order: Vec<usize> = if key.is_empty() {
+            (0..columns.len()).collect()
+        } else {
+            key.iter()
+                .map(|k| columns.iter().position(|c| c == k).expect("a key column"))
+                .collect()
+        };
+        rows.sort_by(|a, b| {
+            order
+                .iter()
+                .map(|&i| super::engine::binary_cmp(&a[i], &b[i]))
+                .find(|o| o.is_ne())
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        rows
+    }
+
+    fn client(&self, _dir: &std::path::Path, db: &str, sql: &str) -> Result<(), String> {
+        self.server
+            .run(
+                &self.user,
+                Some(&self.password),
+                Some(&self.database(db)),
+                &format!("{SESSION};\n{sql}\n"),
+            )
+            .map(drop)
+    }
+}
+
+impl MySql {
+    /// The columns of a table, in order.
+    fn columns(&self, db: &str, table: &str) -> Vec<String> {
+        self.strings(
+            db,
+            "SELECT COLUMN_NAME FROM information_schema.COLUMNS
+             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
+            Some(table),
+        )
+    }
 }

@@ -19,14 +19,10 @@
 //! server, for the scenarios that drive the binary against a database of
 //! their own ([`TestDb`]) rather than a `Dir`.
 //!
-//! [`Layout`] says which side of a migration lives on which engine; a
-//! database is on the target side when its name starts with `target` or is
-//! `t.db`, on the source side otherwise (an oracle copy follows the database
-//! it copies). [`Layered`] routes each database to its engine. The server is
-//! `CUTOVER_TEST_PG` (a URL to an administrative database), else
-//! `postgres://root@127.0.0.1:5432/postgres`, else the same as user
+//! The server is `CUTOVER_TEST_PG` (a URL to an administrative database),
+//! else `postgres://root@127.0.0.1:5432/postgres`, else the same as user
 //! `postgres`; without one a layout that needs it skips with one line,
-//! except under CI (`CI` set), where that is a failure.
+//! except under CI (`CI` set), where that is a failure (`layout.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -45,7 +41,7 @@ use rusqlite::types::Value;
 use tokio_postgres::types::Type;
 pub use tokio_postgres::{Error, Row, SimpleQueryMessage};
 
-use super::engine::{Engine, Rows, Sqlite};
+use super::engine::{Engine, Rows, Sqlite, binary_cmp};
 
 /// A connection of the test's own, as an application has one: plaintext,
 /// whatever the URL's `sslmode` (the tool's TLS is tested through the
@@ -323,32 +319,6 @@ fn value(text: Option<&str>, ty: &Type) -> Result<Value, String> {
     })
 }
 
-/// SQLite's BINARY order of two values: NULL, numbers by value, text by
-/// bytes, blobs by bytes, as cutover orders keys on every engine.
-fn binary_cmp(a: &Value, b: &Value) -> std::cmp::Ordering {
-    use std::cmp::Ordering::Equal;
-    fn rank(v: &Value) -> u8 {
-        match v {
-            Value::Null => 0,
-            Value::Integer(_) | Value::Real(_) => 1,
-            Value::Text(_) => 2,
-            Value::Blob(_) => 3,
-        }
-    }
-    let num = |v: &Value| match v {
-        Value::Integer(i) => *i as f64,
-        Value::Real(r) => *r,
-        _ => 0.0,
-    };
-    match (a, b) {
-        (Value::Integer(x), Value::Integer(y)) => x.cmp(y),
-        (Value::Text(x), Value::Text(y)) => x.as_bytes().cmp(y.as_bytes()),
-        (Value::Blob(x), Value::Blob(y)) => x.cmp(y),
-        _ if rank(a) == rank(b) && rank(a) == 1 => num(a).partial_cmp(&num(b)).unwrap_or(Equal),
-        _ => rank(a).cmp(&rank(b)),
-    }
-}
-
 impl Engine for Postgres {
     fn name(&self) -> &'static str {
         "postgres"
@@ -566,212 +536,6 @@ impl Engine for Postgres {
                 String::from_utf8_lossy(&out.stderr)
             ))
         }
-    }
-}
-
-/// Where each side of a migration lives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Layout {
-    /// Both SQLite files (the folder as every other test has it).
-    Sqlite,
-    /// A SQLite source, a PostgreSQL target.
-    SqliteToPg,
-    /// Both PostgreSQL: two schemas of the test's database.
-    PgToPg,
-    /// A PostgreSQL source, a SQLite target.
-    PgToSqlite,
-}
-
-impl Layout {
-    pub const ALL: [Layout; 4] = [
-        Layout::Sqlite,
-        Layout::SqliteToPg,
-        Layout::PgToPg,
-        Layout::PgToSqlite,
-    ];
-
-    /// The layout a test function is named after (`sqlite_to_pg`).
-    pub fn named(name: &str) -> Layout {
-        match name {
-            "sqlite" => Layout::Sqlite,
-            "sqlite_to_pg" => Layout::SqliteToPg,
-            "pg_to_pg" => Layout::PgToPg,
-            "pg_to_sqlite" => Layout::PgToSqlite,
-            other => panic!("no layout {other}"),
-        }
-    }
-
-    /// Whether the source side is on PostgreSQL.
-    pub fn source_on_pg(self) -> bool {
-        matches!(self, Layout::PgToPg | Layout::PgToSqlite)
-    }
-
-    /// Whether the target side is on PostgreSQL.
-    pub fn target_on_pg(self) -> bool {
-        matches!(self, Layout::SqliteToPg | Layout::PgToPg)
-    }
-
-    pub fn needs_server(self) -> bool {
-        self.source_on_pg() || self.target_on_pg()
-    }
-
-    /// Runs `scenario` on this layout; when it needs a server and none
-    /// answers, says so in one line and passes, except under CI.
-    pub fn run(self, test: &str, scenario: fn(Layout)) {
-        if self.needs_server()
-            && let Err(e) = server()
-        {
-            if std::env::var_os("CI").is_some() {
-                panic!("CI is set and no PostgreSQL server answered: {e}");
-            }
-            println!("skipping {test}: no PostgreSQL server ({e})");
-            return;
-        }
-        scenario(self)
-    }
-
-    /// The engine of a folder in this layout.
-    pub fn engine(self, dir: &Path) -> Box<dyn Engine> {
-        match self {
-            Layout::Sqlite => Box::new(Sqlite::new(dir)),
-            _ => Box::new(Layered {
-                layout: self,
-                sqlite: Sqlite::new(dir),
-                pg: Postgres::new(),
-                placed: Mutex::default(),
-            }),
-        }
-    }
-}
-
-impl fmt::Display for Layout {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Layout::Sqlite => "sqlite",
-            Layout::SqliteToPg => "sqlite→pg",
-            Layout::PgToPg => "pg→pg",
-            Layout::PgToSqlite => "pg→sqlite",
-        })
-    }
-}
-
-/// Whether a database of the folder is on the target side.
-pub fn is_target(db: &str) -> bool {
-    db.starts_with("target") || db == "t.db"
-}
-
-/// A folder whose databases are SQLite files or PostgreSQL schemas, per
-/// its [`Layout`].
-pub struct Layered {
-    layout: Layout,
-    sqlite: Sqlite,
-    pg: Postgres,
-    /// Each database made, and whether it is on PostgreSQL.
-    placed: Mutex<BTreeMap<String, bool>>,
-}
-
-impl Layered {
-    fn on_pg(&self, db: &str) -> bool {
-        let placed = self.placed.lock().unwrap_or_else(|e| e.into_inner());
-        placed.get(db).copied().unwrap_or(if is_target(db) {
-            self.layout.target_on_pg()
-        } else {
-            self.layout.source_on_pg()
-        })
-    }
-
-    fn of(&self, db: &str) -> &dyn Engine {
-        if self.on_pg(db) {
-            &self.pg
-        } else {
-            &self.sqlite
-        }
-    }
-
-    fn place(&self, db: &str, on_pg: bool) {
-        self.placed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(db.to_string(), on_pg);
-    }
-}
-
-impl Engine for Layered {
-    fn name(&self) -> &'static str {
-        match self.layout {
-            Layout::Sqlite => "sqlite",
-            Layout::SqliteToPg => "sqlite→pg",
-            Layout::PgToPg => "pg→pg",
-            Layout::PgToSqlite => "pg→sqlite",
-        }
-    }
-
-    fn engine_of(&self, db: &str) -> &'static str {
-        self.of(db).name()
-    }
-
-    fn url(&self, db: &str) -> String {
-        self.of(db).url(db)
-    }
-
-    fn create(&self, db: &str, sql: &str) {
-        let on_pg = self.on_pg(db);
-        self.of(db).create(db, sql);
-        self.place(db, on_pg);
-    }
-
-    fn copy_db(&self, db: &str, to: &str) {
-        let on_pg = self.on_pg(db);
-        self.of(db).copy_db(db, to);
-        self.place(to, on_pg);
-    }
-
-    fn exec(&self, db: &str, sql: &str) -> Result<(), String> {
-        self.of(db).exec(db, sql)
-    }
-
-    fn query(&self, db: &str, sql: &str) -> Result<Rows, String> {
-        self.of(db).query(db, sql)
-    }
-
-    fn tables(&self, db: &str) -> BTreeSet<String> {
-        self.of(db).tables(db)
-    }
-
-    fn primary_key(&self, db: &str, table: &str) -> Vec<String> {
-        self.of(db).primary_key(db, table)
-    }
-
-    fn width(&self, db: &str, table: &str) -> usize {
-        self.of(db).width(db, table)
-    }
-
-    fn catalogue(&self, db: &str) -> Vec<(String, String, Option<String>)> {
-        self.of(db).catalogue(db)
-    }
-
-    fn external(&self) -> Vec<String> {
-        self.pg.external()
-    }
-
-    fn as_sqlite(&self) -> Option<&Sqlite> {
-        None
-    }
-
-    fn dump(&self, db: &str, table: &str) -> Rows {
-        self.of(db).dump(db, table)
-    }
-
-    fn count(&self, db: &str, table: &str) -> i64 {
-        self.of(db).count(db, table)
-    }
-
-    fn image(&self, db: &str) -> super::engine::Image {
-        self.of(db).image(db)
-    }
-
-    fn client(&self, dir: &Path, db: &str, sql: &str) -> Result<(), String> {
-        self.of(db).client(dir, db, sql)
     }
 }
 
