@@ -24,9 +24,9 @@
 //!   joindiff and hashdiff (`pip install reladiff mysql-connector-python`
 //!   when missing) on the source and the identical-shape `same`; each must
 //!   find the 100 rows;
-//! - `load` MySQL → PostgreSQL (a PostgreSQL database the bench creates),
-//!   next to a plain `LOAD DATA LOCAL INFILE` of the same rows into MySQL
-//!   (cutover does not load into MySQL yet).
+//! - `load` MySQL → PostgreSQL (a PostgreSQL database the bench creates)
+//!   and MySQL → MySQL (a database of its own), next to a plain `LOAD DATA
+//!   LOCAL INFILE` of the same rows into MySQL.
 //!
 //! `cargo bench --bench mysql` runs 1,000,000 rows; `CUTOVER_BENCH_ROWS`
 //! sets another size, `CUTOVER_BENCH_MYSQL` the server (default
@@ -575,6 +575,30 @@ fn main() {
         t,
         "(server)",
     );
+    let load_data = t;
+
+    // load MySQL → MySQL: every row transformed, into a database of its own.
+    let into = Database(format!("cutover_bench_load_{pid}"));
+    sql(None, &format!("CREATE DATABASE `{}`", into.0));
+    sql(
+        Some(&into.0),
+        "CREATE TABLE orders (id INT PRIMARY KEY, n BIGINT NOT NULL, cents BIGINT NOT NULL,
+           status VARCHAR(10) NOT NULL, name VARCHAR(40) COLLATE utf8mb4_general_ci NOT NULL,
+           at DATETIME(3) NOT NULL)",
+    );
+    std::fs::write(d.join("load_my.toml"), spec(&url(&src.0), &url(&into.0))).expect("a spec");
+    let mut c = Command::new(env!("CARGO_BIN_EXE_cutover"));
+    c.current_dir(d)
+        .args(["load", "--spec", "load_my.toml", "--quiet"]);
+    let (t, load_my_peak, code, out) = run_one(d, c);
+    assert_eq!(code, 0, "load into MySQL: {out}");
+    let n: u64 = sql(Some(&into.0), "SELECT COUNT(*) FROM orders")
+        .parse()
+        .expect("a count");
+    assert_eq!(n, rows, "every row loaded into MySQL");
+    line("cutover load MySQL → MySQL", rows, t, &mib(load_my_peak));
+    let load_my = t;
+    drop(into);
 
     println!();
     println!(
@@ -615,4 +639,11 @@ fn main() {
     if let Ok((_, peak)) = load {
         println!("load peak memory: {}", mib(peak));
     }
+    // A rate at least 0.8× LOAD DATA's: its time at most 1.25× as long.
+    let x = load_data.as_secs_f64() / load_my.as_secs_f64();
+    println!(
+        "load into MySQL rate / LOAD DATA LOCAL INFILE rate: {x:.2}x (target ≥ 0.8x: {}); peak memory {}",
+        if x >= 0.8 { "met" } else { "MISSED" },
+        mib(load_my_peak)
+    );
 }

@@ -337,6 +337,10 @@ pub struct Engine<'a> {
     /// batches are until [`Engine::commit_held`] commits it: load holds its
     /// first commit until every source row has been validated.
     held: std::cell::RefCell<Option<Transaction<'a>>>,
+    /// [`Engine::hold`] made the control tables the held batches write,
+    /// outside their transaction (a schema change commits at once): rolled
+    /// back, the batches leave them empty, and they are taken away again.
+    made: std::cell::Cell<bool>,
     /// The source row of the change being applied, as stored (storage
     /// classes included), kept only for tables with money columns: a money
     /// value written back keeps the class the row had (see
@@ -378,6 +382,7 @@ impl<'a> Engine<'a> {
             journal: String::new(),
             dry: false,
             held: std::cell::RefCell::new(None),
+            made: std::cell::Cell::new(false),
             stored: std::cell::RefCell::new(None),
             writers: std::cell::RefCell::new(writers),
             acting: Vec::new(),
@@ -406,10 +411,10 @@ impl<'a> Engine<'a> {
         // batches write are made first: made inside, they would commit
         // the held batches half-way.
         if !self.ddl_inside() && !self.dry {
-            match self.side {
-                Side::Source => self.db.applied_set().ensure()?,
-                Side::Target => self.db.progress().ensure_control_tables()?,
-            }
+            self.made.set(match self.side {
+                Side::Source => self.db.applied_set().make()?,
+                Side::Target => self.db.progress().make_control_tables()?,
+            });
         }
         *self.held.borrow_mut() = Some(self.db.begin_write()?);
         Ok(())
@@ -435,6 +440,15 @@ impl<'a> Engine<'a> {
     /// Rolls back the held batches: none of them was ever committed.
     pub fn rollback_held(&self) {
         self.held.borrow_mut().take();
+        // The transaction is over: dropping the empty tables [`Engine::hold`]
+        // made commits nothing else. Should it fail, they stay, empty,
+        // as the next run would make them.
+        if self.made.take() {
+            let _ = match self.side {
+                Side::Source => self.db.applied_set().drop_if_empty(),
+                Side::Target => self.db.progress().drop_empty_control_tables(),
+            };
+        }
     }
 
     /// The engine for replaying journal `journal` into the source.

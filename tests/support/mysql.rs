@@ -404,9 +404,6 @@ pub struct MySql {
     made: std::sync::Mutex<Vec<String>>,
 }
 
-/// The applied set's tables in a source.
-const APPLIED_SET: [&str; 2] = ["_cutover_applied", "_cutover_kept"];
-
 /// The session every harness connection and client script starts with.
 const SESSION: &str = "SET NAMES utf8mb4; SET time_zone = '+00:00';
     SET sql_mode = CONCAT(@@sql_mode, ',ANSI_QUOTES')";
@@ -763,35 +760,6 @@ impl super::engine::Engine for MySql {
 
     fn external(&self) -> Vec<String> {
         self.made().clone()
-    }
-
-    /// The database as "nothing changed" compares it, but for the applied
-    /// set's tables while they are empty: a dry run or a rehearsal makes
-    /// them once, before its transaction, since a schema change would
-    /// commit it (docs/engines.md, "MySQL and MariaDB").
-    fn image(&self, db: &str) -> super::engine::Image {
-        let mut schema = self.catalogue(db);
-        let mut tables = std::collections::BTreeMap::new();
-        let mut empty = Vec::new();
-        for name in self.tables(db) {
-            let sql = format!("SELECT * FROM {}", self.quote(&name));
-            let mut rows = self
-                .query(db, &sql)
-                .unwrap_or_else(|e| panic!("reading {name} of {db}: {e}"));
-            if APPLIED_SET.contains(&name.as_str()) && rows.is_empty() {
-                empty.push(name);
-                continue;
-            }
-            rows.sort_by_key(|r| format!("{r:?}"));
-            tables.insert(name, rows);
-        }
-        schema.retain(|(_, name, _)| {
-            !empty.iter().any(|t| {
-                name.strip_prefix(t.as_str())
-                    .is_some_and(|r| r.starts_with('.'))
-            })
-        });
-        super::engine::Image { schema, tables }
     }
 
     fn as_sqlite(&self) -> Option<&super::engine::Sqlite> {

@@ -168,9 +168,15 @@ pub fn run(spec: &Spec, batch: usize, mode: Mode, max_diffs: usize) -> Result<Re
     };
     // A dry run: the same batches, as savepoints of one transaction that is
     // rolled back at the end.
-    dry_tables(&source, dry_run)?;
+    let made = dry_tables(&source, dry_run)?;
     let conflicts = match dry_run {
-        true => source.rolled_back(|source| applying.run(source))?,
+        true => {
+            let tried = source.rolled_back(|source| applying.run(source));
+            if made {
+                source.applied_set().drop_if_empty()?;
+            }
+            tried?
+        }
         false => applying.run(&mut source)?,
     };
     match planned {
@@ -207,13 +213,13 @@ fn ready(spec: &Spec, source: &crate::db::Db) -> Result<()> {
 
 /// For a dry run where a schema change commits at once (MySQL): the
 /// applied set's tables made before the dry run's transaction opens (inside
-/// it, they would commit it), empty, as any replay makes them; after every
-/// refusal, so a refused run leaves none.
-fn dry_tables(source: &crate::db::Db, dry_run: bool) -> Result<()> {
+/// it, they would commit it), after every refusal; `true` when this made
+/// them, to be dropped again, empty, once that transaction is rolled back.
+fn dry_tables(source: &crate::db::Db, dry_run: bool) -> Result<bool> {
     if dry_run && !source.engine().capabilities.transactional_ddl {
-        source.applied_set().ensure()?;
+        return source.applied_set().make();
     }
-    Ok(())
+    Ok(false)
 }
 
 /// The dry run's report: the plan, every conflict the replay would stop

@@ -57,6 +57,20 @@ impl AppliedSet<'_> {
         c.ensure(Set::Applied)
     }
 
+    /// Makes the applied set as [`AppliedSet::ensure`]; `true` when none
+    /// of it was there before.
+    pub fn make(&self) -> Result<bool> {
+        let absent = self.0.absent(Set::Applied)?;
+        self.ensure()?;
+        Ok(absent)
+    }
+
+    /// Drops the applied set if it holds no row (see
+    /// [`super::Control::drop_if_empty`]).
+    pub fn drop_if_empty(&self) -> Result<()> {
+        self.0.drop_if_empty(Set::Applied)
+    }
+
     /// Whether the applied set can name a journal: false when there is no
     /// applied set yet.
     fn present(&self) -> Result<bool> {

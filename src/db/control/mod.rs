@@ -337,6 +337,36 @@ impl<'a> Control<'a> {
             .any(|c| c.name == column))
     }
 
+    /// Whether none of a set's relations is there: a run that makes the
+    /// set where a schema change commits at once asks it first, to take
+    /// the set away again with [`Control::drop_if_empty`] if it ends
+    /// having committed nothing.
+    pub(crate) fn absent(&self, set: Set) -> Result<bool> {
+        Ok(self.present(set.relations())? == 0)
+    }
+
+    /// Drops a set's tables if every one of them is there and holds no
+    /// row: what a run made for itself and then committed nothing to (a
+    /// refused load, a dry run), where a rollback cannot undo the making.
+    /// Never inside an open transaction: a schema change would commit it.
+    pub(crate) fn drop_if_empty(&self, set: Set) -> Result<()> {
+        let names = set.relations();
+        if self.present(names)? != names.len() {
+            return Ok(());
+        }
+        for name in names {
+            let row = self.one(&format!("SELECT count(*) FROM {{{{schema}}}}.{name}"), &[])?;
+            if row.map(|r| int(&r, 0)).transpose()?.unwrap_or(0) != 0 {
+                return Ok(());
+            }
+        }
+        for name in names {
+            self.exec(&format!("DROP TABLE IF EXISTS {{{{schema}}}}.{name}"), &[])
+                .with_context(|| format!("dropping the empty {name} in {}", self.location))?;
+        }
+        Ok(())
+    }
+
     /// Makes a set of tables, inside whatever transaction is open, unless
     /// every relation of it is already there.
     pub(crate) fn ensure(&self, set: Set) -> Result<()> {

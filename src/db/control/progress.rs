@@ -109,6 +109,20 @@ impl Progress<'_> {
         self.0.ensure(Set::Target)
     }
 
+    /// Makes the target's control tables as [`Progress::ensure_control_tables`];
+    /// `true` when none was there before.
+    pub fn make_control_tables(&self) -> Result<bool> {
+        let absent = self.0.absent(Set::Target)?;
+        self.0.ensure(Set::Target)?;
+        Ok(absent)
+    }
+
+    /// Drops the target's control tables if they hold no row (see
+    /// [`super::Control::drop_if_empty`]).
+    pub fn drop_empty_control_tables(&self) -> Result<()> {
+        self.0.drop_if_empty(Set::Target)
+    }
+
     /// Makes sync's control tables.
     pub fn ensure_sync_tables(&self) -> Result<()> {
         self.0.ensure(Set::Sync)
