@@ -126,7 +126,7 @@ pub static POSTGRES: Engine = Engine {
 pub static MYSQL: Engine = Engine {
     name: "MySQL",
     dialect: &mysql::control::DIALECT,
-    journal_triggers: 0,
+    journal_triggers: mysql::capture::JOURNAL_TRIGGERS,
     schemes: &["mysql"],
     form: "mysql://USER@HOST:PORT/DB",
     capabilities: Capabilities {
@@ -135,7 +135,7 @@ pub static MYSQL: Engine = Engine {
         digests: true,
         conditional_writes: true,
         replayed_into: true,
-        target: false,
+        target: true,
     },
     open: |location, access, role| match location {
         Location::Server(url) => {
