@@ -85,9 +85,10 @@ pub(super) fn image_type(c: &Column) -> String {
     match c.data_type.as_str() {
         "char" | "varchar" => format!("LONGTEXT{}", charset()),
         "binary" | "varbinary" => "LONGBLOB".to_string(),
-        "tinytext" | "text" | "mediumtext" | "longtext" | "enum" | "set" => {
-            format!("{}{}", c.declared, charset())
+        "tinytext" | "text" | "mediumtext" | "longtext" => {
+            format!("{}{}", c.data_type.to_ascii_uppercase(), charset())
         }
+        "enum" | "set" => format!("{}{}", c.declared, charset()),
         _ => c.declared.clone(),
     }
 }
