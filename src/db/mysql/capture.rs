@@ -83,10 +83,10 @@ pub(super) fn image_type(c: &Column) -> String {
         _ => String::new(),
     };
     match c.data_type.as_str() {
-        "char" | "varchar" => format!("LONGTEXT{}", charset()),
-        "binary" | "varbinary" => "LONGBLOB".to_string(),
+        "char" | "varchar" => format!("longtext{}", charset()),
+        "binary" | "varbinary" => "longblob".to_string(),
         "tinytext" | "text" | "mediumtext" | "longtext" => {
-            format!("{}{}", c.data_type.to_ascii_uppercase(), charset())
+            format!("{}{}", c.data_type, charset())
         }
         "enum" | "set" => format!("{}{}", c.declared, charset()),
         _ => c.declared.clone(),
