@@ -729,3 +729,132 @@ fn a_cascading_foreign_key_is_refused_before_any_trigger() {
         "no image table either"
     );
 }
+
+/// An install stopped half-way (MySQL commits each schema change at once)
+/// is completed by the next: a trigger and the view gone, `journal
+/// status` names what is missing, and `journal install` puts back exactly
+/// that.
+#[test]
+fn an_install_stopped_half_way_is_completed_by_the_next() {
+    let Some(s) = Setup::switched("mysql_journal_rerun") else {
+        return;
+    };
+    let delete = s.my.value(
+        "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()
+         AND EVENT_MANIPULATION = 'DELETE' AND TRIGGER_NAME LIKE '\\_cutover%'",
+    );
+    s.my.exec(&format!(
+        "DROP TRIGGER `{delete}`; DROP VIEW _cutover_journal"
+    ));
+    assert_eq!(
+        s.status()["stale"],
+        serde_json::json!([format!("{delete} (missing)")])
+    );
+    cutover_in(s.path(), &["journal", "install"])
+        .expect(0)
+        .assert_mentions(&["1 trigger"]);
+    assert_eq!(s.status()["stale"], serde_json::json!([]));
+    s.my.app_user()
+        .exec("DELETE FROM orders WHERE id = 2")
+        .unwrap();
+    let all = entries(&s.target(), 0);
+    assert_eq!(
+        all.iter().map(|e| (e.op, entry_key(e))).collect::<Vec<_>>(),
+        [(Op::Delete, 2)]
+    );
+    assert_eq!(s.my.value("SELECT COUNT(*) FROM _cutover_journal"), "1");
+}
+
+/// A user of the target's own for cutover, dropped with the test.
+struct CutoverUser<'a> {
+    my: &'a TestDb,
+    name: String,
+}
+
+impl Drop for CutoverUser<'_> {
+    fn drop(&mut self) {
+        let _ = self.my.server().admin(
+            None,
+            &format!(
+                "DROP USER IF EXISTS '{0}'@'%'; DROP USER IF EXISTS '{0}'@'localhost';",
+                self.name
+            ),
+        );
+    }
+}
+
+/// cutover as a user with only the grants docs/engines.md lists for a
+/// MySQL target's journal: load, install, the application's writes
+/// journaled, status, remove.
+#[test]
+fn the_documented_grants_are_enough_for_the_journal() {
+    let Some(s) = Setup::new("mysql_journal_grants", TARGET, "") else {
+        return;
+    };
+    let user = CutoverUser {
+        my: &s.my,
+        name: format!("cut_{}", std::process::id()),
+    };
+    let mut grants = String::new();
+    for host in ["%", "localhost"] {
+        grants.push_str(&format!(
+            "CREATE USER '{u}'@'{host}' IDENTIFIED BY 'pw-cut';
+             GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, CREATE VIEW, TRIGGER ON `{db}`.* TO '{u}'@'{host}';
+             GRANT PROCESS ON *.* TO '{u}'@'{host}';",
+            u = user.name,
+            db = s.my.name
+        ));
+    }
+    s.my.server()
+        .admin(None, &grants)
+        .expect("the cutover user");
+    let url =
+        s.my.server()
+            .url_for(&user.name, Some("pw-cut"), &s.my.name);
+    std::fs::write(
+        s.path().join("spec.toml"),
+        orders_spec("sqlite://source.db", &url, &COPIES, ""),
+    )
+    .unwrap();
+    cutover_in(s.path(), &["load"]).expect(0);
+    cutover_in(s.path(), &["journal", "install"]).expect(0);
+    assert_eq!(
+        s.my.value(
+            "SELECT DISTINCT DEFINER FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()"
+        )
+        .split('@')
+        .next(),
+        Some(user.name.as_str()),
+        "the triggers run as cutover's user"
+    );
+    let app = s.my.app_user();
+    app.exec("UPDATE orders SET cents = cents + 1 WHERE id = 1; INSERT INTO orders (id, cents, status) VALUES (5, 5, 'active')")
+        .unwrap();
+    let status = s.status();
+    assert_eq!(
+        (
+            &status["triggers"],
+            &status["insert"],
+            &status["update"],
+            &status["stale"]
+        ),
+        (
+            &serde_json::json!(3),
+            &serde_json::json!(1),
+            &serde_json::json!(1),
+            &serde_json::json!([])
+        ),
+        "{status}"
+    );
+    cutover_in(s.path(), &["journal", "remove"]).expect(0);
+    assert_eq!(
+        s.my.value(
+            "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()"
+        ),
+        "0"
+    );
+    // Unjournaled now; the entries stay.
+    app.exec("DELETE FROM orders WHERE id = 5").unwrap();
+    let db = s.target();
+    assert_eq!(db.journal().journal_extent().unwrap().entries, 2);
+}
