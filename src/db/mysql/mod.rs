@@ -15,9 +15,11 @@
 //!
 //! MySQL as a source is built: `check`, `load` and `gate` read it, and the
 //! rollback writes the journal back into it (replay's writes, the control
-//! store, `AUTO_INCREMENT`, its hold on foreign keys and triggers). The
-//! interfaces a target needs (the journal, the fence) refuse, exit 2,
-//! naming what is not supported yet and what to use instead ([`not_yet`]).
+//! store, `AUTO_INCREMENT`, its hold on foreign keys and triggers). As a
+//! target, `load` writes it and the journal is built ([`capture`] installs
+//! its `AFTER` row triggers, [`journal_log`] reads its entries back); the
+//! fence is not, and refuses, exit 2, naming what is not supported yet and
+//! what to use instead ([`not_yet`]).
 //!
 //! Identifiers go through [`quote_ident`]; values are always bound as
 //! parameters of the binary protocol, never spliced into a statement.
