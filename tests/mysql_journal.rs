@@ -455,6 +455,27 @@ fn every_write_of_the_application_is_journaled_exactly() {
     assert_eq!(status["update"], count(Op::Update), "{status}");
     assert_eq!(status["delete"], count(Op::Delete), "{status}");
     assert_eq!(all.len(), 12);
+    // watch reads the same entries from the MySQL journal, and finds each
+    // one able to go back to the SQLite source.
+    let watch = cutover_in(s.path(), &["watch", "--format", "json"])
+        .expect(0)
+        .json();
+    assert_eq!(
+        (&watch["entries"], &watch["checked"], &watch["verdict"]),
+        (
+            &serde_json::json!(12),
+            &serde_json::json!(12),
+            &serde_json::json!("pass")
+        ),
+        "{watch}"
+    );
+    // A status the spec's map cannot take back is what watch finds.
+    app.exec("UPDATE orders SET status = 'pending' WHERE id = 3")
+        .unwrap();
+    let watch = cutover_in(s.path(), &["watch", "--format", "json"])
+        .output()
+        .json();
+    assert_eq!(watch["irreversible"], 1, "{watch}");
 }
 
 /// A `mariadb` session kept open, fed one statement at a time.

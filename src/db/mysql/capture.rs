@@ -67,9 +67,15 @@ pub(super) fn trigger_name(img: i64, op: &str) -> String {
     format!("_cutover_journal_{img}_{op}")
 }
 
-/// Whether a trigger is one of the journal's.
+/// Whether a trigger is one of the journal's (`_cutover_journal_<img>_<op>`).
 pub(super) fn is_journal_trigger(name: &str) -> bool {
-    name.starts_with("_cutover_journal_")
+    let Some(rest) = name.strip_prefix("_cutover_journal_") else {
+        return false;
+    };
+    let Some((img, op)) = rest.split_once('_') else {
+        return false;
+    };
+    !img.is_empty() && img.bytes().all(|b| b.is_ascii_digit()) && OPS.iter().any(|(o, _)| *o == op)
 }
 
 /// The type of an image column for a table column: the column's own, but
@@ -977,6 +983,21 @@ impl Capture for MySql {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_journals_triggers_are_told_by_name() {
+        assert_eq!(trigger_name(12, "update"), "_cutover_journal_12_update");
+        assert!(is_journal_trigger("_cutover_journal_12_update"));
+        for other in [
+            "_cutover_journal_12_fence",
+            "_cutover_journal__insert",
+            "_cutover_journal_x_insert",
+            "_cutover_fence_insert",
+            "orders_audit",
+        ] {
+            assert!(!is_journal_trigger(other), "{other}");
+        }
+    }
 
     #[test]
     fn innodb_spells_names_as_their_files() -> Result<()> {
