@@ -879,3 +879,37 @@ fn the_documented_grants_are_enough_for_the_journal() {
     let db = s.target();
     assert_eq!(db.journal().journal_extent().unwrap().entries, 2);
 }
+
+/// A transaction of the application holding the table keeps the install
+/// out (its DDL needs the table's metadata lock): the install waits a
+/// short `lock_wait_timeout` a few times, then refuses naming the
+/// connection; once it commits, the install goes through.
+#[test]
+fn an_install_waits_briefly_for_the_metadata_lock_and_names_who_holds_it() {
+    let Some(s) = Setup::new("mysql_journal_mdl", TARGET, "") else {
+        return;
+    };
+    cutover_in(s.path(), &["load"]).expect(0);
+    let app = s.my.app_user();
+    let mut a = Session::open(&s, &app);
+    a.run("START TRANSACTION; UPDATE orders SET cents = 5 WHERE id = 1");
+    let started = Instant::now();
+    cutover_in(s.path(), &["journal", "install"])
+        .env("CUTOVER_LOCK_TIMEOUT_MS", "1000")
+        .expect(2)
+        .assert_mentions(&["metadata lock", &app.name, "KILL"]);
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        s.my.value(
+            "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()"
+        ),
+        "0"
+    );
+    a.run("COMMIT");
+    cutover_in(s.path(), &["journal", "install"]).expect(0);
+    assert_eq!(s.status()["stale"], serde_json::json!([]));
+}
