@@ -1015,3 +1015,26 @@ fn every_type_is_journaled_as_a_scan_reads_it() {
     app.exec("UPDATE kinds SET vc = 'x' WHERE id = 2").unwrap();
     assert_ne!(db.journal().journal_digest().unwrap(), digest);
 }
+
+/// A table that is not InnoDB (its writes are not undone with the
+/// transaction its journal rows are) is refused before anything of the
+/// journal is written.
+#[test]
+fn a_table_that_is_not_innodb_is_refused() {
+    let Some(s) = Setup::new(
+        "mysql_journal_myisam",
+        &TARGET.replacen(") ENGINE = InnoDB;", ") ENGINE = MyISAM;", 1),
+        "",
+    ) else {
+        return;
+    };
+    cutover_in(s.path(), &["journal", "install"])
+        .expect(2)
+        .assert_mentions(&["'orders'", "InnoDB"]);
+    assert_eq!(
+        s.my.value(
+            "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()"
+        ),
+        "0"
+    );
+}

@@ -801,10 +801,13 @@ impl Capture for MySql {
     /// The image id for `name` with these columns: the existing one when
     /// the columns are the same, else a new one; in both cases its image
     /// table is created if it is not there (a run stopped between the
-    /// two). A table that a foreign key's action changes is refused here,
-    /// before any trigger of any table is written.
+    /// two). A table that a foreign key's action changes, or that is not
+    /// InnoDB, is refused here, before any trigger of any table is written.
     fn image_for(&self, name: &str, table: &str, columns: &[&str]) -> Result<i64> {
         self.refuse_cascades(table)?;
+        // An InnoDB table whose id can be read (a MyISAM table's writes are
+        // not undone with a transaction its journal rows are).
+        self.innodb_table_id(table)?;
         if columns.is_empty() || columns.len() > MAX_JOURNALED_COLUMNS {
             bail!(
                 "table '{table}': {} columns to journal; MySQL journals 1 to {MAX_JOURNALED_COLUMNS} (an image table holds two images of the row in at most 1,017 InnoDB columns)",
