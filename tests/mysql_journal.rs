@@ -1038,3 +1038,60 @@ fn a_table_that_is_not_innodb_is_refused() {
         "0"
     );
 }
+
+/// The spec's column list changes after the switch: `journal install`
+/// gives the table a new image, and its triggers replace the earlier
+/// image's under the same names, so each write after it is journaled once,
+/// in the new image, and the entries before stay in the old one.
+#[test]
+fn a_new_column_list_replaces_the_triggers_in_place() {
+    let Some(s) = Setup::switched("mysql_journal_columns") else {
+        return;
+    };
+    let names = || {
+        s.my.exec(
+            "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() ORDER BY 1",
+        )
+    };
+    let before = names();
+    let app = s.my.app_user();
+    app.exec("UPDATE orders SET cents = 7 WHERE id = 1")
+        .unwrap();
+    // n3 no longer carried (gone from the source): the target keeps its own.
+    rusqlite::Connection::open(s.path().join("source.db"))
+        .unwrap()
+        .execute_batch("ALTER TABLE orders DROP COLUMN n3")
+        .unwrap();
+    let fewer: Vec<&str> = COPIES.iter().copied().filter(|c| *c != "n3").collect();
+    std::fs::write(
+        s.path().join("spec.toml"),
+        orders_spec(
+            "sqlite://source.db",
+            &s.my.url,
+            &fewer,
+            "\n[[tables.columns]]\ntarget = \"n3\"\ndefault = true\n",
+        ),
+    )
+    .unwrap();
+    assert_ne!(s.status()["stale"], serde_json::json!([]));
+    cutover_in(s.path(), &["journal", "install"])
+        .expect(0)
+        .assert_mentions(&["3 triggers"]);
+    assert_eq!(s.status()["stale"], serde_json::json!([]));
+    assert_eq!(names(), before, "the same three triggers, replaced");
+    app.exec("UPDATE orders SET cents = 8 WHERE id = 1")
+        .unwrap();
+    let db = s.target();
+    let images = db.journal_tables().unwrap();
+    assert_eq!(images.len(), 2, "{images:?}");
+    assert!(!images[1].columns.iter().any(|c| c == "n3"));
+    let all = entries(&db, 0);
+    assert_eq!(
+        all.iter().map(|e| (e.img, e.op)).collect::<Vec<_>>(),
+        [(images[0].img, Op::Update), (images[1].img, Op::Update)]
+    );
+    assert_eq!(
+        all[1].new.as_ref().map(Vec::len),
+        Some(images[1].columns.len())
+    );
+}
