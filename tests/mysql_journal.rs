@@ -575,10 +575,11 @@ fn two_writers_interleaving_commits_keep_each_rows_order() {
     b.run("START TRANSACTION");
     let waiting = b.send("UPDATE orders SET cents = 1004 WHERE id = 1");
     let deadline = Instant::now() + Duration::from_secs(30);
-    while s
-        .my
-        .value("SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'")
-        == "0"
+    while s.my.value(
+        "SELECT COUNT(*) FROM information_schema.INNODB_TRX t
+                 JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
+                 WHERE t.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()",
+    ) == "0"
     {
         assert!(Instant::now() < deadline, "B never waited for A's lock");
         std::thread::sleep(Duration::from_millis(20));
