@@ -124,7 +124,9 @@ impl MySql {
             .with_context(|| format!("creating the journal's control tables in {}", self.shown()))
     }
 
-    /// The image id already recorded for these columns of `table`.
+    /// The image id already recorded for these columns of `table`, the
+    /// names compared by their bytes (the control table's collation may
+    /// fold case or pad).
     fn find_image(&self, name: &str, table: &str, columns: &[&str]) -> Result<Option<i64>> {
         if !self.has_table("_cutover_journal_tables")? {
             return Ok(None);
@@ -134,7 +136,9 @@ impl MySql {
             .conn()?
             .exec_first(
                 format!(
-                    "SELECT img FROM {} WHERE tbl = ? AND target_table = ? AND columns = ? ORDER BY img LIMIT 1",
+                    "SELECT img FROM {} WHERE CAST(tbl AS BINARY) = CAST(? AS BINARY)
+                     AND CAST(target_table AS BINARY) = CAST(? AS BINARY)
+                     AND CAST(columns AS BINARY) = CAST(? AS BINARY) ORDER BY img LIMIT 1",
                     self.qualified("_cutover_journal_tables")
                 ),
                 (name, table, list),
