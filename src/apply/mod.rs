@@ -501,7 +501,8 @@ impl<'a> Engine<'a> {
         // A dry run's batches are inside the caller's transaction, which a
         // schema change that commits at once would commit: there the caller
         // made the control tables before opening it.
-        if !self.ddl_inside() && !self.dry {
+        // Held batches: `hold` made them before it opened the transaction.
+        if !self.ddl_inside() && !self.dry && self.held.borrow().is_none() {
             self.ensure_control(checkpoint)?;
         }
         if self.dry || self.held.borrow().is_some() {

@@ -829,13 +829,13 @@ impl crate::db::Catalogue for MySql {
         Ok(None)
     }
 
-    /// No trigger of cutover's own exists on MySQL yet: the journal and
-    /// the fence are not installed there.
+    /// The journal's triggers ([`super::capture`]); the fence is not
+    /// installed on MySQL yet.
     fn own_triggers(&self, table: &str) -> Result<OwnTriggers> {
         let own = self
             .triggers(table)?
             .into_iter()
-            .filter(|t| t.name.starts_with("_cutover_"))
+            .filter(|t| super::capture::is_journal_trigger(&t.name))
             .count();
         Ok(OwnTriggers {
             journal: own,
