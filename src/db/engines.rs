@@ -135,7 +135,7 @@ pub static MYSQL: Engine = Engine {
         digests: true,
         conditional_writes: true,
         replayed_into: true,
-        target: false,
+        target: true,
     },
     open: |location, access, role| match location {
         Location::Server(url) => {

@@ -829,17 +829,17 @@ impl crate::db::Catalogue for MySql {
         Ok(None)
     }
 
-    /// No trigger of cutover's own exists on MySQL yet: the journal and
-    /// the fence are not installed there.
+    /// The journal's: every trigger of cutover's own but the fence's; the
+    /// fence's: those that refuse a write ([`MySql::fence_triggers`]).
     fn own_triggers(&self, table: &str) -> Result<OwnTriggers> {
         let own = self
             .triggers(table)?
             .into_iter()
-            .filter(|t| t.name.starts_with("_cutover_"))
+            .filter(|t| t.name.starts_with("_cutover_") && !t.name.starts_with("_cutover_fence_"))
             .count();
         Ok(OwnTriggers {
             journal: own,
-            fence: 0,
+            fence: self.fence_triggers(table)?,
         })
     }
 }

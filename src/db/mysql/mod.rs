@@ -15,9 +15,10 @@
 //!
 //! MySQL as a source is built: `check`, `load` and `gate` read it, and the
 //! rollback writes the journal back into it (replay's writes, the control
-//! store, `AUTO_INCREMENT`, its hold on foreign keys and triggers). The
-//! interfaces a target needs (the journal, the fence) refuse, exit 2,
-//! naming what is not supported yet and what to use instead ([`not_yet`]).
+//! store, `AUTO_INCREMENT`, its hold on foreign keys and triggers). As a
+//! target it has the write fence ([`fence`]: `BEFORE` triggers that
+//! `SIGNAL`); what is not built yet refuses, exit 2, naming what is not
+//! supported and what to use instead ([`not_yet`]).
 //!
 //! Identifiers go through [`quote_ident`]; values are always bound as
 //! parameters of the binary protocol, never spliced into a statement.
