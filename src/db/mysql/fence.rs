@@ -131,9 +131,11 @@ impl Fence for MySql {
         self.bound_lock_waits()
     }
 
-    /// The server's count of rows InnoDB inserted, updated and deleted
-    /// and of the statements that write a table or change a schema
-    /// (`SHOW GLOBAL STATUS`: `Innodb_rows_*`, `Com_insert` … `Com_load`,
+    /// The server's counts of rows written (`SHOW GLOBAL STATUS`:
+    /// `Handler_write`, `Handler_update`, `Handler_delete`, which a
+    /// replica's row events move too, and MySQL 8's `Innodb_rows_*`;
+    /// MariaDB 10.11 has none of the latter) and of the statements that
+    /// write a table or change a schema (`Com_insert` … `Com_load`,
     /// `Com_truncate`, `Com_alter_table`, `Com_rename_table`,
     /// `Com_create_trigger`, `Com_drop_trigger`, …), with the database's
     /// tables (name, engine, creation time) and triggers (name, table,
@@ -147,6 +149,7 @@ impl Fence for MySql {
         let status: Vec<(String, String)> = conn
             .query(
                 "SHOW GLOBAL STATUS WHERE Variable_name IN (
+                   'Handler_write', 'Handler_update', 'Handler_delete',
                    'Innodb_rows_inserted', 'Innodb_rows_updated', 'Innodb_rows_deleted',
                    'Com_insert', 'Com_insert_select', 'Com_update', 'Com_update_multi',
                    'Com_delete', 'Com_delete_multi', 'Com_replace', 'Com_replace_select',
