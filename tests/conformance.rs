@@ -48,7 +48,8 @@ conformance! {
         receipts_on_mysql => mysql;
     progress_contract: progress_on_sqlite => sqlite, progress_on_postgres => postgres,
         progress_on_mysql => mysql;
-    journal_contract: journal_on_sqlite => sqlite, journal_on_postgres => postgres;
+    journal_contract: journal_on_sqlite => sqlite, journal_on_postgres => postgres,
+        journal_on_mysql => mysql;
     fence_contract: fence_on_sqlite => sqlite, fence_on_postgres => postgres,
         fence_on_mysql => mysql;
     fixtures_contract: fixtures_on_sqlite => sqlite, fixtures_on_postgres => postgres,

@@ -126,7 +126,7 @@ pub static POSTGRES: Engine = Engine {
 pub static MYSQL: Engine = Engine {
     name: "MySQL",
     dialect: &mysql::control::DIALECT,
-    journal_triggers: 0,
+    journal_triggers: mysql::capture::JOURNAL_TRIGGERS,
     schemes: &["mysql"],
     form: "mysql://USER@HOST:PORT/DB",
     capabilities: Capabilities {

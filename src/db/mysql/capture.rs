@@ -1,61 +1,934 @@
-//! [`Capture`] on MySQL and MariaDB: not yet. A journal on MySQL needs
-//! row triggers that keep the entries of one row in the order they
-//! happened, images of a wide row within the 65,535-byte row limit, and
-//! a refusal of what fires no trigger (cascaded rows, `TRUNCATE`); until
-//! they are built every method refuses, naming what to use instead, so
-//! that no command on a MySQL target pretends to journal.
+//! [`Capture`] on MySQL and MariaDB: the journal's image tables, its
+//! `AFTER` row triggers, the install that a rerun completes, and the
+//! rolled-back proof that a write is journaled.
+//!
+//! Each journaled table and column list has an image id (`img`, a row of
+//! `_cutover_journal_tables`) and an image table
+//! `_cutover_journal_<img> (seq, conn, op, o1, …, oN, n1, …, nN)` whose
+//! image columns have the table's own column types, but `CHAR`/`VARCHAR`
+//! as `LONGTEXT` of the same character set and collation and
+//! `BINARY`/`VARBINARY` as `LONGBLOB` (stored off the row, so two images
+//! of a wide row fit MySQL's 65,535-byte row limit): a value is journaled
+//! exactly as a scan of the table reads it. `seq` comes from the
+//! `AUTO_INCREMENT` of one counter table, `_cutover_journal_seq`
+//! (`sql/mysql/journal_control.sql`), allocated when the trigger fires;
+//! `conn` is `CONNECTION_ID()`. The triggers' template is
+//! `sql/mysql/journal_triggers.sql`; they are named after the image
+//! (trigger names are unique per database) and ordered first among the
+//! table's `AFTER` triggers of their event.
+//!
+//! Refused at the first step of `journal install`, before any trigger is
+//! written: a table that is the child of a foreign key with an `ON DELETE`
+//! or `ON UPDATE` action of `CASCADE`, `SET NULL` or `SET DEFAULT` (InnoDB
+//! fires no trigger for the rows it changes). Detected: `TRUNCATE`, which
+//! fires no trigger either, by the table's InnoDB table id recorded at
+//! install (`stale_journal_triggers` reports a change). MySQL commits
+//! every schema change at once: each step here can be run again and
+//! completes what a run stopped half-way left.
 
-use anyhow::{Result, bail};
+use std::time::Duration;
 
-use super::MySql;
-use crate::db::{Capture, Journaled, Unproven};
+use anyhow::{Context, Result, bail};
+use mysql::Value as My;
+use mysql::prelude::Queryable;
 
-/// The refusal of every journal operation on MySQL.
-fn refused(db: &MySql) -> anyhow::Error {
-    anyhow::anyhow!(
-        "{}: {}",
-        db.shown(),
-        super::not_yet("the journal (journal install, status and remove) on a MySQL target")
-    )
+use super::catalogue::Column;
+use super::client::{Flavor, code};
+use super::journal_log::image_table;
+use super::{MySql, quote_ident};
+use crate::db::{Capture, Journaled, Rows, RowsExt, Unproven};
+use crate::value::{Row, Value};
+
+const CONTROL: &str = include_str!("../../../sql/mysql/journal_control.sql");
+const TRIGGERS: &str = include_str!("../../../sql/mysql/journal_triggers.sql");
+
+/// The journal's ops, in the template's order, with the event each fires on.
+const OPS: [(&str, &str); 3] = [
+    ("insert", "INSERT"),
+    ("update", "UPDATE"),
+    ("delete", "DELETE"),
+];
+
+/// How many journal triggers a table has.
+pub const JOURNAL_TRIGGERS: usize = OPS.len();
+
+/// A MySQL table has at most 4,096 columns (InnoDB 1,017); an image table
+/// holds `seq`, `conn`, `op` and two images.
+pub const MAX_JOURNALED_COLUMNS: usize = 507;
+
+/// How long `journal install` waits for the metadata lock on a table
+/// before it tries again, unless `CUTOVER_LOCK_TIMEOUT_MS` says otherwise
+/// (MySQL counts `lock_wait_timeout` in whole seconds).
+const LOCK_TIMEOUT_MS: u64 = 2000;
+const LOCK_ATTEMPTS: usize = 3;
+
+/// The journal trigger of image `img` for one op.
+pub(super) fn trigger_name(img: i64, op: &str) -> String {
+    format!("_cutover_journal_{img}_{op}")
 }
 
-impl Capture for MySql {
-    fn image_for(&self, _name: &str, _table: &str, _columns: &[&str]) -> Result<i64> {
-        Err(refused(self))
+/// Whether a trigger is one of the journal's.
+pub(super) fn is_journal_trigger(name: &str) -> bool {
+    name.starts_with("_cutover_journal_")
+}
+
+/// The type of an image column for a table column: the column's own, but
+/// `CHAR`/`VARCHAR` as `LONGTEXT` and `BINARY`/`VARBINARY` as `LONGBLOB`,
+/// texts with their character set and collation. Applied to an image
+/// column it gives the same type again.
+pub(super) fn image_type(c: &Column) -> String {
+    let charset = || match (&c.charset, &c.collation) {
+        (Some(cs), Some(co)) => format!(" CHARACTER SET {cs} COLLATE {co}"),
+        (Some(cs), None) => format!(" CHARACTER SET {cs}"),
+        _ => String::new(),
+    };
+    match c.data_type.as_str() {
+        "char" | "varchar" => format!("LONGTEXT{}", charset()),
+        "binary" | "varbinary" => "LONGBLOB".to_string(),
+        "tinytext" | "text" | "mediumtext" | "longtext" | "enum" | "set" => {
+            format!("{}{}", c.declared, charset())
+        }
+        _ => c.declared.clone(),
+    }
+}
+
+/// One journal trigger as the template makes it.
+struct Wanted {
+    name: String,
+    op: &'static str,
+    event: &'static str,
+    /// `CREATE TRIGGER … FOR EACH ROW {{order}}BEGIN … END`.
+    create: String,
+    /// `BEGIN … END`, as information_schema.TRIGGERS keeps it.
+    body: String,
+}
+
+impl MySql {
+    /// Creates the journal's control tables (with the target's other
+    /// control tables) if they are not there yet.
+    fn ensure_journal_control(&self) -> Result<()> {
+        let control =
+            crate::db::control::Control::new(self, self, &super::control::DIALECT, self.shown());
+        crate::db::Progress(control).ensure_control_tables()?;
+        use crate::db::Fixtures;
+        self.execute_script(&self.in_schema(CONTROL))
+            .with_context(|| format!("creating the journal's control tables in {}", self.shown()))
     }
 
-    fn install_journal(&self, _table: &Journaled<'_>) -> Result<usize> {
-        Err(refused(self))
+    /// The image id already recorded for these columns of `table`.
+    fn find_image(&self, name: &str, table: &str, columns: &[&str]) -> Result<Option<i64>> {
+        if !self.has_table("_cutover_journal_tables")? {
+            return Ok(None);
+        }
+        let list = serde_json::to_string(columns)?;
+        let img: Option<i64> = self
+            .conn()?
+            .exec_first(
+                format!(
+                    "SELECT img FROM {} WHERE tbl = ? AND target_table = ? AND columns = ? ORDER BY img LIMIT 1",
+                    self.qualified("_cutover_journal_tables")
+                ),
+                (name, table, list),
+            )
+            .map_err(|e| self.failed("reading the journal's images", &e))?;
+        Ok(img)
     }
 
-    fn prove_journals(&self, _tables: &[Journaled<'_>]) -> Result<(), Unproven> {
-        Err(Unproven {
-            table: 0,
-            error: refused(self),
+    /// The view `_cutover_journal (seq, img, conn, op)` over every image
+    /// table (what tells that a journal is installed), made again after
+    /// each new image.
+    fn create_journal_view(&self) -> Result<()> {
+        let mut arms = Vec::new();
+        for t in self.journal_tables()? {
+            let table = image_table(t.img);
+            if self.has_table(&table)? {
+                arms.push(format!(
+                    "SELECT seq, CAST({} AS SIGNED) AS img, conn, op FROM {}",
+                    t.img,
+                    self.qualified(&table)
+                ));
+            }
+        }
+        if arms.is_empty() {
+            return Ok(());
+        }
+        self.execute(
+            &format!(
+                "CREATE OR REPLACE SQL SECURITY INVOKER VIEW {} AS {}",
+                self.qualified("_cutover_journal"),
+                arms.join(" UNION ALL ")
+            ),
+            Vec::new(),
+        )
+        .with_context(|| format!("creating the journal's view in {}", self.shown()))
+        .map(drop)
+    }
+
+    /// The catalogue's columns of `table` named by `columns`, in that order.
+    fn picked_columns(&self, table: &str, columns: &[&str]) -> Result<Vec<Column>> {
+        let known = self.columns(table)?;
+        columns
+            .iter()
+            .map(|c| {
+                known
+                    .iter()
+                    .find(|k| k.name == *c)
+                    .cloned()
+                    .with_context(|| {
+                        format!(
+                            "table '{table}' has no column '{c}' (it has: {})",
+                            known
+                                .iter()
+                                .map(|k| k.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    })
+            })
+            .collect()
+    }
+
+    /// Refuses a table whose rows a foreign key's action changes: InnoDB
+    /// fires no trigger for a row it deletes or rewrites by `CASCADE`,
+    /// `SET NULL` or `SET DEFAULT`, so the journal would never see it.
+    fn refuse_cascades(&self, table: &str) -> Result<()> {
+        let acting = |rule: &str| matches!(rule, "CASCADE" | "SET NULL" | "SET DEFAULT");
+        let found: Vec<String> = self
+            .foreign_keys(table)?
+            .declared
+            .into_iter()
+            .filter(|fk| acting(&fk.on_delete) || acting(&fk.on_update))
+            .map(|fk| {
+                let mut actions = Vec::new();
+                if acting(&fk.on_delete) {
+                    actions.push(format!("ON DELETE {}", fk.on_delete));
+                }
+                if acting(&fk.on_update) {
+                    actions.push(format!("ON UPDATE {}", fk.on_update));
+                }
+                let parent = if fk.parent_database == self.database() {
+                    fk.parent_table.clone()
+                } else {
+                    format!("{}.{}", fk.parent_database, fk.parent_table)
+                };
+                format!(
+                    "constraint '{}' of child table '{}' on parent table '{parent}' ({})",
+                    fk.name,
+                    fk.table,
+                    actions.join(", ")
+                )
+            })
+            .collect();
+        if !found.is_empty() {
+            bail!(
+                "table '{table}' cannot be journaled on MySQL: {}. InnoDB changes the child's rows for these actions without firing any trigger, so the journal would miss them and a rollback would lose them. Redefine the constraint on the target without the action (ALTER TABLE `{table}` DROP FOREIGN KEY <name>, ADD CONSTRAINT <name> FOREIGN KEY … ON DELETE RESTRICT ON UPDATE RESTRICT) and let the application delete the child rows itself, then run journal install again; nothing was installed",
+                found.join("; ")
+            );
+        }
+        Ok(())
+    }
+
+    /// The InnoDB table id of `table` (a new one after `TRUNCATE` or a
+    /// rebuild): `INNODB_SYS_TABLES` on MariaDB, `INNODB_TABLES` on MySQL
+    /// 8, both readable with the `PROCESS` privilege only.
+    fn innodb_table_id(&self, table: &str) -> Result<u64> {
+        let view = match self.server().flavor {
+            Flavor::MariaDb => "information_schema.INNODB_SYS_TABLES",
+            Flavor::MySql => "information_schema.INNODB_TABLES",
+        };
+        let name = format!("{}/{}", self.database(), table);
+        let id: Option<u64> = self
+            .conn()?
+            .exec_first(
+                format!("SELECT TABLE_ID FROM {view} WHERE NAME = ?"),
+                (name,),
+            )
+            .map_err(|e| {
+                self.failed(
+                    &format!(
+                        "reading the InnoDB table id of '{table}', which tells a TRUNCATE (the user needs the PROCESS privilege)"
+                    ),
+                    &e,
+                )
+            })?;
+        id.with_context(|| {
+            format!(
+                "table '{table}' has no InnoDB table id in {view} of {}: only an InnoDB table can be journaled (and the user needs the PROCESS privilege to read it)",
+                self.shown()
+            )
         })
     }
 
-    fn stale_journal_triggers(&self, _table: &Journaled<'_>) -> Result<Vec<String>> {
-        Err(refused(self))
+    /// The table id recorded when the journal was installed on `table`.
+    fn recorded_table_id(&self, table: &str) -> Result<Option<u64>> {
+        if !self.has_table("_cutover_journal_table_ids")? {
+            return Ok(None);
+        }
+        self.conn()?
+            .exec_first(
+                format!(
+                    "SELECT table_id FROM {} WHERE target_table = ?",
+                    self.qualified("_cutover_journal_table_ids")
+                ),
+                (table.as_bytes(),),
+            )
+            .map_err(|e| self.failed("reading the journal's table ids", &e))
     }
 
-    fn remove_journal(&self, _table: &str) -> Result<()> {
-        Err(refused(self))
+    /// The journal's triggers of image `img` on `table`, in op order.
+    fn wanted(&self, img: i64, table: &str, columns: &[&str]) -> Result<Vec<Wanted>> {
+        let list = |prefix: &str| {
+            (1..=columns.len())
+                .map(|i| format!("{prefix}{i}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let row = |of: &str| {
+            columns
+                .iter()
+                .map(|c| format!("{of}.{}", quote_ident(c)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let triggers = self.triggers(table)?;
+        let mut out = Vec::with_capacity(OPS.len());
+        let mut rest = TRIGGERS;
+        for (op, event) in OPS {
+            let start = rest
+                .find("CREATE TRIGGER")
+                .context("journal trigger template: a trigger is missing")?;
+            let end = rest[start..]
+                .find("\nEND;")
+                .context("journal trigger template: a trigger without END")?
+                + start;
+            let statement = &rest[start..end + "\nEND".len()];
+            rest = &rest[end + "\nEND;".len()..];
+            // First among the AFTER triggers of its event: before the
+            // application's first one, if it has one.
+            let first_app = triggers
+                .iter()
+                .filter(|t| t.timing == "AFTER" && t.event == event)
+                .filter(|t| !is_journal_trigger(&t.name))
+                .min_by_key(|t| t.order);
+            let order = match first_app {
+                Some(t) => format!("PRECEDES {} ", quote_ident(&t.name)),
+                None => String::new(),
+            };
+            let name = trigger_name(img, op);
+            let fill = |s: &str| {
+                s.replace("{{table}}", &self.qualified(table))
+                    .replace("{{image}}", &self.qualified(&image_table(img)))
+                    .replace("{{seq}}", &self.qualified("_cutover_journal_seq"))
+                    .replace("{{o_cols}}", &list("o"))
+                    .replace("{{n_cols}}", &list("n"))
+                    .replace("{{old}}", &row("OLD"))
+                    .replace("{{new}}", &row("NEW"))
+                    .replace(&format!("{{{{trg_{op}}}}}"), &quote_ident(&name))
+            };
+            let marker = format!("{{{{order_{op}}}}}");
+            let Some(at) = statement.find(&marker) else {
+                bail!("journal trigger template: {op} has no {marker}");
+            };
+            let body = fill(&statement[at + marker.len()..]);
+            let create = fill(&statement.replace(&marker, &order));
+            out.push(Wanted {
+                name,
+                op,
+                event,
+                create,
+                body,
+            });
+        }
+        Ok(out)
     }
 
-    /// No journal tables exist on MySQL yet: nothing to guard.
-    fn journal_image_tables(&self) -> Result<Vec<String>> {
-        let tables = self.tables()?;
-        if let Some(t) = tables
+    /// What is wrong with the journal of image `img` on `table`: each
+    /// trigger missing, of another timing or event, whose statement differs
+    /// from the template's, or not first among the table's `AFTER`
+    /// triggers of its event; image columns whose type is no longer the
+    /// table column's; and a table emptied by `TRUNCATE` (or rebuilt)
+    /// since the journal was installed.
+    fn stale_of(&self, img: i64, table: &str, columns: &[&str]) -> Result<Vec<String>> {
+        let want = self.wanted(img, table, columns)?;
+        let triggers = self.triggers(table)?;
+        let mut stale = Vec::new();
+        for w in &want {
+            let Some(t) = triggers.iter().find(|t| t.name == w.name) else {
+                stale.push(format!("{} (missing)", w.name));
+                continue;
+            };
+            if t.timing != "AFTER" || t.event != w.event || t.statement != w.body {
+                stale.push(format!("{} (differs from what the spec needs)", w.name));
+            } else if t.order != 1 {
+                stale.push(format!(
+                    "{} (fires after another AFTER {} trigger: it must be the first)",
+                    w.name, w.event
+                ));
+            }
+        }
+        let held = self.columns(&image_table(img))?;
+        for (i, c) in self.picked_columns(table, columns)?.iter().enumerate() {
+            let is = image_type(c);
+            let was = held
+                .iter()
+                .find(|h| h.name == format!("o{}", i + 1))
+                .map(image_type);
+            if was.as_deref() != Some(is.as_str()) {
+                stale.push(format!(
+                    "(column {} is {is} but its journal image holds {})",
+                    c.name,
+                    was.as_deref().unwrap_or("nothing")
+                ));
+            }
+        }
+        if let Some(recorded) = self.recorded_table_id(table)? {
+            let now = self.innodb_table_id(table)?;
+            if now != recorded {
+                stale.push(format!(
+                    "(table emptied by TRUNCATE or rebuilt since the journal was installed: InnoDB table id {recorded}, now {now}; TRUNCATE fires no trigger, so the rows it removed are not in the journal)"
+                ));
+            }
+        }
+        Ok(stale)
+    }
+
+    /// Runs `f`, which takes the metadata lock of `table`, with
+    /// `lock_wait_timeout` short (2 s, or `CUTOVER_LOCK_TIMEOUT_MS`), a few
+    /// times when the lock is not granted in time: a waiting DDL holds up
+    /// every writer queued behind it. When it gives up, the error names
+    /// the sessions with an open transaction.
+    fn with_lock_wait(&self, table: &str, what: &str, f: impl Fn() -> Result<()>) -> Result<()> {
+        let ms = std::env::var("CUTOVER_LOCK_TIMEOUT_MS")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(LOCK_TIMEOUT_MS);
+        let seconds = ms.div_ceil(1000).max(1);
+        let before: Option<u64> = self
+            .conn()?
+            .query_first("SELECT @@SESSION.lock_wait_timeout")
+            .map_err(|e| self.failed("reading lock_wait_timeout", &e))?;
+        self.execute(
+            &format!("SET SESSION lock_wait_timeout = {seconds}"),
+            Vec::new(),
+        )?;
+        let mut r = Ok(());
+        for attempt in 1..=LOCK_ATTEMPTS {
+            r = f();
+            match &r {
+                Err(e) if lock_timed_out(e) && attempt < LOCK_ATTEMPTS => {
+                    std::thread::sleep(Duration::from_millis(100 * attempt as u64));
+                }
+                _ => break,
+            }
+        }
+        if let Some(b) = before {
+            self.execute(&format!("SET SESSION lock_wait_timeout = {b}"), Vec::new())?;
+        }
+        match r {
+            Ok(()) => Ok(()),
+            Err(e) if lock_timed_out(&e) => {
+                let blockers = self.open_transactions().unwrap_or_default();
+                bail!(
+                    "{what} '{table}' in {}: the table's metadata lock stayed held by other sessions for {LOCK_ATTEMPTS} tries of {seconds} s (CUTOVER_LOCK_TIMEOUT_MS); {}. Let them finish (or end them with KILL) and run it again",
+                    self.shown(),
+                    if blockers.is_empty() {
+                        "no open transaction was seen (the user may lack the PROCESS privilege to see them)".to_string()
+                    } else {
+                        format!("open transactions: {}", blockers.join("; "))
+                    }
+                )
+            }
+            Err(e) => Err(e.context(format!("{what} '{table}' in {}", self.shown()))),
+        }
+    }
+
+    /// The other sessions with an open InnoDB transaction, as messages name
+    /// them.
+    fn open_transactions(&self) -> Result<Vec<String>> {
+        let rows = self.query_text(
+            "SELECT p.ID, p.USER, p.HOST, COALESCE(p.DB, ''), t.trx_started,
+                    LEFT(COALESCE(p.INFO, ''), 100)
+             FROM information_schema.INNODB_TRX t
+             JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
+             WHERE p.ID <> CONNECTION_ID() ORDER BY p.ID",
+            Vec::new(),
+        )?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let f = |i: usize| r.get(i).cloned().flatten().unwrap_or_default();
+                format!(
+                    "connection {} (user {}@{}, database {}, transaction since {}, running: {})",
+                    f(0),
+                    f(1),
+                    f(2),
+                    f(3),
+                    f(4),
+                    f(5)
+                )
+            })
+            .collect())
+    }
+
+    /// Creates one journal trigger, or replaces the one of its name: on
+    /// MariaDB in one statement (`CREATE OR REPLACE TRIGGER`, under the
+    /// table's exclusive metadata lock, so no write falls between); on
+    /// MySQL 8, which has no `OR REPLACE` for triggers, dropped and
+    /// created again under `LOCK TABLES … WRITE`.
+    fn put_trigger(&self, table: &str, w: &Wanted, exists: bool) -> Result<()> {
+        if !exists {
+            return self.execute(&w.create, Vec::new()).map(drop);
+        }
+        match self.server().flavor {
+            Flavor::MariaDb => self
+                .execute(
+                    &w.create
+                        .replacen("CREATE TRIGGER", "CREATE OR REPLACE TRIGGER", 1),
+                    Vec::new(),
+                )
+                .map(drop),
+            Flavor::MySql => {
+                self.execute(
+                    &format!("LOCK TABLES {} WRITE", self.qualified(table)),
+                    Vec::new(),
+                )?;
+                let r = self
+                    .execute(
+                        &format!("DROP TRIGGER IF EXISTS {}", self.qualified(&w.name)),
+                        Vec::new(),
+                    )
+                    .and_then(|_| self.execute(&w.create, Vec::new()));
+                let unlocked = self.execute("UNLOCK TABLES", Vec::new());
+                r?;
+                unlocked.map(drop)
+            }
+        }
+    }
+
+    /// Drops the journal triggers of every image of `table` but `keep`.
+    fn drop_other_triggers(&self, table: &str, keep: Option<i64>) -> Result<()> {
+        let present: Vec<String> = self
+            .triggers(table)?
+            .into_iter()
+            .map(|t| t.name)
+            .filter(|n| is_journal_trigger(n))
+            .collect();
+        for t in self.journal_tables()? {
+            if t.target_table != table || Some(t.img) == keep {
+                continue;
+            }
+            for (op, _) in OPS {
+                let name = trigger_name(t.img, op);
+                if present.contains(&name) {
+                    self.execute(
+                        &format!("DROP TRIGGER IF EXISTS {}", self.qualified(&name)),
+                        Vec::new(),
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the fence's triggers are on `table`: then a write is refused
+    /// and the proof only compiles.
+    fn is_fenced(&self, table: &str) -> Result<bool> {
+        Ok(self
+            .triggers(table)?
             .iter()
-            .find(|t| t.name.starts_with("_cutover_journal"))
-        {
+            .any(|t| t.name.starts_with("_cutover_fence")))
+    }
+
+    /// Runs each statement the journal's triggers run, over no row of the
+    /// table: the image table and its column types must take the table's
+    /// rows.
+    fn compile_journal(&self, img: i64, table: &str, columns: &[&str]) -> Result<()> {
+        let row = columns
+            .iter()
+            .map(|c| format!("t.{}", quote_ident(c)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let list = |p: &str| {
+            (1..=columns.len())
+                .map(|i| format!("{p}{i}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let head = format!(
+            "INSERT INTO {} (seq, conn, op, ",
+            self.qualified(&image_table(img))
+        );
+        let from = format!("FROM {} AS t WHERE FALSE", self.qualified(table));
+        for sql in [
+            format!("{head}{}) SELECT 0, 0, 'insert', {row} {from}", list("n")),
+            format!(
+                "{head}{}, {}) SELECT 0, 0, 'update', {row}, {row} {from}",
+                list("o"),
+                list("n")
+            ),
+            format!("{head}{}) SELECT 0, 0, 'delete', {row} {from}", list("o")),
+        ] {
+            self.execute(&sql, Vec::new())?;
+        }
+        Ok(())
+    }
+
+    /// The largest seq this session can see handed out (0 when none).
+    fn last_seq_now(&self) -> Result<i64> {
+        let n: Option<i64> = self
+            .conn()?
+            .query_first(format!(
+                "SELECT COALESCE(MAX(seq), 0) FROM {}",
+                self.qualified("_cutover_journal_seq")
+            ))
+            .map_err(|e| self.failed("reading the journal's last seq", &e))?;
+        Ok(n.unwrap_or(0))
+    }
+
+    /// Runs `f` in a savepoint that is always rolled back, in the open
+    /// transaction, or in a transaction of its own when none is open (a
+    /// schema change before it committed the caller's).
+    fn rolled_back_savepoint<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let open: Option<i64> = self
+            .conn()?
+            .query_first("SELECT @@SESSION.in_transaction")
+            .map_err(|e| self.failed("asking whether a transaction is open", &e))?;
+        let own = open.unwrap_or(0) == 0;
+        if own {
+            self.execute("START TRANSACTION READ WRITE", Vec::new())?;
+        }
+        self.execute("SAVEPOINT cutover_prove", Vec::new())?;
+        let r = f();
+        if own {
+            self.rollback();
+        } else {
+            // A deadlock rolls the whole transaction back, savepoint and all.
+            let _ = self.execute("ROLLBACK TO SAVEPOINT cutover_prove", Vec::new());
+            let _ = self.execute("RELEASE SAVEPOINT cutover_prove", Vec::new());
+        }
+        r
+    }
+
+    /// The proof's writes on one table, inside the rolled-back savepoint:
+    /// the first row (by key) deleted, inserted again and updated to
+    /// itself, as the application writes them (its triggers fire, its
+    /// foreign keys hold). The journal's entries of this connection since
+    /// must be exactly those, each image the row as the table held it
+    /// around that write. A row other rows refer to cannot be deleted:
+    /// then only the update is proved.
+    fn prove_writes(
+        &self,
+        name: &str,
+        img: i64,
+        table: &str,
+        columns: &[&str],
+        key_len: usize,
+    ) -> Result<()> {
+        self.compile_journal(img, table, columns)?;
+        if self.is_fenced(table)? {
+            return Ok(());
+        }
+        let sql = self.table_sql(table, columns, key_len, None);
+        let mut first = None;
+        self.scan_into(&sql, None, 1, &mut |b| {
+            first = Some(b.values(0, b.width()));
+            Ok(false)
+        })?;
+        let Some(row) = first else { return Ok(()) };
+        let key: Vec<Value> = row[..key_len].to_vec();
+        let start = self.last_seq_now()?;
+        self.execute("SAVEPOINT cutover_prove_rows", Vec::new())?;
+        let all = (|| -> Result<(usize, usize)> {
+            let gone = self.delete_row(&sql, &key)?;
+            let back = self.insert_row(&sql, &row)?;
+            Ok((gone, back))
+        })();
+        let expect: &[&str] = match all {
+            Ok((1, 1)) => &["delete", "insert", "update"],
+            Ok((gone, back)) => bail!(
+                "deleting and inserting again one row of '{name}' wrote {gone} and {back} rows"
+            ),
+            // A row other rows refer to (errors 1451, 1217): the update alone.
+            Err(e) if referenced(&e) => {
+                self.execute("ROLLBACK TO SAVEPOINT cutover_prove_rows", Vec::new())?;
+                &["update"]
+            }
+            Err(e) => return Err(e),
+        };
+        let before = self.get_row(&sql, &key)?.with_context(|| {
+            format!("the row of '{name}' inserted again is not there under its key")
+        })?;
+        let changed = self.update_row(&sql, &key, &before)?;
+        if changed != 1 {
+            bail!("updating one row of '{name}' to itself matched {changed} rows");
+        }
+        let after = self.get_row(&sql, &key)?.with_context(|| {
+            format!("the row of '{name}' updated to itself is not there under its key")
+        })?;
+        let images = |op: &str| -> (Option<&Row>, Option<&Row>) {
+            match op {
+                "delete" => (Some(&row), None),
+                "insert" => (None, Some(&before)),
+                _ => (Some(&before), Some(&after)),
+            }
+        };
+        let entries = self.entries_of_this_connection(img, start)?;
+        let ops: Vec<&str> = entries.iter().map(|e| e.op.as_str()).collect();
+        let exact = entries.len() >= expect.len()
+            && entries.iter().zip(expect).all(|(e, op)| {
+                let (old, new) = images(op);
+                e.op.as_str() == *op
+                    && (old.is_none() || e.old.as_ref() == old)
+                    && (new.is_none() || e.new.as_ref() == new)
+            });
+        if !exact {
+            let first_differing = entries.iter().zip(expect).find(|(e, op)| {
+                let (old, new) = images(op);
+                (old.is_some() && e.old.as_ref() != old) || (new.is_some() && e.new.as_ref() != new)
+            });
             bail!(
-                "{}: table '{}' looks like a journal of cutover's, which this version does not write on MySQL",
-                self.shown(),
-                t.name
+                "writing one row of '{name}' ({}) journaled {} entries ({}) instead of those, with the row as stored around each write as their images{}",
+                expect.join(", "),
+                entries.len(),
+                ops.join(", "),
+                match first_differing {
+                    Some((e, op)) => {
+                        let (old, new) = images(op);
+                        let show = |r: Option<&Row>| {
+                            r.map_or("-".to_string(), |r| crate::value::display_key(r))
+                        };
+                        format!(
+                            "; the table held {} / {} but seq {} journaled {} / {}",
+                            show(old),
+                            show(new),
+                            e.seq,
+                            show(e.old.as_ref()),
+                            show(e.new.as_ref())
+                        )
+                    }
+                    None => String::new(),
+                }
             );
         }
-        Ok(Vec::new())
+        Ok(())
+    }
+
+    /// Writes through one table's journal triggers inside a savepoint that
+    /// is always rolled back (see `prove_writes`).
+    fn prove_journal(&self, t: &Journaled<'_>) -> Result<()> {
+        let Some(img) = self.find_image(t.name, t.table, t.columns)? else {
+            bail!(
+                "table '{}' has no journal image for these columns; install the journal first",
+                t.table
+            );
+        };
+        self.rolled_back_savepoint(|| self.prove_writes(t.name, img, t.table, t.columns, t.key_len))
+    }
+
+    /// How many of a table's journal triggers exist.
+    fn journal_trigger_count(&self, table: &str) -> Result<usize> {
+        Ok(self
+            .triggers(table)?
+            .iter()
+            .filter(|t| is_journal_trigger(&t.name))
+            .count())
+    }
+}
+
+/// Whether the server refused a statement because its metadata lock was
+/// not granted in time (error 1205).
+fn lock_timed_out(e: &anyhow::Error) -> bool {
+    e.chain()
+        .filter_map(|c| c.downcast_ref::<mysql::Error>())
+        .any(|m| code(m) == Some(1205))
+        || e.to_string().contains("(error 1205)")
+}
+
+/// Whether a delete was refused because other rows refer to the row.
+fn referenced(e: &anyhow::Error) -> bool {
+    let s = e.to_string();
+    s.contains("(error 1451)") || s.contains("(error 1217)")
+}
+
+impl Capture for MySql {
+    /// The image id for `name` with these columns: the existing one when
+    /// the columns are the same, else a new one; in both cases its image
+    /// table is created if it is not there (a run stopped between the
+    /// two). A table that a foreign key's action changes is refused here,
+    /// before any trigger of any table is written.
+    fn image_for(&self, name: &str, table: &str, columns: &[&str]) -> Result<i64> {
+        self.refuse_cascades(table)?;
+        if columns.is_empty() || columns.len() > MAX_JOURNALED_COLUMNS {
+            bail!(
+                "table '{table}': {} columns to journal; MySQL journals 1 to {MAX_JOURNALED_COLUMNS} (an image table holds two images of the row in at most 1,017 InnoDB columns)",
+                columns.len()
+            );
+        }
+        let picked = self.picked_columns(table, columns)?;
+        self.ensure_journal_control()?;
+        let img = match self.find_image(name, table, columns)? {
+            Some(img) => img,
+            None => {
+                let list = serde_json::to_string(columns)?;
+                self.execute(
+                    &format!(
+                        "INSERT INTO {} (tbl, target_table, columns) VALUES (?, ?, ?)",
+                        self.qualified("_cutover_journal_tables")
+                    ),
+                    vec![name.into(), table.into(), list.into()],
+                )?;
+                let id: Option<i64> = self
+                    .conn()?
+                    .query_first("SELECT LAST_INSERT_ID()")
+                    .map_err(|e| self.failed("reading the journal image's id", &e))?;
+                id.context("no id for the journal's new image")?
+            }
+        };
+        let images = ["o", "n"]
+            .iter()
+            .flat_map(|p| {
+                picked.iter().enumerate().map(move |(i, c)| {
+                    format!(
+                        "{} {} NULL DEFAULT NULL",
+                        quote_ident(&format!("{p}{}", i + 1)),
+                        image_type(c)
+                    )
+                })
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.execute(
+            &format!(
+                "CREATE TABLE IF NOT EXISTS {} (seq BIGINT NOT NULL PRIMARY KEY, conn BIGINT UNSIGNED NOT NULL, op VARCHAR(6) CHARACTER SET ascii COLLATE ascii_bin NOT NULL, {images}) ENGINE = InnoDB ROW_FORMAT = DYNAMIC",
+                self.qualified(&image_table(img))
+            ),
+            Vec::new(),
+        )
+        .with_context(|| format!("creating the journal table of '{table}' in {}", self.shown()))?;
+        self.create_journal_view()?;
+        Ok(img)
+    }
+
+    /// Installs (or replaces, when anything about them is stale) the
+    /// journal's triggers on one table under a short `lock_wait_timeout`,
+    /// after recording the table's InnoDB id (once: a changed id is a
+    /// `TRUNCATE` the journal missed, refused). Returns how many triggers
+    /// were created or replaced.
+    fn install_journal(&self, t: &Journaled<'_>) -> Result<usize> {
+        let (name, table, columns) = (t.name, t.table, t.columns);
+        self.refuse_cascades(table)?;
+        let img = self.image_for(name, table, columns)?;
+        if self.recorded_table_id(table)?.is_none() {
+            let id = self.innodb_table_id(table)?;
+            self.execute(
+                &format!(
+                    "INSERT INTO {} (target_table, table_id) VALUES (?, ?) ON DUPLICATE KEY UPDATE table_id = table_id",
+                    self.qualified("_cutover_journal_table_ids")
+                ),
+                vec![My::Bytes(table.as_bytes().to_vec()), My::UInt(id)],
+            )?;
+        }
+        let stale = self.stale_of(img, table, columns)?;
+        if stale.is_empty() {
+            return Ok(0);
+        }
+        if let Some(s) = stale.iter().find(|s| s.starts_with("(table emptied")) {
+            bail!(
+                "table '{table}': {s}. The journal cannot be completed: remove it (cutover journal remove), load the table again and install the journal anew"
+            );
+        }
+        if stale.iter().any(|s| s.starts_with("(column")) {
+            bail!(
+                "table '{table}': {}; the journal's image columns were made for the old types. Name the spec's columns again (or remove the journal and install it anew) so a new image is made",
+                stale.join(", ")
+            );
+        }
+        let want = self.wanted(img, table, columns)?;
+        let present: Vec<String> = self.triggers(table)?.into_iter().map(|t| t.name).collect();
+        let mut changed = 0;
+        for w in &want {
+            if !stale
+                .iter()
+                .any(|s| s.starts_with(&format!("{} (", w.name)))
+            {
+                continue;
+            }
+            let exists = present.contains(&w.name);
+            self.with_lock_wait(table, "installing the journal triggers on", || {
+                self.put_trigger(table, w, exists)
+            })
+            .with_context(|| format!("the {} trigger", w.op))?;
+            changed += 1;
+        }
+        self.with_lock_wait(table, "removing older journal triggers from", || {
+            self.drop_other_triggers(table, Some(img))
+        })?;
+        Ok(changed)
+    }
+
+    /// Writes through each table's journal triggers inside a savepoint
+    /// that is always rolled back (see `prove_writes`), one table at a
+    /// time. An empty or fenced table is not written: the statements the
+    /// triggers run are run over no row.
+    fn prove_journals(&self, tables: &[Journaled<'_>]) -> Result<(), Unproven> {
+        for (i, t) in tables.iter().enumerate() {
+            self.prove_journal(t)
+                .map_err(|error| Unproven { table: i, error })?;
+        }
+        Ok(())
+    }
+
+    /// The journal triggers of one table that are missing, differ from the
+    /// template, or do not fire first (each with why), image columns whose
+    /// type changed, and a `TRUNCATE` since the install.
+    fn stale_journal_triggers(&self, t: &Journaled<'_>) -> Result<Vec<String>> {
+        let (name, table, columns) = (t.name, t.table, t.columns);
+        let Some(img) = self.find_image(name, table, columns)? else {
+            let list = serde_json::to_string(columns)?;
+            let mut out: Vec<String> = self
+                .triggers(table)?
+                .into_iter()
+                .map(|t| t.name)
+                .filter(|n| is_journal_trigger(n))
+                .collect();
+            out.push(format!("(no journal image for columns {list})"));
+            return Ok(out);
+        };
+        self.stale_of(img, table, columns)
+    }
+
+    /// Drops the journal's triggers on a table and forgets its table id;
+    /// the entries stay.
+    fn remove_journal(&self, table: &str) -> Result<()> {
+        if self.has_table(table)? && self.journal_trigger_count(table)? > 0 {
+            self.with_lock_wait(table, "removing the journal triggers from", || {
+                self.drop_other_triggers(table, None)
+            })?;
+        }
+        if self.has_table("_cutover_journal_table_ids")? {
+            self.execute(
+                &format!(
+                    "DELETE FROM {} WHERE target_table = ?",
+                    self.qualified("_cutover_journal_table_ids")
+                ),
+                vec![My::Bytes(table.as_bytes().to_vec())],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The image tables, the seq counter and the table ids, which the
+    /// fence guards like the journal itself.
+    fn journal_image_tables(&self) -> Result<Vec<String>> {
+        let mut out: Vec<String> = self
+            .journal_tables()?
+            .into_iter()
+            .map(|t| image_table(t.img))
+            .collect();
+        if !out.is_empty() {
+            out.push("_cutover_journal_seq".to_string());
+            out.push("_cutover_journal_table_ids".to_string());
+        }
+        Ok(out)
     }
 }

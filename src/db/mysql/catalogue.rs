@@ -829,13 +829,13 @@ impl crate::db::Catalogue for MySql {
         Ok(None)
     }
 
-    /// The journal's: every trigger of cutover's own but the fence's; the
-    /// fence's: those that refuse a write ([`MySql::fence_triggers`]).
+    /// The journal's triggers ([`super::capture`]); the fence's: those
+    /// that refuse a write ([`MySql::fence_triggers`]).
     fn own_triggers(&self, table: &str) -> Result<OwnTriggers> {
         let own = self
             .triggers(table)?
             .into_iter()
-            .filter(|t| t.name.starts_with("_cutover_") && !t.name.starts_with("_cutover_fence_"))
+            .filter(|t| super::capture::is_journal_trigger(&t.name))
             .count();
         Ok(OwnTriggers {
             journal: own,
