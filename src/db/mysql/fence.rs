@@ -407,7 +407,7 @@ impl MySql {
 
     /// The connections that may hold a table's metadata lock, in words:
     /// those MariaDB's `METADATA_LOCK_INFO` (a plugin) or MySQL's
-    /// `performance_schema.metadata_locks` name, else every other
+    /// `performance_schema.metadata_locks` name when they name any, else every other
     /// connection in a transaction (`INNODB_TRX`) or waiting for a
     /// metadata lock, from the processlist (a user without `PROCESS` sees
     /// only its own).
@@ -423,7 +423,11 @@ impl MySql {
         ];
         let mut ids: Option<Vec<String>> = None;
         for q in precise {
-            if let Ok(rows) = self.query_text(q, vec![db.clone().into(), table.into()]) {
+            // An empty answer says nothing: MariaDB's performance schema
+            // is off by default, and its table then lists no lock.
+            if let Ok(rows) = self.query_text(q, vec![db.clone().into(), table.into()])
+                && !rows.is_empty()
+            {
                 ids = Some(rows.into_iter().filter_map(|r| r[0].clone()).collect());
                 break;
             }
