@@ -374,7 +374,7 @@ fn a_replayed_delete_that_orphans_children_fails_replay_naming_them() {
 }
 
 #[test]
-fn a_mysql_target_is_still_refused_before_anything_is_written() {
+fn a_mysql_targets_fence_is_still_refused_before_anything_is_written() {
     let Some(my) = MyDb::new("mysql_target_still_refused") else {
         return;
     };
@@ -394,20 +394,16 @@ fn a_mysql_target_is_still_refused_before_anything_is_written() {
         ),
     )
     .unwrap();
+    // The journal works on a MySQL target (tests/mysql_journal.rs); the
+    // fence is still refused, and changes nothing.
+    cutover_in(dir.path(), &["journal", "install"]).expect(0);
     let before = my.exec(
         "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()
          UNION ALL SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()",
     );
-    for args in [
-        &["load"][..],
-        &["journal", "install"],
-        &["fence", "on"],
-        &["sync"],
-    ] {
-        cutover_in(dir.path(), args)
-            .expect(2)
-            .assert_mentions(&["not supported on MySQL yet", "Nothing was written"]);
-    }
+    cutover_in(dir.path(), &["fence", "on"])
+        .expect(2)
+        .assert_mentions(&["not supported on MySQL yet"]);
     let after = my.exec(
         "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()
          UNION ALL SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()",

@@ -401,7 +401,16 @@ impl<'a> Engine<'a> {
 
     /// Opens a transaction that the next batches join, uncommitted, until
     /// [`Engine::commit_held`] or [`Engine::rollback_held`].
+    /// Where a schema change commits at once (MySQL), the side's control
+    /// tables are made first: made inside the held transaction, they would
+    /// commit the batches it holds half-way.
     pub fn hold(&self) -> Result<()> {
+        if !self.ddl_inside() && !self.dry {
+            match self.side {
+                Side::Source => self.db.applied_set().ensure()?,
+                Side::Target => self.db.progress().ensure_control_tables()?,
+            }
+        }
         *self.held.borrow_mut() = Some(self.db.begin_write()?);
         Ok(())
     }
@@ -478,7 +487,8 @@ impl<'a> Engine<'a> {
         // A dry run's batches are inside the caller's transaction, which a
         // schema change that commits at once would commit: there the caller
         // made the control tables before opening it.
-        if !self.ddl_inside() && !self.dry {
+        // Held batches: `hold` made them before it opened the transaction.
+        if !self.ddl_inside() && !self.dry && self.held.borrow().is_none() {
             self.ensure_control(checkpoint)?;
         }
         if self.dry || self.held.borrow().is_some() {

@@ -78,6 +78,39 @@ impl Server {
         db: Option<&str>,
         sql: &str,
     ) -> Result<String, String> {
+        let mut child = self
+            .client(user, password, db)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("starting {}: {e}", self.program))?;
+        child
+            .stdin
+            .take()
+            .expect("the client's stdin")
+            .write_all(sql.as_bytes())
+            .map_err(|e| format!("writing to {}: {e}", self.program))?;
+        let out = child
+            .wait_with_output()
+            .map_err(|e| format!("running {}: {e}", self.program))?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(format!(
+                "{} exited {:?}: {}",
+                self.program,
+                out.status.code(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    }
+
+    /// The command-line client as `user`, in `db` when given, in batch
+    /// form, its password in the environment: for [`Server::run`], and for
+    /// a test that keeps a session open and feeds it statement by
+    /// statement (two writers interleaving).
+    pub fn client(&self, user: &str, password: Option<&str>, db: Option<&str>) -> Command {
         let mut c = Command::new(self.program);
         c.arg(format!("--user={user}")).args([
             "--batch",
@@ -104,31 +137,7 @@ impl Server {
             Some(p) => c.env("MYSQL_PWD", p),
             None => c.env_remove("MYSQL_PWD"),
         };
-        let mut child = c
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("starting {}: {e}", self.program))?;
-        child
-            .stdin
-            .take()
-            .expect("the client's stdin")
-            .write_all(sql.as_bytes())
-            .map_err(|e| format!("writing to {}: {e}", self.program))?;
-        let out = child
-            .wait_with_output()
-            .map_err(|e| format!("running {}: {e}", self.program))?;
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-        } else {
-            Err(format!(
-                "{} exited {:?}: {}",
-                self.program,
-                out.status.code(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ))
-        }
+        c
     }
 
     /// Runs `sql` as the server's administrative user.

@@ -83,11 +83,12 @@ pub(super) fn image_type(c: &Column) -> String {
         _ => String::new(),
     };
     match c.data_type.as_str() {
-        "char" | "varchar" => format!("LONGTEXT{}", charset()),
-        "binary" | "varbinary" => "LONGBLOB".to_string(),
-        "tinytext" | "text" | "mediumtext" | "longtext" | "enum" | "set" => {
-            format!("{}{}", c.declared, charset())
+        "char" | "varchar" => format!("longtext{}", charset()),
+        "binary" | "varbinary" => "longblob".to_string(),
+        "tinytext" | "text" | "mediumtext" | "longtext" => {
+            format!("{}{}", c.data_type, charset())
         }
+        "enum" | "set" => format!("{}{}", c.declared, charset()),
         _ => c.declared.clone(),
     }
 }
@@ -236,7 +237,7 @@ impl MySql {
             Flavor::MariaDb => "information_schema.INNODB_SYS_TABLES",
             Flavor::MySql => "information_schema.INNODB_TABLES",
         };
-        let name = format!("{}/{}", self.database(), table);
+        let name = format!("{}/{}", innodb_name(self.database())?, innodb_name(table)?);
         let id: Option<u64> = self
             .conn()?
             .exec_first(
@@ -364,6 +365,17 @@ impl MySql {
                     "{} (fires after another AFTER {} trigger: it must be the first)",
                     w.name, w.event
                 ));
+            }
+        }
+        for (what, t) in [
+            ("journal table", image_table(img)),
+            ("seq counter", "_cutover_journal_seq".to_string()),
+        ] {
+            if !self.has_table(&t)? {
+                stale.push(format!(
+                    "(the journal's {what} {t} is missing: every write to the table fails until the journal is installed again)"
+                ));
+                return Ok(stale);
             }
         }
         let held = self.columns(&image_table(img))?;
@@ -589,9 +601,18 @@ impl MySql {
     /// transaction, or in a transaction of its own when none is open (a
     /// schema change before it committed the caller's).
     fn rolled_back_savepoint<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        // MariaDB says so; MySQL 8 has no such variable, and a transaction
+        // that has written is in INNODB_TRX (one that has not holds nothing
+        // a transaction of our own would commit).
+        let ask = match self.server().flavor {
+            Flavor::MariaDb => "SELECT @@SESSION.in_transaction",
+            Flavor::MySql => {
+                "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = CONNECTION_ID()"
+            }
+        };
         let open: Option<i64> = self
             .conn()?
-            .query_first("SELECT @@SESSION.in_transaction")
+            .query_first(ask)
             .map_err(|e| self.failed("asking whether a transaction is open", &e))?;
         let own = open.unwrap_or(0) == 0;
         if own {
@@ -733,6 +754,26 @@ impl MySql {
             .filter(|t| is_journal_trigger(&t.name))
             .count())
     }
+}
+
+/// A database or table name as InnoDB spells it in its dictionary (the
+/// server's file-name encoding): ASCII letters, digits and `_` as they
+/// are, any other ASCII character as `@` and four hex digits. A name with
+/// other characters (which the encoding maps through tables of its own)
+/// is refused: its table id cannot be found, so a `TRUNCATE` could not be
+/// told.
+fn innodb_name(name: &str) -> Result<String> {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '_' => out.push(c),
+            c if c.is_ascii() => out.push_str(&format!("@{:04x}", c as u32)),
+            _ => bail!(
+                "'{name}' is not an ASCII name: the journal on MySQL finds a table's InnoDB id (which tells a TRUNCATE) only for names of ASCII characters; rename the database or table, or journal it on another target"
+            ),
+        }
+    }
+    Ok(out)
 }
 
 /// Whether the server refused a statement because its metadata lock was
@@ -930,5 +971,55 @@ impl Capture for MySql {
             out.push("_cutover_journal_table_ids".to_string());
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn innodb_spells_names_as_their_files() -> Result<()> {
+        assert_eq!(innodb_name("orders_2")?, "orders_2");
+        assert_eq!(innodb_name("my-table")?, "my@002dtable");
+        assert_eq!(innodb_name("a b$")?, "a@0020b@0024");
+        assert!(innodb_name("café").is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn wide_text_and_binary_columns_become_large_objects() {
+        let column = |data_type: &str, declared: &str| Column {
+            name: "c".into(),
+            position: 1,
+            data_type: data_type.into(),
+            declared: declared.into(),
+            nullable: true,
+            default: None,
+            generated: None,
+            auto_increment: false,
+            key_position: 0,
+            charset: Some("utf8mb4".into()),
+            collation: Some("utf8mb4_bin".into()),
+            numeric_precision: None,
+            numeric_scale: None,
+            datetime_precision: None,
+            max_length: None,
+        };
+        let varchar = column("varchar", "varchar(5000)");
+        assert_eq!(
+            image_type(&varchar),
+            "longtext CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+        );
+        // An image column's type gives itself again.
+        let image = column("longtext", "longtext");
+        assert_eq!(image_type(&image), image_type(&varchar));
+        let mut binary = column("binary", "binary(4)");
+        binary.charset = None;
+        binary.collation = None;
+        assert_eq!(image_type(&binary), "longblob");
+        let mut decimal = column("decimal", "decimal(12,2) unsigned");
+        decimal.charset = None;
+        assert_eq!(image_type(&decimal), "decimal(12,2) unsigned");
     }
 }

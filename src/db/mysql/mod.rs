@@ -16,9 +16,11 @@
 //! MySQL as a source is built: `check`, `load` and `gate` read it, and the
 //! rollback writes the journal back into it (replay's writes, the control
 //! store, `AUTO_INCREMENT`, its hold on foreign keys and triggers). As a
-//! target it has the write fence ([`fence`]: `BEFORE` triggers that
-//! `SIGNAL`); what is not built yet refuses, exit 2, naming what is not
-//! supported and what to use instead ([`not_yet`]).
+//! target, `load` writes it, the journal is built ([`capture`] installs
+//! its `AFTER` row triggers, [`journal_log`] reads its entries back), and
+//! so is the write fence ([`fence`]: `BEFORE` triggers that `SIGNAL`);
+//! what is not built yet refuses, exit 2, naming what is not supported
+//! and what to use instead ([`not_yet`]).
 //!
 //! Identifiers go through [`quote_ident`]; values are always bound as
 //! parameters of the binary protocol, never spliced into a statement.

@@ -1,0 +1,860 @@
+//! The journal on a MySQL (MariaDB here) target, through the binary: a
+//! SQLite source loaded into MySQL (`cutover load`), `journal install`,
+//! `journal status`, then the application writing through the `mariadb`
+//! command-line client as a user with ordinary grants (`SELECT, INSERT,
+//! UPDATE, DELETE`), and every entry read back through the `JournalLog`
+//! interface compared with an oracle the test computes from the writes it
+//! made: `REPLACE`, `INSERT … ON DUPLICATE KEY UPDATE`, `INSERT IGNORE`,
+//! multi-table `UPDATE` and `DELETE`, a transaction, a rollback, on a row
+//! wider than MySQL's 65,535-byte row limit would hold twice. Also: two
+//! writers interleaving their commits through two client sessions; the
+//! journal's triggers kept first among the table's `AFTER` triggers;
+//! `TRUNCATE` detected; a cascading foreign key refused before any
+//! trigger is written.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use cutover::db::{Access, Db, JournalEntry, Op};
+use cutover::spec::Location;
+use cutover::value::Value;
+use support::mysql::{TestDb, orders_spec};
+use support::run::cutover_in;
+use support::seam::Seam;
+
+/// Three `VARCHAR(5000)` utf8mb4 columns: 60,000 bytes of the row limit
+/// for one image; two images of them would not fit in `VARCHAR`s.
+const TARGET: &str = "
+CREATE TABLE orders (
+    id BIGINT NOT NULL PRIMARY KEY,
+    cents BIGINT NOT NULL,
+    status VARCHAR(10) NOT NULL,
+    note VARCHAR(5000) CHARACTER SET utf8mb4 NULL,
+    n2 VARCHAR(5000) CHARACTER SET utf8mb4 NULL,
+    n3 VARCHAR(5000) CHARACTER SET utf8mb4 NULL,
+    code VARBINARY(64) NULL,
+    tag CHAR(4) NULL,
+    price DECIMAL(10,2) NULL
+) ENGINE = InnoDB;
+CREATE TABLE bumps (id BIGINT NOT NULL PRIMARY KEY, bump BIGINT NOT NULL) ENGINE = InnoDB;
+INSERT INTO bumps VALUES (1, 1000), (10, 2000), (3, 7);
+CREATE TABLE audit (id INT NOT NULL AUTO_INCREMENT PRIMARY KEY, what VARCHAR(40) NOT NULL) ENGINE = InnoDB;
+";
+
+const SOURCE: &str = "
+CREATE TABLE orders (id INTEGER PRIMARY KEY, dollars TEXT NOT NULL, status TEXT NOT NULL,
+    note TEXT, n2 TEXT, n3 TEXT, code BLOB, tag TEXT, price TEXT);
+INSERT INTO orders VALUES
+    (1, '1.50', 'A', 'one', NULL, NULL, x'0102', 't1', '12.50'),
+    (2, '2.00', 'C', NULL, 'two', NULL, NULL, NULL, NULL),
+    (3, '0.01', 'A', 'three', NULL, 'x', x'', 'abc', '0.00');
+";
+
+const COPIES: [&str; 6] = ["note", "n2", "n3", "code", "tag", "price"];
+
+/// A SQLite source, a MariaDB target, and the spec between them.
+struct Setup {
+    my: TestDb,
+    dir: tempfile::TempDir,
+}
+
+impl Setup {
+    fn new(test: &str, target: &str, more: &str) -> Option<Setup> {
+        let my = TestDb::new(test)?;
+        my.exec(target);
+        let dir = tempfile::tempdir().expect("a folder");
+        rusqlite::Connection::open(dir.path().join("source.db"))
+            .expect("the source")
+            .execute_batch(SOURCE)
+            .expect("the source's rows");
+        std::fs::write(
+            dir.path().join("spec.toml"),
+            orders_spec("sqlite://source.db", &my.url, &COPIES, more),
+        )
+        .expect("the spec");
+        Some(Setup { my, dir })
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Load, then the journal installed: the state after the switch.
+    fn switched(test: &str) -> Option<Setup> {
+        let s = Setup::new(test, TARGET, "")?;
+        cutover_in(s.path(), &["load"]).expect(0);
+        cutover_in(s.path(), &["journal", "install"]).expect(0);
+        Some(s)
+    }
+
+    /// The tool's connection to the target, to read the journal.
+    fn target(&self) -> Db {
+        Db::open(
+            &Location::Server(self.my.url.clone()),
+            Access::Read,
+            "target",
+        )
+        .expect("opening the target")
+    }
+
+    /// `journal status --format json`, its one table.
+    fn status(&self) -> serde_json::Value {
+        let j = cutover_in(self.path(), &["journal", "status", "--format", "json"])
+            .expect(0)
+            .json();
+        j["tables"][0].clone()
+    }
+}
+
+/// The images' columns, as the journal records them.
+fn image_columns(db: &Db) -> Vec<String> {
+    let tables = db.journal_tables().expect("the journal's images");
+    assert_eq!(tables.len(), 1, "{tables:?}");
+    tables[0].columns.clone()
+}
+
+/// A row of `orders` as the journal's images hold it (its columns in
+/// `columns` order), from the values by name.
+fn image(columns: &[String], values: &[(&str, Value)]) -> Vec<Value> {
+    columns
+        .iter()
+        .map(|c| {
+            values
+                .iter()
+                .find(|(n, _)| n == c)
+                .map(|(_, v)| v.clone())
+                .unwrap_or(Value::Null)
+        })
+        .collect()
+}
+
+fn int(i: i64) -> Value {
+    Value::Integer(i)
+}
+
+fn text(t: &str) -> Value {
+    Value::Text(t.to_string())
+}
+
+/// What an entry must be: its op and images.
+#[derive(Clone, Debug, PartialEq)]
+struct Want {
+    op: Op,
+    old: Option<Vec<Value>>,
+    new: Option<Vec<Value>>,
+}
+
+/// The oracle: the table as the test's writes leave it, by key, and the
+/// entries each write must journal.
+struct Oracle {
+    columns: Vec<String>,
+    rows: BTreeMap<i64, Vec<Value>>,
+}
+
+impl Oracle {
+    fn key(row: &[Value]) -> i64 {
+        match row[0] {
+            Value::Integer(i) => i,
+            ref other => panic!("a key of {other:?}"),
+        }
+    }
+
+    fn insert(&mut self, row: Vec<Value>) -> Want {
+        assert!(self.rows.insert(Oracle::key(&row), row.clone()).is_none());
+        Want {
+            op: Op::Insert,
+            old: None,
+            new: Some(row),
+        }
+    }
+
+    fn delete(&mut self, id: i64) -> Want {
+        let old = self.rows.remove(&id).expect("a row to delete");
+        Want {
+            op: Op::Delete,
+            old: Some(old),
+            new: None,
+        }
+    }
+
+    /// The row under `id` with `set` (column, value) changed.
+    fn update(&mut self, id: i64, set: &[(&str, Value)]) -> Want {
+        let old = self.rows.remove(&id).expect("a row to update");
+        let mut new = old.clone();
+        for (c, v) in set {
+            let i = self
+                .columns
+                .iter()
+                .position(|n| n == c)
+                .expect("a journaled column");
+            new[i] = v.clone();
+        }
+        self.rows.insert(Oracle::key(&new), new.clone());
+        Want {
+            op: Op::Update,
+            old: Some(old),
+            new: Some(new),
+        }
+    }
+
+    fn get(&self, id: i64, column: &str) -> Value {
+        let i = self.columns.iter().position(|n| n == column).unwrap();
+        self.rows[&id][i].clone()
+    }
+}
+
+/// The key an entry is about (its new image's, else its old one's).
+fn entry_key(e: &JournalEntry) -> i64 {
+    Oracle::key(e.new.as_ref().or(e.old.as_ref()).expect("an image"))
+}
+
+fn want_key(w: &Want) -> i64 {
+    Oracle::key(w.new.as_ref().or(w.old.as_ref()).expect("an image"))
+}
+
+/// The journal's entries after `after`, in seq order.
+fn entries(db: &Db, after: i64) -> Vec<JournalEntry> {
+    db.journal_page(after, i64::MAX, 10_000)
+        .expect("reading the journal")
+}
+
+/// Each entry as the oracle's `Want`.
+fn as_want(e: &JournalEntry) -> Want {
+    Want {
+        op: e.op,
+        old: e.old.clone(),
+        new: e.new.clone(),
+    }
+}
+
+/// The entries one statement journaled must be `want`: the same entries,
+/// each key's in the order given (a multi-table statement visits rows in
+/// an order of its own, so entries of different keys may come in either).
+#[track_caller]
+fn assert_journaled(what: &str, got: &[JournalEntry], want: &[Want]) {
+    let group = |v: Vec<(i64, Want)>| {
+        let mut m: BTreeMap<i64, Vec<Want>> = BTreeMap::new();
+        for (k, w) in v {
+            m.entry(k).or_default().push(w);
+        }
+        m
+    };
+    let got_by_key = group(got.iter().map(|e| (entry_key(e), as_want(e))).collect());
+    let want_by_key = group(want.iter().map(|w| (want_key(w), w.clone())).collect());
+    assert_eq!(got_by_key, want_by_key, "{what}: the entries journaled");
+    let seqs: Vec<i64> = got.iter().map(|e| e.seq).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{what}: {seqs:?}");
+}
+
+#[test]
+fn every_write_of_the_application_is_journaled_exactly() {
+    let Some(s) = Setup::switched("mysql_journal_exact") else {
+        return;
+    };
+    let status = s.status();
+    assert_eq!(status["triggers"], 3, "{status}");
+    assert_eq!(status["stale"], serde_json::json!([]), "{status}");
+    // Three triggers, each the first of its event, and nothing in the
+    // journal yet (the proof's writes were rolled back).
+    assert_eq!(
+        s.my.rows(
+            "SELECT EVENT_MANIPULATION, ACTION_TIMING, ACTION_ORDER FROM information_schema.TRIGGERS
+             WHERE TRIGGER_SCHEMA = DATABASE() AND EVENT_OBJECT_TABLE = 'orders' ORDER BY 1"
+        ),
+        [["DELETE", "AFTER", "1"], ["INSERT", "AFTER", "1"], ["UPDATE", "AFTER", "1"]]
+    );
+    let db = s.target();
+    assert_eq!(db.journal().journal_extent().unwrap().entries, 0);
+    let columns = image_columns(&db);
+    let row = |values: &[(&str, Value)]| image(&columns, values);
+    let mut oracle = Oracle {
+        columns: columns.clone(),
+        rows: BTreeMap::new(),
+    };
+    // The rows as loaded (dollars to cents, the status mapped).
+    for r in [
+        row(&[
+            ("id", int(1)),
+            ("cents", int(150)),
+            ("status", text("active")),
+            ("note", text("one")),
+            ("code", Value::Blob(vec![1, 2])),
+            ("tag", text("t1")),
+            ("price", text("12.50")),
+        ]),
+        row(&[
+            ("id", int(2)),
+            ("cents", int(200)),
+            ("status", text("closed")),
+            ("n2", text("two")),
+        ]),
+        row(&[
+            ("id", int(3)),
+            ("cents", int(1)),
+            ("status", text("active")),
+            ("note", text("three")),
+            ("n3", text("x")),
+            ("code", Value::Blob(vec![])),
+            ("tag", text("abc")),
+            ("price", text("0.00")),
+        ]),
+    ] {
+        oracle.insert(r);
+    }
+
+    let app = s.my.app_user();
+    let wide = |c: &str| c.repeat(5000);
+    let mut after = 0;
+    let mut step = |what: &str, sql: &str, want: Vec<Want>| {
+        app.exec(sql)
+            .unwrap_or_else(|e| panic!("{what}: the application's write: {e}"));
+        let got = entries(&db, after);
+        assert_journaled(what, &got, &want);
+        if let Some(last) = got.last() {
+            after = last.seq;
+        }
+    };
+
+    // A wide row: three 5,000-character columns of 4-, 2- and 1-byte
+    // characters, both images of it in the journal.
+    let w = oracle.insert(row(&[
+        ("id", int(10)),
+        ("cents", int(700)),
+        ("status", text("active")),
+        ("note", text(&wide("𝄞"))),
+        ("n2", text(&wide("é"))),
+        ("n3", text(&wide("x"))),
+        ("code", Value::Blob(vec![0, 255, 16])),
+        ("tag", text("ab")),
+        ("price", text("1.50")),
+    ]));
+    step(
+        "a wide insert",
+        "INSERT INTO orders (id, cents, status, note, n2, n3, code, tag, price)
+         VALUES (10, 700, 'active', REPEAT('𝄞', 5000), REPEAT('é', 5000), REPEAT('x', 5000), X'00FF10', 'ab  ', 1.5)",
+        vec![w],
+    );
+    // REPLACE of a row there: its delete, then the new row's insert.
+    let d = oracle.delete(1);
+    let i = oracle.insert(row(&[
+        ("id", int(1)),
+        ("cents", int(151)),
+        ("status", text("closed")),
+        ("note", text("r")),
+        ("tag", text("r")),
+        ("price", text("0.00")),
+    ]));
+    step(
+        "REPLACE",
+        "REPLACE INTO orders (id, cents, status, note, n2, n3, code, tag, price)
+         VALUES (1, 151, 'closed', 'r', NULL, NULL, NULL, 'r', 0)",
+        vec![d, i],
+    );
+    // ON DUPLICATE KEY UPDATE: an update of the row there, never an insert.
+    let u = oracle.update(2, &[("cents", int(205)), ("note", text("dup"))]);
+    step(
+        "INSERT … ON DUPLICATE KEY UPDATE",
+        "INSERT INTO orders (id, cents, status) VALUES (2, 0, 'active')
+         ON DUPLICATE KEY UPDATE cents = cents + 5, note = 'dup'",
+        vec![u],
+    );
+    // INSERT IGNORE: the row that collides is not journaled, the other is.
+    let i = oracle.insert(row(&[
+        ("id", int(11)),
+        ("cents", int(1)),
+        ("status", text("active")),
+    ]));
+    step(
+        "INSERT IGNORE",
+        "INSERT IGNORE INTO orders (id, cents, status) VALUES (2, 1, 'active'), (11, 1, 'active')",
+        vec![i],
+    );
+    // A multi-table UPDATE: each row of orders it changes (bumps is not
+    // journaled).
+    let mut bumped = Vec::new();
+    for (id, bump) in [(1, 1000), (3, 7), (10, 2000)] {
+        let Value::Integer(c) = oracle.get(id, "cents") else {
+            panic!()
+        };
+        bumped.push(oracle.update(id, &[("cents", int(c + bump))]));
+    }
+    step(
+        "a multi-table UPDATE",
+        "UPDATE orders o JOIN bumps b ON b.id = o.id SET o.cents = o.cents + b.bump, b.bump = 0",
+        bumped,
+    );
+    // A multi-table DELETE: the rows of orders it deletes.
+    let d = oracle.delete(10);
+    step(
+        "a multi-table DELETE",
+        "DELETE o, b FROM orders o JOIN bumps b ON b.id = o.id WHERE o.id = 10",
+        vec![d],
+    );
+    // A transaction: a key moved, the moved row changed, a delete; each
+    // in the order it ran.
+    let moved = oracle.update(11, &[("id", int(12))]);
+    let changed = oracle.update(12, &[("status", text("closed"))]);
+    let gone = oracle.delete(2);
+    step(
+        "a transaction",
+        "START TRANSACTION;
+         UPDATE orders SET id = 12 WHERE id = 11;
+         UPDATE orders SET status = 'closed' WHERE id = 12;
+         DELETE FROM orders WHERE id = 2;
+         COMMIT;",
+        vec![moved, changed, gone],
+    );
+    // Rolled back: nothing.
+    step(
+        "a rollback",
+        "START TRANSACTION; INSERT INTO orders (id, cents, status) VALUES (99, 1, 'active');
+         UPDATE orders SET cents = 0; ROLLBACK;",
+        vec![],
+    );
+
+    // Every value read back from the journal is what a scan of the table
+    // reads now: the last image of each key is its row, and a key whose
+    // last entry is a delete is gone.
+    let all = entries(&db, 0);
+    let mut last: BTreeMap<i64, Option<Vec<Value>>> = BTreeMap::new();
+    for e in &all {
+        if let Some(old) = &e.old {
+            last.entry(Oracle::key(old)).or_insert(None);
+        }
+        match &e.new {
+            Some(new) => {
+                if let Some(old) = &e.old
+                    && Oracle::key(old) != Oracle::key(new)
+                {
+                    last.insert(Oracle::key(old), None);
+                }
+                last.insert(Oracle::key(new), Some(new.clone()));
+            }
+            None => {
+                last.insert(entry_key(e), None);
+            }
+        }
+    }
+    let names: Vec<&str> = columns.iter().map(String::as_str).collect();
+    let sql = db.rows().table_sql("orders", &names, 1, None);
+    for (id, image) in &last {
+        let stored = db.rows().get_row(&sql, &[int(*id)]).expect("reading a row");
+        assert_eq!(stored.as_ref(), image.as_ref(), "key {id}");
+        assert_eq!(stored.as_ref(), oracle.rows.get(id), "key {id}");
+    }
+    // And the counts journal status reports are those entries.
+    let status = s.status();
+    let count = |op: Op| all.iter().filter(|e| e.op == op).count() as i64;
+    assert_eq!(status["insert"], count(Op::Insert), "{status}");
+    assert_eq!(status["update"], count(Op::Update), "{status}");
+    assert_eq!(status["delete"], count(Op::Delete), "{status}");
+    assert_eq!(all.len(), 12);
+}
+
+/// A `mariadb` session kept open, fed one statement at a time.
+struct Session {
+    child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<String>,
+    marks: u32,
+}
+
+impl Session {
+    fn open(s: &Setup, user: &support::mysql::AppUser<'_>) -> Session {
+        let mut child =
+            s.my.server()
+                .client(&user.name, Some(&user.password), Some(&s.my.name))
+                .arg("--unbuffered")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .expect("starting the client");
+        let stdin = child.stdin.take().unwrap();
+        let stdout: ChildStdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Session {
+            child,
+            stdin,
+            lines,
+            marks: 0,
+        }
+    }
+
+    /// Sends `sql` without waiting for it (it may wait for a lock).
+    fn send(&mut self, sql: &str) -> String {
+        self.marks += 1;
+        let mark = format!("mark-{}", self.marks);
+        writeln!(self.stdin, "{sql};\nSELECT '{mark}';").expect("writing to the client");
+        self.stdin.flush().unwrap();
+        mark
+    }
+
+    /// Waits until the statements before `mark` have run.
+    fn wait(&mut self, mark: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l == mark => return,
+                Ok(_) => {}
+                Err(e) => panic!("the session did not reach {mark}: {e}"),
+            }
+        }
+    }
+
+    /// Runs `sql` and waits for it.
+    fn run(&mut self, sql: &str) {
+        let mark = self.send(sql);
+        self.wait(&mark);
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = writeln!(self.stdin, "ROLLBACK;");
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Two writers whose transactions overlap: each entry's seq is taken when
+/// its write runs (not when it commits), and a write waiting for another
+/// transaction's row lock takes its seq after that transaction's entries
+/// for the row, so each row's entries are in the order its writes
+/// happened.
+#[test]
+fn two_writers_interleaving_commits_keep_each_rows_order() {
+    let Some(s) = Setup::switched("mysql_journal_writers") else {
+        return;
+    };
+    let db = s.target();
+    let app = s.my.app_user();
+    let mut a = Session::open(&s, &app);
+    let mut b = Session::open(&s, &app);
+    a.run("START TRANSACTION; UPDATE orders SET cents = 1001 WHERE id = 1");
+    b.run("START TRANSACTION; UPDATE orders SET cents = 2002 WHERE id = 2");
+    // B commits first, its seq after A's first write.
+    b.run("COMMIT");
+    a.run("UPDATE orders SET cents = 2003 WHERE id = 2");
+    // B writes row 1, which A holds: it waits until A commits.
+    b.run("START TRANSACTION");
+    let waiting = b.send("UPDATE orders SET cents = 1004 WHERE id = 1");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while s
+        .my
+        .value("SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'")
+        == "0"
+    {
+        assert!(Instant::now() < deadline, "B never waited for A's lock");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    a.run("UPDATE orders SET cents = 1005 WHERE id = 1");
+    a.run("COMMIT");
+    b.wait(&waiting);
+    b.run("COMMIT");
+
+    let all = entries(&db, 0);
+    let cents = |img: &Option<Vec<Value>>| {
+        let columns = image_columns(&db);
+        let i = columns.iter().position(|c| c == "cents").unwrap();
+        img.as_ref().map(|r| r[i].clone())
+    };
+    let got: Vec<(i64, Option<Value>, Option<Value>)> = all
+        .iter()
+        .map(|e| (entry_key(e), cents(&e.old), cents(&e.new)))
+        .collect();
+    // In seq order: A's first write, B's (committed first), A's second,
+    // A's third (before its commit), then B's that waited for it.
+    assert_eq!(
+        got,
+        [
+            (1, Some(int(150)), Some(int(1001))),
+            (2, Some(int(200)), Some(int(2002))),
+            (2, Some(int(2002)), Some(int(2003))),
+            (1, Some(int(1001)), Some(int(1005))),
+            (1, Some(int(1005)), Some(int(1004))),
+        ]
+    );
+    assert_eq!(s.my.value("SELECT cents FROM orders WHERE id = 1"), "1004");
+}
+
+/// The journal's triggers fire before the application's `AFTER` triggers
+/// of their event; one put before them makes them stale, and `journal
+/// install` puts them first again.
+#[test]
+fn the_journals_triggers_stay_first_among_the_after_triggers() {
+    let Some(s) = Setup::switched("mysql_journal_order") else {
+        return;
+    };
+    // Created after the journal's: it fires after them; nothing stale.
+    s.my.exec(
+        "CREATE TRIGGER orders_audit AFTER UPDATE ON orders FOR EACH ROW
+             INSERT INTO audit (what) VALUES (CONCAT('update ', NEW.id))",
+    );
+    assert_eq!(s.status()["stale"], serde_json::json!([]));
+    let journal_update = s.my.value(
+        "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()
+         AND EVENT_OBJECT_TABLE = 'orders' AND EVENT_MANIPULATION = 'UPDATE' AND TRIGGER_NAME LIKE '\\_cutover%'",
+    );
+    // One put before the journal's: stale until installed again.
+    s.my.exec(&format!(
+        "CREATE TRIGGER orders_first AFTER UPDATE ON orders FOR EACH ROW PRECEDES `{journal_update}`
+             INSERT INTO audit (what) VALUES (CONCAT('first ', NEW.id))"
+    ));
+    let stale = s.status()["stale"].clone();
+    assert_eq!(
+        stale.as_array().map(Vec::len),
+        Some(1),
+        "the update trigger is not first: {stale}"
+    );
+    assert!(
+        stale[0].as_str().unwrap().starts_with(&journal_update),
+        "{stale}"
+    );
+    cutover_in(s.path(), &["journal", "install"]).expect(0);
+    assert_eq!(s.status()["stale"], serde_json::json!([]));
+    assert_eq!(
+        s.my.rows(
+            "SELECT TRIGGER_NAME, ACTION_ORDER FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()
+             AND EVENT_OBJECT_TABLE = 'orders' AND EVENT_MANIPULATION = 'UPDATE' ORDER BY ACTION_ORDER"
+        ),
+        [
+            [journal_update.as_str(), "1"],
+            ["orders_first", "2"],
+            ["orders_audit", "3"]
+        ]
+    );
+    // The application's write goes through all three, journaled once.
+    let app = s.my.app_user();
+    app.exec("UPDATE orders SET cents = 9 WHERE id = 3")
+        .unwrap();
+    let db = s.target();
+    let all = entries(&db, 0);
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!((all[0].op, entry_key(&all[0])), (Op::Update, 3));
+    assert_eq!(
+        s.my.rows("SELECT what FROM audit ORDER BY id"),
+        [["first 3"], ["update 3"]]
+    );
+}
+
+/// `TRUNCATE` fires no trigger: the journal reports it stale (so `fence
+/// on` refuses), and `journal install` refuses to pass over it.
+#[test]
+fn a_truncate_is_detected() {
+    let Some(s) = Setup::switched("mysql_journal_truncate") else {
+        return;
+    };
+    s.my.app_user()
+        .exec("DELETE FROM orders WHERE id = 3")
+        .unwrap();
+    let db = s.target();
+    let before = entries(&db, 0);
+    assert_eq!(before.len(), 1);
+    s.my.exec("TRUNCATE TABLE orders");
+    assert_eq!(s.my.value("SELECT COUNT(*) FROM orders"), "0");
+    let stale = s.status()["stale"].clone();
+    assert!(
+        stale
+            .as_array()
+            .is_some_and(|v| v.iter().any(|l| l.as_str().unwrap().contains("TRUNCATE"))),
+        "{stale}"
+    );
+    cutover_in(s.path(), &["journal", "install"])
+        .expect(2)
+        .assert_mentions(&["TRUNCATE", "journal remove"]);
+    // The journal is as it was: nothing pretends the rows' deletes.
+    assert_eq!(entries(&db, 0).len(), before.len());
+    assert_eq!(
+        db.journal().journal_extent().unwrap().entries,
+        before.len() as i64
+    );
+}
+
+/// A foreign key that changes the journaled table's rows by itself (`ON
+/// DELETE SET NULL` here) is refused at `journal install`, naming the
+/// constraint, the child and the parent, before any trigger is written.
+#[test]
+fn a_cascading_foreign_key_is_refused_before_any_trigger() {
+    let target = format!(
+        "CREATE TABLE customers (id BIGINT NOT NULL PRIMARY KEY) ENGINE = InnoDB;
+         INSERT INTO customers VALUES (7);
+         {}
+         ALTER TABLE orders ADD COLUMN customer_id BIGINT NULL,
+             ADD CONSTRAINT orders_customer FOREIGN KEY (customer_id) REFERENCES customers (id) ON DELETE SET NULL;",
+        TARGET
+    );
+    let Some(s) = Setup::new(
+        "mysql_journal_cascade",
+        &target,
+        "\n[[tables.columns]]\ntarget = \"customer_id\"\ndefault = true\n",
+    ) else {
+        return;
+    };
+    cutover_in(s.path(), &["load"]).expect(0);
+    cutover_in(s.path(), &["journal", "install"])
+        .expect(2)
+        .assert_mentions(&[
+            "orders_customer",
+            "'orders'",
+            "'customers'",
+            "ON DELETE SET NULL",
+        ]);
+    assert_eq!(
+        s.my.value(
+            "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()"
+        ),
+        "0"
+    );
+    assert_eq!(
+        s.my.value(
+            "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()
+             AND TABLE_NAME LIKE '\\_cutover\\_journal\\_%' AND TABLE_NAME NOT IN ('_cutover_journal_id', '_cutover_journal_tables')"
+        ),
+        "0",
+        "no image table either"
+    );
+}
+
+/// An install stopped half-way (MySQL commits each schema change at once)
+/// is completed by the next: a trigger and the view gone, `journal
+/// status` names what is missing, and `journal install` puts back exactly
+/// that.
+#[test]
+fn an_install_stopped_half_way_is_completed_by_the_next() {
+    let Some(s) = Setup::switched("mysql_journal_rerun") else {
+        return;
+    };
+    let delete = s.my.value(
+        "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()
+         AND EVENT_MANIPULATION = 'DELETE' AND TRIGGER_NAME LIKE '\\_cutover%'",
+    );
+    s.my.exec(&format!(
+        "DROP TRIGGER `{delete}`; DROP VIEW _cutover_journal"
+    ));
+    assert_eq!(
+        s.status()["stale"],
+        serde_json::json!([format!("{delete} (missing)")])
+    );
+    cutover_in(s.path(), &["journal", "install"])
+        .expect(0)
+        .assert_mentions(&["1 trigger"]);
+    assert_eq!(s.status()["stale"], serde_json::json!([]));
+    s.my.app_user()
+        .exec("DELETE FROM orders WHERE id = 2")
+        .unwrap();
+    let all = entries(&s.target(), 0);
+    assert_eq!(
+        all.iter().map(|e| (e.op, entry_key(e))).collect::<Vec<_>>(),
+        [(Op::Delete, 2)]
+    );
+    assert_eq!(s.my.value("SELECT COUNT(*) FROM _cutover_journal"), "1");
+}
+
+/// A user of the target's own for cutover, dropped with the test.
+struct CutoverUser<'a> {
+    my: &'a TestDb,
+    name: String,
+}
+
+impl Drop for CutoverUser<'_> {
+    fn drop(&mut self) {
+        let _ = self.my.server().admin(
+            None,
+            &format!(
+                "DROP USER IF EXISTS '{0}'@'%'; DROP USER IF EXISTS '{0}'@'localhost';",
+                self.name
+            ),
+        );
+    }
+}
+
+/// cutover as a user with only the grants docs/engines.md lists for a
+/// MySQL target's journal: load, install, the application's writes
+/// journaled, status, remove.
+#[test]
+fn the_documented_grants_are_enough_for_the_journal() {
+    let Some(s) = Setup::new("mysql_journal_grants", TARGET, "") else {
+        return;
+    };
+    let user = CutoverUser {
+        my: &s.my,
+        name: format!("cut_{}", std::process::id()),
+    };
+    let mut grants = String::new();
+    for host in ["%", "localhost"] {
+        grants.push_str(&format!(
+            "CREATE USER '{u}'@'{host}' IDENTIFIED BY 'pw-cut';
+             GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, CREATE VIEW, TRIGGER ON `{db}`.* TO '{u}'@'{host}';
+             GRANT PROCESS ON *.* TO '{u}'@'{host}';",
+            u = user.name,
+            db = s.my.name
+        ));
+    }
+    s.my.server()
+        .admin(None, &grants)
+        .expect("the cutover user");
+    let url =
+        s.my.server()
+            .url_for(&user.name, Some("pw-cut"), &s.my.name);
+    std::fs::write(
+        s.path().join("spec.toml"),
+        orders_spec("sqlite://source.db", &url, &COPIES, ""),
+    )
+    .unwrap();
+    cutover_in(s.path(), &["load"]).expect(0);
+    cutover_in(s.path(), &["journal", "install"]).expect(0);
+    assert_eq!(
+        s.my.value(
+            "SELECT DISTINCT DEFINER FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()"
+        )
+        .split('@')
+        .next(),
+        Some(user.name.as_str()),
+        "the triggers run as cutover's user"
+    );
+    let app = s.my.app_user();
+    app.exec("UPDATE orders SET cents = cents + 1 WHERE id = 1; INSERT INTO orders (id, cents, status) VALUES (5, 5, 'active')")
+        .unwrap();
+    let status = s.status();
+    assert_eq!(
+        (
+            &status["triggers"],
+            &status["insert"],
+            &status["update"],
+            &status["stale"]
+        ),
+        (
+            &serde_json::json!(3),
+            &serde_json::json!(1),
+            &serde_json::json!(1),
+            &serde_json::json!([])
+        ),
+        "{status}"
+    );
+    cutover_in(s.path(), &["journal", "remove"]).expect(0);
+    assert_eq!(
+        s.my.value(
+            "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()"
+        ),
+        "0"
+    );
+    // Unjournaled now; the entries stay.
+    app.exec("DELETE FROM orders WHERE id = 5").unwrap();
+    let db = s.target();
+    assert_eq!(db.journal().journal_extent().unwrap().entries, 2);
+}
