@@ -374,7 +374,9 @@ fn a_replayed_delete_that_orphans_children_fails_replay_naming_them() {
 }
 
 #[test]
-fn a_mysql_targets_fence_is_still_refused_before_anything_is_written() {
+/// A MySQL target behind a PostgreSQL source: the fence goes on, its
+/// record's copy is kept in PostgreSQL, and it comes off again.
+fn a_mysql_target_behind_a_postgres_source_is_fenced_with_its_copy_in_the_source() {
     let Some(my) = MyDb::new("mysql_target_still_refused") else {
         return;
     };
@@ -394,21 +396,17 @@ fn a_mysql_targets_fence_is_still_refused_before_anything_is_written() {
         ),
     )
     .unwrap();
-    // The journal works on a MySQL target (tests/mysql_journal.rs); the
-    // fence is still refused, and changes nothing.
     cutover_in(dir.path(), &["journal", "install"]).expect(0);
-    let before = my.exec(
-        "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()
-         UNION ALL SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()",
-    );
-    cutover_in(dir.path(), &["fence", "on"])
-        .expect(2)
-        .assert_mentions(&["not supported on MySQL yet"]);
-    let after = my.exec(
-        "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()
-         UNION ALL SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()",
-    );
-    assert_eq!(after, before);
+    let fence_triggers = "SELECT COUNT(*) FROM information_schema.TRIGGERS
+         WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME LIKE '\\_cutover\\_fence\\_%'";
+    let on = cutover_in(dir.path(), &["--format", "json", "fence", "on"])
+        .expect(0)
+        .json();
+    assert_eq!(on["copy"], "kept in the source", "{on:#}");
+    assert_ne!(my.value(fence_triggers), "0");
+    cutover_in(dir.path(), &["fence", "status"]).expect(0);
+    cutover_in(dir.path(), &["fence", "off", "--force"]).expect(0);
+    assert_eq!(my.value(fence_triggers), "0");
 }
 
 /// How many journal entries the source's applied set holds, as `status`

@@ -3,8 +3,8 @@
 //! into SQLite, with the application writing through the `mariadb` client
 //! as a user with ordinary grants, and the target's rows compared with an
 //! oracle the test computes from what the client prints (never from the
-//! tool's decoding). Then what MySQL does not do yet: a MySQL target's
-//! journal and fence refuse, exit 2, leaving the database as it was.
+//! tool's decoding). Then MySQL the other way round: a MySQL target
+//! behind a SQLite source takes the journal and the fence.
 
 mod support;
 
@@ -334,11 +334,11 @@ fn an_unsigned_value_past_i64_is_refused_naming_its_row() {
     assert_eq!(n, 0);
 }
 
-/// MySQL as a target is not built yet: load, the journal and the fence refuse
-/// (exit 2) naming what is not supported and what to use instead, and the
-/// MySQL database is exactly as before.
+/// A MySQL target behind a SQLite source takes the journal and the fence
+/// (tests/mysql_fence.rs runs the fence's contract); lifted, nothing of
+/// the fence is left.
 #[test]
-fn a_mysql_target_refuses_the_fence_and_stays_as_it_was() {
+fn a_mysql_target_behind_a_sqlite_source_takes_the_journal_and_the_fence() {
     let Some(my) = MyDb::new("mysql_target_refuses") else {
         return;
     };
@@ -359,19 +359,21 @@ fn a_mysql_target_refuses_the_fence_and_stays_as_it_was() {
         spec("sqlite://source.db", &my.url),
     )
     .unwrap();
-    // The journal works on a MySQL target (tests/mysql_journal.rs); the
-    // fence is still refused, and changes nothing.
     cutover_in(dir.path(), &["journal", "install"]).expect(0);
-    let before = my.exec(
-        "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()
-         UNION ALL SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()",
-    );
-    cutover_in(dir.path(), &["fence", "on"])
-        .expect(2)
-        .assert_mentions(&["not supported on MySQL yet", "PostgreSQL or SQLite target"]);
-    let after = my.exec(
-        "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()
-         UNION ALL SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()",
-    );
-    assert_eq!(after, before, "nothing made on the MySQL target");
+    let fence_triggers = "SELECT COUNT(*) FROM information_schema.TRIGGERS
+         WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME LIKE '\\_cutover\\_fence\\_%'";
+    cutover_in(dir.path(), &["fence", "on"]).expect(0);
+    // Three on orders, on each of the journal's tables and on the fence row.
+    for table in ["orders", "_cutover_journal_tables", "_cutover_fence"] {
+        assert_eq!(
+            my.value(&format!(
+                "{fence_triggers} AND EVENT_OBJECT_TABLE = '{table}'"
+            )),
+            "3",
+            "{table}"
+        );
+    }
+    cutover_in(dir.path(), &["fence", "status"]).expect(0);
+    cutover_in(dir.path(), &["fence", "off", "--force"]).expect(0);
+    assert_eq!(my.value(fence_triggers), "0");
 }
