@@ -673,3 +673,80 @@ fn sixteen_writers_racing_fence_on_lose_nothing_and_none_commits_after_it() {
         p.run(&["fence", "off"], 0);
     }
 }
+
+/// A write made through the client: its output, or its error.
+type Route<'a> = Box<dyn Fn() -> Result<String, String> + 'a>;
+
+/// The change token replay checks before each batch moves across every
+/// commit, by another connection, that could change a fenced table: a
+/// write, a cascade from a parent outside the spec, `TRUNCATE`, `ALTER
+/// TABLE`, `DROP TRIGGER`, a `RENAME TABLE` swap, `LOAD DATA`.
+#[test]
+fn the_change_token_moves_across_every_route_around_the_triggers() {
+    let Some(p) = Pair::new(
+        "fence_token",
+        "CREATE TABLE parents (id INT NOT NULL PRIMARY KEY) ENGINE = InnoDB;
+         INSERT INTO parents VALUES (1), (2), (3);
+         ALTER TABLE orders ADD COLUMN parent INT NULL,
+             ADD CONSTRAINT orders_parent FOREIGN KEY (parent) REFERENCES parents (id)
+             ON DELETE CASCADE;
+         UPDATE orders SET parent = id;
+         CREATE TRIGGER orders_touch BEFORE UPDATE ON orders FOR EACH ROW SET NEW.cents = NEW.cents",
+    ) else {
+        return;
+    };
+    let db = cutover::db::Db::open(
+        &cutover::spec::Location::Server(p.target.url.clone()),
+        cutover::db::Access::Read,
+        "target",
+    )
+    .expect("opening the target");
+    let app = p.target.app_user();
+    let file = p.path().join("rows.tsv");
+    std::fs::write(&file, "30\t1\tactive\t\\N\n").unwrap();
+    let load = format!(
+        "LOAD DATA LOCAL INFILE '{}' INTO TABLE orders",
+        file.display()
+    );
+    let routes: [(&str, Route<'_>); 7] = [
+        (
+            "an update",
+            Box::new(|| app.exec("UPDATE orders SET cents = 5 WHERE id = 3")),
+        ),
+        (
+            "a cascade",
+            Box::new(|| app.exec("DELETE FROM parents WHERE id = 1")),
+        ),
+        ("LOAD DATA", Box::new(|| app.exec(&load))),
+        (
+            "ALTER TABLE",
+            Box::new(|| {
+                p.target
+                    .try_exec("ALTER TABLE orders MODIFY cents BIGINT NULL")
+            }),
+        ),
+        (
+            "DROP TRIGGER",
+            Box::new(|| p.target.try_exec("DROP TRIGGER orders_touch")),
+        ),
+        (
+            "a RENAME TABLE swap",
+            Box::new(|| {
+                p.target.try_exec(
+                    "CREATE TABLE orders_new LIKE orders;
+                     RENAME TABLE orders TO orders_old, orders_new TO orders",
+                )
+            }),
+        ),
+        (
+            "TRUNCATE",
+            Box::new(|| p.target.try_exec("TRUNCATE TABLE orders_old")),
+        ),
+    ];
+    for (what, route) in routes {
+        let before = cutover::db::Fence::change_token(db.fence()).expect("a token");
+        route().unwrap_or_else(|e| panic!("{what}: {e}"));
+        let after = cutover::db::Fence::change_token(db.fence()).expect("a token");
+        assert_ne!(before, after, "{what} left the change token still");
+    }
+}
