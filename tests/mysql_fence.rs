@@ -205,7 +205,15 @@ fn refused(app: &AppUser<'_>, sql: &str) -> String {
 
 #[test]
 fn fence_on_status_and_off_on_a_mysql_target() {
-    let Some(p) = Pair::journaled("fence_on_off", "") else {
+    // An application trigger that runs BEFORE an update and writes a
+    // table that keeps what it is given (MyISAM): the fence's must run
+    // first, or a refused update would still leave its row there.
+    let Some(p) = Pair::journaled(
+        "fence_on_off",
+        "CREATE TABLE audit (id BIGINT) ENGINE = MyISAM;
+         CREATE TRIGGER orders_audit BEFORE UPDATE ON orders FOR EACH ROW
+             INSERT INTO audit VALUES (NEW.id)",
+    ) else {
         return;
     };
     let app = p.target.app_user();
@@ -214,6 +222,10 @@ fn fence_on_status_and_off_on_a_mysql_target() {
     )
     .expect("the application's writes");
     assert_eq!(p.fence_triggers(), Vec::<Vec<String>>::new());
+    // The application's update, and the journal's proof at install (its
+    // update is rolled back; MyISAM keeps what the trigger wrote).
+    let audited = p.target.value("SELECT COUNT(*) FROM audit");
+    assert_ne!(audited, "0");
 
     let on = p.json(&["fence", "on"], 0);
     assert_eq!(on["fenced"], true, "{on:#}");
@@ -248,6 +260,20 @@ fn fence_on_status_and_off_on_a_mysql_target() {
         p.orders(),
         before,
         "nothing the application tried was written"
+    );
+    assert_eq!(
+        p.target.value("SELECT COUNT(*) FROM audit"),
+        audited,
+        "the application's BEFORE trigger never ran before the fence's (nor in fence on's proof)"
+    );
+    assert_eq!(
+        p.target.rows(
+            "SELECT TRIGGER_NAME, ACTION_ORDER FROM information_schema.TRIGGERS
+             WHERE TRIGGER_SCHEMA = DATABASE() AND EVENT_OBJECT_TABLE = 'orders'
+               AND ACTION_TIMING = 'BEFORE' AND EVENT_MANIPULATION = 'UPDATE'
+             ORDER BY ACTION_ORDER"
+        ),
+        [["_cutover_fence_upd_orders", "1"], ["orders_audit", "2"]]
     );
     assert_eq!(p.journal_entries(None), entries);
     assert_eq!(p.fence_rows(), 1);
