@@ -455,6 +455,27 @@ fn every_write_of_the_application_is_journaled_exactly() {
     assert_eq!(status["update"], count(Op::Update), "{status}");
     assert_eq!(status["delete"], count(Op::Delete), "{status}");
     assert_eq!(all.len(), 12);
+    // watch reads the same entries from the MySQL journal, and finds each
+    // one able to go back to the SQLite source.
+    let watch = cutover_in(s.path(), &["watch", "--format", "json"])
+        .expect(0)
+        .json();
+    assert_eq!(
+        (&watch["entries"], &watch["checked"], &watch["verdict"]),
+        (
+            &serde_json::json!(12),
+            &serde_json::json!(12),
+            &serde_json::json!("pass")
+        ),
+        "{watch}"
+    );
+    // A status the spec's map cannot take back is what watch finds.
+    app.exec("UPDATE orders SET status = 'pending' WHERE id = 3")
+        .unwrap();
+    let watch = cutover_in(s.path(), &["watch", "--format", "json"])
+        .output()
+        .json();
+    assert_eq!(watch["irreversible"], 1, "{watch}");
 }
 
 /// A `mariadb` session kept open, fed one statement at a time.
@@ -554,10 +575,11 @@ fn two_writers_interleaving_commits_keep_each_rows_order() {
     b.run("START TRANSACTION");
     let waiting = b.send("UPDATE orders SET cents = 1004 WHERE id = 1");
     let deadline = Instant::now() + Duration::from_secs(30);
-    while s
-        .my
-        .value("SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'")
-        == "0"
+    while s.my.value(
+        "SELECT COUNT(*) FROM information_schema.INNODB_TRX t
+                 JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
+                 WHERE t.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()",
+    ) == "0"
     {
         assert!(Instant::now() < deadline, "B never waited for A's lock");
         std::thread::sleep(Duration::from_millis(20));
@@ -763,6 +785,26 @@ fn an_install_stopped_half_way_is_completed_by_the_next() {
         [(Op::Delete, 2)]
     );
     assert_eq!(s.my.value("SELECT COUNT(*) FROM _cutover_journal"), "1");
+    // A trigger of the journal's name rewritten to journal nothing differs
+    // from the template: stale, and replaced by the next install.
+    let update = delete.replace("_delete", "_update");
+    s.my.exec(&format!(
+        "CREATE OR REPLACE TRIGGER `{update}` AFTER UPDATE ON orders FOR EACH ROW SET @ignored = 1"
+    ));
+    assert_eq!(
+        s.status()["stale"],
+        serde_json::json!([format!("{update} (differs from what the spec needs)")])
+    );
+    cutover_in(s.path(), &["journal", "install"]).expect(0);
+    assert_eq!(s.status()["stale"], serde_json::json!([]));
+    s.my.app_user()
+        .exec("UPDATE orders SET cents = 3 WHERE id = 3")
+        .unwrap();
+    let all = entries(&s.target(), 0);
+    assert_eq!(
+        all.iter().map(|e| (e.op, entry_key(e))).collect::<Vec<_>>(),
+        [(Op::Delete, 2), (Op::Update, 3)]
+    );
 }
 
 /// A user of the target's own for cutover, dropped with the test.
@@ -857,4 +899,200 @@ fn the_documented_grants_are_enough_for_the_journal() {
     app.exec("DELETE FROM orders WHERE id = 5").unwrap();
     let db = s.target();
     assert_eq!(db.journal().journal_extent().unwrap().entries, 2);
+}
+
+/// A transaction of the application holding the table keeps the install
+/// out (its DDL needs the table's metadata lock): the install waits a
+/// short `lock_wait_timeout` a few times, then refuses naming the
+/// connection; once it commits, the install goes through.
+#[test]
+fn an_install_waits_briefly_for_the_metadata_lock_and_names_who_holds_it() {
+    let Some(s) = Setup::new("mysql_journal_mdl", TARGET, "") else {
+        return;
+    };
+    cutover_in(s.path(), &["load"]).expect(0);
+    let app = s.my.app_user();
+    let mut a = Session::open(&s, &app);
+    a.run("START TRANSACTION; UPDATE orders SET cents = 5 WHERE id = 1");
+    let started = Instant::now();
+    cutover_in(s.path(), &["journal", "install"])
+        .env("CUTOVER_LOCK_TIMEOUT_MS", "1000")
+        .expect(2)
+        .assert_mentions(&["metadata lock", &app.name, "KILL"]);
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        s.my.value(
+            "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()"
+        ),
+        "0"
+    );
+    a.run("COMMIT");
+    cutover_in(s.path(), &["journal", "install"]).expect(0);
+    assert_eq!(s.status()["stale"], serde_json::json!([]));
+}
+
+/// Every column type the engine reads, journaled: each image read back
+/// through the `JournalLog` interface is exactly what a scan of the table
+/// reads around that write (the same `Value` kinds and bytes), the
+/// application writing through `mariadb` as its own user.
+#[test]
+fn every_type_is_journaled_as_a_scan_reads_it() {
+    let Some(my) = TestDb::new("mysql_journal_types") else {
+        return;
+    };
+    my.exec(
+        "CREATE TABLE kinds (
+            id INT NOT NULL PRIMARY KEY,
+            ti TINYINT, flag TINYINT(1), mi MEDIUMINT UNSIGNED, bi BIGINT UNSIGNED,
+            dec6 DECIMAL(20,6), fl FLOAT, db DOUBLE,
+            ch CHAR(5), vc VARCHAR(20) CHARACTER SET latin1, tx TEXT, js JSON,
+            en ENUM('a','B','c d'), st SET('x','y','z'),
+            bn BINARY(4), vb VARBINARY(10), bl BLOB,
+            d DATE, dt DATETIME(6), ts TIMESTAMP(6) NULL, tm TIME(3), yr YEAR, bt BIT(5)
+        ) ENGINE = InnoDB",
+    );
+    let columns = [
+        "id", "ti", "flag", "mi", "bi", "dec6", "fl", "db", "ch", "vc", "tx", "js", "en", "st",
+        "bn", "vb", "bl", "d", "dt", "ts", "tm", "yr", "bt",
+    ];
+    let db = Db::open(&Location::Server(my.url.clone()), Access::Write, "target")
+        .expect("opening the target");
+    db.capture()
+        .image_for("kinds", "kinds", &columns)
+        .expect("the image");
+    assert_eq!(
+        db.install_journal("kinds", "kinds", &columns, 1).unwrap(),
+        3
+    );
+    db.prove_journal("kinds", "kinds", &columns, 1)
+        .expect("the proof on an empty table");
+    let sql = db.rows().table_sql("kinds", &columns, 1, None);
+    let scan = |id: i64| db.rows().get_row(&sql, &[int(id)]).expect("reading a row");
+    let app = my.app_user();
+    let mut after = 0;
+    let mut check = |what: &str, write: &str, id: i64| {
+        let before = scan(id);
+        app.exec(write)
+            .unwrap_or_else(|e| panic!("{what}: the application's write: {e}"));
+        let now = scan(id);
+        let got = entries(&db, after);
+        assert_eq!(got.len(), 1, "{what}: {got:?}");
+        let e = &got[0];
+        assert_eq!((&e.old, &e.new), (&before, &now), "{what}");
+        after = e.seq;
+    };
+    check(
+        "every type",
+        "INSERT INTO kinds VALUES (1, -128, 1, 16777215, 9223372036854775807,
+            -12345678901234.000001, 0.1, 0.30000000000000004,
+            'ab ', 'café', 'line\nnext', '{\"k\": [1, 2.50]}', 'c d', 'z,x',
+            X'0102', X'', X'00FF', '2024-02-29', '2024-03-15 13:45:00.5', '1970-01-01 00:00:01.000001',
+            '-838:59:59.000', 2155, b'10101')",
+        1,
+    );
+    check("NULLs", "INSERT INTO kinds (id) VALUES (2)", 2);
+    check(
+        "an update of every type",
+        "UPDATE kinds SET ti = 127, flag = 0, mi = 0, bi = 0, dec6 = 0.5, fl = -0.0, db = 1e308,
+            ch = '', vc = 'ÿ', tx = '', js = 'null', en = 'B', st = '', bn = X'FFFFFFFF', vb = X'00',
+            bl = NULL, d = '1000-01-01', dt = '9999-12-31 23:59:59.999999', ts = '2038-01-19 03:14:07.999999',
+            tm = '838:59:59.999', yr = 0, bt = 0 WHERE id = 1",
+        1,
+    );
+    check(
+        "a NULL row updated",
+        "UPDATE kinds SET js = '[]', bn = X'61' WHERE id = 2",
+        2,
+    );
+    check("a delete", "DELETE FROM kinds WHERE id = 1", 1);
+    // The digest covers every entry: read twice it is the same, and one
+    // more entry changes it.
+    let digest = db.journal().journal_digest().unwrap();
+    assert_eq!(db.journal().journal_digest().unwrap(), digest);
+    app.exec("UPDATE kinds SET vc = 'x' WHERE id = 2").unwrap();
+    assert_ne!(db.journal().journal_digest().unwrap(), digest);
+}
+
+/// A table that is not InnoDB (its writes are not undone with the
+/// transaction its journal rows are) is refused before anything of the
+/// journal is written.
+#[test]
+fn a_table_that_is_not_innodb_is_refused() {
+    let Some(s) = Setup::new(
+        "mysql_journal_myisam",
+        &TARGET.replacen(") ENGINE = InnoDB;", ") ENGINE = MyISAM;", 1),
+        "",
+    ) else {
+        return;
+    };
+    cutover_in(s.path(), &["journal", "install"])
+        .expect(2)
+        .assert_mentions(&["'orders'", "InnoDB"]);
+    assert_eq!(
+        s.my.value(
+            "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()"
+        ),
+        "0"
+    );
+}
+
+/// The spec's column list changes after the switch: `journal install`
+/// gives the table a new image, and its triggers replace the earlier
+/// image's under the same names, so each write after it is journaled once,
+/// in the new image, and the entries before stay in the old one.
+#[test]
+fn a_new_column_list_replaces_the_triggers_in_place() {
+    let Some(s) = Setup::switched("mysql_journal_columns") else {
+        return;
+    };
+    let names = || {
+        s.my.exec(
+            "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() ORDER BY 1",
+        )
+    };
+    let before = names();
+    let app = s.my.app_user();
+    app.exec("UPDATE orders SET cents = 7 WHERE id = 1")
+        .unwrap();
+    // n3 no longer carried (gone from the source): the target keeps its own.
+    rusqlite::Connection::open(s.path().join("source.db"))
+        .unwrap()
+        .execute_batch("ALTER TABLE orders DROP COLUMN n3")
+        .unwrap();
+    let fewer: Vec<&str> = COPIES.iter().copied().filter(|c| *c != "n3").collect();
+    std::fs::write(
+        s.path().join("spec.toml"),
+        orders_spec(
+            "sqlite://source.db",
+            &s.my.url,
+            &fewer,
+            "\n[[tables.columns]]\ntarget = \"n3\"\ndefault = true\n",
+        ),
+    )
+    .unwrap();
+    assert_ne!(s.status()["stale"], serde_json::json!([]));
+    cutover_in(s.path(), &["journal", "install"])
+        .expect(0)
+        .assert_mentions(&["3 triggers"]);
+    assert_eq!(s.status()["stale"], serde_json::json!([]));
+    assert_eq!(names(), before, "the same three triggers, replaced");
+    app.exec("UPDATE orders SET cents = 8 WHERE id = 1")
+        .unwrap();
+    let db = s.target();
+    let images = db.journal_tables().unwrap();
+    assert_eq!(images.len(), 2, "{images:?}");
+    assert!(!images[1].columns.iter().any(|c| c == "n3"));
+    let all = entries(&db, 0);
+    assert_eq!(
+        all.iter().map(|e| (e.img, e.op)).collect::<Vec<_>>(),
+        [(images[0].img, Op::Update), (images[1].img, Op::Update)]
+    );
+    assert_eq!(
+        all[1].new.as_ref().map(Vec::len),
+        Some(images[1].columns.len())
+    );
 }

@@ -4,7 +4,8 @@
 -- {{table}}, {{image}} (the table's image table for this column list),
 -- {{seq}} (the seq counter, sql/mysql/journal_control.sql),
 -- {{trg_insert}} {{trg_update}} {{trg_delete}} (the triggers, named after
--- the image: trigger names are unique per database), {{o_cols}}
+-- the table's first image: trigger names are unique per database, and a
+-- later image of the table replaces them in place), {{o_cols}}
 -- {{n_cols}} (`o1`, `o2`, … and `n1`, `n2`, …), {{old}} {{new}}
 -- (`OLD`.`col`, … and `NEW`.`col`, …), and {{order_insert}}
 -- {{order_update}} {{order_delete}}: `PRECEDES <the application's first

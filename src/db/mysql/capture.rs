@@ -13,9 +13,10 @@
 //! `AUTO_INCREMENT` of one counter table, `_cutover_journal_seq`
 //! (`sql/mysql/journal_control.sql`), allocated when the trigger fires;
 //! `conn` is `CONNECTION_ID()`. The triggers' template is
-//! `sql/mysql/journal_triggers.sql`; they are named after the image
-//! (trigger names are unique per database) and ordered first among the
-//! table's `AFTER` triggers of their event.
+//! `sql/mysql/journal_triggers.sql`; they are named after the table's
+//! first image (trigger names are unique per database; a later image of the
+//! table replaces them in place) and ordered first among the table's
+//! `AFTER` triggers of their event.
 //!
 //! Refused at the first step of `journal install`, before any trigger is
 //! written: a table that is the child of a foreign key with an `ON DELETE`
@@ -62,14 +63,21 @@ pub const MAX_JOURNALED_COLUMNS: usize = 507;
 const LOCK_TIMEOUT_MS: u64 = 2000;
 const LOCK_ATTEMPTS: usize = 3;
 
-/// The journal trigger of image `img` for one op.
+/// The journal trigger for one op on the table whose first image is `img`
+/// (`naming_image`).
 pub(super) fn trigger_name(img: i64, op: &str) -> String {
     format!("_cutover_journal_{img}_{op}")
 }
 
-/// Whether a trigger is one of the journal's.
+/// Whether a trigger is one of the journal's (`_cutover_journal_<img>_<op>`).
 pub(super) fn is_journal_trigger(name: &str) -> bool {
-    name.starts_with("_cutover_journal_")
+    let Some(rest) = name.strip_prefix("_cutover_journal_") else {
+        return false;
+    };
+    let Some((img, op)) = rest.split_once('_') else {
+        return false;
+    };
+    !img.is_empty() && img.bytes().all(|b| b.is_ascii_digit()) && OPS.iter().any(|(o, _)| *o == op)
 }
 
 /// The type of an image column for a table column: the column's own, but
@@ -116,7 +124,9 @@ impl MySql {
             .with_context(|| format!("creating the journal's control tables in {}", self.shown()))
     }
 
-    /// The image id already recorded for these columns of `table`.
+    /// The image id already recorded for these columns of `table`, the
+    /// names compared by their bytes (the control table's collation may
+    /// fold case or pad).
     fn find_image(&self, name: &str, table: &str, columns: &[&str]) -> Result<Option<i64>> {
         if !self.has_table("_cutover_journal_tables")? {
             return Ok(None);
@@ -126,7 +136,9 @@ impl MySql {
             .conn()?
             .exec_first(
                 format!(
-                    "SELECT img FROM {} WHERE tbl = ? AND target_table = ? AND columns = ? ORDER BY img LIMIT 1",
+                    "SELECT img FROM {} WHERE CAST(tbl AS BINARY) = CAST(? AS BINARY)
+                     AND CAST(target_table AS BINARY) = CAST(? AS BINARY)
+                     AND CAST(columns AS BINARY) = CAST(? AS BINARY) ORDER BY img LIMIT 1",
                     self.qualified("_cutover_journal_tables")
                 ),
                 (name, table, list),
@@ -292,6 +304,7 @@ impl MySql {
                 .join(", ")
         };
         let triggers = self.triggers(table)?;
+        let naming = self.naming_image(table, img)?;
         let mut out = Vec::with_capacity(OPS.len());
         let mut rest = TRIGGERS;
         for (op, event) in OPS {
@@ -315,7 +328,7 @@ impl MySql {
                 Some(t) => format!("PRECEDES {} ", quote_ident(&t.name)),
                 None => String::new(),
             };
-            let name = trigger_name(img, op);
+            let name = trigger_name(naming, op);
             let fill = |s: &str| {
                 s.replace("{{table}}", &self.qualified(table))
                     .replace("{{image}}", &self.qualified(&image_table(img)))
@@ -376,6 +389,14 @@ impl MySql {
                     "(the journal's {what} {t} is missing: every write to the table fails until the journal is installed again)"
                 ));
                 return Ok(stale);
+            }
+        }
+        for t in &triggers {
+            if is_journal_trigger(&t.name) && !want.iter().any(|w| w.name == t.name) {
+                stale.push(format!(
+                    "{} (a journal trigger under another name: the table's writes would be journaled twice)",
+                    t.name
+                ));
             }
         }
         let held = self.columns(&image_table(img))?;
@@ -517,29 +538,35 @@ impl MySql {
         }
     }
 
-    /// Drops the journal triggers of every image of `table` but `keep`.
-    fn drop_other_triggers(&self, table: &str, keep: Option<i64>) -> Result<()> {
-        let present: Vec<String> = self
+    /// Drops the journal's triggers on `table` but those named in `keep`
+    /// (every trigger of the journal's names, whatever image it writes).
+    fn drop_journal_triggers(&self, table: &str, keep: &[String]) -> Result<()> {
+        for name in self
             .triggers(table)?
             .into_iter()
             .map(|t| t.name)
-            .filter(|n| is_journal_trigger(n))
-            .collect();
-        for t in self.journal_tables()? {
-            if t.target_table != table || Some(t.img) == keep {
-                continue;
-            }
-            for (op, _) in OPS {
-                let name = trigger_name(t.img, op);
-                if present.contains(&name) {
-                    self.execute(
-                        &format!("DROP TRIGGER IF EXISTS {}", self.qualified(&name)),
-                        Vec::new(),
-                    )?;
-                }
-            }
+            .filter(|n| is_journal_trigger(n) && !keep.contains(n))
+        {
+            self.execute(
+                &format!("DROP TRIGGER IF EXISTS {}", self.qualified(&name)),
+                Vec::new(),
+            )?;
         }
         Ok(())
+    }
+
+    /// The image whose id names `table`'s journal triggers: its first. A
+    /// later image of the table (another column list) keeps the names, so
+    /// its triggers replace the earlier image's in place (`CREATE OR
+    /// REPLACE`): no write falls between them, and none is journaled twice.
+    fn naming_image(&self, table: &str, img: i64) -> Result<i64> {
+        Ok(self
+            .journal_tables()?
+            .iter()
+            .filter(|t| t.target_table == table)
+            .map(|t| t.img)
+            .min()
+            .unwrap_or(img))
     }
 
     /// Whether the fence's triggers are on `table`: then a write is refused
@@ -795,10 +822,13 @@ impl Capture for MySql {
     /// The image id for `name` with these columns: the existing one when
     /// the columns are the same, else a new one; in both cases its image
     /// table is created if it is not there (a run stopped between the
-    /// two). A table that a foreign key's action changes is refused here,
-    /// before any trigger of any table is written.
+    /// two). A table that a foreign key's action changes, or that is not
+    /// InnoDB, is refused here, before any trigger of any table is written.
     fn image_for(&self, name: &str, table: &str, columns: &[&str]) -> Result<i64> {
         self.refuse_cascades(table)?;
+        // An InnoDB table whose id can be read (a MyISAM table's writes are
+        // not undone with a transaction its journal rows are).
+        self.innodb_table_id(table)?;
         if columns.is_empty() || columns.len() > MAX_JOURNALED_COLUMNS {
             bail!(
                 "table '{table}': {} columns to journal; MySQL journals 1 to {MAX_JOURNALED_COLUMNS} (an image table holds two images of the row in at most 1,017 InnoDB columns)",
@@ -901,9 +931,16 @@ impl Capture for MySql {
             .with_context(|| format!("the {} trigger", w.op))?;
             changed += 1;
         }
-        self.with_lock_wait(table, "removing older journal triggers from", || {
-            self.drop_other_triggers(table, Some(img))
-        })?;
+        let keep: Vec<String> = want.iter().map(|w| w.name.clone()).collect();
+        if self
+            .triggers(table)?
+            .iter()
+            .any(|t| is_journal_trigger(&t.name) && !keep.contains(&t.name))
+        {
+            self.with_lock_wait(table, "removing older journal triggers from", || {
+                self.drop_journal_triggers(table, &keep)
+            })?;
+        }
         Ok(changed)
     }
 
@@ -943,7 +980,7 @@ impl Capture for MySql {
     fn remove_journal(&self, table: &str) -> Result<()> {
         if self.has_table(table)? && self.journal_trigger_count(table)? > 0 {
             self.with_lock_wait(table, "removing the journal triggers from", || {
-                self.drop_other_triggers(table, None)
+                self.drop_journal_triggers(table, &[])
             })?;
         }
         if self.has_table("_cutover_journal_table_ids")? {
@@ -977,6 +1014,21 @@ impl Capture for MySql {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_journals_triggers_are_told_by_name() {
+        assert_eq!(trigger_name(12, "update"), "_cutover_journal_12_update");
+        assert!(is_journal_trigger("_cutover_journal_12_update"));
+        for other in [
+            "_cutover_journal_12_fence",
+            "_cutover_journal__insert",
+            "_cutover_journal_x_insert",
+            "_cutover_fence_insert",
+            "orders_audit",
+        ] {
+            assert!(!is_journal_trigger(other), "{other}");
+        }
+    }
 
     #[test]
     fn innodb_spells_names_as_their_files() -> Result<()> {
