@@ -28,7 +28,7 @@ const SOURCE: &str = "CREATE TABLE orders (
 const TARGET: &str = "CREATE TABLE orders (
     id BIGINT NOT NULL PRIMARY KEY,
     cents BIGINT NOT NULL,
-    status TEXT NOT NULL
+    status VARCHAR(10) NOT NULL
 ) ENGINE = InnoDB";
 
 /// The rows both sides hold at the switch (the target as `load` would have
