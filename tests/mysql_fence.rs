@@ -776,3 +776,33 @@ fn the_change_token_moves_across_every_route_around_the_triggers() {
         assert_ne!(before, after, "{what} left the change token still");
     }
 }
+
+#[test]
+fn two_fence_ons_started_together_set_one_fence() {
+    let Some(p) = Pair::journaled("fence_two", "") else {
+        return;
+    };
+    let outs: Vec<Output> = std::thread::scope(|s| {
+        let runs: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    cutover_in(p.path(), &["--format", "json", "fence", "on"])
+                        .env("CUTOVER_BUSY_TIMEOUT_MS", "30000")
+                        .output()
+                })
+            })
+            .collect();
+        runs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for out in &outs {
+        assert_eq!(out.code, Some(0), "{out}");
+    }
+    let same_boundary: Vec<bool> = outs
+        .iter()
+        .map(|o| o.json()["boundary"] == outs[0].json()["boundary"])
+        .collect();
+    assert_eq!(same_boundary, [true, true], "one fence, one boundary");
+    assert_eq!(p.fence_rows(), 1);
+    assert_fenced(&p);
+    p.run(&["fence", "status"], 0);
+}

@@ -1,5 +1,7 @@
 //! The fence put on, proven and taken off: its triggers, guard and row
-//! written in one transaction; the fence proven by a write from another
+//! written in one transaction (where schema changes commit at once, the
+//! triggers one by one and the row after them, and the triggers taken off
+//! again should the row not follow); the fence proven by a write from another
 //! connection on every table it guards; and, when it cannot stand, taken
 //! off again with what `fence on` changed put back.
 

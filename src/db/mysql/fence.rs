@@ -127,7 +127,14 @@ impl Fence for MySql {
     /// (the journal, the control tables) in one statement, the `LOCK
     /// TABLES` privilege, and would hold readers out for the whole
     /// install, while a trigger keeps every later writer out by itself.
+    ///
+    /// First, one `fence on` at a time: the named lock
+    /// [`MySql::fence_lock`], held by this session until it ends, so that a
+    /// second `fence on` reads the fence row only once the first has
+    /// written it (or given up and taken its triggers off), and never takes
+    /// off, when it fails, a fence the first one set.
     fn drain_writers(&self, _tables: &[&str]) -> Result<()> {
+        self.take_fence_lock()?;
         self.bound_lock_waits()
     }
 
@@ -367,6 +374,48 @@ impl MySql {
             self.under_lock(&sql, table, "installing fence triggers on")?;
         }
         Ok(())
+    }
+
+    /// The name of the lock one `fence on` holds on this database
+    /// (`cutover-fence:` and the database's name, or its digest when that
+    /// is longer than a lock's name may be: 64 characters).
+    pub fn fence_lock(&self) -> String {
+        let name = format!("cutover-fence:{}", self.database());
+        if name.chars().count() <= NAME_MAX {
+            return name;
+        }
+        let digest = hex::encode(Sha256::digest(self.database().as_bytes()));
+        format!("cutover-fence:{}", &digest[..48])
+    }
+
+    /// Takes [`MySql::fence_lock`] for this session, waiting at most
+    /// `CUTOVER_BUSY_TIMEOUT_MS` (10 s) for another `fence on` to end.
+    fn take_fence_lock(&self) -> Result<()> {
+        let ms = std::env::var("CUTOVER_BUSY_TIMEOUT_MS")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(10_000);
+        let name = self.fence_lock();
+        let got: Option<Option<i64>> = self
+            .conn()?
+            .exec_first("SELECT GET_LOCK(?, ?)", (name.as_str(), ms as f64 / 1000.0))
+            .map_err(|e| self.failed("taking the fence's lock on the database", &e))?;
+        if got.flatten() == Some(1) {
+            return Ok(());
+        }
+        let holder: Option<Option<i64>> = self
+            .conn()?
+            .exec_first("SELECT IS_USED_LOCK(?)", (name.as_str(),))
+            .map_err(|e| self.failed("reading who holds the fence's lock", &e))?;
+        let holder = holder
+            .flatten()
+            .map_or("a session that just ended".to_string(), |id| {
+                format!("connection {id}")
+            });
+        bail!(
+            "{}: another `cutover fence on` ({holder}, holding lock '{name}') is still installing the fence after {ms} ms (CUTOVER_BUSY_TIMEOUT_MS); let it finish, then run `cutover fence status`",
+            self.shown()
+        )
     }
 
     /// `SET SESSION lock_wait_timeout`, in whole seconds, at least one.
