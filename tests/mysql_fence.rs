@@ -830,3 +830,48 @@ fn two_fence_ons_started_together_set_one_fence() {
     assert_fenced(&p);
     p.run(&["fence", "status"], 0);
 }
+
+#[test]
+fn a_fence_off_that_cannot_finish_is_completed_by_a_rerun() {
+    let Some(p) = Pair::journaled("fence_off_partway", "") else {
+        return;
+    };
+    let app = p.target.app_user();
+    app.exec("UPDATE orders SET cents = 3 WHERE id = 2")
+        .expect("the application's write");
+    p.run(&["fence", "on"], 0);
+    p.run(&["replay"], 0);
+    // Each DROP TRIGGER commits at once: stopped at a table whose lock it
+    // cannot have, `fence off` leaves the triggers of the tables before it
+    // dropped, and the fence row.
+    let out = std::thread::scope(|s| {
+        let holder = hold(s, &app, "_cutover_journal_tables", 8);
+        std::thread::sleep(Duration::from_millis(500));
+        let out = cutover_in(p.path(), &["fence", "off"])
+            .env("CUTOVER_LOCK_TIMEOUT_MS", "1000")
+            .expect(2);
+        holder.join().unwrap().expect("the holder's transaction");
+        out
+    });
+    out.assert_mentions(&[
+        "the fence is still on",
+        "_cutover_journal_tables",
+        "metadata lock",
+    ]);
+    assert_eq!(p.fence_rows(), 1);
+    let left: BTreeSet<String> = p
+        .fence_triggers()
+        .into_iter()
+        .map(|r| r[0].clone())
+        .collect();
+    assert!(!left.contains("orders"), "{left:?}");
+    assert!(left.contains("_cutover_journal_tables"), "{left:?}");
+    p.run(&["fence", "status"], 1)
+        .assert_mentions(&["fence breached", "fence triggers missing on"]);
+    // The rerun lifts the rest.
+    p.run(&["fence", "off"], 0);
+    assert_eq!(p.fence_triggers(), Vec::<Vec<String>>::new());
+    assert_eq!(p.fence_rows(), 0);
+    app.exec("UPDATE orders SET cents = 4 WHERE id = 2")
+        .expect("writable again");
+}
