@@ -21,11 +21,15 @@
 //! Refused at the first step of `journal install`, before any trigger is
 //! written: a table that is the child of a foreign key with an `ON DELETE`
 //! or `ON UPDATE` action of `CASCADE`, `SET NULL` or `SET DEFAULT` (InnoDB
-//! fires no trigger for the rows it changes). Detected: `TRUNCATE`, which
-//! fires no trigger either, by the table's InnoDB table id recorded at
-//! install (`stale_journal_triggers` reports a change). MySQL commits
-//! every schema change at once: each step here can be run again and
-//! completes what a run stopped half-way left.
+//! fires no trigger for the rows it changes), and a table that is not
+//! InnoDB or whose name is not ASCII. Detected: `TRUNCATE`, which fires no
+//! trigger either, by the table's InnoDB table id recorded at install
+//! (`stale_journal_triggers` reports a change). MySQL commits every schema
+//! change at once: each step here can be run again and completes what a
+//! run stopped half-way left. Known limitation: MariaDB refuses a write
+//! under `LOCK TABLES … WRITE` to a journaled table once the journal's
+//! tables are in its table cache (error 1442; docs/journal.md, "MySQL and
+//! MariaDB").
 
 use std::time::Duration;
 
