@@ -3,7 +3,10 @@
 //! into SQLite, with the application writing through the `mariadb` client
 //! as a user with ordinary grants, and the target's rows compared with an
 //! oracle the test computes from what the client prints (never from the
-//! tool's decoding). MySQL as a target is `tests/mysql_target.rs`.
+//! tool's decoding). Then MySQL the other way round: a MySQL target
+//! behind a SQLite source takes the journal and the fence (MySQL as a
+//! target is `tests/mysql_target.rs`, `tests/mysql_journal.rs` and
+//! `tests/mysql_fence.rs`).
 
 mod support;
 
@@ -331,4 +334,48 @@ fn an_unsigned_value_past_i64_is_refused_naming_its_row() {
         .query_row("SELECT count(*) FROM orders", [], |r| r.get(0))
         .unwrap();
     assert_eq!(n, 0);
+}
+
+/// A MySQL target behind a SQLite source takes the journal and the fence
+/// (tests/mysql_fence.rs runs the fence's contract); lifted, nothing of
+/// the fence is left.
+#[test]
+fn a_mysql_target_behind_a_sqlite_source_takes_the_journal_and_the_fence() {
+    let Some(my) = MyDb::new("mysql_target_refuses") else {
+        return;
+    };
+    my.exec(
+        "CREATE TABLE orders (id BIGINT PRIMARY KEY, cents BIGINT NOT NULL, status VARCHAR(10) NOT NULL,
+             paid INT NOT NULL, note TEXT, code BLOB, due DATE, at DATETIME(6), seen TIMESTAMP(6) NULL)",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    rusqlite::Connection::open(dir.path().join("source.db"))
+        .unwrap()
+        .execute_batch(
+            "CREATE TABLE orders (id INTEGER PRIMARY KEY, dollars TEXT NOT NULL, status TEXT NOT NULL,
+                 paid INTEGER NOT NULL, note TEXT, code BLOB, due TEXT, at TEXT, seen TEXT)",
+        )
+        .unwrap();
+    std::fs::write(
+        dir.path().join("spec.toml"),
+        spec("sqlite://source.db", &my.url),
+    )
+    .unwrap();
+    cutover_in(dir.path(), &["journal", "install"]).expect(0);
+    let fence_triggers = "SELECT COUNT(*) FROM information_schema.TRIGGERS
+         WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME LIKE '\\_cutover\\_fence\\_%'";
+    cutover_in(dir.path(), &["fence", "on"]).expect(0);
+    // Three on orders, on each of the journal's tables and on the fence row.
+    for table in ["orders", "_cutover_journal_tables", "_cutover_fence"] {
+        assert_eq!(
+            my.value(&format!(
+                "{fence_triggers} AND EVENT_OBJECT_TABLE = '{table}'"
+            )),
+            "3",
+            "{table}"
+        );
+    }
+    cutover_in(dir.path(), &["fence", "status"]).expect(0);
+    cutover_in(dir.path(), &["fence", "off", "--force"]).expect(0);
+    assert_eq!(my.value(fence_triggers), "0");
 }

@@ -92,8 +92,15 @@ pub fn orphaned(target: &Db, spec: &Spec) -> Result<Option<String>> {
         .chain(journal_tables(target.capture())?)
     {
         if target.catalogue().own_triggers(&t)?.fence > 0 {
+            // Where each trigger commits as it is made, a `fence on` stopped
+            // before its row leaves the same.
+            let stopped = if target.engine().capabilities.transactional_ddl {
+                ""
+            } else {
+                ", or did a `fence on` stop before writing it? `cutover fence on` completes it"
+            };
             return Ok(Some(format!(
-                "table {t} still has fence triggers but the fence row is gone (was _cutover_fence deleted or dropped?)"
+                "table {t} still has fence triggers but the fence row is gone (was _cutover_fence deleted or dropped{stopped}?)"
             )));
         }
     }

@@ -1,5 +1,7 @@
 //! The fence put on, proven and taken off: its triggers, guard and row
-//! written in one transaction; the fence proven by a write from another
+//! written in one transaction (where schema changes commit at once, the
+//! triggers one by one and the row after them, and the triggers taken off
+//! again should the row not follow); the fence proven by a write from another
 //! connection on every table it guards; and, when it cannot stand, taken
 //! off again with what `fence on` changed put back.
 
@@ -136,6 +138,16 @@ pub fn unfence(target: &Db, tables: &[String], keep_functions: Option<&[String]>
 /// row, the DDL guard; then commits. On a failure the transaction is rolled
 /// back, leaving the target unchanged. What guards cutover's tables against
 /// schema changes, where the engine has one.
+///
+/// Where schema changes commit at once (`transactional_ddl` false), each
+/// trigger stands as soon as it is made and waits for the writers of its
+/// table itself: the fingerprint and the row are then read and written in
+/// a transaction of their own, begun once the last trigger stands, so
+/// that its snapshot holds every write committed before the fence; and a
+/// failure takes off again every trigger already made, so the target is
+/// still as it was. A crash between the triggers and the row leaves
+/// triggers without a row, which `fence status` and `fence off` report
+/// ([`super::orphaned`]) and a rerun of `fence on` completes.
 pub fn install(
     target: &Db,
     tx: Transaction<'_>,
@@ -143,6 +155,7 @@ pub fn install(
     tables: &[String],
     images: &[String],
 ) -> Result<Option<String>> {
+    let ddl_commits = !target.engine().capabilities.transactional_ddl;
     let r = (|| -> Result<Option<String>> {
         for t in tables.iter().chain(images) {
             target.fence().install_fence_triggers(t, &message(t))?;
@@ -151,6 +164,11 @@ pub fn install(
             &message(FENCE_TABLE),
             "cutover fence: the schema of cutover's tables cannot change while the target is fenced; lift the fence only with `cutover fence off`",
         )?;
+        let row_tx = if ddl_commits {
+            Some(target.begin_write()?)
+        } else {
+            None
+        };
         let fp = Fingerprint::read(target, spec, FORMAT)?;
         if let Some(failed) = &fp.failed {
             bail!("{failed}");
@@ -165,8 +183,27 @@ pub fn install(
         };
         record.fingerprint = fp.hash_v3(&record);
         target.fence_records().set_row(&record)?;
+        if let Some(row_tx) = row_tx {
+            row_tx.commit()?;
+        }
         Ok(guard)
     })()
     .and_then(|guard| tx.commit().map(|()| guard));
-    r.map_err(|e| e.context("the fence was not installed; the target is unchanged"))
+    match r {
+        Ok(guard) => Ok(guard),
+        Err(e) if ddl_commits => {
+            // The triggers made so far were committed with their DDL: they
+            // come off again, as `fence off` takes them off.
+            match target.write(|| unfence(target, tables, None)) {
+                Ok(()) => Err(e.context(
+                    "the fence was not installed; the target is unchanged (the fence's triggers made before the failure were taken off again)",
+                )),
+                Err(undo) => Err(e.context(format!(
+                    "the fence was not installed, and the fence's triggers made before the failure could not be taken off again ({undo:#}): target {} may still refuse writes. Run `cutover fence status`, then `cutover fence on` to complete the fence or `cutover fence off --force` to lift it",
+                    target.location()
+                ))),
+            }
+        }
+        Err(e) => Err(e.context("the fence was not installed; the target is unchanged")),
+    }
 }

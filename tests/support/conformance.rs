@@ -118,7 +118,7 @@ const MYSQL: Profile = Profile {
     conditional_writes: true,
     bulk_insert: true,
     digests: true,
-    fence: false,
+    fence: true,
     evolves: false,
 };
 

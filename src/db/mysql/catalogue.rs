@@ -829,8 +829,8 @@ impl crate::db::Catalogue for MySql {
         Ok(None)
     }
 
-    /// The journal's triggers ([`super::capture`]); the fence is not
-    /// installed on MySQL yet.
+    /// The journal's triggers ([`super::capture`]); the fence's: those
+    /// that refuse a write ([`MySql::fence_triggers`]).
     fn own_triggers(&self, table: &str) -> Result<OwnTriggers> {
         let own = self
             .triggers(table)?
@@ -839,7 +839,7 @@ impl crate::db::Catalogue for MySql {
             .count();
         Ok(OwnTriggers {
             journal: own,
-            fence: 0,
+            fence: self.fence_triggers(table)?,
         })
     }
 }

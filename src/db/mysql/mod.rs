@@ -18,10 +18,11 @@
 //! store, `AUTO_INCREMENT`, its hold on foreign keys and triggers). As a
 //! target, `load` writes it (multi-row `INSERT` batches, each committed
 //! with its checkpoint), the gate's rehearsal writes it in a transaction
-//! it rolls back, and the journal is built ([`capture`] installs its
-//! `AFTER` row triggers, [`journal_log`] reads its entries back); the fence
-//! is not, and refuses, exit 2, naming what is not supported yet and what
-//! to use instead ([`not_yet`]).
+//! it rolls back, the journal is built ([`capture`] installs its `AFTER`
+//! row triggers, [`journal_log`] reads its entries back), and so is the
+//! write fence ([`fence`]: `BEFORE` triggers that `SIGNAL`); what is not
+//! built yet refuses, exit 2, naming what is not supported and what to use
+//! instead ([`not_yet`]).
 //!
 //! Identifiers go through [`quote_ident`]; values are always bound as
 //! parameters of the binary protocol, never spliced into a statement.
