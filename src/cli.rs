@@ -236,10 +236,10 @@ pub enum Command {
         /// Stop after this step, leaving the folder ready for the next step by hand.
         #[arg(long, value_enum, value_name = "STEP")]
         stop_after: Option<Step>,
-        /// Put the orders drill's source in this PostgreSQL database, in a schema of its own (dropped at the end unless --keep).
+        /// Put the orders drill's source on this server: in a schema of its own of this PostgreSQL database, or in a database of its own beside this MySQL one (dropped at the end unless --keep).
         #[arg(long, value_name = "URL")]
         source: Option<String>,
-        /// Put the orders drill's target in this PostgreSQL database, in a schema of its own (dropped at the end unless --keep).
+        /// Put the orders drill's target on this server: in a schema of its own of this PostgreSQL database, or in a database of its own beside this MySQL one (dropped at the end unless --keep).
         #[arg(long, value_name = "URL")]
         target: Option<String>,
         #[command(flatten)]

@@ -355,3 +355,28 @@ fn a_mysql_and_a_postgresql_source_load_into_mysql_exactly() {
         assert_eq!(target_rows(&my), oracle(&source), "after the rehearsal");
     }
 }
+
+/// `cutover drill --source/--target mysql://…` runs the whole runbook (load,
+/// gate, journal, the application's writes, fence, replay) with that side
+/// in a database of its own on the server, beside the one the URL names,
+/// and drops it afterwards.
+#[test]
+fn the_drill_runs_the_runbook_with_either_side_on_mysql_and_leaves_nothing_there() {
+    let Some(my) = MyDb::new("mysql_target_drill") else {
+        return;
+    };
+    let drills = || {
+        my.value("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE 'cutover\\_drill\\_%'")
+    };
+    let before = drills();
+    for args in [
+        vec!["--target", my.url.as_str()],
+        vec!["--source", my.url.as_str(), "--target", my.url.as_str()],
+    ] {
+        let rep = support::run::cutover(&[&["--format", "json", "drill"], &args[..]].concat())
+            .expect(0)
+            .json();
+        assert_eq!(rep["verdict"], "pass", "drill {args:?}: {rep}");
+        assert_eq!(drills(), before, "drill {args:?} left its database behind");
+    }
+}

@@ -60,11 +60,13 @@ impl Drill<'_> {
     }
 }
 
-/// A schema the drill made on a server for one side, dropped with this
-/// handle unless the folder is kept.
+/// A schema (or, on a server whose URL names a database, a database) the
+/// drill made for one side, dropped with this handle unless the folder is
+/// kept.
 struct ServerSide {
     url: String,
-    schema: String,
+    /// What drops it, run on `url`.
+    drop: String,
     keep: bool,
 }
 
@@ -75,15 +77,15 @@ impl Drop for ServerSide {
         }
         let base = Location::Server(self.url.clone());
         if let Ok(db) = Db::open(&base, Access::Write, "drill") {
-            let _ = db
-                .fixtures()
-                .execute_script(&format!("DROP SCHEMA \"{}\" CASCADE", self.schema));
+            let _ = db.fixtures().execute_script(&self.drop);
         }
     }
 }
 
-/// Makes a schema of the drill's own in the PostgreSQL database at `url`
-/// and the table of `script` in it; returns the url of that schema.
+/// Makes a place of the drill's own on the server at `url` and the table
+/// of `script` in it; returns its url: a schema of the PostgreSQL database
+/// `url` names, or, where a URL names no schema (MySQL), a database of the
+/// server beside the one `url` names.
 fn on_server(
     url: &str,
     side: &str,
@@ -91,11 +93,32 @@ fn on_server(
     keep: bool,
     made: &mut Vec<ServerSide>,
 ) -> Result<String> {
-    if !crate::db::engines::for_url(url).is_some_and(|e| e.capabilities.schemas) {
+    let Some(engine) = crate::db::engines::for_url(url) else {
         bail!(
-            "--{side} {}: give a postgres://USER@HOST:PORT/DB url (a server whose URL can name a schema the drill makes)",
+            "--{side} {}: give a postgres://USER@HOST:PORT/DB or mysql://USER@HOST:PORT/DB url",
             crate::spec::without_password(url)
         );
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let name = format!("cutover_drill_{side}_{}_{nanos}", std::process::id());
+    if !engine.capabilities.schemas {
+        // Both engines read a double-quoted name as a name (MySQL's
+        // sessions run with ANSI_QUOTES).
+        let base = Db::open(&Location::Server(url.to_string()), Access::Write, side)?;
+        base.fixtures()
+            .execute_script(&format!("CREATE DATABASE \"{name}\""))?;
+        made.push(ServerSide {
+            url: url.to_string(),
+            drop: format!("DROP DATABASE IF EXISTS \"{name}\""),
+            keep,
+        });
+        let at = with_database(url, &name)?;
+        Db::open(&Location::Server(at.clone()), Access::Write, side)?
+            .fixtures()
+            .execute_script(script)?;
+        return Ok(at);
     }
     if url.contains("schema=") {
         bail!(
@@ -103,16 +126,13 @@ fn on_server(
             crate::spec::without_password(url)
         );
     }
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let schema = format!("cutover_drill_{side}_{}_{nanos}", std::process::id());
+    let schema = name;
     let base = Db::open(&Location::Server(url.to_string()), Access::Write, side)?;
     base.fixtures()
         .execute_script(&format!("CREATE SCHEMA \"{schema}\""))?;
     made.push(ServerSide {
         url: url.to_string(),
-        schema: schema.clone(),
+        drop: format!("DROP SCHEMA \"{schema}\" CASCADE"),
         keep,
     });
     let sep = if url.contains('?') { '&' } else { '?' };
@@ -121,6 +141,28 @@ fn on_server(
         .fixtures()
         .execute_script(script)?;
     Ok(at)
+}
+
+/// `url` naming database `name` instead of its own: the path after the
+/// host, up to the query, replaced.
+fn with_database(url: &str, name: &str) -> Result<String> {
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| anyhow::anyhow!("{} is not a URL", crate::spec::without_password(url)))?;
+    let (before, query) = match rest.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (rest, None),
+    };
+    let Some((authority, _)) = before.split_once('/') else {
+        bail!(
+            "{}: name a database after the host (HOST:PORT/DB)",
+            crate::spec::without_password(url)
+        );
+    };
+    Ok(match query {
+        Some(q) => format!("{scheme}://{authority}/{name}?{q}"),
+        None => format!("{scheme}://{authority}/{name}"),
+    })
 }
 
 /// Creates the running example's spec and databases in `dir`: SQLite files,
