@@ -491,4 +491,4 @@ fn a_fence_whose_copy_cannot_be_kept_leaves_the_target_as_it_was(layout: Layout)
     assert_eq!(on["copy"], "kept in the source", "{layout}: {on}");
     d.run(&["replay"], 0);
 }
-each_layout!(a_fence_whose_copy_cannot_be_kept_leaves_the_target_as_it_was: [sqlite, sqlite_to_pg]);
+each_layout!(a_fence_whose_copy_cannot_be_kept_leaves_the_target_as_it_was: [sqlite, sqlite_to_pg, sqlite_to_my]);

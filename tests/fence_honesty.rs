@@ -107,7 +107,7 @@ fn forcing_the_fence_off_after_a_failure_is_not_a_finish(layout: Layout) {
     assert!(phase.contains("FAILED"), "{layout}: {st}");
     assert!(!phase.contains("finished"), "{layout}: {st}");
 }
-each_layout!(forcing_the_fence_off_after_a_failure_is_not_a_finish: [sqlite, pg_to_pg]);
+each_layout!(forcing_the_fence_off_after_a_failure_is_not_a_finish: [sqlite, pg_to_pg, my_to_my]);
 
 /// RUNBOOK D1 after a clean rollback: `fence off`, `journal remove`, and
 /// `status` reports the rollback finished, exit 0, with no alarm about the
@@ -161,7 +161,7 @@ fn a_record_that_differs_from_its_copy_is_a_breach(layout: Layout) {
     d.run(&["fence", "off"], 1);
     assert!(!target_writable(&d), "{layout}");
 }
-each_layout!(a_record_that_differs_from_its_copy_is_a_breach: [sqlite, sqlite_to_pg, pg_to_sqlite]);
+each_layout!(a_record_that_differs_from_its_copy_is_a_breach: [sqlite, sqlite_to_pg, pg_to_sqlite, sqlite_to_my]);
 
 /// Rewriting the fence record on a SQLite target (its guard dropped, the
 /// boundary lowered, the guard put back) changes the fingerprint, which

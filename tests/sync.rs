@@ -106,7 +106,7 @@ fn a_second_identical_sync_changes_nothing(layout: Layout) {
     assert_eq!(table(&r)["changed"], 0);
     d.assert_db_unchanged("target.db", &before, &"target and cursor unchanged");
 }
-each_layout!(a_second_identical_sync_changes_nothing: [sqlite, sqlite_to_pg]);
+each_layout!(a_second_identical_sync_changes_nothing: [sqlite, sqlite_to_pg, sqlite_to_my]);
 
 fn rows_sharing_the_last_watermark_all_arrive_even_one_batch_at_a_time(layout: Layout) {
     let d = customers_on(layout, "shared-watermark");
@@ -122,7 +122,7 @@ fn rows_sharing_the_last_watermark_all_arrive_even_one_batch_at_a_time(layout: L
     assert_eq!(table(&r)["changed"], 1);
     assert_eq!(count(&d), 21);
 }
-each_layout!(rows_sharing_the_last_watermark_all_arrive_even_one_batch_at_a_time: [sqlite, sqlite_to_pg]);
+each_layout!(rows_sharing_the_last_watermark_all_arrive_even_one_batch_at_a_time: [sqlite, sqlite_to_pg, sqlite_to_my]);
 
 #[test]
 fn a_late_row_is_reported_then_picked_up_with_lookback() {
@@ -221,7 +221,7 @@ fn quality_refusal(layout: Layout, extra_rows: &str, what: &str) {
 fn quality_null_key_fails_the_batch_and_changes_nothing(layout: Layout) {
     quality_refusal(layout, ",2026-02-01T09:00:00Z,No Key,US\n", "null key");
 }
-each_layout!(quality_null_key_fails_the_batch_and_changes_nothing: [sqlite, sqlite_to_pg]);
+each_layout!(quality_null_key_fails_the_batch_and_changes_nothing: [sqlite, sqlite_to_pg, sqlite_to_my]);
 
 fn quality_duplicate_key_fails_the_batch_and_changes_nothing(layout: Layout) {
     quality_refusal(
@@ -230,18 +230,18 @@ fn quality_duplicate_key_fails_the_batch_and_changes_nothing(layout: Layout) {
         "duplicate key",
     );
 }
-each_layout!(quality_duplicate_key_fails_the_batch_and_changes_nothing: [sqlite, sqlite_to_pg]);
+each_layout!(quality_duplicate_key_fails_the_batch_and_changes_nothing: [sqlite, sqlite_to_pg, sqlite_to_my]);
 
 fn quality_empty_watermark_fails_the_batch_and_changes_nothing(layout: Layout) {
     quality_refusal(layout, "32,,Empty Mark,US\n", "empty watermark");
 }
-each_layout!(quality_empty_watermark_fails_the_batch_and_changes_nothing: [sqlite, sqlite_to_pg]);
+each_layout!(quality_empty_watermark_fails_the_batch_and_changes_nothing: [sqlite, sqlite_to_pg, sqlite_to_my]);
 
 fn quality_mixed_width_or_non_iso_watermarks_fail_the_batch(layout: Layout) {
     quality_refusal(layout, "33,2026-2-1T09:00:00Z,Short,US\n", "mixed widths");
     quality_refusal(layout, "34,yesterday,Words,US\n", "non-ISO text");
 }
-each_layout!(quality_mixed_width_or_non_iso_watermarks_fail_the_batch: [sqlite, sqlite_to_pg]);
+each_layout!(quality_mixed_width_or_non_iso_watermarks_fail_the_batch: [sqlite, sqlite_to_pg, sqlite_to_my]);
 
 fn quality_a_row_the_transform_refuses_fails_the_batch(layout: Layout) {
     quality_refusal(
@@ -250,7 +250,7 @@ fn quality_a_row_the_transform_refuses_fails_the_batch(layout: Layout) {
         "country fails its pattern",
     );
 }
-each_layout!(quality_a_row_the_transform_refuses_fails_the_batch: [sqlite, sqlite_to_pg]);
+each_layout!(quality_a_row_the_transform_refuses_fails_the_batch: [sqlite, sqlite_to_pg, sqlite_to_my]);
 
 #[test]
 fn csv_a_ragged_row_is_refused_naming_the_line() {
@@ -316,7 +316,7 @@ fn a_missing_snapshot_writes_nothing_and_keeps_the_cursor(layout: Layout) {
     assert!(r.stderr.contains("nope.csv"), "{r}");
     d.assert_unchanged(&before, "a sync of a missing snapshot");
 }
-each_layout!(a_missing_snapshot_writes_nothing_and_keeps_the_cursor: [sqlite, sqlite_to_pg]);
+each_layout!(a_missing_snapshot_writes_nothing_and_keeps_the_cursor: [sqlite, sqlite_to_pg, sqlite_to_my]);
 
 /// A spec for `items(id, v, price)` in `s.db` → `items(id, v, cents)` in
 /// `t.db`, watermark `v`.

@@ -188,8 +188,8 @@ impl Dir {
         }
         self.query(
             "target.db",
-            "SELECT tbl, key, revision, kind, row FROM _cutover_revisions
-             ORDER BY tbl, key, revision, kind",
+            "SELECT tbl, \"key\", revision, kind, \"row\" FROM _cutover_revisions
+             ORDER BY tbl, \"key\", revision, kind",
         )
         .into_iter()
         .map(|r| {

@@ -609,7 +609,7 @@ pub fn text(t: &str) -> Value {
 /// `each_layout!(name: [sqlite, pg_to_pg])`.
 macro_rules! each_layout {
     ($name:ident) => {
-        $crate::support::each_layout!($name: [sqlite, sqlite_to_pg, pg_to_pg, pg_to_sqlite, my_to_pg]);
+        $crate::support::each_layout!($name: [sqlite, sqlite_to_pg, pg_to_pg, pg_to_sqlite, my_to_pg, sqlite_to_my, pg_to_my, my_to_my]);
     };
     ($name:ident: [$($l:ident),+ $(,)?]) => {
         mod $name {

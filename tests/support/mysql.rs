@@ -395,16 +395,17 @@ map = {{ A = "active", C = "closed" }}
 /// The folder's databases on the MySQL server, as a layout places them:
 /// each a database of its own (`cutover_l_<pid>_<n>_source` for
 /// `source.db`), dropped with the engine, and an application user with
-/// `SELECT, INSERT, UPDATE, DELETE` on each, through whom
-/// [`Engine::client`] writes as the application.
+/// the grants of [`APP_GRANTS`] on each, through whom [`Engine::client`]
+/// writes as the application.
 ///
 /// The harness's reads and fixture scripts go over a connection of the
 /// test's own (the `mysql` crate's text protocol, never the tool's
 /// decoding), with `ANSI_QUOTES` so that a scenario's double-quoted names
 /// read as names on every engine, and the session in UTC. Values come back
 /// as the harness's [`Rows`]: integers as integers, `FLOAT`/`DOUBLE` as
-/// reals, binary strings and blobs as blobs, everything else (`DECIMAL`,
-/// dates, times) as the server's text.
+/// reals, blobs as blobs, `VARBINARY` that is UTF-8 as text (what
+/// cutover's control tables keep so), everything else (`DECIMAL`, dates,
+/// times) as the server's text.
 pub struct MySql {
     server: &'static Server,
     base: String,
@@ -412,6 +413,12 @@ pub struct MySql {
     password: String,
     made: std::sync::Mutex<Vec<String>>,
 }
+
+/// What the layouts' application user may do in each database: write rows,
+/// and change the schema as an application that runs its own migrations
+/// does; never `TRIGGER`, `SUPER` or `PROCESS` (cutover's triggers run as
+/// their definer, so the application needs no grant on the journal).
+const APP_GRANTS: &str = "SELECT, INSERT, UPDATE, DELETE, CREATE, ALTER, DROP, INDEX";
 
 /// The session every harness connection and client script starts with.
 const SESSION: &str = "SET NAMES utf8mb4; SET time_zone = '+00:00';
@@ -604,10 +611,18 @@ fn value(v: mysql::Value, col: &mysql::Column) -> Result<Value, String> {
             Value::Real(text()?.parse().map_err(|e| format!("{e}"))?)
         }
         T::MYSQL_TYPE_BIT => Value::Integer(bytes.iter().fold(0i64, |a, &b| (a << 8) | b as i64)),
-        T::MYSQL_TYPE_STRING
-        | T::MYSQL_TYPE_VAR_STRING
-        | T::MYSQL_TYPE_VARCHAR
-        | T::MYSQL_TYPE_BLOB
+        // cutover's control tables keep names and keys as VARBINARY (byte
+        // order, no case folding) and read them as text; a scenario's
+        // bytes are BLOBs.
+        T::MYSQL_TYPE_STRING | T::MYSQL_TYPE_VAR_STRING | T::MYSQL_TYPE_VARCHAR
+            if col.character_set() == 63 =>
+        {
+            match String::from_utf8(bytes) {
+                Ok(t) => Value::Text(t),
+                Err(e) => Value::Blob(e.into_bytes()),
+            }
+        }
+        T::MYSQL_TYPE_BLOB
         | T::MYSQL_TYPE_TINY_BLOB
         | T::MYSQL_TYPE_MEDIUM_BLOB
         | T::MYSQL_TYPE_LONG_BLOB
@@ -641,8 +656,8 @@ impl super::engine::Engine for MySql {
                 None,
                 &format!(
                     "CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci;
-                     GRANT SELECT, INSERT, UPDATE, DELETE ON `{name}`.* TO '{0}'@'%';
-                     GRANT SELECT, INSERT, UPDATE, DELETE ON `{name}`.* TO '{0}'@'localhost';",
+                     GRANT {APP_GRANTS} ON `{name}`.* TO '{0}'@'%';
+                     GRANT {APP_GRANTS} ON `{name}`.* TO '{0}'@'localhost';",
                     self.user
                 ),
             )
