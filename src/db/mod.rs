@@ -14,6 +14,7 @@ pub mod csv;
 pub mod engines;
 pub mod interfaces;
 mod journal_merge;
+mod journal_proof;
 pub mod mysql;
 pub mod postgres;
 pub mod snapshot;

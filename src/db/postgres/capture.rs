@@ -628,53 +628,8 @@ impl Postgres {
         let after = self.get_row(&sql, &key)?.with_context(|| {
             format!("the row of '{name}' updated to itself is not there under its key")
         })?;
-        // What each entry must hold: the row as stored before and after it.
-        let images = |op: &str| -> (Option<&Row>, Option<&Row>) {
-            match op {
-                "delete" => (Some(&row), None),
-                "insert" => (None, Some(&before)),
-                _ => (Some(&before), Some(&after)),
-            }
-        };
         let entries = self.entries_of_this_transaction(img, start)?;
-        let ops: Vec<&str> = entries.iter().map(|e| e.op.as_str()).collect();
-        let exact = entries.len() >= expect.len()
-            && entries.iter().zip(expect).all(|(e, op)| {
-                let (old, new) = images(op);
-                e.op.as_str() == *op
-                    && (old.is_none() || e.old.as_ref() == old)
-                    && (new.is_none() || e.new.as_ref() == new)
-            });
-        if !exact {
-            let first_differing = entries.iter().zip(expect).find(|(e, op)| {
-                let (old, new) = images(op);
-                (old.is_some() && e.old.as_ref() != old) || (new.is_some() && e.new.as_ref() != new)
-            });
-            bail!(
-                "writing one row of '{name}' ({}) journaled {} entries ({}) instead of those, with the row as stored around each write as their images{}",
-                expect.join(", "),
-                entries.len(),
-                ops.join(", "),
-                match first_differing {
-                    Some((e, op)) => {
-                        let (old, new) = images(op);
-                        let show = |r: Option<&Row>| {
-                            r.map_or("-".to_string(), |r| crate::value::display_key(r))
-                        };
-                        format!(
-                            "; the table held {} / {} but seq {} journaled {} / {}",
-                            show(old),
-                            show(new),
-                            e.seq,
-                            show(e.old.as_ref()),
-                            show(e.new.as_ref())
-                        )
-                    }
-                    None => String::new(),
-                }
-            );
-        }
-        Ok(())
+        super::super::journal_proof::check(name, expect, &row, &before, &after, &entries)
     }
 
     /// The sequence's last value as this session can know it (0 when it
