@@ -821,7 +821,6 @@ const LONG_FUNCTIONS: &[(&str, &str)] = &[
     ("apply/mod.rs", "revision"),
     ("apply/mod.rs", "write"),
     ("db/csv.rs", "materialize"),
-    ("db/postgres/capture.rs", "prove_writes"),
     ("db/postgres/datetime.rs", "encode"),
     ("db/postgres/digest.rs", "canon"),
     ("db/postgres/digest.rs", "split_keys"),
