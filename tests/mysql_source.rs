@@ -10,7 +10,7 @@
 
 mod support;
 
-use support::mysql::TestDb as MyDb;
+use support::mysql::{TestDb as MyDb, cents};
 use support::postgres::TestDb as PgDb;
 use support::run::{cutover, cutover_in};
 
@@ -49,17 +49,6 @@ fn spec(source: &str, target: &str) -> String {
         &["paid", "note", "code", "due", "at", "seen"],
         "",
     )
-}
-
-/// `12.50` as cents, by the digits.
-fn cents(dollars: &str) -> i64 {
-    let (neg, d) = match dollars.strip_prefix('-') {
-        Some(d) => (true, d),
-        None => (false, dollars),
-    };
-    let (whole, frac) = d.split_once('.').expect("two decimals");
-    let c = whole.parse::<i64>().unwrap() * 100 + frac.parse::<i64>().unwrap();
-    if neg { -c } else { c }
 }
 
 /// The oracle: each source row as the target must hold it, from what the

@@ -7,7 +7,7 @@
 
 mod support;
 
-use support::mysql::TestDb as MyDb;
+use support::mysql::{TestDb as MyDb, cents};
 use support::postgres::TestDb as PgDb;
 use support::run::cutover_in;
 
@@ -71,17 +71,6 @@ fn rows(n: i64) -> Vec<SourceRow> {
     }
     out.sort_by_key(|r| r.0);
     out
-}
-
-/// `12.50` as cents, by the digits.
-fn cents(dollars: &str) -> i64 {
-    let (neg, d) = match dollars.strip_prefix('-') {
-        Some(d) => (true, d),
-        None => (false, dollars),
-    };
-    let (whole, frac) = d.split_once('.').expect("two decimals");
-    let c = whole.parse::<i64>().unwrap() * 100 + frac.parse::<i64>().unwrap();
-    if neg { -c } else { c }
 }
 
 fn hex(b: &[u8]) -> String {
@@ -252,6 +241,23 @@ fn a_sqlite_source_loads_into_mysql_exactly_and_the_gate_and_its_rehearsal_hold(
     cutover_in(dir.path(), &["sync"]).expect(0);
     assert_eq!(target_rows(&my), oracle(&grown));
     cutover_in(dir.path(), &["gate"]).expect(0);
+
+    // A column the source gains stops sync (exit 1); `--evolve` cannot add
+    // it to a MySQL target (exit 2), and the target is as it was.
+    rusqlite::Connection::open(dir.path().join("source.db"))
+        .unwrap()
+        .execute_batch("ALTER TABLE orders ADD COLUMN email TEXT")
+        .unwrap();
+    let before = image(&my);
+    cutover_in(dir.path(), &["sync"]).expect(1);
+    cutover_in(dir.path(), &["sync", "--evolve"])
+        .expect(2)
+        .assert_mentions(&["not supported on MySQL yet", "email"]);
+    assert_eq!(
+        image(&my),
+        before,
+        "a refused sync --evolve changed nothing"
+    );
 }
 
 #[test]

@@ -352,6 +352,18 @@ impl Drop for AppUser<'_> {
     }
 }
 
+/// A two-decimal amount (`12.50`, `-5.25`) as cents, by its digits: the
+/// oracles' arithmetic, independent of the tool's.
+pub fn cents(dollars: &str) -> i64 {
+    let (neg, d) = match dollars.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, dollars),
+    };
+    let (whole, frac) = d.split_once('.').expect("two decimals");
+    let c = whole.parse::<i64>().unwrap() * 100 + frac.parse::<i64>().unwrap();
+    if neg { -c } else { c }
+}
+
 /// `bytes` as the client's `HEX()` prints them.
 pub fn hex_upper(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02X}")).collect()

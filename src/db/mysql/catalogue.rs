@@ -776,7 +776,9 @@ impl crate::db::Catalogue for MySql {
         bail!(
             "{}: {} (column '{}' of '{table}')",
             self.shown(),
-            super::not_yet("adding a column (sync --evolve into MySQL)"),
+            super::not_yet(
+                "adding a column (sync --evolve into MySQL: the column would commit at once, outside the batch that fills it; add it to the target and map it in the spec instead)"
+            ),
             from.name
         )
     }

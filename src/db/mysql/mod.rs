@@ -50,7 +50,7 @@ impl crate::db::Database for MySql {}
 /// The refusal of what MySQL cannot do yet: what, and what to use instead.
 pub(crate) fn not_yet(what: &str) -> String {
     format!(
-        "{what} is not supported on MySQL yet; MySQL works as a source of check, load, gate and replay (docs/engines.md, MySQL): use a PostgreSQL or SQLite target for this step"
+        "{what} is not supported on MySQL yet (docs/engines.md, MySQL and MariaDB): use a PostgreSQL or SQLite target for this step"
     )
 }
 
