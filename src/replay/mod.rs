@@ -1,4 +1,6 @@
-//! The rollback's own logic, which `cutover replay` runs: the journal's
+//! The rollback's own logic, which `cutover replay` runs: the run itself,
+//! its mode and its steps ([`Replayer`], [`steps`], [`rehearse`]) and what it
+//! reports ([`report`]); the journal's
 //! entries made into changes and a batch folded into its net effect
 //! ([`plan`]); what the pending entries would do, for a dry run
 //! ([`pending`]); foreign keys checked and the source's foreign-key actions
@@ -14,7 +16,11 @@ pub mod foreign_keys;
 pub mod pending;
 pub mod plan;
 pub mod policy;
+pub mod rehearse;
+mod replayer;
+pub mod report;
 pub mod sequences;
+mod steps;
 
 pub use causes::{causes, unjournaled};
 pub use conflicts::{cause, conflict_text};
@@ -22,4 +28,7 @@ pub use foreign_keys::{foreign_key_violations, refused_by_actions, violations_si
 pub use pending::{Effect, Plan, StaleKey, plan};
 pub use plan::{fold, record_keys, to_change};
 pub use policy::refuse_unheld;
+pub use rehearse::Rehearsal;
+pub use replayer::{Mode, Ran, Replayer};
+pub use report::{DryRunReport, DryRunTried, Replay, ReplayReport};
 pub use sequences::carry_sequences;

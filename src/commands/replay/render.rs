@@ -2,7 +2,7 @@
 //! in both forms and what to do, the closing reconciliation and the verdict;
 //! for a dry run, the plan and what the rolled-back replay met.
 
-use super::{DryRunReport, Replay, ReplayReport};
+use crate::replay::{DryRunReport, Replay, ReplayReport};
 use crate::replay::{Plan, cause, conflict_text};
 use crate::report;
 use crate::spec::Spec;
@@ -167,7 +167,7 @@ fn render_plan(p: &Plan) -> String {
 }
 
 /// The rehearsal's closing lines: what it measured and its verdict.
-fn rehearsal_lines(r: &super::rehearse::Rehearsal, conflicts: usize, holds: bool) -> String {
+fn rehearsal_lines(r: &crate::replay::Rehearsal, conflicts: usize, holds: bool) -> String {
     let mut text = report::pairs(&[
         (
             "rehearsed",

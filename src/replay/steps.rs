@@ -4,7 +4,7 @@
 
 use anyhow::{Context, Result, bail};
 
-use super::{DryRunReport, DryRunTried, Replay, ReplayReport, breached};
+use super::report::{DryRunReport, DryRunTried, Replay, ReplayReport, breached};
 use crate::apply::{BatchOutcome, Change, Conflict, Engine, JournalCheckpoint};
 use crate::db::{Db, JournalId, JournalLogExt};
 use crate::fence::Watch;
@@ -17,35 +17,45 @@ use crate::report::Verdict;
 use crate::side_effects::Policy;
 use crate::spec::Spec;
 
+/// Where the fence stands as a replay begins.
+pub(super) enum Fenced {
+    /// Watched from the target's connection (none for a rehearsal, which
+    /// has no fence), with the boundary the replay goes to.
+    Watched(Option<Box<Watch>>, i64),
+    /// Found breached before anything is planned: the replay's report of it.
+    Breached(Replay),
+}
+
 /// The fence watched from the target's connection; or, when it is found
 /// breached before anything is planned, the replay's report of that.
-pub(super) fn watch(spec: &Spec, source: &Db, target: &Db) -> Result<Result<Watch, Replay>> {
+pub(super) fn watch(spec: &Spec, source: &Db, target: &Db) -> Result<Fenced> {
     if let Err(e) = spec.check_schema(source, target) {
         // A table dropped or altered behind the fence shows as a schema
         // error; it is a breach (exit 1), not a spec to fix.
         if crate::fence::read(target.fence_records())?.is_some()
             && let Ok(Err(breach)) = Watch::start(target, spec)
         {
-            let boundary = crate::fence::read(target.fence_records())?.map_or(0, |f| f.boundary);
-            let entries = target
-                .journal()
-                .count_between(target.identity().start()?, boundary)
-                .unwrap_or(0);
-            return breached(breach, boundary, entries).map(Err);
+            return breached_report(target, breach);
         }
         return Err(e);
     }
     match Watch::start(target, spec)? {
-        Ok(w) => Ok(Ok(w)),
-        Err(breach) => {
-            let boundary = crate::fence::read(target.fence_records())?.map_or(0, |f| f.boundary);
-            let entries = target
-                .journal()
-                .count_between(target.identity().start()?, boundary)
-                .unwrap_or(0);
-            breached(breach, boundary, entries).map(Err)
+        Ok(w) => {
+            let b = w.fence().boundary;
+            Ok(Fenced::Watched(Some(Box::new(w)), b))
         }
+        Err(breach) => breached_report(target, breach),
     }
+}
+
+/// The report of a fence found breached before anything was planned.
+fn breached_report(target: &Db, breach: String) -> Result<Fenced> {
+    let boundary = crate::fence::read(target.fence_records())?.map_or(0, |f| f.boundary);
+    let entries = target
+        .journal()
+        .count_between(target.identity().start()?, boundary)
+        .unwrap_or(0);
+    breached(breach, boundary, entries).map(Fenced::Breached)
 }
 
 /// Where a replay starts: the journal's identity and extent up to the

@@ -5,7 +5,7 @@
 //! the target left open to the application. It proves every write applies
 //! under the source's constraints and the replay's trigger and rule policy,
 //! and measures how long it takes; the pace is kept beside the spec for
-//! `watch` and `status` (crate::watch::record_rate). It is not a replay:
+//! `watch` and `status` (the [`Rate`] the run returns). It is not a replay:
 //! the rollback itself still runs only on a fenced target.
 
 use anyhow::{Result, bail};
@@ -13,7 +13,8 @@ use anyhow::{Result, bail};
 use crate::db::JournalLogExt;
 use serde::Serialize;
 
-use super::{Replay, steps::Start};
+use super::report::Replay;
+use super::steps::Start;
 use crate::db::Db;
 use crate::db::watch_state::Rate;
 use crate::reconcile::Reconciliation;
@@ -93,40 +94,33 @@ impl Timing {
         });
     }
 
-    /// Keeps the pace measured beside the spec (`kind`: `replay` or
-    /// `rehearsal`), when the run applied or read anything.
-    pub(super) fn record(&self, spec: &Spec, kind: &str, entries: i64) -> Result<()> {
-        // A run that applied nothing measured no pace (and a replay run
-        // again leaves the folder as it was).
-        if entries <= 0 {
-            return Ok(());
-        }
-        crate::watch::record_rate(
-            spec,
-            &Rate {
-                at: crate::report::timestamp(std::time::SystemTime::now()),
-                kind: kind.to_string(),
-                entries: entries.max(0),
-                seconds: self.apply,
-                rows: self.rows,
-                reconcile_seconds: self.reconcile,
-            },
-        )
+    /// The pace measured (`kind`: `replay` or `rehearsal`), for `watch`
+    /// and `status` to keep beside the spec; `None` when the run applied
+    /// nothing, which measures no pace (and a replay run again leaves the
+    /// folder as it was).
+    pub(super) fn pace(&self, kind: &str, entries: i64) -> Option<Rate> {
+        (entries > 0).then(|| Rate {
+            at: crate::report::timestamp(std::time::SystemTime::now()),
+            kind: kind.to_string(),
+            entries,
+            seconds: self.apply,
+            rows: self.rows,
+            reconcile_seconds: self.reconcile,
+        })
     }
 }
 
 /// The dry run's report as the rehearsal's: what it measured, and its
 /// verdict with the differences of entries written since left out.
 pub(super) fn finish(
-    spec: &Spec,
     source: &Db,
     target: &Db,
     report: Replay,
     at: &Start,
     timing: &Timing,
-) -> Result<Replay> {
+) -> Result<(Replay, Option<Rate>)> {
     let Replay::DryRun(mut dry) = report else {
-        return Ok(report);
+        return Ok((report, None));
     };
     let last = target.journal().journal_extent()?.last;
     let written_since = target.journal().count_between(at.boundary, last)?;
@@ -156,8 +150,9 @@ pub(super) fn finish(
     });
     // A rehearsal that met a conflict did not replay the whole journal:
     // its pace is not the replay's.
-    if dry.tried.as_ref().is_some_and(|t| t.conflicts.is_empty()) {
-        timing.record(spec, "rehearsal", entries)?;
-    }
-    Ok(Replay::DryRun(dry))
+    let pace = match dry.tried.as_ref().is_some_and(|t| t.conflicts.is_empty()) {
+        true => timing.pace("rehearsal", entries),
+        false => None,
+    };
+    Ok((Replay::DryRun(dry), pace))
 }
