@@ -164,6 +164,12 @@ pub enum Command {
         /// How many differences or stale keys to list.
         #[arg(long, default_value_t = 20, value_name = "N")]
         max_diffs: usize,
+        /// Commit the replay although the source then differs from the
+        /// target or holds rows left without their parent: those findings
+        /// are listed and recorded as accepted. Never past a conflict or a
+        /// breach.
+        #[arg(long, conflicts_with = "rehearse")]
+        accept_findings: bool,
         #[command(flatten)]
         report: ReportArg,
     },

@@ -339,6 +339,7 @@ fn rollback(command: &Command) -> Result<Outcome> {
             dry_run,
             rehearse,
             max_diffs,
+            accept_findings,
             report: _,
         } => {
             let spec = load(spec)?;
@@ -347,7 +348,13 @@ fn rollback(command: &Command) -> Result<Outcome> {
                 (true, _) => commands::replay::Mode::DryRun,
                 _ => commands::replay::Mode::Replay,
             };
-            let rep = commands::replay::run(&spec, *batch, mode, *max_diffs)?;
+            let opts = commands::replay::Options {
+                mode,
+                batch: *batch,
+                max_diffs: *max_diffs,
+                accept_findings: *accept_findings,
+            };
+            let rep = commands::replay::run(&spec, opts)?;
             Outcome::of(&rep, commands::replay::render(&spec, &rep))
         }
         Command::Apply {

@@ -39,6 +39,9 @@ pub enum BatchStatus {
     Rejected,
     /// Not tried: an earlier batch was rejected.
     NotAttempted,
+    /// Applied, then rolled back with the rest of a run that commits whole
+    /// or not at all (`apply --into source`): nothing of it stays.
+    RolledBack,
 }
 
 /// A command's result as a typed value. Its JSON is its `Serialize` form;

@@ -1250,3 +1250,37 @@ fn empty_sqlite(d: &Dir) -> anyhow::Result<cutover::db::Db> {
     std::fs::write(d.join("fresh.db"), b"")?;
     cutover::db::Db::open_file(&d.join("fresh.db"), cutover::db::Access::Write, "source")
 }
+
+/// Into the source, the rollback of an exported journal applies whole or
+/// not at all: a conflict in its last delivery rolls back the deliveries
+/// before it too, and the source is exactly as it was.
+#[test]
+fn rule_a_feed_applied_into_the_source_commits_whole_or_not_at_all() {
+    let s = Dir::orders_fenced_with_gaps("export-all-or-nothing", 0);
+    export(&s, "feed.jsonl", "1").expect(0);
+    // The last entry deletes order 103; the source's row no longer is the
+    // one the journal saw.
+    s.exec(
+        "source.db",
+        "UPDATE orders SET dollars = '99.99' WHERE id = 103",
+    );
+    let src = s.image("source.db");
+    let r = s.apply("feed.jsonl", "source").expect(1);
+    let statuses: Vec<String> = r.json()["deliveries"]
+        .as_array()
+        .expect("deliveries")
+        .iter()
+        .map(|d| d["status"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(statuses, ["rolled_back", "rolled_back", "rejected"], "{r}");
+    s.assert_db_unchanged("source.db", &src, &r);
+    assert!(applied_seqs(&s, "source.db").is_empty());
+    // Set right, the feed applies whole.
+    s.exec(
+        "source.db",
+        "UPDATE orders SET dollars = '20.00' WHERE id = 103",
+    );
+    s.apply("feed.jsonl", "source").expect(0);
+    assert_eq!(applied_seqs(&s, "source.db").len(), 3);
+    s.cutover_json(&["gate"]).expect(0);
+}

@@ -1,11 +1,13 @@
 //! A replay killed at any moment and run again ends exactly where one clean
-//! replay ends: every batch commits whole with its applied sequence numbers,
-//! so a rerun applies nothing twice and loses nothing.
+//! replay ends: the whole replay commits in one transaction with its applied
+//! sequence numbers, or nothing of it does, so a kill leaves the source as
+//! it was or wholly replayed, and a rerun applies nothing twice and loses
+//! nothing.
 //!
-//! The journal is large enough (thousands of entries in batches of 50, each
-//! commit synced to disk) that a `kill -9` after a seeded random delay lands
-//! in the middle of the replay; the test checks that it did, so it cannot
-//! pass by never interrupting anything.
+//! The journal is large enough (thousands of entries in batches of 50) that
+//! a `kill -9` after a seeded random delay lands in the middle of the
+//! replay; the test checks that it did, so it cannot pass by never
+//! interrupting anything.
 
 mod support;
 
@@ -59,6 +61,7 @@ fn kill_9_during_replay_then_rerun_equals_one_clean_replay() {
     assert_eq!(expected.1.len() as i64, entries);
 
     let mut rng = Rng::new(SEED ^ 0x5EED);
+    let source_before = d.dump("source.db", "orders");
     let mut interrupted_mid_way = 0;
     let mut history = Vec::new();
     let span = took.as_millis().max(20) as u64;
@@ -85,13 +88,19 @@ fn kill_9_during_replay_then_rerun_equals_one_clean_replay() {
                 ""
             }
         ));
-        if finished.is_none() && after > before && after < entries {
-            interrupted_mid_way += 1;
-        }
         assert!(
-            after >= before,
-            "applied entries went backwards: {history:#?}"
+            after == 0 || after == entries,
+            "a kill left part of the journal applied: {history:#?}"
         );
+        if after == 0 {
+            assert!(
+                d.copy("peek-rows").dump("source.db", "orders") == source_before,
+                "a kill before the commit changed the source: {history:#?}"
+            );
+            if finished.is_none() {
+                interrupted_mid_way += 1;
+            }
+        }
     }
     assert!(
         interrupted_mid_way > 0,
@@ -116,9 +125,9 @@ fn kill_9_during_replay_then_rerun_equals_one_clean_replay() {
     assert_eq!(json["applied"], 0, "{json:#}");
 }
 
-/// Crashes the replay at `fault` in its first batch, checks what is
-/// committed, reruns, and compares with a clean replay.
-fn fault_then_rerun(fault: &str, committed_first_batch: bool) {
+/// Crashes the replay at `fault`, checks what is committed (the whole
+/// journal or nothing), reruns, and compares with a clean replay.
+fn fault_then_rerun(fault: &str, committed_everything: bool) {
     let d = Dir::new(&format!("fault-{fault}"));
     let entries = support::fenced_orders_workload(&d, 300, 400, SEED ^ 0xFA17);
     let (expected, _) = clean_replay(&d, "50");
@@ -128,8 +137,8 @@ fn fault_then_rerun(fault: &str, committed_first_batch: bool) {
         .env("CUTOVER_FAULT", fault)
         .expect(FAULT_EXIT);
     let crashed = applied(&d);
-    if committed_first_batch {
-        assert_eq!(crashed, 50, "{fault}: the first batch committed");
+    if committed_everything {
+        assert_eq!(crashed, entries, "{fault}: the whole replay committed");
     } else {
         assert_eq!(crashed, 0, "{fault}: nothing committed");
         assert_eq!(
@@ -166,17 +175,17 @@ fn replay_crash_after_commit_then_rerun_equals_one_clean_replay() {
     fault_then_rerun("after-commit", true);
 }
 
-/// The running example's replay crashed at each point of its first batch
-/// (one entry a batch), on every layout: what committed is exactly the
-/// first batch or nothing, and a rerun leaves the source as the
-/// application's writes carried back by hand, each entry applied once.
+/// The running example's replay crashed at each point (one entry a batch),
+/// on every layout: what committed is exactly the whole journal or
+/// nothing, and a rerun leaves the source as the application's writes
+/// carried back by hand, each entry applied once.
 fn replay_crashed_at_each_point_then_rerun_ends_as_one_replay(layout: Layout) {
     let rolled_back = vec![
         vec![int(101), text("14.00"), text("A")],
         vec![int(102), text("7.50"), text("C")],
         vec![int(104), text("9.00"), text("A")],
     ];
-    for (fault, committed) in [("mid-batch", 0), ("before-commit", 0), ("after-commit", 1)] {
+    for (fault, committed) in [("mid-batch", 0), ("before-commit", 0), ("after-commit", 3)] {
         let d = Dir::orders_fenced_on(layout, &format!("replay-{fault}"));
         let before = d.dump("source.db", "orders");
         d.cutover(&["replay", "--batch", "1"])
@@ -198,29 +207,28 @@ fn replay_crashed_at_each_point_then_rerun_ends_as_one_replay(layout: Layout) {
 each_layout!(replay_crashed_at_each_point_then_rerun_ends_as_one_replay);
 
 #[test]
-fn repeated_crashes_after_each_commit_never_apply_an_entry_twice() {
-    // Every run commits one batch and dies; the sum of the runs is one replay.
-    let d = Dir::new("fault-every-batch");
+fn a_replay_killed_after_its_commit_is_whole_and_the_rerun_applies_nothing() {
+    // The first run commits every batch at once and dies before recording
+    // its verdict; the next one, under the same fault, has nothing to apply,
+    // commits nothing, so it is not killed, and records the pass.
+    let d = Dir::new("fault-after-commit");
     let entries = support::fenced_orders_workload(&d, 100, 120, SEED ^ 0xB47C);
     let (expected, _) = clean_replay(&d, "25");
-    let mut runs = 0;
-    loop {
-        let out = d
-            .cutover(&["replay", "--batch", "25"])
-            .env("CUTOVER_FAULT", "after-commit")
-            .output();
-        runs += 1;
-        assert!(runs < 20, "the replay never finished\n{out}");
-        match out.code {
-            Some(FAULT_EXIT) => {
-                assert_eq!(applied(&d), (25 * runs).min(entries), "{out}");
-            }
-            Some(0) => break,
-            _ => panic!("unexpected exit\n{out}"),
-        }
-    }
+    d.cutover(&["replay", "--batch", "25"])
+        .env("CUTOVER_FAULT", "after-commit")
+        .expect(FAULT_EXIT);
+    assert_eq!(applied(&d), entries, "the whole journal committed at once");
+    let out = d
+        .cutover(&["replay", "--batch", "25", "--format", "json"])
+        .env("CUTOVER_FAULT", "after-commit")
+        .output();
+    assert_eq!(out.code, Some(0), "{out}");
+    let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(json["applied"], 0, "{json:#}");
+    assert_eq!(json["previously_applied"], entries, "{json:#}");
     assert_eq!(applied(&d), entries);
     assert!(source_state(&d) == expected);
+    d.cutover(&["status"]).expect(0);
 }
 
 /// A Python writer that dies (no rollback, no cleanup) in the middle of a

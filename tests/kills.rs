@@ -3,7 +3,8 @@
 //! started again, killed again, until it finishes; then the end state must
 //! equal one clean, uninterrupted run, with every journal entry recorded
 //! exactly once. Between rounds the applied entries must be a prefix of the
-//! journal that never shrinks.
+//! journal that never shrinks; a replay's, none or all of it (a replay
+//! commits whole or not at all).
 //!
 //! The suite makes at least 50 replay kills (counting only kills of a
 //! process that was still running). Every delay comes from one seed, printed
@@ -147,11 +148,10 @@ fn replay_killed_at_random_moments_fifty_times_ends_like_one_clean_replay() {
     let mut rng = Rng::new(seed());
     let started = Instant::now();
     let mut kills = 0;
-    let mut mid_way = 0;
     let mut workloads = 0;
     while kills < 50 {
         assert!(
-            workloads < 8,
+            workloads < 16,
             "fewer than 50 kills landed in {workloads} workloads (seed {:#x})",
             seed()
         );
@@ -161,17 +161,36 @@ fn replay_killed_at_random_moments_fifty_times_ends_like_one_clean_replay() {
         let (clean, took) = clean_run(&d, &["replay", "--batch", "25"]);
         let expected = (clean.dump("source.db", "orders"), applied_seqs(&clean));
         assert_eq!(expected.1.len() as i64, entries);
+        let pristine = d.dump("source.db", "orders");
         let mut history = Vec::new();
-        let (k, m) = campaign(
+        // Kills anywhere from start-up to just past a whole run: a replay
+        // killed before its commit starts again from the first entry, so
+        // only a run that outlives its delay ends the campaign.
+        let all_or_nothing = |d: &Dir| {
+            let n = applied_prefix(d);
+            assert!(
+                n == 0 || n == entries,
+                "a killed replay left {n} of {entries} entries applied (seed {:#x})",
+                seed()
+            );
+            if n == 0 {
+                assert!(
+                    d.dump("source.db", "orders") == pristine,
+                    "a killed replay changed the source without committing (seed {:#x})",
+                    seed()
+                );
+            }
+            n
+        };
+        let (k, _) = campaign(
             &d,
             &["replay", "--batch", "25"],
-            delays(took, 5, 25),
+            delays(took, 5, 110),
             &mut rng,
-            &applied_prefix,
+            &all_or_nothing,
             &mut history,
         );
         kills += k;
-        mid_way += m;
         let state = (d.dump("source.db", "orders"), applied_seqs(&d));
         assert!(
             state == expected,
@@ -194,13 +213,8 @@ fn replay_killed_at_random_moments_fifty_times_ends_like_one_clean_replay() {
         workloads += 1;
     }
     eprintln!(
-        "{kills} replay kills ({mid_way} after a committed batch) over {workloads} workloads in {:?} (seed {:#x})",
+        "{kills} replay kills over {workloads} workloads in {:?} (seed {:#x})",
         started.elapsed(),
-        seed()
-    );
-    assert!(
-        mid_way >= 10,
-        "only {mid_way} kills landed mid-way (seed {:#x})",
         seed()
     );
 }
@@ -269,13 +283,24 @@ fn apply_of_an_exported_feed_killed_at_random_moments_ends_like_one_clean_replay
     let (clean, _) = clean_run(&d, &apply);
     let expected = (clean.dump("source.db", "orders"), applied_seqs(&clean));
     assert_eq!(expected.1.len() as i64, entries);
+    // Into the source a feed applies whole or not at all: a kill leaves
+    // none of it or all of it, so delays reach past a whole run.
+    let all_or_nothing = |c: &Dir| {
+        let n = applied_prefix(c);
+        assert!(
+            n == 0 || n == entries,
+            "a killed apply left {n} of {entries} entries applied (seed {:#x})",
+            seed()
+        );
+        n
+    };
     campaigns(
         &d,
         &apply,
-        (30, 90),
+        (30, 115),
         8,
         &mut rng,
-        &applied_prefix,
+        &all_or_nothing,
         &|c, history| {
             assert!(
                 (c.dump("source.db", "orders"), applied_seqs(c)) == expected,

@@ -322,10 +322,15 @@ fn a_replay_into_mysql_killed_three_times_resumes_exactly() {
     cutover_in(r.path(), &["fence", "on"]).expect(0);
     // Killed inside a batch, before its commit and after it: no rollback,
     // no cleanup, as a kill -9 leaves the server's session to end.
-    // Each run stops at its crash point in its first batch (exit 73): the
-    // two before the commit leave nothing applied, the one after leaves
-    // exactly that batch, and the last run resumes from there.
-    for (fault, applied) in [("mid-batch", 0), ("before-commit", 0), ("after-commit", 2)] {
+    // Each run stops at its crash point (exit 73): the two before the
+    // commit leave nothing applied, the one after leaves the whole journal
+    // (the replay commits whole), and the last run finds nothing left.
+    let whole = journaled(&r);
+    for (fault, applied) in [
+        ("mid-batch", 0),
+        ("before-commit", 0),
+        ("after-commit", whole),
+    ] {
         let out = cutover_in(r.path(), &["replay", "--batch", "2"])
             .env("CUTOVER_FAULT", fault)
             .output();
@@ -415,32 +420,53 @@ fn a_replay_into_mysql_killed_with_sigkill_at_seeded_moments_resumes_exactly() {
     let seed = seed();
     let mut state = seed;
     let (mut kills, mut tries) = (0, 0);
+    let before_rows = r.customers();
     while kills < 3 {
         tries += 1;
         assert!(
             tries <= 60,
-            "fewer than 3 kills landed part-way (seed {seed:#x})"
+            "fewer than 3 kills landed while the replay ran (seed {seed:#x})"
         );
         // A step of a 64-bit LCG: a delay of 20 to 600 ms.
         state = state
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         let delay = 20 + (state >> 33) % 580;
-        let before = replayed(&r);
         let mut child = cutover_in(r.path(), &["replay", "--batch", "5"]).spawn();
         std::thread::sleep(std::time::Duration::from_millis(delay));
         if child.try_wait().expect("polling").is_none() {
             child.kill().expect("SIGKILL");
             let _ = child.wait();
-            // A kill counts when it stopped a replay part-way: batches of
-            // this run committed, and entries still to apply.
+            // The replay commits whole or not at all: a kill leaves none of
+            // the journal or all of it.
             let after = replayed(&r);
-            if after > before && after < journaled(&r) {
+            assert!(
+                after == 0 || after == journaled(&r),
+                "a kill left {after} entries applied (seed {seed:#x})"
+            );
+            if after == 0 {
                 kills += 1;
+                // The rows as before. InnoDB's counter is not rolled back
+                // with them, and a killed run cannot put it back: it may
+                // stay past ids never used (docs/journal.md, "All or
+                // nothing").
+                assert_eq!(
+                    r.customers(),
+                    before_rows,
+                    "a killed replay changed the source (seed {seed:#x})"
+                );
+            } else {
+                break;
             }
+        } else {
+            break;
         }
         let _ = child.wait();
     }
+    assert!(
+        kills > 0,
+        "no kill landed while the replay ran (seed {seed:#x})"
+    );
     cutover_in(r.path(), &["replay", "--batch", "5"]).expect(0);
     let expected: Vec<String> = EXPECTED
         .iter()

@@ -453,8 +453,27 @@ fn a_row_outside_the_spec_left_without_its_parent_is_reported_not_cascaded() {
         "{json:#}"
     );
     assert_eq!(d.dump("source.db", "order_notes"), notes, "a cascade ran");
+    // The replay would not hold: rolled back whole, the order still there.
+    assert_eq!(
+        d.int("source.db", "SELECT count(*) FROM orders WHERE id = 102"),
+        1
+    );
+    assert_eq!(d.applied_entries("source.db"), 0);
+    // Failed stays failed: a rerun with nothing fixed fails again.
+    d.json(&["replay"], 1);
+    d.run(&["status"], 1);
+    d.run(&["fence", "off"], 2);
+    // Accepted, it commits with the note left as it is, and says so.
+    let json = d.json(&["replay", "--accept-findings"], 0);
+    assert!(
+        json["accepted"].to_string().contains("order_notes"),
+        "{json:#}"
+    );
+    assert_eq!(d.dump("source.db", "order_notes"), notes, "a cascade ran");
     assert_eq!(
         d.int("source.db", "SELECT count(*) FROM orders WHERE id = 102"),
         0
     );
+    let status = d.run(&["status"], 0);
+    status.assert_mentions(&["passed with accepted findings"]);
 }

@@ -264,7 +264,7 @@ fn fault() -> Option<Fault> {
     })
 }
 
-fn crash_at(point: Fault) {
+pub(crate) fn crash_at(point: Fault) {
     if fault() == Some(point) {
         // No unwinding, no destructors, no rollback: what a kill -9 leaves.
         std::process::exit(FAULT_EXIT);
@@ -331,8 +331,9 @@ pub struct Engine<'a> {
     /// columns the spec does not carry are kept under it between a delete
     /// and a re-insert of the same key.
     journal: String,
-    /// Batches are savepoints of a transaction the caller rolls back.
-    dry: bool,
+    /// Batches are savepoints of a transaction the caller opened, and
+    /// commits or rolls back whole (replay, its dry run, the rehearsal).
+    within: bool,
     /// The transaction opened by [`Engine::hold`], whose savepoints the
     /// batches are until [`Engine::commit_held`] commits it: load holds its
     /// first commit until every source row has been validated.
@@ -380,7 +381,7 @@ impl<'a> Engine<'a> {
             side,
             sql,
             journal: String::new(),
-            dry: false,
+            within: false,
             held: std::cell::RefCell::new(None),
             made: std::cell::Cell::new(false),
             stored: std::cell::RefCell::new(None),
@@ -398,9 +399,12 @@ impl<'a> Engine<'a> {
         self
     }
 
-    /// The same engine for a dry run: see [`Engine::run`].
-    pub fn dry(mut self) -> Engine<'a> {
-        self.dry = true;
+    /// The same engine writing inside the caller's transaction, each batch
+    /// a savepoint of it (see [`Engine::run`]): the caller commits or rolls
+    /// back every batch at once, and carries the id generators after its
+    /// commit.
+    pub fn within(mut self) -> Engine<'a> {
+        self.within = true;
         self
     }
 
@@ -410,7 +414,7 @@ impl<'a> Engine<'a> {
         // Where a schema change commits at once, the control tables the
         // batches write are made first: made inside, they would commit
         // the held batches half-way.
-        if !self.ddl_inside() && !self.dry {
+        if !self.ddl_inside() && !self.within {
             self.made.set(match self.side {
                 Side::Source => self.db.applied_set().make()?,
                 Side::Target => self.db.progress().make_control_tables()?,
@@ -498,17 +502,17 @@ impl<'a> Engine<'a> {
     }
 
     fn run(&self, batch: Batch<'_>, checkpoint: &dyn Checkpoint) -> Result<BatchOutcome> {
-        // A dry run's batches are inside the caller's transaction, which a
-        // schema change that commits at once would commit: there the caller
-        // made the control tables before opening it.
+        // Batches within the caller's transaction: a schema change that
+        // commits at once would commit it, so there the caller made the
+        // control tables before opening it.
         // Held batches: `hold` made them before it opened the transaction.
-        if !self.ddl_inside() && !self.dry && self.held.borrow().is_none() {
+        if !self.ddl_inside() && !self.within && self.held.borrow().is_none() {
             self.ensure_control(checkpoint)?;
         }
-        if self.dry || self.held.borrow().is_some() {
-            // A dry run: each batch inside the caller's transaction, which
-            // is rolled back at the end; nothing is ever committed. Held
-            // batches: inside the transaction `hold` opened.
+        if self.within || self.held.borrow().is_some() {
+            // Each batch a savepoint of the caller's transaction, which it
+            // commits or rolls back whole, or of the transaction `hold`
+            // opened.
             let batch_sp = self.db.savepoint()?;
             let outcome = self.apply_inside(batch, checkpoint)?;
             if let BatchOutcome::Committed(_) = outcome {
@@ -679,12 +683,13 @@ impl<'a> Engine<'a> {
         // Rows are written with their own ids: the id generator of each
         // table written moves past them (PostgreSQL's sequences do not
         // follow inserted ids), so the application's next insert takes a
-        // new one. Not in a dry run: a sequence moved is not rolled back.
+        // new one. Not within the caller's transaction: a sequence moved
+        // is not rolled back, and the caller carries them after its commit.
         // Not where moving one is a schema change that would commit the
         // batch half-way (MySQL's `ALTER TABLE … AUTO_INCREMENT`): there the
         // counter follows inserted ids by itself, and replay carries it past
         // the rest after its last batch.
-        if done.written > 0 && !self.dry && self.ddl_inside() {
+        if done.written > 0 && !self.within && self.ddl_inside() {
             for &ti in &written_tables {
                 self.db.catalogue().raise_sequence(&self.sql[ti].table, 0)?;
             }

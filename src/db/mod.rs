@@ -220,6 +220,36 @@ impl Db {
         r
     }
 
+    /// Runs `f` inside one write transaction of this database, committed
+    /// when `f` answers `true` and rolled back otherwise, or when `f` fails:
+    /// what `f` wrote is there whole or not at all (the replay). Answers
+    /// what `f` did and whether it was committed.
+    pub fn all_or_nothing<T>(
+        &mut self,
+        f: impl FnOnce(&mut Db) -> Result<(T, bool)>,
+    ) -> Result<(T, bool)> {
+        self.0.transaction(transaction::Step::BeginWrite)?;
+        match f(self) {
+            Ok((t, true)) => {
+                self.0.transaction(transaction::Step::Commit).map_err(|e| {
+                    e.context(format!(
+                        "the commit failed and was rolled back; {} is as it was before",
+                        self.location()
+                    ))
+                })?;
+                Ok((t, true))
+            }
+            Ok((t, false)) => {
+                self.0.transaction(transaction::Step::Rollback)?;
+                Ok((t, false))
+            }
+            Err(e) => {
+                let _ = self.0.transaction(transaction::Step::Rollback);
+                Err(e)
+            }
+        }
+    }
+
     /// Runs `f` on this database inside a read transaction, so that all
     /// its reads see one snapshot (the gate in digest mode); as
     /// [`Db::rolled_back`], `f` gets the database itself.

@@ -36,7 +36,7 @@ pub use breach::orphaned;
 pub use fingerprint::Fingerprint;
 pub use record::{Copy, FenceRow, copy_missing, copy_of, keep_copy_or_say, read};
 pub use set::{Before, install, lift, stand, take_off};
-pub use verdict::{ReplayEnd, record_replay, replay_passed};
+pub use verdict::{ACCEPTED, ReplayEnd, record_replay, replay_passed};
 pub use watch::Watch;
 
 pub const FENCE_TABLE: &str = "_cutover_fence";

@@ -23,6 +23,10 @@ pub fn replay_passed(
     })
 }
 
+/// How the verdict of a pass under `--accept-findings` begins: `status`
+/// and the reports name it so.
+pub const ACCEPTED: &str = "passed with accepted findings";
+
 /// How a replay ended, as [`record_replay`] records it.
 pub struct ReplayEnd<'a> {
     pub boundary: i64,
@@ -33,13 +37,21 @@ pub struct ReplayEnd<'a> {
     pub foreign_keys: &'a [String],
     /// The reconciliation's summary line.
     pub summary: Option<&'a str>,
+    /// What a pass under `--accept-findings` went past.
+    pub accepted: &'a [String],
 }
 
 /// Records how a replay ended in the source (`_cutover_replays`): a pass
 /// when every entry up to the boundary is applied and the source reconciled
 /// clean, else what failed. `status` and `fence off` go by the last one.
 pub fn record_replay(source: &Db, journal: &JournalId, end: ReplayEnd<'_>) -> Result<()> {
-    let detail = if end.passed {
+    let detail = if end.passed && !end.accepted.is_empty() {
+        format!(
+            "{ACCEPTED} ({}): {}",
+            end.accepted.len(),
+            end.accepted.join("; ")
+        )
+    } else if end.passed {
         String::new()
     } else if let Some(c) = end.conflict {
         format!(

@@ -357,3 +357,90 @@ pub fn record_keys(spec: &Spec, c: &Change) -> Vec<(usize, String)> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{fold, record_keys};
+    use crate::apply::{Change, Rule};
+    use crate::spec::Spec;
+    use crate::value::{Row, Value};
+
+    fn spec() -> (tempfile::TempDir, Spec) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spec.toml");
+        std::fs::write(
+            &path,
+            "[source]\nurl = \"sqlite://s.db\"\n[target]\nurl = \"sqlite://t.db\"\n\
+             [[tables]]\nname = \"t\"\nkey = [\"id\"]\n\
+             [[tables.columns]]\nsource = \"v\"\ntarget = \"v\"\n",
+        )
+        .unwrap();
+        let spec = crate::spec::load(&path).unwrap();
+        (dir, spec)
+    }
+
+    fn row(id: i64, v: &str) -> Row {
+        vec![Value::Integer(id), Value::Text(v.into())]
+    }
+
+    fn change(seq: i64, before: Option<Row>, after: Option<Row>) -> Change {
+        let key = before.as_ref().or(after.as_ref()).unwrap()[..1].to_vec();
+        Change {
+            table: 0,
+            key,
+            rule: Rule::Expect {
+                before,
+                revision: None,
+            },
+            after,
+            tag: seq,
+            source_images: None,
+            entries: 1,
+            unrecorded: Vec::new(),
+        }
+    }
+
+    fn before_of(c: &Change) -> Option<Row> {
+        match &c.rule {
+            Rule::Expect { before, .. } => before.clone(),
+            _ => panic!("not a replay change"),
+        }
+    }
+
+    #[test]
+    fn records_touched_once_are_left_exactly_as_they_were() {
+        let (_d, spec) = spec();
+        let changes = vec![
+            change(1, Some(row(1, "a")), Some(row(1, "b"))),
+            change(2, None, Some(row(2, "c"))),
+        ];
+        let out = fold(&spec, changes);
+        assert_eq!(out.len(), 2);
+        assert_eq!((out[0].tag, out[1].tag), (1, 2));
+        assert!(out.iter().all(|c| c.entries == 1));
+    }
+
+    #[test]
+    fn a_record_updated_twice_in_a_batch_is_written_by_its_net_effect() {
+        let (_d, spec) = spec();
+        let changes = vec![
+            change(1, Some(row(1, "a")), Some(row(1, "b"))),
+            change(2, Some(row(1, "b")), Some(row(1, "c"))),
+        ];
+        let out = fold(&spec, changes);
+        let written: Vec<&Change> = out.iter().filter(|c| c.entries > 0).collect();
+        assert_eq!(written.len(), 1, "{out:?}");
+        assert_eq!(written[0].entries, 2);
+        assert_eq!(before_of(written[0]), Some(row(1, "a")));
+        assert_eq!(written[0].after, Some(row(1, "c")));
+        assert_eq!(out.iter().map(|c| c.entries).sum::<u64>(), 2);
+    }
+
+    #[test]
+    fn a_key_change_touches_both_records() {
+        let (_d, spec) = spec();
+        let c = change(1, Some(row(1, "a")), Some(row(5, "a")));
+        let keys = record_keys(&spec, &c);
+        assert_eq!(keys, vec![(0, "[1]".to_string()), (0, "[5]".to_string())]);
+    }
+}

@@ -12,13 +12,18 @@
 use anyhow::{Context, Result};
 
 use super::rehearse::{self, Timing};
+use super::report::ReplayReport;
 use super::report::{DryRunReport, Replay};
 use super::steps::{
     Applying, Fenced, Start, dry_run_report, record, refused_before_writing, watch,
 };
+use crate::apply::{Fault, crash_at};
 use crate::db::{Access, Db};
+use crate::fence::Watch;
 use crate::progress::Progress;
-use crate::replay::{Plan, foreign_key_violations, refuse_unheld, refused_by_actions};
+use crate::replay::{
+    Plan, carry_sequences, foreign_key_violations, refuse_unheld, refused_by_actions,
+};
 use crate::schema;
 use crate::side_effects::Policy;
 use crate::spec::Spec;
@@ -57,6 +62,10 @@ pub struct Replayer<'a> {
     pub batch: usize,
     /// How many differences or stale keys to list.
     pub max_diffs: usize,
+    /// `--accept-findings`: commit past closing differences and rows left
+    /// without their parent (never past a conflict or a breach), listed in
+    /// the verdict.
+    pub accept_findings: bool,
 }
 
 impl Replayer<'_> {
@@ -66,13 +75,18 @@ impl Replayer<'_> {
         // A dry run writes too, inside one transaction it always rolls back:
         // every check the replay makes, on the state the replay would leave.
         let dry_run = mode.rolls_back();
-        let mut source = schema::open_source(spec, None, Access::Write)?;
-        let mut target = Db::open(&spec.target, Access::Read, "target")?;
-        let (mut watch, boundary) = match self.fenced(&source, &target)? {
+        let source = schema::open_source(spec, None, Access::Write)?;
+        let target = Db::open(&spec.target, Access::Read, "target")?;
+        let (watch, boundary) = match self.fenced(&source, &target)? {
             Fenced::Watched(w, b) => (w, b),
             Fenced::Breached(report) => return Ok(Ran { report, pace: None }),
         };
         ready(spec, &source)?;
+        // A damaged page reads as other rows: named before anything is
+        // written, never met half-way.
+        if let Some(damage) = source.connection().damage()? {
+            anyhow::bail!("{damage}");
+        }
         let at = Start::read(&source, &target, boundary)?;
         let planned = match dry_run {
             true => Some(self.plan_of(&target, &at)?),
@@ -90,7 +104,7 @@ impl Replayer<'_> {
             }));
             return Ok(Ran { report, pace: None });
         }
-        let mut rep = at.report();
+        let rep = at.report();
         // The source's triggers, rules and foreign-key actions: what the role
         // cannot hold is refused before anything is written.
         let policy = Policy::read(spec, &source)?;
@@ -110,6 +124,36 @@ impl Replayer<'_> {
             }
         }
         policy.hold(&source)?;
+        self.apply(
+            Prepared {
+                source,
+                target,
+                watch,
+                at,
+                fk_before,
+                policy,
+            },
+            rep,
+            planned,
+        )
+    }
+
+    /// Applies the journal in one transaction of the source, with the
+    /// closing checks inside it, and commits it only when the replay
+    /// reconciles (or, under `--accept-findings`, goes past findings it may
+    /// accept): otherwise it is rolled back and every id generator put back,
+    /// so a replay that will not reconcile leaves the source as it found it
+    /// but for its verdict. A dry run and a rehearsal always roll back.
+    fn apply(&self, p: Prepared, mut rep: ReplayReport, planned: Option<Plan>) -> Result<Ran> {
+        let (spec, mode) = (self.spec, self.mode);
+        let Prepared {
+            mut source,
+            mut target,
+            mut watch,
+            at,
+            fk_before,
+            policy,
+        } = p;
         let sequences = crate::apply::Sequences::mark(
             source.catalogue(),
             &spec.tables,
@@ -125,26 +169,43 @@ impl Replayer<'_> {
             fk_before: &fk_before,
             batch: self.batch,
             max_diffs: self.max_diffs,
-            dry_run,
+            dry_run: mode.rolls_back(),
+            accept_findings: self.accept_findings,
             bar: &bar,
             watch: watch.as_deref_mut(),
             rep: &mut rep,
             timing: &mut timing,
         };
-        // A dry run: the same batches, as savepoints of one transaction that is
-        // rolled back at the end.
-        let made = dry_tables(&source, dry_run)?;
-        let conflicts = match dry_run {
-            true => {
-                let tried = source.rolled_back(|source| applying.run(source));
-                if made {
-                    source.applied_set().drop_if_empty()?;
-                }
-                tried?
+        let made = control_tables_ahead(&source)?;
+        let tried = source.all_or_nothing(|source| {
+            let conflicts = applying.run(source)?;
+            let commit = !mode.rolls_back() && applying.rep.verdict.holds();
+            if commit && applying.rep.batches > 0 {
+                crash_at(Fault::BeforeCommit);
             }
-            false => applying.run(&mut source)?,
-        };
+            Ok((conflicts, commit))
+        });
+        let committed = matches!(tried, Ok((_, true)));
+        if committed {
+            // The drills' crash points are those of a commit that wrote.
+            if rep.batches > 0 {
+                crash_at(Fault::AfterCommit);
+            }
+            carry_sequences(spec, &source, target.catalogue())?;
+        } else {
+            // Nothing the run wrote stays: the generators it moved go back,
+            // and control tables it made outside the transaction go too.
+            sequences.restore(source.catalogue())?;
+            if made {
+                source.applied_set().drop_if_empty()?;
+            }
+        }
+        let (conflicts, _) = tried?;
         let Some(plan) = planned else {
+            if !committed {
+                rep.rolled_back = rep.applied + rep.already_in_place;
+                (rep.applied, rep.already_in_place, rep.batches) = (0, 0, 0);
+            }
             record(&source, &at.journal, &rep)?;
             // Only a replay that went through measures the pace.
             let paced = (at.entries - at.applied_rows) * i64::from(rep.verdict.holds());
@@ -153,7 +214,6 @@ impl Replayer<'_> {
                 report: Replay::Ran(Box::new(rep)),
             });
         };
-        sequences.restore(source.catalogue())?;
         let report = dry_run_report(plan, &source, conflicts, rep);
         if mode != Mode::Rehearse {
             return Ok(Ran { report, pace: None });
@@ -201,13 +261,36 @@ fn ready(spec: &Spec, source: &Db) -> Result<()> {
         .await_other_runs(&tables, &mut |m| eprintln!("replay: {m}"))
 }
 
-/// For a dry run where a schema change commits at once (MySQL): the
-/// applied set's tables made before the dry run's transaction opens (inside
-/// it, they would commit it), after every refusal; `true` when this made
-/// them, to be dropped again, empty, once that transaction is rolled back.
-fn dry_tables(source: &Db, dry_run: bool) -> Result<bool> {
-    if dry_run && !source.engine().capabilities.transactional_ddl {
+/// Where a schema change commits at once (MySQL): the applied set's
+/// tables made before the replay's transaction opens (inside it, they would
+/// commit it), after every refusal; `true` when this made them, to be
+/// dropped again, empty, when that transaction is rolled back.
+fn control_tables_ahead(source: &Db) -> Result<bool> {
+    if !source.engine().capabilities.transactional_ddl {
         return source.applied_set().make();
     }
     Ok(false)
+}
+
+/// What a replay has read and decided before it writes.
+struct Prepared {
+    source: Db,
+    target: Db,
+    watch: Option<Box<Watch>>,
+    at: Start,
+    /// The source's foreign-key violations before anything was written.
+    fk_before: Vec<String>,
+    policy: Policy,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Mode;
+
+    #[test]
+    fn only_the_replay_itself_may_commit() {
+        assert!(!Mode::Replay.rolls_back());
+        assert!(Mode::DryRun.rolls_back());
+        assert!(Mode::Rehearse.rolls_back());
+    }
 }

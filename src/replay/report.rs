@@ -16,9 +16,14 @@ pub struct ReplayReport {
     pub boundary: i64,
     pub entries: i64,
     pub previously_applied: i64,
+    /// Entries this run committed (none when it was rolled back).
     pub applied: u64,
     pub already_in_place: u64,
     pub batches: u64,
+    /// Entries the run had applied inside its transaction before it was
+    /// rolled back whole, the replay not reconciling: none of them stays.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub rolled_back: u64,
     pub gaps: i64,
     /// Another replay ran at the same time; this one skipped what it applied.
     pub raced: bool,
@@ -48,6 +53,14 @@ pub struct ReplayReport {
     pub unjournaled: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
+    /// `--accept-findings`: the closing differences and rows left without
+    /// their parent the replay went past, as the verdict records them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub accepted: Vec<String>,
+    /// How the target drifted from what the journal expects, found when
+    /// the source would not reconcile: the differences' likely cause.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub drift: Vec<String>,
 }
 
 /// What `cutover replay` reports.
@@ -100,6 +113,8 @@ pub struct DryRunTried {
     pub foreign_keys: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reconciliation: Option<reconcile::Reconciliation>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub drift: Vec<String>,
 }
 
 pub(crate) fn breached(breach: String, boundary: i64, entries: i64) -> Result<Replay> {
@@ -111,6 +126,7 @@ pub(crate) fn breached(breach: String, boundary: i64, entries: i64) -> Result<Re
         applied: 0,
         already_in_place: 0,
         batches: 0,
+        rolled_back: 0,
         gaps: 0,
         raced: false,
         conflict: None,
@@ -121,5 +137,11 @@ pub(crate) fn breached(breach: String, boundary: i64, entries: i64) -> Result<Re
         causes: Vec::new(),
         unjournaled: Vec::new(),
         summary: None,
+        accepted: Vec::new(),
+        drift: Vec::new(),
     })))
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -9,10 +9,8 @@ use crate::apply::{BatchOutcome, Change, Conflict, Engine, JournalCheckpoint};
 use crate::db::{Db, JournalId, JournalLogExt};
 use crate::fence::Watch;
 use crate::progress::Progress;
-use crate::reconcile;
-use crate::replay::{
-    Plan, carry_sequences, causes, fold, record_keys, to_change, unjournaled, violations_since,
-};
+use crate::reconcile::{self, DiffKind};
+use crate::replay::{Plan, causes, fold, record_keys, to_change, unjournaled, violations_since};
 use crate::report::Verdict;
 use crate::side_effects::Policy;
 use crate::spec::Spec;
@@ -115,6 +113,7 @@ impl Start {
             applied: 0,
             already_in_place: 0,
             batches: 0,
+            rolled_back: 0,
             gaps: self.gaps,
             raced: false,
             conflict: None,
@@ -125,6 +124,8 @@ impl Start {
             causes: Vec::new(),
             unjournaled: Vec::new(),
             summary: None,
+            accepted: Vec::new(),
+            drift: Vec::new(),
         }
     }
 }
@@ -146,6 +147,7 @@ pub(super) fn refused_before_writing(
                 breach: None,
                 foreign_keys: Vec::new(),
                 reconciliation: None,
+                drift: Vec::new(),
             }),
             rehearsal: None,
             source: source.location().to_string(),
@@ -165,8 +167,8 @@ struct Replaying<'a> {
 }
 
 /// A replay's batches and closing checks, with what they need: the
-/// source is handed to [`Applying::run`], inside the dry run's
-/// transaction or not.
+/// source is handed to [`Applying::run`] inside the one transaction the
+/// replay commits whole or rolls back.
 pub(super) struct Applying<'a> {
     pub(super) spec: &'a Spec,
     pub(super) target: &'a mut Db,
@@ -176,7 +178,12 @@ pub(super) struct Applying<'a> {
     pub(super) fk_before: &'a [String],
     pub(super) batch: usize,
     pub(super) max_diffs: usize,
+    /// The run is rolled back whatever it meets (a dry run, a rehearsal):
+    /// it goes on past a conflict to list every one.
     pub(super) dry_run: bool,
+    /// `--accept-findings`: closing differences and rows left without
+    /// their parent are accepted, listed, instead of failing the replay.
+    pub(super) accept_findings: bool,
     pub(super) bar: &'a Progress,
     /// The fence watched; none for a rehearsal.
     pub(super) watch: Option<&'a mut Watch>,
@@ -186,17 +193,16 @@ pub(super) struct Applying<'a> {
 }
 
 impl Applying<'_> {
-    /// Applies the journal's runs to `source`; when none stopped on a
-    /// breach or a conflict, carries the id sequences (not in a dry run),
-    /// checks the foreign keys and closes with the reconciliation. The
-    /// conflicts a dry run went on past.
+    /// Applies the journal's runs to `source`, each batch a savepoint of
+    /// the caller's transaction; when none stopped on a breach or a
+    /// conflict, checks the foreign keys and closes with the
+    /// reconciliation, all inside that transaction, on the state the
+    /// replay would commit. The conflicts a dry run went on past.
     pub(super) fn run(&mut self, source: &mut Db) -> Result<Vec<Conflict>> {
         let (spec, at) = (self.spec, self.at);
-        let mut engine = Engine::for_journal(&spec.tables, source, at.journal.as_str())
-            .acting(self.policy.acting(spec));
-        if self.dry_run {
-            engine = engine.dry();
-        }
+        let engine = Engine::for_journal(&spec.tables, source, at.journal.as_str())
+            .acting(self.policy.acting(spec))
+            .within();
         let replaying = Replaying {
             spec,
             source,
@@ -215,20 +221,9 @@ impl Applying<'_> {
         drop(engine);
         self.timing.applied();
         let stopped = self.rep.breach.is_some() || self.rep.conflict.is_some();
-        if !stopped && !self.dry_run {
-            carry_sequences(spec, source, self.target.catalogue())?;
-        }
         if !stopped {
             self.rep.foreign_keys = violations_since(spec, source, self.fk_before)?;
-            close(
-                spec,
-                source,
-                self.target,
-                self.watch.as_deref(),
-                self.policy,
-                self.max_diffs,
-                self.rep,
-            )?;
+            self.close(source)?;
             self.timing.closed(self.rep.reconciliation.as_ref());
         }
         Ok(conflicts)
@@ -329,36 +324,102 @@ impl Replaying<'_> {
     }
 }
 
-/// The closing checks once every entry is applied: one read of the target
-/// serves both the rollback reconciliation and the final check of a fence
-/// of format 1 or 2; a later fence is checked by reading the tables as they
-/// are, so the reconcile need not hash every target row for it.
-pub(super) fn close(
-    spec: &Spec,
-    source: &mut Db,
-    target: &mut Db,
-    watch: Option<&Watch>,
-    policy: &Policy,
-    max_diffs: usize,
-    rep: &mut ReplayReport,
-) -> Result<()> {
-    // A rehearsal has no fence to check.
-    let mut rec = match watch.map(|w| w.fence().format) {
-        Some(f) if f < 3 => reconcile::reconcile_digesting(spec, source, target, max_diffs)?,
-        _ => reconcile::reconcile(spec, source, target, max_diffs)?,
-    };
-    rep.breach = match watch {
-        Some(w) => w.verify(target, spec, std::mem::take(&mut rec.target_digests))?,
-        None => None,
-    };
-    rep.summary = Some(reconcile::summary(spec, &rec));
-    rep.causes = causes(spec, policy, &rec);
-    rep.unjournaled = unjournaled(spec, target, &rec)?;
-    if rec.clean() && rep.breach.is_none() && rep.foreign_keys.is_empty() {
-        rep.verdict = Verdict::Pass;
+impl Applying<'_> {
+    /// The closing checks once every entry is applied: one read of the
+    /// target serves both the rollback reconciliation and the final check
+    /// of a fence of format 1 or 2; a later fence is checked by reading the
+    /// tables as they are, so the reconcile need not hash every target row
+    /// for it. The verdict: a pass when the source reconciles clean, with
+    /// no breach and no row left without its parent; under
+    /// `--accept-findings`, differences and such rows are listed as
+    /// accepted instead (never a breach or a conflict).
+    fn close(&mut self, source: &mut Db) -> Result<()> {
+        let (spec, target, max_diffs) = (self.spec, &mut *self.target, self.max_diffs);
+        let watch = self.watch.as_deref();
+        // A rehearsal has no fence to check.
+        let mut rec = match watch.map(|w| w.fence().format) {
+            Some(f) if f < 3 => reconcile::reconcile_digesting(spec, source, target, max_diffs)?,
+            _ => reconcile::reconcile(spec, source, target, max_diffs)?,
+        };
+        let rep = &mut *self.rep;
+        rep.breach = match watch {
+            Some(w) => w.verify(target, spec, std::mem::take(&mut rec.target_digests))?,
+            None => None,
+        };
+        rep.summary = Some(reconcile::summary(spec, &rec));
+        rep.causes = causes(spec, self.policy, &rec);
+        rep.unjournaled = unjournaled(spec, target, &rec)?;
+        // Differences with the target drifted behind the journal (a
+        // TRUNCATE, a rebuilt table, triggers gone): named as their cause.
+        if !rec.clean() {
+            rep.drift = crate::journal::drift::drift(spec, target)?;
+        }
+        let findings = !rec.clean() || !rep.foreign_keys.is_empty();
+        match judged(findings, rep.breach.is_some(), self.accept_findings) {
+            Judged::Pass => rep.verdict = Verdict::Pass,
+            Judged::Accepted => {
+                rep.verdict = Verdict::Pass;
+                rep.accepted = accepted(spec, &rec, &rep.foreign_keys);
+            }
+            Judged::Fail => rep.verdict = Verdict::Fail,
+        }
+        rep.reconciliation = Some(rec);
+        Ok(())
     }
-    rep.reconciliation = Some(rec);
-    Ok(())
+}
+
+/// How a replay that applied every entry is judged.
+#[derive(Debug, PartialEq, Eq)]
+enum Judged {
+    /// Reconciled clean, no breach, no row left without its parent.
+    Pass,
+    /// Findings (closing differences, rows without their parent), accepted
+    /// under `--accept-findings`.
+    Accepted,
+    Fail,
+}
+
+/// The verdict of a replay that applied every entry: `findings` are
+/// closing differences or rows left without their parent, which only
+/// `--accept-findings` lets through; a breach is never accepted.
+fn judged(findings: bool, breach: bool, accept_findings: bool) -> Judged {
+    match (breach, findings, accept_findings) {
+        (true, _, _) => Judged::Fail,
+        (false, false, _) => Judged::Pass,
+        (false, true, true) => Judged::Accepted,
+        (false, true, false) => Judged::Fail,
+    }
+}
+
+/// The findings a replay under `--accept-findings` went past, each in one
+/// line: every closing difference kept (up to `--max-diffs`) and how many
+/// there were, and every row left without its parent.
+fn accepted(spec: &Spec, rec: &reconcile::Reconciliation, orphans: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    if !rec.clean() {
+        out.push(format!(
+            "the source does not reconcile with the target: {}",
+            reconcile::summary(spec, rec)
+        ));
+    }
+    for d in &rec.diffs {
+        let what = match d.kind {
+            DiffKind::Changed => "differs",
+            DiffKind::Missing => "is in the source only",
+            DiffKind::Extra => "is in the target only",
+            DiffKind::Invalid => "cannot be carried across",
+            DiffKind::NonCanonical => "is not in the form the replay writes",
+        };
+        let column = d.column.as_ref().map(|c| format!(", column '{c}'"));
+        out.push(format!(
+            "table '{}', key {}{}: {what}",
+            d.table,
+            d.key,
+            column.unwrap_or_default()
+        ));
+    }
+    out.extend(orphans.iter().map(|o| format!("foreign key: {o}")));
+    out
 }
 
 /// The dry run's report, its replay rolled back.
@@ -377,6 +438,7 @@ pub(super) fn dry_run_report(
             breach: rep.breach,
             foreign_keys: rep.foreign_keys,
             reconciliation: rep.reconciliation,
+            drift: rep.drift,
         }),
         rehearsal: None,
         source: source.location().to_string(),
@@ -396,6 +458,27 @@ pub(super) fn record(source: &Db, journal: &JournalId, rep: &ReplayReport) -> Re
             breach: rep.breach.as_deref(),
             foreign_keys: &rep.foreign_keys,
             summary: rep.summary.as_deref(),
+            accepted: &rep.accepted,
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Judged, judged};
+
+    #[test]
+    fn a_replay_passes_only_clean_or_with_findings_accepted() {
+        assert_eq!(judged(false, false, false), Judged::Pass);
+        assert_eq!(judged(false, false, true), Judged::Pass);
+        assert_eq!(judged(true, false, false), Judged::Fail);
+        assert_eq!(judged(true, false, true), Judged::Accepted);
+    }
+
+    #[test]
+    fn a_breach_is_never_accepted() {
+        for (findings, accept) in [(false, false), (false, true), (true, false), (true, true)] {
+            assert_eq!(judged(findings, true, accept), Judged::Fail);
+        }
+    }
 }

@@ -105,6 +105,24 @@ pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<ApplyReport> {
         }
     };
     let engine = Engine::new(&spec.tables, db, into);
+    // Into the source, the rollback: all or nothing, as `cutover replay`
+    // (docs/journal.md, "All or nothing"), every delivery a savepoint of one
+    // transaction committed only when all of them applied.
+    let whole = into == Side::Source;
+    let sequences = match whole {
+        true => Some(crate::apply::Sequences::mark(
+            db.catalogue(),
+            &spec.tables,
+            into,
+        )?),
+        false => None,
+    };
+    if whole {
+        if !db.engine().capabilities.transactional_ddl {
+            db.receipts().ensure()?;
+        }
+        engine.hold()?;
+    }
     let mut pending: Vec<Line> = Vec::new();
     let mut idx = 0usize;
     let mut stopped = false;
@@ -113,7 +131,7 @@ pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<ApplyReport> {
         idx += 1;
         deliver(&engine, path, info, lines, rep)
     };
-    read_lines(path, spec, |l| {
+    let read = read_lines(path, spec, |l| {
         let l = l.map_err(|r| {
             anyhow::anyhow!(
                 "feed {} changed while it was being applied: {r}",
@@ -128,10 +146,33 @@ pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<ApplyReport> {
         }
         pending.push(l);
         Ok(true)
-    })?;
-    if !stopped && !pending.is_empty() && !apply_delivery(&mut pending, &mut rep)? {
-        stopped = true;
+    })
+    .and_then(|()| {
+        if !stopped && !pending.is_empty() && !apply_delivery(&mut pending, &mut rep)? {
+            stopped = true;
+        }
+        Ok(())
+    });
+    if let Some(sequences) = sequences {
+        if read.is_ok() && !stopped {
+            engine.commit_held()?;
+            crate::replay::carry_sequences(spec, db, target.catalogue())?;
+        } else {
+            engine.rollback_held();
+            sequences.restore(db.catalogue())?;
+            for d in rep
+                .deliveries
+                .iter_mut()
+                .filter(|d| d.status == BatchStatus::Applied)
+            {
+                d.status = BatchStatus::RolledBack;
+                d.reason = Some(
+                    "rolled back with the rejected delivery: into the source, a feed applies whole or not at all".into(),
+                );
+            }
+        }
     }
+    read?;
     for info in infos.iter().skip(rep.deliveries.len()) {
         rep.deliveries.push(DeliveryReport::of(
             info,

@@ -10,14 +10,36 @@ mod render;
 pub use crate::replay::{Mode, Replay, ReplayReport};
 pub use render::render;
 
-/// Runs the replay in `mode`, to its report.
-/// The pace it measured is kept beside the spec for `watch` and `status`.
-pub fn run(spec: &Spec, batch: usize, mode: Mode, max_diffs: usize) -> Result<Replay> {
+/// What `cutover replay` is asked.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    pub mode: Mode,
+    pub batch: usize,
+    pub max_diffs: usize,
+    pub accept_findings: bool,
+}
+
+impl Options {
+    /// The replay itself, as the drill runs it.
+    pub fn replay(mode: Mode) -> Options {
+        Options {
+            mode,
+            batch: 1000,
+            max_diffs: 20,
+            accept_findings: false,
+        }
+    }
+}
+
+/// Runs the replay as `opts` say, to its report. The pace it measured is
+/// kept beside the spec for `watch` and `status`.
+pub fn run(spec: &Spec, opts: Options) -> Result<Replay> {
     let ran = crate::replay::Replayer {
         spec,
-        mode,
-        batch,
-        max_diffs,
+        mode: opts.mode,
+        batch: opts.batch,
+        max_diffs: opts.max_diffs,
+        accept_findings: opts.accept_findings,
     }
     .run()?;
     if let Some(pace) = &ran.pace {

@@ -41,6 +41,9 @@ fn render_dry_run(spec: &Spec, dry: &DryRunReport) -> String {
         text.push_str(&report::reconciliation(rec));
         text.push('\n');
     }
+    for d in &rep.drift {
+        text.push_str(&format!("drift: {d}\n"));
+    }
     if let Some(r) = &dry.rehearsal {
         text.push_str(&rehearsal_lines(r, conflicts.len(), would_pass));
         return text;
@@ -59,6 +62,10 @@ fn render_dry_run(spec: &Spec, dry: &DryRunReport) -> String {
     text
 }
 
+/// What a replay that did not reconcile left: nothing (docs/journal.md,
+/// "The replay").
+const NOTHING_WRITTEN: &str = "the replay was rolled back whole: nothing of it was written, and the source's id sequences and counters are as before";
+
 fn render_replay(spec: &Spec, rep: &ReplayReport) -> String {
     let holds = rep.verdict.holds();
     let mut text = report::pairs(&[
@@ -69,12 +76,18 @@ fn render_replay(spec: &Spec, rep: &ReplayReport) -> String {
         ("already_in_place", rep.already_in_place.to_string()),
         ("gaps", rep.gaps.to_string()),
     ]);
+    if rep.rolled_back > 0 {
+        text.push_str(&report::pairs(&[(
+            "rolled_back",
+            format!(
+                "{} (applied, then undone with the whole replay)",
+                rep.rolled_back
+            ),
+        )]));
+    }
     if let Some(c) = &rep.conflict {
         text.push_str(&conflict_text(spec, c));
-        text.push_str(&format!(
-            "\nthe batch was rolled back; entries before it stay applied. {}\n",
-            cause(c)
-        ));
+        text.push_str(&format!("\n{NOTHING_WRITTEN}. {}\n", cause(c)));
     }
     for c in &rep.refused {
         text.push_str(&conflict_text(spec, c));
@@ -87,9 +100,7 @@ fn render_replay(spec: &Spec, rep: &ReplayReport) -> String {
         ));
     }
     if let Some(b) = &rep.breach {
-        text.push_str(&format!(
-            "\n{b}\nreplay stopped; batches already committed stay applied\n"
-        ));
+        text.push_str(&format!("\n{b}\nreplay stopped; {NOTHING_WRITTEN}\n"));
     }
     if !rep.foreign_keys.is_empty() {
         text.push_str(&format!(
@@ -99,7 +110,10 @@ fn render_replay(spec: &Spec, rep: &ReplayReport) -> String {
         for v in &rep.foreign_keys {
             text.push_str(&format!("  {v}\n"));
         }
-        text.push_str("every journal entry is applied; restore the missing parents (or settle the children) by hand in the source, then run `cutover gate` again\n");
+        text.push_str(match rep.accepted.is_empty() {
+            true => "the replay was rolled back whole, nothing of it written. Restore the missing parents (or settle the children) by hand in the source, then run `cutover replay` again; or, to replay and leave them so, `cutover replay --accept-findings`, which records them as accepted\n",
+            false => "accepted (--accept-findings): the replay is committed with these rows as they are, and the verdict lists them\n",
+        });
     }
     if let Some(rec) = &rep.reconciliation {
         text.push_str("\nrollback reconciliation (source against target)\n");
@@ -114,16 +128,28 @@ fn render_replay(spec: &Spec, rep: &ReplayReport) -> String {
         for u in &rep.unjournaled {
             text.push_str(&format!("not journaled: {u}\n"));
         }
-        text.push_str(&if holds {
+        for d in &rep.drift {
+            text.push_str(&format!("drift: {d}\n"));
+        }
+        for a in &rep.accepted {
+            text.push_str(&format!("accepted: {a}\n"));
+        }
+        text.push_str(&if holds && !rep.accepted.is_empty() {
+            format!(
+                "replay: done, {} ({}); the source holds the target's data but for the findings above, recorded as accepted. Switch the application back to the source only if they are what you mean to keep, and keep the fence on\n",
+                crate::fence::ACCEPTED,
+                rep.accepted.len()
+            )
+        } else if holds {
             "replay: done; the source holds exactly the target's data. Switch the application back to the source and keep the fence on\n".to_string()
         } else if !rep.unjournaled.is_empty() {
-            "replay: FAIL; every entry is applied, but the source does not reconcile with the target: values the journal never saw (above). Copy them into the source, then run `cutover replay` again; do not switch back yet\n".to_string()
+            format!("replay: FAIL; the source would not reconcile with the target: values the journal never saw (above). {NOTHING_WRITTEN}. Copy them into the source, then run `cutover replay` again; do not switch back yet\n")
         } else if !rep.causes.is_empty() {
-            "replay: FAIL; the source does not reconcile with the target after the replay: the causes above changed what replay wrote. Give them a replay_policy in the spec (suppress), correct the rows by hand, then run `cutover replay` again; do not switch back yet\n".to_string()
+            format!("replay: FAIL; the source would not reconcile with the target: the causes above changed what replay wrote. {NOTHING_WRITTEN}. Give them a replay_policy in the spec (suppress) where the engine allows it, then run `cutover replay` again; do not switch back yet\n")
         } else if rec.clean() {
-            "replay: FAIL; see above; do not switch back yet\n".to_string()
+            format!("replay: FAIL; see above. {NOTHING_WRITTEN}; do not switch back yet\n")
         } else {
-            "replay: FAIL; the source does not reconcile with the target after the replay, and no trigger or rule of the source that fired sets a differing column: the journal did not see a write (one made with the journal's triggers off, or before `journal install`), or the source was written during the replay. Find the rows above in both databases; do not switch back yet\n".to_string()
+            format!("replay: FAIL; the source would not reconcile with the target, and no trigger or rule of the source that fired sets a differing column: the journal did not see a write (one made with the journal's triggers off, or before `journal install`), the target lost rows behind the journal (a TRUNCATE, a rebuilt table), or the source was written during the replay. {NOTHING_WRITTEN}. Find the rows above in both databases; do not switch back yet; to replay and keep the differences, `cutover replay --accept-findings`\n")
         });
     }
     text

@@ -145,7 +145,7 @@ pub(super) fn fenced(
                 v.at, v.detail, f.boundary
             ),
             format!(
-                "do not switch the application back yet; keep the fence on. Fix what the replay's report names in the source (cutover replay --dry-run {spec_arg} lists what is left), then {record_copy}cutover replay {spec_arg}: a run that reconciles clean records the pass, even when it applies nothing"
+                "do not switch the application back yet; keep the fence on. The failed replay wrote nothing: fix what its report names in the source (cutover replay --dry-run {spec_arg} lists it), then {record_copy}cutover replay {spec_arg}; the verdict stays FAILED until a replay reconciles"
             ),
             n,
         )
@@ -153,8 +153,13 @@ pub(super) fn fenced(
         (
             Stage::RolledBack,
             format!(
-                "rolled back (fenced at boundary {}, replayed {replayed} of {n})",
-                f.boundary
+                "rolled back (fenced at boundary {}, replayed {replayed} of {n}){}",
+                f.boundary,
+                verdict
+                    .as_ref()
+                    .filter(|v| !v.detail.is_empty())
+                    .map(|v| format!("; {}", v.detail))
+                    .unwrap_or_default()
             ),
             format!(
                 "switch the application back to the source; keep the fence on. Confirm with `cutover gate`{}",

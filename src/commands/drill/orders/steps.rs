@@ -253,7 +253,7 @@ fn fence_up(d: &mut Drill, last: Step, last_seq: i64) -> Part {
 fn roll_back(d: &mut Drill) -> Result<bool> {
     let c = format!("{} --dry-run", sh("replay"));
     let Some(o) = d.run("plan", &c, |s| {
-        replay::run(s, 1000, replay::Mode::DryRun, 20)
+        replay::run(s, replay::Options::replay(replay::Mode::DryRun))
     })?
     else {
         return Ok(false);
@@ -341,7 +341,7 @@ fn roll_back(d: &mut Drill) -> Result<bool> {
 /// `cutover replay`, which reports as the replay it is (a dry run is the
 /// other kind).
 fn replay_now(spec: &Spec) -> Result<crate::commands::replay::ReplayReport> {
-    match replay::run(spec, 1000, replay::Mode::Replay, 20)? {
+    match replay::run(spec, replay::Options::replay(replay::Mode::Replay))? {
         Replay::Ran(r) => Ok(*r),
         Replay::DryRun(_) => anyhow::bail!("a replay reported as a dry run"),
     }

@@ -1,0 +1,725 @@
+//! A replay that will not reconcile writes nothing: on every exit of
+//! `cutover replay` other than 0 (and on every `replay --dry-run`), the
+//! source's user tables, its id sequences (PostgreSQL), its
+//! `AUTO_INCREMENT` counters (MySQL) and `_cutover_applied` are exactly as
+//! they were before the replay started, and `_cutover_replays` holds at
+//! most one new row, the failed verdict (docs/journal.md, "The replay").
+//!
+//! Each case is one users met: a swap of a UNIQUE value through a
+//! temporary one, a source trigger that counts writes, a value the source
+//! column rounds, a `TRUNCATE` on a MySQL target, rows left without their
+//! parent in a table outside the spec, a damaged SQLite source, a replay
+//! crashed before its commit. The application writes through its engine's
+//! own client (Python's `sqlite3`, `psql` as a role with ordinary grants,
+//! `mariadb` as a user with ordinary grants), after `journal install` as
+//! RUNBOOK.md, B1 says; the oracle is the source read by the test's own
+//! connection before the replay, or the target's rows turned back into
+//! source form by the test.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::ops::Deref;
+use std::process::{Command, Stdio};
+
+use rusqlite::types::Value;
+use support::{Dir, FAULT_EXIT, Layout, Output, Rows, Spec, Table, each_layout, python};
+
+// --- the source's state, read by the test -----------------------------------------------
+
+/// What a replay that writes nothing leaves exactly as it was: every table
+/// of the source not named `_cutover_*` (SQLite's `sqlite_sequence` among
+/// them) in key order, `_cutover_applied`, and the id counters the engine
+/// keeps outside the tables (each sequence's `last_value` and `is_called`
+/// on PostgreSQL, each table's `AUTO_INCREMENT` on MySQL).
+#[derive(Clone, Debug, PartialEq)]
+struct SourceState {
+    tables: BTreeMap<String, Rows>,
+    counters: Rows,
+}
+
+fn source_state(d: &Dir) -> SourceState {
+    source_state_but(d, &[])
+}
+
+/// [`source_state`] without the tables named in `skip` (a damaged one).
+fn source_state_but(d: &Dir, skip: &[&str]) -> SourceState {
+    let db = "source.db";
+    let mut tables = BTreeMap::new();
+    for t in d.engine().tables(db) {
+        if (t.starts_with("_cutover_") && t != "_cutover_applied") || skip.contains(&t.as_str()) {
+            continue;
+        }
+        let rows = d.dump(db, &t);
+        tables.insert(t, rows);
+    }
+    // An applied set made empty holds what an absent one holds: nothing.
+    tables.entry("_cutover_applied".into()).or_default();
+    let counters = match d.engine_of(db) {
+        "postgres" => {
+            let mut out = Vec::new();
+            for r in d.query(
+                db,
+                "SELECT sequencename::text FROM pg_sequences
+                 WHERE schemaname = current_schema() ORDER BY 1",
+            ) {
+                let Value::Text(name) = &r[0] else {
+                    panic!("a sequence name read as {r:?}")
+                };
+                out.extend(d.query(
+                    db,
+                    &format!("SELECT '{name}', last_value, is_called FROM \"{name}\""),
+                ));
+            }
+            out
+        }
+        "mysql" => d.query(
+            db,
+            "SELECT TABLE_NAME, AUTO_INCREMENT FROM information_schema.TABLES
+             WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME NOT LIKE '\\_cutover\\_%'
+             ORDER BY TABLE_NAME",
+        ),
+        _ => Vec::new(),
+    };
+    SourceState { tables, counters }
+}
+
+/// The verdicts the source records (`_cutover_replays`; 0 before the
+/// first).
+fn verdicts(d: &Dir) -> i64 {
+    d.count("source.db", "_cutover_replays")
+}
+
+/// The source as a replay found it.
+struct Before {
+    state: SourceState,
+    verdicts: i64,
+}
+
+fn before(d: &Dir) -> Before {
+    Before {
+        state: source_state(d),
+        verdicts: verdicts(d),
+    }
+}
+
+/// Names every table and counter of `after` that differs from `before`.
+fn differences(before: &SourceState, after: &SourceState) -> Vec<String> {
+    let mut out = Vec::new();
+    let names: std::collections::BTreeSet<&String> =
+        before.tables.keys().chain(after.tables.keys()).collect();
+    for n in names {
+        let (b, a) = (before.tables.get(n), after.tables.get(n));
+        if b != a {
+            // Each side's row count and the first rows the other side lacks.
+            let shown = |rows: Option<&Rows>, other: Option<&Rows>| match rows {
+                None => "(no table)".to_string(),
+                Some(r) => {
+                    let only_here: Vec<&Vec<Value>> = r
+                        .iter()
+                        .filter(|row| !other.is_some_and(|o| o.contains(row)))
+                        .take(5)
+                        .collect();
+                    format!("{} rows, among them {only_here:?}", r.len())
+                }
+            };
+            out.push(format!("table {n}: {} became {}", shown(b, a), shown(a, b)));
+        }
+    }
+    if before.counters != after.counters {
+        out.push(format!(
+            "id counters {:?} became {:?}",
+            before.counters, after.counters
+        ));
+    }
+    out
+}
+
+/// Panics unless the source is as `before` found it and holds at most one
+/// verdict more.
+#[track_caller]
+fn assert_wrote_nothing(d: &Dir, before: &Before, what: &str) {
+    let after = source_state(d);
+    let changed = differences(&before.state, &after);
+    assert!(
+        changed.is_empty(),
+        "{what}: the source was to be left exactly as it was, but\n{}",
+        changed.join("\n")
+    );
+    let v = verdicts(d);
+    assert!(
+        v <= before.verdicts + 1,
+        "{what}: _cutover_replays went from {} to {v} rows",
+        before.verdicts
+    );
+}
+
+/// `cutover ARGS` in the folder, which must exit with `code`; what it printed.
+#[track_caller]
+fn run(d: &Dir, args: &[&str], code: i32) -> Output {
+    let mut c = d.cutover(args);
+    c.env("CUTOVER_BUSY_TIMEOUT_MS", "10000")
+        .env("CUTOVER_LOCK_TIMEOUT_MS", "10000");
+    c.expect(code)
+}
+
+/// The same with `--format json`: its one document.
+#[track_caller]
+fn json(d: &Dir, args: &[&str], code: i32) -> serde_json::Value {
+    let mut c = d.cutover_json(args);
+    c.env("CUTOVER_BUSY_TIMEOUT_MS", "10000")
+        .env("CUTOVER_LOCK_TIMEOUT_MS", "10000");
+    c.expect(code).json()
+}
+
+/// `replay ARGS`, which must exit with `code`, then the source checked
+/// unchanged.
+#[track_caller]
+fn replay_writes_nothing(d: &Dir, args: &[&str], code: i32, what: &str) -> Output {
+    let b = before(d);
+    let mut all = vec!["replay"];
+    all.extend_from_slice(args);
+    let out = run(d, &all, code);
+    assert_wrote_nothing(d, &b, &format!("{what} ({})", out.command));
+    out
+}
+
+// --- the application ----------------------------------------------------------------
+
+/// A migration's folder, and on a PostgreSQL target the application's role
+/// (ordinary grants on the target's tables), dropped after the folder's
+/// database.
+struct Case {
+    d: Dir,
+    role: Option<PgRole>,
+}
+
+impl Deref for Case {
+    type Target = Dir;
+
+    fn deref(&self) -> &Dir {
+        &self.d
+    }
+}
+
+/// A PostgreSQL role of the test's, dropped once its database is gone.
+struct PgRole {
+    name: String,
+    /// The target database's URL as this role, without a schema.
+    url: String,
+}
+
+impl Drop for PgRole {
+    fn drop(&mut self) {
+        if let Ok(server) = support::postgres::server()
+            && let Ok(mut c) = support::postgres::Client::connect(server.admin_url())
+        {
+            let _ = c.batch_execute(&format!("DROP ROLE IF EXISTS {}", self.name));
+        }
+    }
+}
+
+impl Case {
+    /// `spec`, the source and the target made from their scripts in
+    /// `layout`; on a PostgreSQL target, the application's role granted
+    /// `SELECT, INSERT, UPDATE, DELETE` on the target's tables and the use
+    /// of its sequences, nothing more.
+    fn new(layout: Layout, name: &str, spec: &Spec, source: &str, target: &str) -> Case {
+        let d = Dir::with_on(layout, name, spec, source, target);
+        let role = (d.engine_of("target.db") == "postgres").then(|| {
+            let url = d.engine().url("target.db");
+            let (base, _) = url.split_once('?').expect("a URL with a schema");
+            let (scheme, rest) = base.split_once("://").expect("a URL");
+            let (_, at) = rest.split_once('@').expect("a URL with a user");
+            let database = at.rsplit('/').next().expect("a database");
+            let role = format!("app_{}", database.trim_start_matches("cutover_t_"));
+            d.exec(
+                "target.db",
+                &format!(
+                    "CREATE ROLE {role} LOGIN; GRANT USAGE ON SCHEMA target TO {role};
+                     GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA target TO {role};
+                     GRANT USAGE ON ALL SEQUENCES IN SCHEMA target TO {role};"
+                ),
+            );
+            PgRole {
+                url: format!("{scheme}://{role}@{at}"),
+                name: role,
+            }
+        });
+        Case { d, role }
+    }
+
+    /// `load`, then `journal install` (RUNBOOK.md, A2 and B1).
+    fn switched(self) -> Case {
+        run(&self, &["load"], 0);
+        run(&self, &["journal", "install"], 0);
+        self
+    }
+
+    /// Runs `sql` on the target as the application: Python's `sqlite3`,
+    /// `psql` as the application's role, `mariadb` as the application's
+    /// user (the harness's).
+    #[track_caller]
+    fn application(&self, sql: &str) {
+        match &self.role {
+            None => self.d.client("target.db", sql),
+            Some(role) => {
+                let mut child = Command::new("psql")
+                    .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", &role.url])
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .expect("starting psql");
+                child
+                    .stdin
+                    .take()
+                    .expect("psql's stdin")
+                    .write_all(format!("SET search_path = target;\n{sql}\n").as_bytes())
+                    .expect("writing to psql");
+                let out = child.wait_with_output().expect("running psql");
+                assert!(
+                    out.status.success(),
+                    "the application's psql as {} failed: {}{}\n{sql}",
+                    role.name,
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+    }
+
+    /// `fence on` (RUNBOOK.md, C1).
+    fn fenced(&self) {
+        run(self, &["fence", "on"], 0);
+    }
+}
+
+/// The entries the target's journal holds, as `journal status` counts them.
+fn journal_entries(d: &Dir) -> i64 {
+    json(d, &["journal", "status"], 0)["entries"]
+        .as_i64()
+        .expect("journal status gives its entries")
+}
+
+/// `(a), (b), …` of `rows`.
+fn values(rows: impl Iterator<Item = String>) -> String {
+    rows.collect::<Vec<_>>().join(", ")
+}
+
+fn int(v: &Value) -> i64 {
+    match v {
+        Value::Integer(i) => *i,
+        Value::Text(t) => t
+            .parse()
+            .unwrap_or_else(|_| panic!("{t:?} is not an integer")),
+        other => panic!("{other:?} is not an integer"),
+    }
+}
+
+// --- 1. a swap through a temporary value ----------------------------------------------
+
+/// How many ordinary entries come before the swap, and after it.
+const BEFORE_SWAP: i64 = 2_020;
+const AFTER_SWAP: i64 = 20;
+
+/// `customers(id, email UNIQUE, n)` on both sides, `BEFORE_SWAP +
+/// AFTER_SWAP + 2` rows (1 holds `a@x`, 2 holds `b@x`); loaded and
+/// journaled; the application bumps `n` of every other row, then in one
+/// transaction swaps the two addresses through `tmp`, then bumps a few more;
+/// fenced. The swap's three entries lie inside one batch of 50, far past
+/// the first.
+fn swapped(layout: Layout, name: &str) -> Case {
+    let ddl = "CREATE TABLE customers (id INTEGER PRIMARY KEY, email TEXT NOT NULL UNIQUE, n INTEGER NOT NULL);";
+    let total = BEFORE_SWAP + AFTER_SWAP + 2;
+    let rows = format!(
+        "INSERT INTO customers (id, email, n) VALUES (1, 'a@x', 0), (2, 'b@x', 0), {};",
+        values((3..=total).map(|i| format!("({i}, 'u{i}@x', 0)")))
+    );
+    let c = Case::new(
+        layout,
+        name,
+        &Spec::new().table(Table::new("customers").key(["id"]).copy("email").copy("n")),
+        &format!("{ddl}\n{rows}"),
+        ddl,
+    )
+    .switched();
+    c.application(&format!(
+        "UPDATE customers SET n = n + 1 WHERE id > 2 AND id <= {};",
+        BEFORE_SWAP + 2
+    ));
+    c.application(
+        "BEGIN;
+         UPDATE customers SET email = 'tmp' WHERE id = 1;
+         UPDATE customers SET email = 'a@x' WHERE id = 2;
+         UPDATE customers SET email = 'b@x' WHERE id = 1;
+         COMMIT;",
+    );
+    c.application(&format!(
+        "UPDATE customers SET n = n + 1 WHERE id > {};",
+        BEFORE_SWAP + 2
+    ));
+    c.fenced();
+    c
+}
+
+/// The swap's entries, replayed one batch's net effect at a time, meet the
+/// source's UNIQUE constraint: the dry run says so (exit 1) and the replay
+/// stops (exit 1), and neither leaves a row, a counter or an applied run
+/// of the batches before it in the source. (Replaying in journal order,
+/// entry by entry, will make this case reconcile, exit 0; until then exit
+/// 1 with the source untouched is the contract.)
+fn a_swap_through_a_temporary_value_that_stops_the_replay_writes_nothing(layout: Layout) {
+    let c = swapped(layout, "swap");
+    let total = BEFORE_SWAP + AFTER_SWAP + 3;
+    assert_eq!(journal_entries(&c), total, "the journal holds every entry");
+    replay_writes_nothing(&c, &["--dry-run", "--batch", "50"], 1, "the dry run");
+    replay_writes_nothing(&c, &["--batch", "50"], 1, "the replay");
+    // A rerun with nothing fixed fails the same way.
+    replay_writes_nothing(&c, &["--batch", "50"], 1, "the replay run again");
+    assert_eq!(
+        c.applied_entries("source.db"),
+        0,
+        "entries recorded as applied"
+    );
+}
+each_layout!(a_swap_through_a_temporary_value_that_stops_the_replay_writes_nothing: [pg_to_pg, sqlite, my_to_my]);
+
+// --- 2. a source trigger that counts writes ---------------------------------------------
+
+/// A SQLite source whose `orders` counts its updates in `rev`, a column the
+/// spec carries; the application inserts 30 orders, then updates order 101
+/// twice. Replay's first update of 101 fires the trigger (SQLite cannot
+/// switch one off), so the second finds `rev` moved: exit 1, and the
+/// batches of inserts before it are not left in the source.
+fn a_source_trigger_that_counts_writes_makes_a_replay_that_writes_nothing(layout: Layout) {
+    let c = Case::new(
+        layout,
+        "trigger-rev",
+        &Spec::new().table(Table::orders().copy("rev")),
+        "CREATE TABLE orders (id INTEGER PRIMARY KEY, dollars TEXT NOT NULL, status TEXT NOT NULL, rev INTEGER NOT NULL);
+         INSERT INTO orders VALUES (101, '12.50', 'A', 0), (102, '7.50', 'C', 0), (103, '20.00', 'A', 0);
+         CREATE TRIGGER orders_rev AFTER UPDATE ON orders BEGIN
+             UPDATE orders SET rev = OLD.rev + 1 WHERE id = NEW.id;
+         END;",
+        "CREATE TABLE orders (id INTEGER PRIMARY KEY, cents INTEGER NOT NULL, status TEXT NOT NULL, rev INTEGER NOT NULL);",
+    )
+    .switched();
+    c.application(&format!(
+        "INSERT INTO orders (id, cents, status, rev) VALUES {};",
+        values((200..230).map(|i| format!("({i}, {i}, 'active', 0)")))
+    ));
+    c.application("UPDATE orders SET cents = 1300 WHERE id = 101;");
+    c.application("UPDATE orders SET cents = 1400 WHERE id = 101;");
+    c.fenced();
+    replay_writes_nothing(&c, &["--dry-run", "--batch", "10"], 1, "the dry run");
+    replay_writes_nothing(&c, &["--batch", "10"], 1, "the replay");
+    assert_eq!(c.count("source.db", "orders"), 3, "orders in the source");
+}
+each_layout!(a_source_trigger_that_counts_writes_makes_a_replay_that_writes_nothing: [sqlite, sqlite_to_pg, sqlite_to_my]);
+
+// --- 3. a value the source column rounds ------------------------------------------------
+
+/// A PostgreSQL source whose `events.at` is `timestamp(0)` and whose id is
+/// a sequence; the target keeps fractions of a second. The application
+/// inserts 30 events at whole seconds (their ids from the target's
+/// counter), then one at `23:59:59.7`, which the source would round to the
+/// next day. Exit 1; no event, no sequence step, no applied run is left.
+fn a_value_the_source_column_rounds_makes_a_replay_that_writes_nothing(layout: Layout) {
+    let target = match layout.sides().1 {
+        support::layout::On::Pg => {
+            "CREATE TABLE events (id bigint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY, at timestamp NOT NULL, note text NOT NULL);"
+        }
+        support::layout::On::My => {
+            "CREATE TABLE events (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, at DATETIME(6) NOT NULL, note VARCHAR(50) NOT NULL);"
+        }
+        support::layout::On::Sqlite => panic!("a layout with a SQLite target"),
+    };
+    let c = Case::new(
+        layout,
+        "rounds",
+        &Spec::new().table(Table::new("events").key(["id"]).copy("at").copy("note")),
+        "CREATE TABLE events (id bigserial PRIMARY KEY, at timestamp(0) NOT NULL, note text NOT NULL);
+         INSERT INTO events (at, note) VALUES ('2025-01-01 10:00:00', 'one'), ('2025-01-02 10:00:00', 'two');",
+        target,
+    )
+    .switched();
+    c.application(&format!(
+        "INSERT INTO events (at, note) VALUES {};",
+        values((0..30).map(|i| format!("('2025-06-01 10:00:{i:02}', 'whole {i}')")))
+    ));
+    c.application("INSERT INTO events (at, note) VALUES ('2025-12-31 23:59:59.7', 'fraction');");
+    c.fenced();
+    let b = before(&c);
+    assert!(
+        !b.state.counters.is_empty(),
+        "the source's sequence is read"
+    );
+    replay_writes_nothing(&c, &["--dry-run", "--batch", "10"], 1, "the dry run");
+    replay_writes_nothing(&c, &["--batch", "10"], 1, "the replay");
+    assert_eq!(source_state(&c).counters, b.state.counters, "the sequences");
+}
+each_layout!(a_value_the_source_column_rounds_makes_a_replay_that_writes_nothing: [pg_to_pg, pg_to_my]);
+
+// --- 4. TRUNCATE on a MySQL target --------------------------------------------------------
+
+/// The running example on a MySQL target: the application writes (RUNBOOK's
+/// writes, then 40 more orders), then empties the table with `TRUNCATE`,
+/// which fires no trigger. The dry run says the replay would not reconcile
+/// (exit 1) and the replay fails (exit 1); neither leaves anything of the
+/// journaled writes in the source.
+fn a_truncate_on_a_mysql_target_makes_a_replay_that_writes_nothing(layout: Layout) {
+    let c = Case::new(
+        layout,
+        "truncate",
+        &Spec::orders(),
+        support::ORDERS_SOURCE,
+        support::ORDERS_TARGET,
+    )
+    .switched();
+    c.application(support::ORDERS_APP_WRITES);
+    c.application(&format!(
+        "INSERT INTO orders (id, cents, status) VALUES {};",
+        values((200..240).map(|i| format!("({i}, {i}, 'active')")))
+    ));
+    c.application("TRUNCATE TABLE orders;");
+    let fence = run(&c, &["fence", "on"], 0);
+    assert!(
+        fence.all().contains("TRUNCATE"),
+        "fence on says nothing of the TRUNCATE\n{fence}"
+    );
+    replay_writes_nothing(&c, &["--dry-run", "--batch", "10"], 1, "the dry run");
+    replay_writes_nothing(&c, &["--batch", "10"], 1, "the replay");
+    assert_eq!(c.count("source.db", "orders"), 3, "orders in the source");
+}
+each_layout!(a_truncate_on_a_mysql_target_makes_a_replay_that_writes_nothing: [sqlite_to_my, pg_to_my, my_to_my]);
+
+// --- 5. rows left without their parent ------------------------------------------------
+
+/// `orders(id, amount, status)` in the spec, `notes(id, order_id → orders)`
+/// in the source only; order 102 has a note. The application inserts 30
+/// orders, deletes 102 and updates 101. Replay's delete of 102 leaves note
+/// 1 without its parent: exit 1, nothing written, and so again on a rerun
+/// with nothing fixed; `status` says the replay FAILED (exit 1) and `fence
+/// off` refuses (exit 2). `replay --accept-findings` then commits past the
+/// orphan (exit 0), `status` passes and names the accepted finding, and the
+/// source holds the target's orders, the note still there.
+fn rows_left_without_their_parent_fail_every_replay_until_accepted(layout: Layout) {
+    let ddl_orders = "CREATE TABLE orders (id INTEGER PRIMARY KEY, amount INTEGER NOT NULL, status TEXT NOT NULL);";
+    let c = Case::new(
+        layout,
+        "orphans",
+        &Spec::new().table(Table::new("orders").key(["id"]).copy("amount").copy("status")),
+        &format!(
+            "{ddl_orders}
+             CREATE TABLE notes (id INTEGER PRIMARY KEY, order_id INTEGER NOT NULL, body TEXT NOT NULL,
+                                 CONSTRAINT notes_order FOREIGN KEY (order_id) REFERENCES orders (id));
+             INSERT INTO orders VALUES (101, 1250, 'A'), (102, 750, 'C'), (103, 2000, 'A');
+             INSERT INTO notes VALUES (1, 102, 'call first'), (2, 103, 'fragile');"
+        ),
+        ddl_orders,
+    )
+    .switched();
+    c.application(&format!(
+        "INSERT INTO orders (id, amount, status) VALUES {};",
+        values((200..230).map(|i| format!("({i}, {i}, 'A')")))
+    ));
+    c.application("DELETE FROM orders WHERE id = 102;");
+    c.application("UPDATE orders SET amount = 1400 WHERE id = 101;");
+    c.fenced();
+    let notes = c.dump("source.db", "notes");
+
+    let first = replay_writes_nothing(&c, &["--batch", "10"], 1, "the replay");
+    first.assert_mentions(&["FOREIGN KEYS", "notes"]);
+    let again = replay_writes_nothing(&c, &["--batch", "10"], 1, "the replay run again");
+    again.assert_mentions(&["FOREIGN KEYS", "notes"]);
+    let b = before(&c);
+    let status = run(&c, &["status"], 1);
+    assert!(status.all().contains("FAILED"), "{status}");
+    run(&c, &["fence", "off"], 2);
+    assert_wrote_nothing(&c, &b, "status and fence off");
+
+    let accepted = json(&c, &["replay", "--batch", "10", "--accept-findings"], 0);
+    let list = accepted["accepted"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no accepted findings listed: {accepted:#}"));
+    assert!(
+        list.iter().any(|f| f.to_string().contains("notes")),
+        "the accepted findings do not name notes: {accepted:#}"
+    );
+    let status = run(&c, &["status"], 0);
+    assert!(
+        status.all().to_lowercase().contains("accepted"),
+        "status does not mention the accepted finding\n{status}"
+    );
+    assert_eq!(
+        c.dump("source.db", "orders"),
+        c.dump("target.db", "orders"),
+        "the source's orders after the accepted replay"
+    );
+    assert_eq!(c.dump("source.db", "notes"), notes, "the notes");
+}
+each_layout!(rows_left_without_their_parent_fail_every_replay_until_accepted: [sqlite, pg_to_pg, my_to_my]);
+
+// --- 7. a damaged SQLite source ------------------------------------------------------------
+
+/// A SQLite source with `orders` and `items` in the spec; the application
+/// writes 40 orders, then updates an item. After `fence on`, a page of
+/// `items` in the source is overwritten. The replay exits 2 naming the
+/// damage; the orders, every other table and `_cutover_applied` are as
+/// they were.
+#[test]
+fn a_replay_into_a_damaged_sqlite_source_exits_2_and_writes_nothing() {
+    let c = Case::new(
+        Layout::Sqlite,
+        "damaged-source",
+        &Spec::orders().table(Table::new("items").key(["id"]).copy("name")),
+        &format!(
+            "{}
+             CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+             INSERT INTO items VALUES (1, 'bolt'), (2, 'nut'), (3, 'washer');",
+            support::ORDERS_SOURCE
+        ),
+        &format!(
+            "{}
+             CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL);",
+            support::ORDERS_TARGET
+        ),
+    )
+    .switched();
+    c.application(&format!(
+        "INSERT INTO orders (id, cents, status) VALUES {};",
+        values((200..240).map(|i| format!("({i}, {i}, 'active')")))
+    ));
+    c.application("UPDATE items SET name = 'hex nut' WHERE id = 2;");
+    c.fenced();
+    assert!(
+        !c.exists("source.db-wal"),
+        "the source is in WAL mode: its pages may not all be in source.db"
+    );
+    let b = source_state_but(&c, &["items"]);
+    let root = c.int(
+        "source.db",
+        "SELECT rootpage FROM sqlite_schema WHERE name = 'items'",
+    );
+    let page = c.int("source.db", "PRAGMA page_size");
+    let (code, out) = python(
+        c.path(),
+        &format!(
+            "
+f = open('source.db', 'r+b')
+f.seek({offset})
+p = bytearray(f.read({page}))
+p[8:12] = b'\\xff\\xff\\xff\\xff'
+f.seek({offset})
+f.write(p)
+f.close()
+print('ok')
+",
+            offset = (root - 1) * page,
+        ),
+        &[],
+    );
+    assert_eq!(code, 0, "{out}");
+    // SQLite itself calls the file damaged now.
+    let (code, out) = python(
+        c.path(),
+        "
+import sqlite3
+try:
+    print(sqlite3.connect('source.db').execute('PRAGMA quick_check').fetchall())
+except sqlite3.DatabaseError as e:
+    print('error:', e)
+",
+        &[],
+    );
+    assert!(
+        code == 0 && !out.contains("[('ok',)]"),
+        "the page written over left source.db whole: {out}"
+    );
+    let out = run(&c, &["replay", "--batch", "10"], 2);
+    assert!(
+        out.stderr.contains("source.db is damaged"),
+        "the replay does not name the damage\n{out}"
+    );
+    let changed = differences(&b, &source_state_but(&c, &["items"]));
+    assert!(
+        changed.is_empty(),
+        "a replay into a damaged source wrote:\n{}",
+        changed.join("\n")
+    );
+}
+
+// --- 8. a crash before the commit ----------------------------------------------------
+
+/// The running example after RUNBOOK's writes and 200 more orders, replayed
+/// in batches of 20 with `CUTOVER_FAULT=before-commit`: the crash (exit 73)
+/// leaves the source exactly as it was; the rerun applies every entry
+/// (exit 0) and the source then holds the target's orders in source form.
+fn a_replay_crashed_before_its_commit_leaves_nothing_and_the_rerun_applies_everything(
+    layout: Layout,
+) {
+    let c = Case::new(
+        layout,
+        "before-commit",
+        &Spec::orders(),
+        support::ORDERS_SOURCE,
+        support::ORDERS_TARGET,
+    )
+    .switched();
+    c.application(support::ORDERS_APP_WRITES);
+    c.application(&format!(
+        "INSERT INTO orders (id, cents, status) VALUES {};",
+        values((1000..1200).map(|i| format!(
+            "({i}, {}, '{}')",
+            i * 7,
+            if i % 3 == 0 { "closed" } else { "active" }
+        )))
+    ));
+    c.application("UPDATE orders SET cents = cents + 1 WHERE id % 2 = 0;");
+    c.fenced();
+    // The oracle: the target's orders in source form, by arithmetic here.
+    let expected: Rows = c
+        .dump("target.db", "orders")
+        .iter()
+        .map(|r| {
+            let status = match &r[2] {
+                Value::Text(s) if s == "active" => "A",
+                Value::Text(s) if s == "closed" => "C",
+                other => panic!("a status the map does not know: {other:?}"),
+            };
+            vec![
+                Value::Integer(int(&r[0])),
+                Value::Text(support::dollars(int(&r[1]))),
+                Value::Text(status.into()),
+            ]
+        })
+        .collect();
+    let b = before(&c);
+    let mut crash = c.cutover(&["replay", "--batch", "20"]);
+    crash
+        .env("CUTOVER_FAULT", "before-commit")
+        .env("CUTOVER_BUSY_TIMEOUT_MS", "10000");
+    let out = crash.expect(FAULT_EXIT);
+    assert_wrote_nothing(
+        &c,
+        &b,
+        &format!("a replay crashed before its commit\n{out}"),
+    );
+    let rerun = json(&c, &["replay", "--batch", "20"], 0);
+    assert_eq!(rerun["verdict"], "pass", "{rerun:#}");
+    let entries = journal_entries(&c);
+    assert_eq!(
+        rerun["applied"].as_i64().unwrap_or(-1) + rerun["already_in_place"].as_i64().unwrap_or(0),
+        entries,
+        "{rerun:#}"
+    );
+    let source: Rows = c
+        .dump("source.db", "orders")
+        .iter()
+        .map(|r| vec![Value::Integer(int(&r[0])), r[1].clone(), r[2].clone()])
+        .collect();
+    assert_eq!(source, expected, "the source after the rerun");
+}
+each_layout!(a_replay_crashed_before_its_commit_leaves_nothing_and_the_rerun_applies_everything);
