@@ -13,7 +13,9 @@
 //!   told is suppressed;
 //! - a rule that routes an insert into another table (a partition) fires,
 //!   and the row is read back through its table; any other rule is
-//!   suppressed.
+//!   suppressed. So does a trigger that does the write elsewhere (an
+//!   `INSTEAD OF` trigger of a view, a `BEFORE INSERT` trigger inserting
+//!   into a partition and returning NULL).
 //!
 //! The spec's `replay_policy` overrides a trigger's or rule's decision. An
 //! engine that cannot switch triggers off for a session and whose triggers
@@ -183,6 +185,12 @@ fn decide(t: &Table, e: SideEffect, powers: &Powers) -> Decided {
         (
             Decision::Fire,
             "this engine cannot switch a trigger off for one connection".to_string(),
+            false,
+        )
+    } else if e.kind == SideEffectKind::Trigger && e.routes {
+        (
+            Decision::Fire,
+            "it does the write in another table (a partition, or the table under a view); the row is read back through this one".to_string(),
             false,
         )
     } else if e.kind == SideEffectKind::Rule {

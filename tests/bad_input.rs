@@ -425,27 +425,23 @@ fn replay_conflict_names_three_versions_and_changes_nothing() {
 }
 
 #[test]
-fn replay_conflict_keeps_earlier_batches_and_resumes_once_the_row_is_fixed() {
+fn replay_conflict_writes_nothing_and_replays_whole_once_the_row_is_fixed() {
     let d = Dir::orders_fenced("replay-conflict-resume");
     d.exec("source.db", "UPDATE orders SET status = 'C' WHERE id = 103");
+    let before = d.dump("source.db", "orders");
     let json = d.json(&["replay", "--batch", "1"], 1);
     assert_eq!(json["conflict"]["tag"], 3, "{json:#}");
     assert_eq!(json["conflict"]["column"], "status", "{json:#}");
-    assert_eq!(json["applied"], 2, "{json:#}");
-    assert_eq!(d.applied_seqs("source.db", "target.db"), vec![1, 2]);
-    assert_eq!(
-        d.query("source.db", "SELECT * FROM orders WHERE id = 103"),
-        vec![vec![
-            support::int(103),
-            support::text("20.00"),
-            support::text("C")
-        ]]
-    );
+    // The two entries before it were applied, then rolled back with it.
+    assert_eq!(json["applied"], 0, "{json:#}");
+    assert_eq!(json["rolled_back"], 2, "{json:#}");
+    assert!(d.applied_seqs("source.db", "target.db").is_empty());
+    assert_eq!(d.dump("source.db", "orders"), before);
     // The operator decides the journal is right and restores the row.
     d.exec("source.db", "UPDATE orders SET status = 'A' WHERE id = 103");
     let json = d.json(&["replay", "--batch", "1"], 0);
-    assert_eq!(json["applied"], 1, "{json:#}");
-    assert_eq!(json["previously_applied"], 2, "{json:#}");
+    assert_eq!(json["applied"], 3, "{json:#}");
+    assert_eq!(json["previously_applied"], 0, "{json:#}");
     assert_eq!(
         d.dump("source.db", "orders"),
         vec![

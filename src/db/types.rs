@@ -521,7 +521,9 @@ pub struct SideEffect {
     /// cannot tell (a trigger in C or another language).
     pub writes: Option<Vec<String>>,
     /// An insert rule that sends the row into another table (a partition
-    /// of an inheritance tree): the row is then read back through `table`.
+    /// of an inheritance tree), or a trigger that does the write in
+    /// another table (a view's `INSTEAD OF`, a `BEFORE INSERT` into a
+    /// partition): the row is then read back through `table`.
     pub routes: bool,
     /// Whether it acts at all when the application writes (a disabled
     /// trigger never does, and replay leaves it so).

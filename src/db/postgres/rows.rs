@@ -48,6 +48,30 @@ fn bind_key(kinds: &[Kind], key: &[Value]) -> Option<Vec<Bound>> {
         .collect()
 }
 
+/// The sequences feeding column `$2` of table `$1` or of a table
+/// inheriting from it: owned by the column (serial), its identity, or
+/// called by its default (`DEFAULT nextval('…')`, found through the
+/// default's dependency on the sequence).
+const ROUTED_SEQUENCES: &str = "WITH RECURSIVE tree(rel) AS (
+       SELECT to_regclass($1)::oid
+       UNION SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.rel
+     ), col(rel, attnum) AS (
+       SELECT a.attrelid, a.attnum FROM pg_attribute a JOIN tree ON a.attrelid = tree.rel
+       WHERE a.attname = $2 AND NOT a.attisdropped
+     ), fed(seq) AS (
+       SELECT d.objid FROM pg_depend d JOIN col ON d.refobjid = col.rel AND d.refobjsubid = col.attnum
+       WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass
+         AND d.deptype IN ('a', 'i')
+       UNION
+       SELECT d.refobjid FROM pg_attrdef ad JOIN col ON ad.adrelid = col.rel AND ad.adnum = col.attnum
+       JOIN pg_depend d ON d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid
+                       AND d.refclassid = 'pg_class'::regclass
+     )
+     SELECT format('%I.%I', n.nspname, s.relname) FROM fed
+     JOIN pg_class s ON s.oid = fed.seq AND s.relkind = 'S'
+     JOIN pg_namespace n ON n.oid = s.relnamespace
+     ORDER BY 1";
+
 fn refs(binds: &[Bound]) -> Vec<&(dyn ToSql + Sync)> {
     binds.iter().map(|b| b as &(dyn ToSql + Sync)).collect()
 }
@@ -223,7 +247,11 @@ impl Rows for Postgres {
             RowWrite::Insert(row) => {
                 let plan = self.plan(sql)?;
                 let binds = self.bind_written(&plan, row, 0)?;
-                Ok(self.execute_bound(&sql.insert, &binds, "inserting", &sql.table)? as usize)
+                let n = self.execute_bound(&sql.insert, &binds, "inserting", &sql.table)?;
+                if n == 0 && self.rekey_routed(sql, &plan, row)? {
+                    return Ok(1);
+                }
+                Ok(n as usize)
             }
             RowWrite::Update { key, row } => self.update_row(sql, key, row),
             RowWrite::Delete(key) => {
@@ -306,6 +334,70 @@ impl Rows for Postgres {
 }
 
 impl Postgres {
+    /// After an insert that reported no row: whether a rule (or trigger)
+    /// routed the row into a child of the table under a key of its own
+    /// drawing (the sample's `INSERT INTO payment_p2007_01 (payment_id, …)
+    /// VALUES (DEFAULT, new.customer_id, …)`), and it is now back under the
+    /// key written. The key it drew is the session's `currval` of a
+    /// sequence feeding the key column of the table or of a child; the row
+    /// there moves back only when it holds exactly the other values
+    /// written and nothing holds the key written (a row routed with its own
+    /// key, `VALUES (NEW.*)`, is read back by the caller).
+    fn rekey_routed(&self, sql: &TableSql, plan: &Plan, row: &[Value]) -> Result<bool> {
+        let Some(rekey) = &plan.rekey else {
+            return Ok(false);
+        };
+        let Some(mut binds) = bind_key(&plan.kinds[..1], &row[..1]) else {
+            return Ok(false);
+        };
+        let Value::Integer(key) = row[0] else {
+            return Ok(false);
+        };
+        let sequences: Vec<String> = self
+            .client()?
+            .query(ROUTED_SEQUENCES, &[&plan.qualified, &plan.names[0]])
+            .with_context(|| {
+                format!(
+                    "finding the sequences of '{}' and its children in {}",
+                    sql.table, self.shown
+                )
+            })?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        for seq in sequences {
+            // `currval` fails when this session never drew from the
+            // sequence; the savepoint keeps the transaction usable.
+            let drawn: Option<i64> = {
+                let mut c = self.client()?;
+                c.batch_execute("SAVEPOINT cutover_routed")?;
+                match c.query_one("SELECT currval(to_regclass($1))::int8", &[&seq]) {
+                    Ok(r) => {
+                        c.batch_execute("RELEASE cutover_routed")?;
+                        Some(r.get(0))
+                    }
+                    Err(_) => {
+                        c.batch_execute("ROLLBACK TO cutover_routed; RELEASE cutover_routed")?;
+                        None
+                    }
+                }
+            };
+            let Some(drawn) = drawn.filter(|&d| d != key) else {
+                continue;
+            };
+            let Some(from) = bind_key(&plan.kinds[..1], &[Value::Integer(drawn)]) else {
+                continue;
+            };
+            binds.truncate(1);
+            binds.extend(from);
+            binds.extend(self.bind_written(plan, row, 1)?);
+            if self.execute_bound(rekey, &binds, "routing back", &sql.table)? == 1 {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// Rewrites the row stored under `old_key` (which differs from the
     /// row's own key when the key changed).
     fn update_row(&self, sql: &TableSql, old_key: &[Value], row: &[Value]) -> Result<usize> {

@@ -92,6 +92,42 @@ fn plpgsql_writes(body: &str) -> Vec<String> {
     out
 }
 
+/// Whether a trigger is the write itself, done elsewhere: an `INSTEAD OF`
+/// row trigger (a view's), or a `BEFORE INSERT` row trigger in PL/pgSQL
+/// that inserts into one of `children`, the tables inheriting from its
+/// own (a partition by inheritance routed by a trigger returning NULL).
+fn trigger_routes(tgtype: i16, language: &str, body: &str, children: &[String]) -> bool {
+    if tgtype & ROW == 0 {
+        return false;
+    }
+    if tgtype & INSTEAD != 0 {
+        return true;
+    }
+    if tgtype & BEFORE == 0 || tgtype & INSERT == 0 || language != "plpgsql" {
+        return false;
+    }
+    static INTO: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
+    let re = INTO.get_or_init(|| {
+        Regex::new(
+            r#"(?is)\binsert\s+into\s+(?:(?:"(?:[^"]|"")+"|[a-z_][a-z0-9_$]*)\s*\.\s*)?("(?:[^"]|"")+"|[a-z_][a-z0-9_$]*)"#,
+        )
+        .expect("a valid pattern")
+    });
+    static NOISE: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
+    let noise = NOISE.get_or_init(|| {
+        Regex::new(r"(?s)--[^\n]*|/\*.*?\*/|'(?:[^']|'')*'").expect("a valid pattern")
+    });
+    let clean = noise.replace_all(body, " ");
+    re.captures_iter(&clean).any(|c| {
+        let m = c[1].to_string();
+        let name = match m.strip_prefix('"').and_then(|s| s.strip_suffix('"')) {
+            Some(q) => q.replace("\"\"", "\""),
+            None => m.to_lowercase(),
+        };
+        children.contains(&name)
+    })
+}
+
 /// The columns a trigger sets in the row it fires on: `None` when that
 /// cannot be told from its function.
 fn trigger_writes(
@@ -128,6 +164,16 @@ impl Postgres {
              ORDER BY t.tgname COLLATE \"C\"",
             &[&self.qualified(table)],
         )?;
+        let children: Vec<String> = self
+            .client()?
+            .query(
+                "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+                 WHERE i.inhparent = to_regclass($1)",
+                &[&self.qualified(table)],
+            )?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
         Ok(rows
             .iter()
             .map(|r| {
@@ -146,7 +192,7 @@ impl Postgres {
                     name: r.get(0),
                     when: format!("{}, calls {function}()", trigger_when(tgtype)),
                     writes: trigger_writes(tgtype, &function, r.get(4), r.get(5), &args),
-                    routes: false,
+                    routes: trigger_routes(tgtype, r.get(4), r.get(5), &children),
                     enabled: state != "D",
                     action: None,
                 }
@@ -315,14 +361,18 @@ impl SideEffects for Postgres {
                 (r.get(0), r.get(1), false)
             }
         };
+        // A view's triggers cannot be switched (`ALTER TABLE … ENABLE
+        // ALWAYS TRIGGER` is refused on a view), so a view is owned by no
+        // one here: a replica session cannot keep its INSTEAD OF trigger on.
         let mut owns = Vec::new();
         for t in tables {
             let r = c.query_one(
                 "SELECT coalesce((SELECT pg_has_role(relowner, 'USAGE') FROM pg_class
-                                  WHERE oid = to_regclass($1)), false)",
+                                  WHERE oid = to_regclass($1)), false),
+                        coalesce((SELECT relkind = 'v' FROM pg_class WHERE oid = to_regclass($1)), false)",
                 &[&self.qualified(t)],
             )?;
-            if superuser || r.get::<_, bool>(0) {
+            if (superuser || r.get::<_, bool>(0)) && !r.get::<_, bool>(1) {
                 owns.push(t.to_string());
             }
         }

@@ -44,6 +44,12 @@ pub struct Plan {
     /// The columns a write binds, in order: the table's own, but for the
     /// generated ones, which the table computes.
     pub(super) written: Vec<usize>,
+    /// For a single integer key: moves the row stored under key `$2` to
+    /// key `$1`, only when no row holds `$1` and each written column after
+    /// the key equals its value (`$3`, … in [`Plan::written`] order). An
+    /// insert a rule routed into a child under another key (`VALUES
+    /// (DEFAULT, new.…)`) is put back under its own key with it.
+    pub(super) rekey: Option<String>,
 }
 
 /// A column of the catalogue as [`TableSql`] needs it.
@@ -169,6 +175,29 @@ impl Plan {
                 .collect::<Vec<_>>()
                 .join(" AND ")
         };
+        // Through the table, never `ONLY`: the row may sit in a child.
+        let rekey = (key_len == 1
+            && matches!(kinds[0], Kind::Int2 | Kind::Int4 | Kind::Int8))
+        .then(|| {
+            let k = &quoted[0];
+            let same = rest
+                .iter()
+                .enumerate()
+                .map(|(p, &i)| {
+                    let v = param(kinds[i], &types[i], p + 3);
+                    match kinds[i] {
+                        Kind::Other => {
+                            format!("{}::text IS NOT DISTINCT FROM ({v})::text", quoted[i])
+                        }
+                        _ => format!("{} IS NOT DISTINCT FROM {v}", quoted[i]),
+                    }
+                })
+                .map(|c| format!(" AND {c}"))
+                .collect::<String>();
+            format!(
+                "UPDATE {qualified} SET {k} = $1 WHERE {k} = $2 AND NOT EXISTS (SELECT 1 FROM {qualified} WHERE {k} = $1){same}"
+            )
+        });
         let sql = TableSql {
             table: table.to_string(),
             key_len,
@@ -232,6 +261,7 @@ impl Plan {
             first,
             scan_order,
             written: real,
+            rekey,
         };
         Ok((plan, sql))
     }
