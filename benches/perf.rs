@@ -16,7 +16,9 @@
 //!
 //! `cargo bench --bench perf` runs 100,000 rows; `CUTOVER_BENCH_ROWS=10000000`
 //! the full size; `CUTOVER_BENCH_BIN` times another build of cutover (the
-//! commit before, to compare in the same session); `CUTOVER_BENCH_KEEP=1` keeps the folder (and the replay's
+//! commit before, to compare in the same session); `CUTOVER_BENCH_BEFORE`
+//! another build whose replay is timed beside this one's in the same run;
+//! `CUTOVER_BENCH_KEEP=1` keeps the folder (and the replay's
 //! databases as they were before it) to profile one part by hand. The tool runs as the release binary in a child process,
 //! whose peak memory is read from /proc. Ratios compare runs made in the same
 //! process, one after another, so a busy machine skews both sides alike; each
@@ -248,6 +250,25 @@ fn main() {
             reference.as_secs_f64() / replay.as_secs_f64()
         ),
     );
+    // The build before a change (`CUTOVER_BENCH_BEFORE`), timed on the same
+    // journal in the same run.
+    if let Some(before) = std::env::var_os("CUTOVER_BENCH_BEFORE").map(PathBuf::from) {
+        let (t, rss) = best(runs, || {
+            std::fs::copy(d.join("source.before-replay.db"), d.join("source.db")).expect("copy");
+            ran_bin(&before, d, &["replay", "--spec", "spec.toml"], 0)
+        });
+        say(
+            "replay, the build before",
+            entries,
+            t,
+            rss,
+            format!(
+                "{:.2}x the loop's rate; this build {:.2}x its rate",
+                reference.as_secs_f64() / t.as_secs_f64(),
+                t.as_secs_f64() / replay.as_secs_f64()
+            ),
+        );
+    }
 
     // Journal overhead: single-row updates in batches of 1,000.
     let plain = d.join("overhead-plain.db");
@@ -592,6 +613,11 @@ fn ran(dir: &Path, args: &[&str], code: i32) -> (Duration, Option<u64>) {
     let bin = std::env::var_os("CUTOVER_BENCH_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_cutover")));
+    ran_bin(&bin, dir, args, code)
+}
+
+/// [`ran`] with the binary `bin`.
+fn ran_bin(bin: &Path, dir: &Path, args: &[&str], code: i32) -> (Duration, Option<u64>) {
     let start = Instant::now();
     let mut child = Command::new(bin)
         .current_dir(dir)

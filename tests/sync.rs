@@ -453,3 +453,28 @@ fn quality_a_duplicate_key_across_a_block_boundary_is_found() {
     assert_eq!(j["tables"][0]["quality"]["duplicate_keys"], 1, "{j:#}");
     assert_eq!(j["tables"][0]["quality"]["rows"], 1501);
 }
+
+/// Sync of many rows past the cursor, more than several reads of a
+/// PostgreSQL source's stream and several of sync's batches, with the
+/// source's rows written by its own client: every row arrives exactly, and
+/// the gate passes. (Reading a PostgreSQL source used to hand the rows out
+/// inside the client's runtime, so writing a batch from there stopped sync.)
+fn sync_carries_many_rows_past_the_cursor(layout: Layout) {
+    let d = Dir::orders_loaded_on(layout, "sync-many");
+    // Thirty thousand ids from five digits, in SQL every engine takes.
+    let digit = "(SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 \
+                 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 \
+                 UNION ALL SELECT 8 UNION ALL SELECT 9)";
+    d.client(
+        "source.db",
+        &format!(
+            "INSERT INTO orders (id, dollars, status) \
+             SELECT 1000 + a.d + 10 * b.d + 100 * c.d + 1000 * e.d + 10000 * f.d, '1.25', 'A' \
+             FROM {digit} a, {digit} b, {digit} c, {digit} e, {digit} f WHERE f.d < 3;"
+        ),
+    );
+    d.run(&["sync", "--batch", "5000"], 0);
+    assert_eq!(d.dump("target.db", "orders").len(), 30_003);
+    d.run(&["gate"], 0);
+}
+each_layout!(sync_carries_many_rows_past_the_cursor: [sqlite, pg_to_pg, pg_to_sqlite, pg_to_my, my_to_pg]);

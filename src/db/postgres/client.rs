@@ -1,7 +1,8 @@
 //! The connection to the server: a `tokio-postgres` client driven by a
 //! single-threaded runtime of its own, behind the blocking calls the engine
-//! makes. A COPY is driven whole inside one `block_on`, so reading a table
-//! costs no runtime entry per row (the server sends a message a row).
+//! makes. A COPY is read a run of pieces (up to 256 KiB) per `block_on`, so
+//! reading a table costs no runtime entry per row (the server sends a
+//! message a row), and what is done with the rows runs outside the runtime.
 //!
 //! It is public as the crate's one PostgreSQL client: the integration tests
 //! and the benches open their own connections through it (each with its own
@@ -172,23 +173,46 @@ impl Client {
 
     /// Runs `COPY … TO STDOUT` and hands each piece of data the server sends
     /// to `f` as it arrives, until the end or until `f` returns `false`
-    /// (the rest is then read and dropped).
+    /// (the rest is then read and dropped). `f` runs outside the runtime,
+    /// one piece awaited at a time: it may itself use a client (sync writes
+    /// the target's batch from it), which a call inside `block_on` could
+    /// not.
     pub fn copy_out(
         &mut self,
         statement: &str,
         f: &mut dyn FnMut(&[u8]) -> Result<bool>,
     ) -> Result<()> {
+        // Pieces are awaited a run at a time, up to this many bytes, so the
+        // runtime is entered once per run, not once per row.
+        const RUN_BYTES: usize = 256 * 1024;
         let inner = self.inner();
-        self.runtime.block_on(async {
-            let stream = inner.copy_out(statement).await?;
-            let mut stream = std::pin::pin!(stream);
-            while let Some(piece) = stream.next().await {
-                if !f(&piece?)? {
-                    break;
+        let stream = self.runtime.block_on(inner.copy_out(statement))?;
+        let mut stream = std::pin::pin!(stream);
+        let mut run: Vec<Bytes> = Vec::new();
+        loop {
+            let ended = self.runtime.block_on(async {
+                let mut bytes = 0;
+                while bytes < RUN_BYTES {
+                    match stream.next().await {
+                        Some(piece) => {
+                            let piece = piece?;
+                            bytes += piece.len();
+                            run.push(piece);
+                        }
+                        None => return Ok::<bool, Error>(true),
+                    }
+                }
+                Ok(false)
+            })?;
+            for piece in run.drain(..) {
+                if !f(&piece)? {
+                    return Ok(());
                 }
             }
-            Ok(())
-        })
+            if ended {
+                return Ok(());
+            }
+        }
     }
 }
 
