@@ -77,6 +77,66 @@ impl Report for ApplyReport {
 }
 
 /// `cutover apply --feed FILE --into source|target`.
+/// Into the source, the rollback: all or nothing, as `cutover replay`
+/// (docs/journal.md, "All or nothing"), every delivery a savepoint of one
+/// transaction committed only when all of them applied. Holds that
+/// transaction open and marks the id generators it may move; `None` into
+/// the target, where each delivery commits on its own.
+fn hold_whole(
+    spec: &Spec,
+    db: &crate::db::Db,
+    engine: &Engine<'_>,
+    into: Side,
+) -> Result<Option<crate::apply::Sequences>> {
+    if into != Side::Source {
+        return Ok(None);
+    }
+    let sequences = crate::apply::Sequences::mark(db.catalogue(), &spec.tables, into)?;
+    if !db.engine().capabilities.transactional_ddl {
+        db.receipts().ensure()?;
+    }
+    engine.hold()?;
+    Ok(Some(sequences))
+}
+
+/// The held transaction of a feed applied into the source.
+struct Whole<'a, 'e> {
+    spec: &'a Spec,
+    db: &'a crate::db::Db,
+    target: &'a crate::db::Db,
+    engine: &'a Engine<'e>,
+}
+
+impl Whole<'_, '_> {
+    /// Commits it when every delivery applied (then carries the id
+    /// generators past the target's); otherwise rolls it back, puts the
+    /// generators back and marks every applied delivery rolled back.
+    fn finish(
+        &self,
+        sequences: crate::apply::Sequences,
+        all_applied: bool,
+        rep: &mut ApplyReport,
+    ) -> Result<()> {
+        if all_applied {
+            self.engine.commit_held()?;
+            return crate::replay::carry_sequences(self.spec, self.db, self.target.catalogue());
+        }
+        self.engine.rollback_held();
+        sequences.restore(self.db.catalogue())?;
+        for d in rep
+            .deliveries
+            .iter_mut()
+            .filter(|d| d.status == BatchStatus::Applied)
+        {
+            d.status = BatchStatus::RolledBack;
+            d.reason = Some(
+                "rolled back with the rejected delivery: into the source, a feed applies whole or not at all".into(),
+            );
+        }
+        Ok(())
+    }
+}
+
 pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<ApplyReport> {
     if !path.is_file() {
         bail!("feed {} is not a readable file", path.display());
@@ -105,24 +165,7 @@ pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<ApplyReport> {
         }
     };
     let engine = Engine::new(&spec.tables, db, into);
-    // Into the source, the rollback: all or nothing, as `cutover replay`
-    // (docs/journal.md, "All or nothing"), every delivery a savepoint of one
-    // transaction committed only when all of them applied.
-    let whole = into == Side::Source;
-    let sequences = match whole {
-        true => Some(crate::apply::Sequences::mark(
-            db.catalogue(),
-            &spec.tables,
-            into,
-        )?),
-        false => None,
-    };
-    if whole {
-        if !db.engine().capabilities.transactional_ddl {
-            db.receipts().ensure()?;
-        }
-        engine.hold()?;
-    }
+    let sequences = hold_whole(spec, db, &engine, into)?;
     let mut pending: Vec<Line> = Vec::new();
     let mut idx = 0usize;
     let mut stopped = false;
@@ -154,23 +197,13 @@ pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<ApplyReport> {
         Ok(())
     });
     if let Some(sequences) = sequences {
-        if read.is_ok() && !stopped {
-            engine.commit_held()?;
-            crate::replay::carry_sequences(spec, db, target.catalogue())?;
-        } else {
-            engine.rollback_held();
-            sequences.restore(db.catalogue())?;
-            for d in rep
-                .deliveries
-                .iter_mut()
-                .filter(|d| d.status == BatchStatus::Applied)
-            {
-                d.status = BatchStatus::RolledBack;
-                d.reason = Some(
-                    "rolled back with the rejected delivery: into the source, a feed applies whole or not at all".into(),
-                );
-            }
-        }
+        let whole = Whole {
+            spec,
+            db,
+            target: &target,
+            engine: &engine,
+        };
+        whole.finish(sequences, read.is_ok() && !stopped, &mut rep)?;
     }
     read?;
     for info in infos.iter().skip(rep.deliveries.len()) {

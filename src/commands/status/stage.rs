@@ -91,6 +91,35 @@ pub(super) type Standing = (Stage, String, String, i64);
 
 /// The stage of a fenced target: breached, its replay failed, rolled back,
 /// or fenced with entries left to replay.
+/// The standing of a fenced target whose replay passed.
+fn rolled_back(
+    f: &crate::fence::FenceRow,
+    verdict: Option<&crate::db::ReplayVerdict>,
+    (replayed, n): (i64, i64),
+    record_copy: &str,
+) -> Standing {
+    (
+        Stage::RolledBack,
+        format!(
+            "rolled back (fenced at boundary {}, replayed {replayed} of {n}){}",
+            f.boundary,
+            verdict
+                .filter(|v| !v.detail.is_empty())
+                .map(|v| format!("; {}", v.detail))
+                .unwrap_or_default()
+        ),
+        format!(
+            "switch the application back to the source; keep the fence on. Confirm with `cutover gate`{}",
+            if record_copy.is_empty() {
+                String::new()
+            } else {
+                format!("; {}", record_copy.trim_end_matches(", then "))
+            }
+        ),
+        n,
+    )
+}
+
 pub(super) fn fenced(
     f: &crate::fence::FenceRow,
     spec: &Spec,
@@ -150,27 +179,7 @@ pub(super) fn fenced(
             n,
         )
     } else if replayed >= n && passed.is_ok() {
-        (
-            Stage::RolledBack,
-            format!(
-                "rolled back (fenced at boundary {}, replayed {replayed} of {n}){}",
-                f.boundary,
-                verdict
-                    .as_ref()
-                    .filter(|v| !v.detail.is_empty())
-                    .map(|v| format!("; {}", v.detail))
-                    .unwrap_or_default()
-            ),
-            format!(
-                "switch the application back to the source; keep the fence on. Confirm with `cutover gate`{}",
-                if record_copy.is_empty() {
-                    String::new()
-                } else {
-                    format!("; {}", record_copy.trim_end_matches(", then "))
-                }
-            ),
-            n,
-        )
+        rolled_back(f, verdict.as_ref(), (replayed, n), &record_copy)
     } else if replayed >= n {
         (
             Stage::Fenced,
