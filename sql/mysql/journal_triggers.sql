@@ -21,7 +21,10 @@
 -- collation, BINARY and VARBINARY as LONGBLOB, so a wide row's two images
 -- fit the 65,535-byte row limit). AFTER triggers only: a row that
 -- INSERT IGNORE skips, or an ON DUPLICATE KEY UPDATE turns into an update,
--- is journaled as what happened to it, never as what was asked. A trigger
+-- is journaled as what happened to it, never as what was asked; MariaDB
+-- fires AFTER UPDATE for a row that UPDATE IGNORE skipped on a duplicate
+-- key, which {{happened}} (a condition on OLD, NEW and the table read by
+-- key) tells from a row really written, so nothing is recorded for it. A trigger
 -- runs with the sql_mode it was created under (cutover's strict one), as
 -- its definer.
 CREATE TRIGGER {{trg_insert}} AFTER INSERT ON {{table}} FOR EACH ROW {{order_insert}}BEGIN
@@ -30,9 +33,11 @@ CREATE TRIGGER {{trg_insert}} AFTER INSERT ON {{table}} FOR EACH ROW {{order_ins
     VALUES (LAST_INSERT_ID(), CONNECTION_ID(), 'insert', {{new}});
 END;
 CREATE TRIGGER {{trg_update}} AFTER UPDATE ON {{table}} FOR EACH ROW {{order_update}}BEGIN
-    INSERT INTO {{seq}} () VALUES ();
-    INSERT INTO {{image}} (seq, conn, op, {{o_cols}}, {{n_cols}})
-    VALUES (LAST_INSERT_ID(), CONNECTION_ID(), 'update', {{old}}, {{new}});
+    IF {{happened}} THEN
+        INSERT INTO {{seq}} () VALUES ();
+        INSERT INTO {{image}} (seq, conn, op, {{o_cols}}, {{n_cols}})
+        VALUES (LAST_INSERT_ID(), CONNECTION_ID(), 'update', {{old}}, {{new}});
+    END IF;
 END;
 CREATE TRIGGER {{trg_delete}} AFTER DELETE ON {{table}} FOR EACH ROW {{order_delete}}BEGIN
     INSERT INTO {{seq}} () VALUES ();

@@ -292,6 +292,54 @@ impl MySql {
             .map_err(|e| self.failed("reading the journal's table ids", &e))
     }
 
+    /// When an `AFTER UPDATE` trigger's row was really written. MariaDB
+    /// fires the trigger for a row that `UPDATE IGNORE` skipped on a
+    /// duplicate key, with the NEW it would have written: such a row did not
+    /// change, and the journal must not record a key move or a UNIQUE value
+    /// that never happened. A row whose key and UNIQUE columns keep their
+    /// values cannot have been skipped on a duplicate key; otherwise it was
+    /// written when the table holds NEW under NEW's key (every recorded
+    /// column equal) and, where the key moved, nothing is left under OLD's
+    /// key (which this row held until now). Only such updates pay the two
+    /// keyed reads.
+    fn update_happened(&self, table: &str, columns: &[&str]) -> Result<String> {
+        let keys = self.keys(table)?;
+        // A key with an expression part cannot be read back by column.
+        let Some(id) = keys.first().map(|k| {
+            k.parts
+                .iter()
+                .map(|p| p.column.as_deref())
+                .collect::<Option<Vec<&str>>>()
+        }) else {
+            return Ok("TRUE".into());
+        };
+        let Some(id) = id else {
+            return Ok("TRUE".into());
+        };
+        let same = |c: &str| format!("OLD.{q} <=> NEW.{q}", q = quote_ident(c));
+        let mut unique: Vec<&str> = keys
+            .iter()
+            .flat_map(|k| k.parts.iter().filter_map(|p| p.column.as_deref()))
+            .collect();
+        unique.sort_unstable();
+        unique.dedup();
+        let all = |parts: Vec<String>| parts.join(" AND ");
+        let unchanged = all(unique.iter().map(|c| same(c)).collect());
+        let holds_new = all(columns
+            .iter()
+            .map(|c| format!("{q} <=> NEW.{q}", q = quote_ident(c)))
+            .collect());
+        let key_kept = all(id.iter().map(|c| same(c)).collect());
+        let under_old = all(id
+            .iter()
+            .map(|c| format!("{q} <=> OLD.{q}", q = quote_ident(c)))
+            .collect());
+        let t = self.qualified(table);
+        Ok(format!(
+            "({unchanged}) OR (EXISTS (SELECT 1 FROM {t} WHERE {holds_new}) AND (({key_kept}) OR NOT EXISTS (SELECT 1 FROM {t} WHERE {under_old})))"
+        ))
+    }
+
     /// The journal's triggers of image `img` on `table`, in op order.
     fn wanted(&self, img: i64, table: &str, columns: &[&str]) -> Result<Vec<Wanted>> {
         let list = |prefix: &str| {
@@ -309,6 +357,7 @@ impl MySql {
         };
         let triggers = self.triggers(table)?;
         let naming = self.naming_image(table, img)?;
+        let happened = self.update_happened(table, columns)?;
         let mut out = Vec::with_capacity(OPS.len());
         let mut rest = TRIGGERS;
         for (op, event) in OPS {
@@ -341,6 +390,7 @@ impl MySql {
                     .replace("{{n_cols}}", &list("n"))
                     .replace("{{old}}", &row("OLD"))
                     .replace("{{new}}", &row("NEW"))
+                    .replace("{{happened}}", &happened)
                     .replace(&format!("{{{{trg_{op}}}}}"), &quote_ident(&name))
             };
             let marker = format!("{{{{order_{op}}}}}");
