@@ -1299,3 +1299,101 @@ scale = 2
         ]
     );
 }
+
+/// A foreign-key action judged on the journal's order: the source's
+/// `orders.customer_id` is `ON DELETE SET NULL`, which the tables' plain
+/// owner cannot switch off. The application first moves customer 2's only
+/// order to customer 1, then deletes customer 2: at that point of the
+/// journal no row refers to 2, so the action would change nothing, and the
+/// replay goes through (exit 0) with every table equal to the oracle. A
+/// delete of a customer whose order is never moved away is refused before
+/// anything is written, and its cause says nothing of a row deleted in the
+/// source.
+#[test]
+fn set_null_is_judged_on_the_journals_order_as_a_plain_owner() {
+    const SOURCE: &str = "
+        CREATE TABLE customers (id integer PRIMARY KEY, name text NOT NULL);
+        CREATE TABLE orders (id integer PRIMARY KEY,
+            customer_id integer REFERENCES customers ON DELETE SET NULL, note text NOT NULL);
+        INSERT INTO customers VALUES (1, 'one'), (2, 'two'), (3, 'three');
+        INSERT INTO orders VALUES (10, 1, 'a'), (11, 2, 'b'), (12, 3, 'c');";
+    const TARGET: &str = "
+        CREATE TABLE customers (id integer PRIMARY KEY, name text NOT NULL);
+        CREATE TABLE orders (id integer PRIMARY KEY,
+            customer_id integer REFERENCES customers, note text NOT NULL);";
+    const SPEC: &str = r#"
+[source]
+url = "SOURCE_URL"
+[target]
+url = "TARGET_URL"
+[[tables]]
+name = "customers"
+key = ["id"]
+[[tables.columns]]
+source = "name"
+target = "name"
+[[tables]]
+name = "orders"
+key = ["id"]
+[[tables.columns]]
+source = "customer_id"
+target = "customer_id"
+[[tables.columns]]
+source = "note"
+target = "note"
+"#;
+    for refused in [false, true] {
+        let Some(r) = Rental::with(
+            "set_null_order",
+            Some(if refused { "owner_refused" } else { "owner" }),
+            SOURCE,
+            TARGET,
+            SPEC,
+        ) else {
+            return;
+        };
+        r.run(&["load"], 0);
+        r.run(&["journal", "install"], 0);
+        r.application("UPDATE orders SET customer_id = 1 WHERE id = 11;");
+        r.application("DELETE FROM customers WHERE id = 2;");
+        if refused {
+            r.application(
+                "DELETE FROM orders WHERE id = 12; INSERT INTO orders VALUES (12, NULL, 'c');",
+            );
+            // Customer 3's order leaves it in the target by a delete and a
+            // re-insert, but order 13, in the source only, still refers to 3.
+            r.db.client()
+                .batch_execute("INSERT INTO source.orders VALUES (13, 3, 'source only')")
+                .expect("a source row");
+            r.application("DELETE FROM customers WHERE id = 3;");
+        }
+        r.run(&["fence", "on"], 0);
+        let before = r.dump("source");
+        if refused {
+            let out = r.run(&["replay"], 1);
+            assert!(
+                out.stdout.contains("would set off foreign-key action")
+                    && !out.stdout.contains("deleted in the source"),
+                "{out}"
+            );
+            assert_eq!(
+                r.dump("source").rows,
+                before.rows,
+                "the source after a refusal"
+            );
+            continue;
+        }
+        let j = r.json(&["replay"], 0);
+        assert_eq!(j["applied"], 2, "{j:#}");
+        let mut want = before.clone();
+        want.rows.insert(
+            "customers".into(),
+            vec!["(1,one)".into(), "(3,three)".into()],
+        );
+        want.rows.insert(
+            "orders".into(),
+            vec!["(10,1,a)".into(), "(11,1,b)".into(), "(12,3,c)".into()],
+        );
+        assert_eq!(r.dump("source").rows, want.rows, "the source after replay");
+    }
+}

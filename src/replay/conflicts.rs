@@ -15,6 +15,11 @@ pub fn cause(c: &Conflict) -> String {
             "A trigger or rule of the source swallowed the write: give it replay_policy = {{ NAME = \"suppress\" }} in the spec's table (where the engine can switch it off), or drop or adjust it for the rollback, {again}"
         );
     }
+    if c.reason.contains("would set off foreign-key action") {
+        return format!(
+            "Rows of the source still refer to this row at this point of the journal (no earlier entry of the journal moved them away), and the source's foreign-key action would change them behind the journal's back: run replay as a role that can hold the action (above), or settle the referring rows by hand in the source, {again}"
+        );
+    }
     if c.reason.contains("refuses the row") {
         return format!(
             "The source's own constraint refuses the row ({}): settle the row that collides with it in the source by hand, {again}",

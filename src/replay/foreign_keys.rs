@@ -85,7 +85,11 @@ pub fn foreign_key_violations(spec: &Spec, source: &Db) -> Result<Vec<String>> {
 /// The pending entries that would set off a foreign-key action the role
 /// cannot switch off (a delete, or a change of the referenced columns, of a
 /// row other rows refer to), each a conflict naming the rows it would
-/// change. Read before anything is written.
+/// change. Judged on the journal's order: a row refers to the parent at an
+/// entry when the source holds it referring there and no earlier entry
+/// moved it away, or an earlier entry moved it there (an entry of the spec's
+/// child table that changes its foreign-key columns, or deletes it). Read
+/// before anything is written.
 pub fn refused_by_actions(
     spec: &Spec,
     source: &Db,
@@ -95,6 +99,8 @@ pub fn refused_by_actions(
     boundary: i64,
 ) -> Result<Vec<Conflict>> {
     let reader = crate::journal::Reader::new(spec, target)?;
+    let actions: Vec<&crate::side_effects::Decided> = policy.live_actions().collect();
+    let mut moves = Moves::default();
     let mut out = Vec::new();
     let mut from = after;
     let whole = |_: i64, _: usize, _: bool| false;
@@ -112,62 +118,165 @@ pub fn refused_by_actions(
         from = last.seq;
         for e in page {
             let e = reader.entry(spec, target, e)?;
-            let t = &spec.tables[e.table];
-            let Some(before) = &e.before else { continue };
-            for d in policy
-                .live_actions()
-                .filter(|d| d.effect.table == t.source_table)
-            {
-                let Some(a) = &d.effect.action else { continue };
-                let idx: Option<Vec<usize>> = a
-                    .parent_columns
-                    .iter()
-                    .map(|p| t.columns.iter().position(|c| c.source == *p))
-                    .collect();
-                let Some(idx) = idx else { continue };
-                let Ok(src) = crate::apply::source_form(t, before, &e.unrecorded) else {
-                    continue;
-                };
-                let sets_off = match &e.after {
-                    None => a.on_delete,
-                    Some(after) => a.on_update && idx.iter().any(|&i| after[i] != before[i]),
-                };
-                if !sets_off {
-                    continue;
+            for (ai, d) in actions.iter().enumerate() {
+                if let Some(c) = set_off(spec, source, d, &moves.of(ai), &e)? {
+                    out.push(c);
                 }
-                let values: Vec<crate::value::Value> =
-                    idx.iter().map(|&i| src[i].clone()).collect();
-                let rows = source
-                    .side_effects()
-                    .referencing_rows(&d.effect, &values, 5)?;
-                if rows.is_empty() {
-                    continue;
-                }
-                out.push(Conflict {
-                    tag: e.seq,
-                    table: t.name.clone(),
-                    key: crate::value::key_json(&before[..t.key_len]),
-                    column: None,
-                    reason: format!(
-                        "its {} would set off foreign-key action '{}' ({}) of the source, changing rows the journal does not name: {}{}; {}",
-                        if e.after.is_none() { "delete" } else { "change of key" },
-                        d.effect.name,
-                        d.effect.when,
-                        rows.join(", "),
-                        if rows.len() == 5 { ", …" } else { "" },
-                        d.cannot.as_deref().unwrap_or_default()
-                    ),
-                    expected: Some(crate::apply::row_json_of(t, before, &e.unrecorded)),
-                    found: None,
-                    wanted: e
-                        .after
-                        .as_ref()
-                        .map(|a| crate::apply::row_json_of(t, a, &e.unrecorded)),
-                });
+            }
+            for (ai, d) in actions.iter().enumerate() {
+                moves.follow(spec, ai, d, &e);
             }
         }
     }
     Ok(out)
+}
+
+/// What the journal's entries so far did to the rows referring to each
+/// parent, per action: rows moved there, and rows moved away (a parent's
+/// values as key JSON).
+#[derive(Default)]
+struct Moves {
+    net: std::collections::HashMap<(usize, String), Moved>,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Moved {
+    there: i64,
+    away: i64,
+}
+
+impl Moves {
+    fn of(&self, action: usize) -> impl Fn(&str) -> Moved + '_ {
+        move |parent: &str| {
+            self.net
+                .get(&(action, parent.to_string()))
+                .copied()
+                .unwrap_or_default()
+        }
+    }
+
+    /// Follows `e` when it writes a row of the action's child table in the
+    /// spec: the parent its before-image referred to loses a row, the one
+    /// its after-image refers to gains one.
+    fn follow(
+        &mut self,
+        spec: &Spec,
+        action: usize,
+        d: &crate::side_effects::Decided,
+        e: &crate::journal::Entry,
+    ) {
+        let Some(a) = &d.effect.action else { return };
+        let t = &spec.tables[e.table];
+        if t.source_table != a.child {
+            return;
+        }
+        let refers = |img: &Option<crate::value::Row>| -> Option<String> {
+            let src = crate::apply::source_form(t, img.as_ref()?, &e.unrecorded).ok()?;
+            let values: Option<Vec<crate::value::Value>> = a
+                .columns
+                .iter()
+                .map(|c| {
+                    let i = t.columns.iter().position(|x| x.source == *c)?;
+                    Some(src[i].clone()).filter(|v| !matches!(v, crate::value::Value::Null))
+                })
+                .collect();
+            Some(crate::value::key_json(&values?).to_string())
+        };
+        let (was, now) = (refers(&e.before), refers(&e.after));
+        if was == now {
+            return;
+        }
+        if let Some(p) = was {
+            self.net.entry((action, p)).or_default().away += 1;
+        }
+        if let Some(p) = now {
+            self.net.entry((action, p)).or_default().there += 1;
+        }
+    }
+}
+
+/// The conflict of entry `e` when it sets off action `d` while rows still
+/// refer to the parent it deletes or re-keys: those the source holds, less
+/// those earlier entries moved away, with those they moved there.
+fn set_off(
+    spec: &Spec,
+    source: &Db,
+    d: &crate::side_effects::Decided,
+    moved: &impl Fn(&str) -> Moved,
+    e: &crate::journal::Entry,
+) -> Result<Option<Conflict>> {
+    let t = &spec.tables[e.table];
+    let (Some(a), Some(before)) = (&d.effect.action, &e.before) else {
+        return Ok(None);
+    };
+    if d.effect.table != t.source_table {
+        return Ok(None);
+    }
+    let idx: Option<Vec<usize>> = a
+        .parent_columns
+        .iter()
+        .map(|p| t.columns.iter().position(|c| c.source == *p))
+        .collect();
+    let Some(idx) = idx else { return Ok(None) };
+    let Ok(src) = crate::apply::source_form(t, before, &e.unrecorded) else {
+        return Ok(None);
+    };
+    let sets_off = match &e.after {
+        None => a.on_delete,
+        Some(after) => a.on_update && idx.iter().any(|&i| after[i] != before[i]),
+    };
+    if !sets_off {
+        return Ok(None);
+    }
+    let values: Vec<crate::value::Value> = idx.iter().map(|&i| src[i].clone()).collect();
+    let m = moved(&crate::value::key_json(&values).to_string());
+    // Enough of the source's rows to tell whether any is left once those
+    // moved away are taken out.
+    const SHOWN: usize = 5;
+    let limit = SHOWN + m.away.max(0) as usize;
+    let rows = source
+        .side_effects()
+        .referencing_rows(&d.effect, &values, limit)?;
+    let left = rows.len() as i64 + m.there - m.away;
+    if left <= 0 && rows.len() < limit {
+        return Ok(None);
+    }
+    let shown: Vec<&String> = rows.iter().take(SHOWN).collect();
+    let moved_note = match (m.away, m.there) {
+        (0, 0) => String::new(),
+        (away, there) => format!(
+            " (at this point in the journal, {away} of the source's rows referring to it were moved away and {there} moved there by earlier entries)"
+        ),
+    };
+    Ok(Some(Conflict {
+        tag: e.seq,
+        table: t.name.clone(),
+        key: crate::value::key_json(&before[..t.key_len]),
+        column: None,
+        reason: format!(
+            "its {} would set off foreign-key action '{}' ({}) of the source, changing rows the journal does not name: {}{}{moved_note}; {}",
+            if e.after.is_none() {
+                "delete"
+            } else {
+                "change of key"
+            },
+            d.effect.name,
+            d.effect.when,
+            shown
+                .iter()
+                .map(|r| r.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            if rows.len() > SHOWN { ", …" } else { "" },
+            d.cannot.as_deref().unwrap_or_default()
+        ),
+        expected: Some(crate::apply::row_json_of(t, before, &e.unrecorded)),
+        found: None,
+        wanted: e
+            .after
+            .as_ref()
+            .map(|a| crate::apply::row_json_of(t, a, &e.unrecorded)),
+    }))
 }
 
 /// The rows of the source that break a foreign key now and did not
