@@ -320,19 +320,19 @@ fn int(v: &Value) -> i64 {
 
 // --- 1. a swap through a temporary value ----------------------------------------------
 
-/// How many ordinary entries come before the swap, and after it.
+/// How many ordinary entries come before the swap (past two default
+/// batches), and after it.
 const BEFORE_SWAP: i64 = 2_020;
 const AFTER_SWAP: i64 = 20;
 
-/// `customers(id, email UNIQUE, n)` on both sides, `BEFORE_SWAP +
+/// `customers(id, email UNIQUE, n)` on both sides, `before_swap +
 /// AFTER_SWAP + 2` rows (1 holds `a@x`, 2 holds `b@x`); loaded and
 /// journaled; the application bumps `n` of every other row, then in one
 /// transaction swaps the two addresses through `tmp`, then bumps a few more;
-/// fenced. The swap's three entries lie inside one batch of 50, far past
-/// the first.
-fn swapped(layout: Layout, name: &str) -> Case {
+/// fenced.
+fn swapped(layout: Layout, name: &str, before_swap: i64) -> Case {
     let ddl = "CREATE TABLE customers (id INTEGER PRIMARY KEY, email TEXT NOT NULL UNIQUE, n INTEGER NOT NULL);";
-    let total = BEFORE_SWAP + AFTER_SWAP + 2;
+    let total = before_swap + AFTER_SWAP + 2;
     let rows = format!(
         "INSERT INTO customers (id, email, n) VALUES (1, 'a@x', 0), (2, 'b@x', 0), {};",
         values((3..=total).map(|i| format!("({i}, 'u{i}@x', 0)")))
@@ -347,7 +347,7 @@ fn swapped(layout: Layout, name: &str) -> Case {
     .switched();
     c.application(&format!(
         "UPDATE customers SET n = n + 1 WHERE id > 2 AND id <= {};",
-        BEFORE_SWAP + 2
+        before_swap + 2
     ));
     c.application(
         "BEGIN;
@@ -358,33 +358,76 @@ fn swapped(layout: Layout, name: &str) -> Case {
     );
     c.application(&format!(
         "UPDATE customers SET n = n + 1 WHERE id > {};",
-        BEFORE_SWAP + 2
+        before_swap + 2
     ));
     c.fenced();
     c
 }
 
-/// The swap's entries, replayed one batch's net effect at a time, meet the
-/// source's UNIQUE constraint: the dry run says so (exit 1) and the replay
-/// stops (exit 1), and neither leaves a row, a counter or an applied run
-/// of the batches before it in the source. (Replaying in journal order,
-/// entry by entry, will make this case reconcile, exit 0; until then exit
-/// 1 with the source untouched is the contract.)
-fn a_swap_through_a_temporary_value_that_stops_the_replay_writes_nothing(layout: Layout) {
-    let c = swapped(layout, "swap");
-    let total = BEFORE_SWAP + AFTER_SWAP + 3;
-    assert_eq!(journal_entries(&c), total, "the journal holds every entry");
-    replay_writes_nothing(&c, &["--dry-run", "--batch", "50"], 1, "the dry run");
-    replay_writes_nothing(&c, &["--batch", "50"], 1, "the replay");
-    // A rerun with nothing fixed fails the same way.
-    replay_writes_nothing(&c, &["--batch", "50"], 1, "the replay run again");
-    assert_eq!(
-        c.applied_entries("source.db"),
-        0,
-        "entries recorded as applied"
-    );
+/// The source's `customers` as `(id, email, n)`, read by the test.
+fn customers(d: &Dir) -> Vec<(i64, String, i64)> {
+    d.dump("source.db", "customers")
+        .iter()
+        .map(|r| {
+            let email = match &r[1] {
+                Value::Text(t) => t.clone(),
+                other => panic!("an email read as {other:?}"),
+            };
+            (int(&r[0]), email, int(&r[2]))
+        })
+        .collect()
 }
-each_layout!(a_swap_through_a_temporary_value_that_stops_the_replay_writes_nothing: [pg_to_pg, sqlite, my_to_my]);
+
+/// The swap's entries, replayed in journal order, never hold one address
+/// twice: at `--batch 1`, at the default batch and with a batch boundary
+/// between the swap's first and second entry, the dry run and the replay
+/// exit 0 and the source ends as the application's statements would have
+/// left it (the oracle: the source as the test read it before the replay,
+/// with those statements' effects computed by the test).
+fn a_swap_through_a_temporary_value_replays_in_journal_order_at_any_batch(layout: Layout) {
+    // One entry a batch over a short journal; the default batch, the swap
+    // in its third; a boundary after the swap's first entry.
+    let inside = (BEFORE_SWAP + 1).to_string();
+    for (batch, before_swap) in [
+        (Some("1"), 20),
+        (None, BEFORE_SWAP),
+        (Some(inside.as_str()), BEFORE_SWAP),
+    ] {
+        let c = swapped(layout, "swap", before_swap);
+        let total = before_swap + AFTER_SWAP + 3;
+        assert_eq!(journal_entries(&c), total, "the journal holds every entry");
+        let oracle: Vec<(i64, String, i64)> = customers(&c)
+            .into_iter()
+            .map(|(id, email, n)| match id {
+                1 => (id, "b@x".to_string(), n),
+                2 => (id, "a@x".to_string(), n),
+                _ => (id, email, n + 1),
+            })
+            .collect();
+        let mut args = vec!["replay"];
+        if let Some(b) = batch {
+            args.extend(["--batch", b]);
+        }
+        let mut dry = args.clone();
+        dry.push("--dry-run");
+        let b = before(&c);
+        run(&c, &dry, 0);
+        assert_wrote_nothing(&c, &b, "the dry run");
+        let j = json(&c, &args, 0);
+        assert_eq!(j["applied"], total, "batch {batch:?}: {j:#}");
+        assert_eq!(
+            customers(&c),
+            oracle,
+            "batch {batch:?}: the source's customers"
+        );
+        assert_eq!(
+            c.applied_entries("source.db"),
+            total,
+            "entries recorded as applied"
+        );
+    }
+}
+each_layout!(a_swap_through_a_temporary_value_replays_in_journal_order_at_any_batch: [pg_to_pg, sqlite, my_to_my]);
 
 // --- 2. a source trigger that counts writes ---------------------------------------------
 
@@ -418,6 +461,68 @@ fn a_source_trigger_that_counts_writes_makes_a_replay_that_writes_nothing(layout
     assert_eq!(c.count("source.db", "orders"), 3, "orders in the source");
 }
 each_layout!(a_source_trigger_that_counts_writes_makes_a_replay_that_writes_nothing: [sqlite, sqlite_to_pg, sqlite_to_my]);
+
+/// The same trigger on a column the source alone keeps (`rev`, which the
+/// spec ignores), `AFTER UPDATE OF dollars, status`: replay writes each
+/// journaled update on its own, in journal order, setting the columns it
+/// changed, so the trigger fires once per update the application made of
+/// those columns — at `--batch 1`, at the default batch, and with a batch
+/// boundary between the two updates of 101 — and not for the update of
+/// `note` between them; `rev` ends where the old application's statements
+/// would have left it (the oracle: 101 at 2, every other order at 0; the 30
+/// inserts never fire the update trigger).
+fn a_source_trigger_that_counts_writes_fires_once_per_journaled_write(layout: Layout) {
+    // The inserts are entries 1..=30, the updates 31 to 33.
+    for batch in [Some("1"), None, Some("31")] {
+        let c = Case::new(
+            layout,
+            "trigger-count",
+            &Spec::new().table(Table::orders().copy("note").ignore(["rev"])),
+            "CREATE TABLE orders (id INTEGER PRIMARY KEY, dollars TEXT NOT NULL, status TEXT NOT NULL, note TEXT NOT NULL DEFAULT '', rev INTEGER NOT NULL DEFAULT 0);
+             INSERT INTO orders VALUES (101, '12.50', 'A', '', 0), (102, '7.50', 'C', '', 0), (103, '20.00', 'A', '', 0);
+             CREATE TRIGGER orders_rev AFTER UPDATE OF dollars, status ON orders BEGIN
+                 UPDATE orders SET rev = OLD.rev + 1 WHERE id = NEW.id;
+             END;",
+            "CREATE TABLE orders (id INTEGER PRIMARY KEY, cents INTEGER NOT NULL, status TEXT NOT NULL, note TEXT NOT NULL DEFAULT '');",
+        )
+        .switched();
+        c.application(&format!(
+            "INSERT INTO orders (id, cents, status) VALUES {};",
+            values((200..230).map(|i| format!("({i}, {i}, 'active')")))
+        ));
+        c.application("UPDATE orders SET cents = 1300 WHERE id = 101;");
+        c.application("UPDATE orders SET note = 'called' WHERE id = 101;");
+        c.application("UPDATE orders SET cents = 1400, status = 'closed' WHERE id = 101;");
+        c.fenced();
+        let mut args = vec!["replay"];
+        if let Some(b) = batch {
+            args.extend(["--batch", b]);
+        }
+        let j = json(&c, &args, 0);
+        assert_eq!(j["applied"], 33, "batch {batch:?}: {j:#}");
+        let revs: Vec<(i64, i64)> = c
+            .query("source.db", "SELECT id, rev FROM orders ORDER BY id")
+            .iter()
+            .map(|r| (int(&r[0]), int(&r[1])))
+            .collect();
+        let oracle: Vec<(i64, i64)> = [101, 102, 103]
+            .into_iter()
+            .chain(200..230)
+            .map(|id| (id, i64::from(id == 101) * 2))
+            .collect();
+        assert_eq!(revs, oracle, "batch {batch:?}: rev in the source");
+        let row = c.query(
+            "source.db",
+            "SELECT dollars, status FROM orders WHERE id = 101",
+        );
+        assert_eq!(
+            row,
+            vec![vec![Value::Text("14.00".into()), Value::Text("C".into())]],
+            "batch {batch:?}: order 101"
+        );
+    }
+}
+each_layout!(a_source_trigger_that_counts_writes_fires_once_per_journaled_write: [sqlite, sqlite_to_pg, sqlite_to_my]);
 
 // --- 3. a value the source column rounds ------------------------------------------------
 

@@ -899,7 +899,11 @@ impl<'a> Engine<'a> {
         } else {
             same(here.as_ref(), c.after.as_ref())
         };
-        if already {
+        // An update that changed no value happened all the same (the
+        // application's statement fired the row's triggers): found as
+        // expected, it is written again, never taken as already there.
+        let unchanged = before.is_some() && same(before, c.after.as_ref());
+        if already && !(unchanged && same(here.as_ref(), before)) {
             return Ok(Ok(Effect::Duplicate));
         }
         let expected = same(here.as_ref(), before);

@@ -386,6 +386,20 @@ pub(crate) struct Conditional {
     pub(crate) insert: String,
     pub(crate) update: String,
     pub(crate) delete: String,
+    /// Where the engine can set only the columns an update changes (so
+    /// that a source trigger `UPDATE OF` a column fires only when the
+    /// journaled write changed it, as the application's statement did):
+    /// `update`'s head (`UPDATE t SET `), its assignments one by one, and
+    /// its ` WHERE …` tail, the parameters numbered as in `update`.
+    pub(crate) partial: Option<PartialUpdate>,
+}
+
+/// The parts of a conditional update, to set a subset of its columns.
+#[derive(Clone, Debug)]
+pub(crate) struct PartialUpdate {
+    pub(crate) head: String,
+    pub(crate) set: Vec<String>,
+    pub(crate) tail: String,
 }
 
 impl TableSql {

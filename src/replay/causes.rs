@@ -62,8 +62,13 @@ pub fn causes(spec: &Spec, policy: &Policy, rec: &reconcile::Reconciliation) -> 
         };
         for w in policy.writers_of(&t.source_table, &c.source) {
             let line = format!(
-                "column '{}' of '{}' is set by source {} '{}' ({}), which fired on replay's writes",
-                c.source, t.source_table, w.effect.kind, w.effect.name, w.effect.when
+                "column '{}' of '{}' is set by source {} '{}' ({}), which fired on replay's writes: {}",
+                c.source,
+                t.source_table,
+                w.effect.kind,
+                w.effect.name,
+                w.effect.when,
+                fix(policy, &w.effect.name)
             );
             if !out.contains(&line) {
                 out.push(line);
@@ -71,4 +76,19 @@ pub fn causes(spec: &Spec, policy: &Policy, rec: &reconcile::Reconciliation) -> 
         }
     }
     out
+}
+
+/// What an operator can do about a trigger or rule that made the source
+/// differ, on the source's engine: where no connection can switch a trigger
+/// off (SQLite, MySQL), change or drop it for the rollback; elsewhere the
+/// spec can have replay suppress it.
+fn fix(policy: &Policy, name: &str) -> String {
+    let p = &policy.powers;
+    if p.triggers_always_fire || p.triggers_fixed {
+        format!(
+            "this engine cannot switch a trigger off for one connection, so drop '{name}' for the rollback and create it again once replay is done, or change it to leave the carried column alone"
+        )
+    } else {
+        format!("say suppress for '{name}' in the table's replay_policy")
+    }
 }

@@ -1,7 +1,7 @@
 //! The rollback's own logic, which `cutover replay` runs: the run itself,
 //! its mode and its steps ([`Replayer`], [`steps`], [`rehearse`]) and what it
 //! reports ([`report`]); the journal's
-//! entries made into changes and a batch folded into its net effect
+//! entries made into changes, in journal order but for swapped keys folded
 //! ([`plan`]); what the pending entries would do, for a dry run
 //! ([`pending`]); foreign keys checked and the source's foreign-key actions
 //! refused before writing ([`foreign_keys`]); the source's triggers and

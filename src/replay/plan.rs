@@ -45,22 +45,24 @@ pub fn to_change(spec: &Spec, e: crate::journal::Entry) -> Change {
     }
 }
 
-/// A batch's changes with those of records touched more than once folded
-/// into their net effect: a delete and re-insert of one key in a
-/// transaction, two keys swapped in one `UPDATE` under a deferrable key, a
-/// key moved onto one freed in the same batch. The target passed through
-/// states a source whose key, UNIQUE or foreign key is checked statement by
-/// statement refuses (two rows under one key, a parent briefly gone); the
-/// net effect never does: each key goes from the row it held before the
-/// batch to the row it holds after, written in place where it holds one
-/// before and after.
+/// A batch's changes in journal order, but for the records that order
+/// cannot write one by one: those whose keys the target passed through
+/// two rows at once (two keys swapped in one `UPDATE` under a deferrable
+/// key, a key moved onto one whose row moves away later). Only such a
+/// group is folded into its net effect: each key goes from the row it held
+/// before the batch to the row it holds after, written in place where it
+/// holds one before and after. Every other change is written as the
+/// application wrote it, so a source trigger left to fire fires once per
+/// journaled write and a UNIQUE value passed through a temporary one
+/// (`a → tmp`, `b → a`, `tmp → b`) is never taken twice at once
+/// (docs/journal.md, "Journal order").
 ///
 /// The rows each change removes and adds are followed as a set, in seq
 /// order: a change removes its before-image (a row present at the start of
 /// the batch, unless an earlier change added it) and adds its after-image.
 /// The fold is made only where that proves one row per key at the start
-/// and at the end; records touched once are left exactly as they were.
-pub fn fold(spec: &Spec, changes: Vec<Change>) -> Vec<Change> {
+/// and at the end.
+pub fn fold(spec: &Spec, changes: Vec<Change>, fires: &[bool]) -> Vec<Change> {
     use std::collections::HashMap;
     if touched_once(spec, &changes) {
         return changes;
@@ -79,7 +81,7 @@ pub fn fold(spec: &Spec, changes: Vec<Change>) -> Vec<Change> {
     let groups = groups(changes.len(), &keys);
     let mut out: Vec<Option<Vec<Change>>> = (0..changes.len()).map(|_| None).collect();
     for (lead, members) in &groups {
-        if members.len() < 2 {
+        if members.len() < 2 || !needs_fold(spec, &changes, members, fires) {
             continue;
         }
         let Some(mut folded) = fold_group(spec, &changes, &keys, members) else {
@@ -297,6 +299,50 @@ fn fold_group(
     Some(folded)
 }
 
+/// Whether a group's changes must be written by their net effect: written
+/// one by one, in journal order, they would put a row under a key another
+/// row still holds (the one case the target took, under a deferrable key,
+/// that a source checking its key statement by statement refuses); or they
+/// delete a key the source holds and insert it again (a delete and
+/// re-insert in one transaction), which a source whose foreign keys are
+/// checked at once refuses while other rows refer to it — folded only where
+/// no trigger or rule of the source acts on the table (`fires`), since its
+/// net effect (an update in place) fires other triggers than the
+/// application's delete and insert did.
+fn needs_fold(spec: &Spec, changes: &[Change], members: &[usize], fires: &[bool]) -> bool {
+    let Some((start, _)) = rows_through(spec, changes, members) else {
+        return false;
+    };
+    let quiet = !fires
+        .get(changes[members[0]].table)
+        .copied()
+        .unwrap_or(true);
+    let held: Vec<Vec<u8>> = start.iter().map(|(k, _, _)| k.clone()).collect();
+    let mut present: Present = start.into_iter().map(|(k, r, _)| (k, r)).collect();
+    let mut freed: Vec<Vec<u8>> = Vec::new();
+    for &i in members {
+        let c = &changes[i];
+        if let Some(b) = before_of(c)
+            && let Some(p) = present.iter().position(|(_, r)| *r == b)
+        {
+            let (k, _) = present.remove(p);
+            freed.push(k);
+        }
+        if let Some(a) = &c.after {
+            let k = key_of(spec, c, a);
+            if present.iter().any(|(taken, _)| *taken == k) {
+                return true;
+            }
+            let inserted = before_of(c).is_none();
+            if quiet && inserted && held.contains(&k) && freed.contains(&k) {
+                return true;
+            }
+            present.push((k, a.clone()));
+        }
+    }
+    false
+}
+
 /// Rows a batch found, by record: (identity, row, the first change naming it).
 type Found = Vec<(Vec<u8>, Row, usize)>;
 /// Rows present after a change, by record.
@@ -414,26 +460,83 @@ mod tests {
             change(1, Some(row(1, "a")), Some(row(1, "b"))),
             change(2, None, Some(row(2, "c"))),
         ];
-        let out = fold(&spec, changes);
+        let out = fold(&spec, changes, &[false]);
         assert_eq!(out.len(), 2);
         assert_eq!((out[0].tag, out[1].tag), (1, 2));
         assert!(out.iter().all(|c| c.entries == 1));
     }
 
     #[test]
-    fn a_record_updated_twice_in_a_batch_is_written_by_its_net_effect() {
+    fn a_record_updated_twice_in_a_batch_is_written_twice_in_journal_order() {
         let (_d, spec) = spec();
         let changes = vec![
             change(1, Some(row(1, "a")), Some(row(1, "b"))),
             change(2, Some(row(1, "b")), Some(row(1, "c"))),
         ];
-        let out = fold(&spec, changes);
+        let out = fold(&spec, changes, &[false]);
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert_eq!((out[0].tag, out[1].tag), (1, 2));
+        assert_eq!(before_of(&out[0]), Some(row(1, "a")));
+        assert_eq!(out[1].after, Some(row(1, "c")));
+        assert!(out.iter().all(|c| c.entries == 1));
+    }
+
+    #[test]
+    fn a_key_moved_onto_a_freed_one_keeps_its_order() {
+        let (_d, spec) = spec();
+        let changes = vec![
+            change(3, Some(row(2, "x")), None),
+            change(4, Some(row(3, "y")), Some(row(2, "y"))),
+        ];
+        let out = fold(&spec, changes, &[false]);
+        let tags: Vec<i64> = out.iter().map(|c| c.tag).collect();
+        assert_eq!(tags, vec![3, 4]);
+        assert!(out.iter().all(|c| c.entries == 1));
+    }
+
+    #[test]
+    fn a_delete_and_re_insert_is_folded_only_where_no_source_trigger_fires() {
+        let (_d, spec) = spec();
+        let changes = || {
+            vec![
+                change(1, Some(row(1, "a")), None),
+                change(2, None, Some(row(1, "b"))),
+            ]
+        };
+        // A trigger of the source acts on the table: each write its own.
+        let out = fold(&spec, changes(), &[true]);
+        assert_eq!(out.iter().map(|c| c.tag).collect::<Vec<_>>(), vec![1, 2]);
+        // None does: one update in place, which no foreign key of the
+        // source checked at once refuses.
+        let out = fold(&spec, changes(), &[false]);
         let written: Vec<&Change> = out.iter().filter(|c| c.entries > 0).collect();
         assert_eq!(written.len(), 1, "{out:?}");
         assert_eq!(written[0].entries, 2);
         assert_eq!(before_of(written[0]), Some(row(1, "a")));
-        assert_eq!(written[0].after, Some(row(1, "c")));
-        assert_eq!(out.iter().map(|c| c.entries).sum::<u64>(), 2);
+        assert_eq!(written[0].after, Some(row(1, "b")));
+    }
+
+    #[test]
+    fn two_keys_swapped_in_one_update_are_written_by_their_net_effect() {
+        let (_d, spec) = spec();
+        // `UPDATE t SET id = 3 - id` under a deferrable key: row 1 moves
+        // onto 2 while 2 still holds its row, which moves onto 1 after.
+        let changes = vec![
+            change(1, Some(row(1, "a")), Some(row(2, "a"))),
+            change(2, Some(row(2, "b")), Some(row(1, "b"))),
+        ];
+        let out = fold(&spec, changes, &[false]);
+        assert_eq!(out.iter().map(|c| c.entries).sum::<u64>(), 2, "{out:?}");
+        // Written in place: key 1 from a to b, key 2 from b to a.
+        let at = |k: i64| {
+            out.iter()
+                .find(|c| c.key == vec![Value::Integer(k)])
+                .unwrap_or_else(|| panic!("no change at {k}: {out:?}"))
+        };
+        assert_eq!(before_of(at(1)), Some(row(1, "a")));
+        assert_eq!(at(1).after, Some(row(1, "b")));
+        assert_eq!(before_of(at(2)), Some(row(2, "b")));
+        assert_eq!(at(2).after, Some(row(2, "a")));
     }
 
     #[test]

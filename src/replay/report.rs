@@ -106,6 +106,9 @@ pub struct DryRunReport {
 pub struct DryRunTried {
     /// `pass` when the replay would apply every entry and reconcile.
     pub verdict: Verdict,
+    /// The entries the rolled-back replay wrote, as a replay's `applied`
+    /// counts them (before it stopped, where it stopped).
+    pub applied: u64,
     pub conflicts: Vec<Conflict>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub breach: Option<String>,

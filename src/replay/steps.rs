@@ -143,6 +143,7 @@ pub(super) fn refused_before_writing(
             plan,
             tried: Some(DryRunTried {
                 verdict: Verdict::Fail,
+                applied: 0,
                 conflicts: refused,
                 breach: None,
                 foreign_keys: Vec::new(),
@@ -164,6 +165,9 @@ struct Replaying<'a> {
     pub(super) target: &'a Db,
     pub(super) at: &'a Start,
     pub(super) dry_run: bool,
+    /// Per spec table, whether a trigger or rule of the source acts on
+    /// replay's writes ([`fold`] keeps each of its writes).
+    pub(super) fires: Vec<bool>,
 }
 
 /// A replay's batches and closing checks, with what they need: the
@@ -200,8 +204,10 @@ impl Applying<'_> {
     /// replay would commit. The conflicts a dry run went on past.
     pub(super) fn run(&mut self, source: &mut Db) -> Result<Vec<Conflict>> {
         let (spec, at) = (self.spec, self.at);
+        let acting = self.policy.acting(spec);
+        let fires = acting.iter().map(|a| !a.is_empty()).collect();
         let engine = Engine::for_journal(&spec.tables, source, at.journal.as_str())
-            .acting(self.policy.acting(spec))
+            .acting(acting)
             .within();
         let replaying = Replaying {
             spec,
@@ -209,6 +215,7 @@ impl Applying<'_> {
             target: self.target,
             at,
             dry_run: self.dry_run,
+            fires,
         };
         self.timing.restart();
         let conflicts = replaying.apply_runs(
@@ -269,7 +276,7 @@ impl Replaying<'_> {
                             || record_keys(spec, c).iter().all(|k| !poisoned.contains(k))
                     })
                     .collect();
-                let changes = fold(spec, changes);
+                let changes = fold(spec, changes, &self.fires);
                 if let Some(w) = watch.as_deref_mut()
                     && let Some(b) = w.recheck(target, spec)?
                 {
@@ -434,6 +441,7 @@ pub(super) fn dry_run_report(
         plan,
         tried: Some(DryRunTried {
             verdict: Verdict::of(would_pass),
+            applied: rep.applied,
             conflicts,
             breach: rep.breach,
             foreign_keys: rep.foreign_keys,

@@ -145,7 +145,7 @@ fn render_replay(spec: &Spec, rep: &ReplayReport) -> String {
         } else if !rep.unjournaled.is_empty() {
             format!("replay: FAIL; the source would not reconcile with the target: values the journal never saw (above). {NOTHING_WRITTEN}. Copy them into the source, then run `cutover replay` again; do not switch back yet\n")
         } else if !rep.causes.is_empty() {
-            format!("replay: FAIL; the source would not reconcile with the target: the causes above changed what replay wrote. {NOTHING_WRITTEN}. Give them a replay_policy in the spec (suppress) where the engine allows it, then run `cutover replay` again; do not switch back yet\n")
+            format!("replay: FAIL; the source would not reconcile with the target: the causes above changed what replay wrote. {NOTHING_WRITTEN}. Do what each cause says, then run `cutover replay` again; do not switch back yet\n")
         } else if rec.clean() {
             format!("replay: FAIL; see above. {NOTHING_WRITTEN}; do not switch back yet\n")
         } else {

@@ -205,6 +205,8 @@ fn conditional(
         insert: insert.to_string(),
         update: format!("UPDATE {qualified} SET {set} WHERE {matches} AND {exactly}"),
         delete: format!("DELETE FROM {qualified} WHERE {matches} AND {exactly}"),
+        // MySQL has no `UPDATE OF` trigger: the whole row is set.
+        partial: None,
     })
 }
 

@@ -4,7 +4,7 @@
 use anyhow::{Context, Result, bail};
 
 use super::*;
-use crate::db::types::Conditional;
+use crate::db::types::{Conditional, PartialUpdate};
 
 impl Rows for Sqlite {
     /// Each value hashed where SQLite holds it ([`Sqlite::digest_in_place`]).
@@ -151,6 +151,7 @@ impl Rows for Sqlite {
             insert: None,
             update: None,
             delete: None,
+            partial: std::collections::HashMap::new(),
         }))
     }
 
@@ -337,35 +338,49 @@ fn table_sql(table: &str, columns: &[&str], key_len: usize, generated: &[String]
         }),
         delete: format!("DELETE FROM {t} WHERE {}", key_match(keys, 1)),
         count: format!("SELECT count(*) FROM {t}"),
-        conditional: (keys_written && narrow && !rest.is_empty()).then(|| {
-            // `?first…`: the stored row, each value exactly (its storage
-            // class, and BINARY whatever the column's collation).
-            let exactly = |first: usize| {
-                keys.iter()
-                    .enumerate()
-                    .map(|(i, k)| format!("{k} = ?{}", first + i))
-                    .chain(written.iter().enumerate().map(|(i, c)| {
-                        let p = first + i;
-                        format!("typeof({c}) = typeof(?{p}) AND {c} IS ?{p} COLLATE BINARY")
-                    }))
-                    .collect::<Vec<_>>()
-                    .join(" AND ")
-            };
-            Conditional {
-                insert: format!(
-                    "INSERT INTO {t} ({}) VALUES ({}) ON CONFLICT DO NOTHING",
-                    written.join(", "),
-                    params(w, 1)
-                ),
-                update: format!(
-                    "UPDATE {t} SET {} WHERE {}",
-                    assign(&rest, 1, ", "),
-                    exactly(rest.len() + 1)
-                ),
-                delete: format!("DELETE FROM {t} WHERE {}", exactly(1)),
-            }
-        }),
+        conditional: (keys_written && narrow && !rest.is_empty())
+            .then(|| conditional(&t, keys, &written, &rest)),
         digested: Vec::new(),
+    }
+}
+
+/// A table's conditional statements ([`Conditional`]): `written` its
+/// quoted columns, `rest` those after the key.
+fn conditional(t: &str, keys: &[String], written: &[String], rest: &[String]) -> Conditional {
+    // `?first…`: the stored row, each value exactly (its storage
+    // class, and BINARY whatever the column's collation).
+    let exactly = |first: usize| {
+        keys.iter()
+            .enumerate()
+            .map(|(i, k)| format!("{k} = ?{}", first + i))
+            .chain(written.iter().enumerate().map(|(i, c)| {
+                let p = first + i;
+                format!("typeof({c}) = typeof(?{p}) AND {c} IS ?{p} COLLATE BINARY")
+            }))
+            .collect::<Vec<_>>()
+            .join(" AND ")
+    };
+    Conditional {
+        insert: format!(
+            "INSERT INTO {t} ({}) VALUES ({}) ON CONFLICT DO NOTHING",
+            written.join(", "),
+            params(written.len(), 1)
+        ),
+        update: format!(
+            "UPDATE {t} SET {} WHERE {}",
+            assign(rest, 1, ", "),
+            exactly(rest.len() + 1)
+        ),
+        delete: format!("DELETE FROM {t} WHERE {}", exactly(1)),
+        partial: Some(PartialUpdate {
+            head: format!("UPDATE {t} SET "),
+            set: rest
+                .iter()
+                .enumerate()
+                .map(|(i, c)| format!("{c} = ?{}", i + 1))
+                .collect(),
+            tail: format!(" WHERE {}", exactly(rest.len() + 1)),
+        }),
     }
 }
 
@@ -422,6 +437,8 @@ struct ConditionalWriter<'a> {
     insert: Option<rusqlite::CachedStatement<'a>>,
     update: Option<rusqlite::CachedStatement<'a>>,
     delete: Option<rusqlite::CachedStatement<'a>>,
+    /// Updates of some of the columns, by the columns they set.
+    partial: std::collections::HashMap<Vec<usize>, rusqlite::CachedStatement<'a>>,
 }
 
 impl ConditionalWrite for ConditionalWriter<'_> {
@@ -432,6 +449,7 @@ impl ConditionalWrite for ConditionalWriter<'_> {
             insert,
             update,
             delete,
+            partial,
         } = self;
         let Some(w) = &sql.conditional else {
             return Ok(false);
@@ -446,9 +464,31 @@ impl ConditionalWrite for ConditionalWriter<'_> {
             (Some(b), None) => (delete, &w.delete, (b, 0), (none, 0)),
             _ => return Ok(false),
         };
-        let st = match slot {
-            Some(st) => st,
-            None => slot.insert(conn.prepare_cached(text)?),
+        // An update sets the columns it changes, as the application's
+        // statement did, unless it changes all or none of them.
+        let changed: Vec<usize> = match (before, after, &w.partial) {
+            (Some(b), Some(a), Some(_)) => sql
+                .written(a, k)
+                .zip(sql.written(b, k))
+                .enumerate()
+                .filter(|(_, (x, y))| x != y)
+                .map(|(i, _)| i)
+                .collect(),
+            _ => Vec::new(),
+        };
+        let st = match (&w.partial, changed.len()) {
+            (Some(p), n) if n > 0 && n < p.set.len() => match partial.entry(changed) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    let set: Vec<&str> = e.key().iter().map(|&i| p.set[i].as_str()).collect();
+                    let text = format!("{}{}{}", p.head, set.join(", "), p.tail);
+                    e.insert(conn.prepare_cached(&text)?)
+                }
+            },
+            _ => match slot {
+                Some(st) => st,
+                None => slot.insert(conn.prepare_cached(text)?),
+            },
         };
         // A large value (or one known by its digest) takes the long way,
         // where it is compared by digest and written in place: bound here,
