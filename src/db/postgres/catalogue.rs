@@ -623,6 +623,16 @@ pub(super) fn kind_of(ty: &str) -> ColumnKind {
         "date" => ColumnKind::Date,
         "timestamp without time zone" => ColumnKind::Timestamp { zone: false },
         "timestamp with time zone" => ColumnKind::Timestamp { zone: true },
+        // With a precision, `format_type` spells the zone after it:
+        // `timestamp(3) with time zone`.
+        "timestamp" => match ty.rsplit_once(')').map(|(_, zone)| zone.trim()) {
+            Some("without time zone") => ColumnKind::Timestamp { zone: false },
+            Some("with time zone") => ColumnKind::Timestamp { zone: true },
+            _ => ColumnKind::Other {
+                engine: "PostgreSQL",
+                name: ty.to_string(),
+            },
+        },
         _ => ColumnKind::Other {
             engine: "PostgreSQL",
             name: ty.to_string(),
