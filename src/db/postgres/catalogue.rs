@@ -730,3 +730,33 @@ fn past_typmod(type_name: &str, v: &Value) -> Option<String> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timestamp_with_a_precision_is_a_timestamp() {
+        for (ty, kind) in [
+            ("date", ColumnKind::Date),
+            (
+                "timestamp without time zone",
+                ColumnKind::Timestamp { zone: false },
+            ),
+            (
+                "timestamp(3) without time zone",
+                ColumnKind::Timestamp { zone: false },
+            ),
+            (
+                "timestamp(0) with time zone",
+                ColumnKind::Timestamp { zone: true },
+            ),
+        ] {
+            assert_eq!(kind_of(ty), kind, "{ty}");
+        }
+        assert!(matches!(
+            kind_of("time(3) without time zone"),
+            ColumnKind::Other { .. }
+        ));
+    }
+}
