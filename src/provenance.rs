@@ -66,8 +66,10 @@ pub fn provenance(
 ) -> Result<Vec<Provenance>> {
     let mut out = Vec::new();
     for t in &spec.tables {
-        let Some(wm) = t.watermark else { continue };
-        let q = quality(t, Some(wm), source, max)?;
+        if t.watermark.is_none() {
+            continue;
+        }
+        let q = quality(t, source, max)?;
         let batches = target
             .progress()
             .sync_batches(&t.name)?

@@ -20,7 +20,7 @@ use crate::db::{ColumnInfo, Db, Progress};
 use crate::reconcile;
 use crate::spec::Table;
 use crate::value::{Block, CellRef, Row, Value, display_key, key_cmp, key_from_json, key_json};
-use crate::watermark::{Mark, Shape, lower_bound, mark, shape};
+use crate::watermark::{Mark, Shape, declared_shape, lower_bound, mark, shape};
 
 /// How a source table differs from what the spec and the last sync knew.
 #[derive(Debug, Default, Serialize)]
@@ -101,6 +101,34 @@ impl Quality {
     }
 }
 
+/// A table's watermark column: where it is in the spec's columns, and the
+/// shape its declared type gives its watermarks (none: the first read sets
+/// it).
+#[derive(Clone, Debug)]
+pub(crate) struct WatermarkColumn {
+    pub(crate) index: usize,
+    pub(crate) shape: Option<Shape>,
+}
+
+impl WatermarkColumn {
+    /// The watermark column of `table`, typed as `source` declares it
+    /// (its columns `source_cols`) where the engine orders it as its type.
+    pub(crate) fn of(
+        table: &Table,
+        source: &Db,
+        source_cols: &[ColumnInfo],
+    ) -> Option<WatermarkColumn> {
+        let index = table.watermark?;
+        let name = &table.columns.get(index)?.source;
+        let shape = source_cols
+            .iter()
+            .find(|c| &c.name == name)
+            .filter(|_| source.engine().capabilities.typed_times)
+            .and_then(|c| declared_shape(&c.kind));
+        Some(WatermarkColumn { index, shape })
+    }
+}
+
 /// Where a sync starts in a table: the cursor (the watermark and key of the
 /// last row carried) and the lookback window behind it.
 pub(crate) struct Position {
@@ -161,9 +189,9 @@ pub(crate) struct Survey {
     /// The shape every watermark has (the first one's).
     pub(crate) shape: Option<Shape>,
     /// Rows past the cursor or inside the lookback window, and the least of
-    /// their watermarks in the engines' order (one shape: the typed order).
+    /// their watermarks, as read and as a typed value (the engines' order).
     pub(crate) wanted: u64,
-    pub(crate) from: Option<Value>,
+    pub(crate) from: Option<(Mark, Value)>,
     pub(crate) late: u64,
     pub(crate) late_missing: u64,
     pub(crate) late_changed: u64,
@@ -241,13 +269,8 @@ impl Survey {
         }
         if pos.is_none_or(|pos| pos.wants(m, &|| b.values(r, k))) {
             self.wanted += 1;
-            let w = b.get(r, wm);
-            if self
-                .from
-                .as_ref()
-                .is_none_or(|f| w.sql_cmp(&f.as_cell()) == Ordering::Less)
-            {
-                self.from = Some(w.to_value());
+            if self.from.as_ref().is_none_or(|(f, _)| m < *f) {
+                self.from = Some((m, b.get(r, wm).to_value()));
             }
             return Ok(());
         }
@@ -323,7 +346,7 @@ impl Survey {
     /// read on its own thread.
     pub(crate) fn run(
         p: &Table,
-        wm: Option<usize>,
+        wm: Option<&WatermarkColumn>,
         pos: Option<&Position>,
         whole: bool,
         source: &mut Db,
@@ -332,8 +355,10 @@ impl Survey {
     ) -> Result<Survey> {
         let mut s = Survey {
             all_late: whole.then(Default::default),
+            shape: wm.and_then(|w| w.shape.clone()),
             ..Default::default()
         };
+        let wm = wm.map(|w| w.index);
         let k = p.key_len;
         let s_sql = source.source_sql(p);
         let beside = beside.filter(|_| pos.is_some());
@@ -387,6 +412,8 @@ impl Survey {
 /// Reads the whole source once in key order: keys present and unique,
 /// every watermark typed and of one shape, every row carried by the forward
 /// transform. The gate's view of a synced table.
-pub fn quality(table: &Table, wm: Option<usize>, source: &mut Db, max: usize) -> Result<Quality> {
-    Ok(Survey::run(table, wm, None, false, source, None, max)?.quality)
+pub fn quality(table: &Table, source: &mut Db, max: usize) -> Result<Quality> {
+    let cols = source.catalogue().table_columns(&table.source_table)?;
+    let wm = WatermarkColumn::of(table, source, &cols);
+    Ok(Survey::run(table, wm.as_ref(), None, false, source, None, max)?.quality)
 }

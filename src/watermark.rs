@@ -1,71 +1,143 @@
-//! Watermarks: the typed values a sync cursor is made of (an integer, or
-//! ISO-8601 text read as a point in time), how two compare, what shape a
-//! column's watermarks share, and how far a lookback reaches behind a cursor.
-//! Used by `sync` and by the apply engine's watermark rule.
+//! Watermarks: the typed values a sync cursor is made of (an integer, or a
+//! point in time), how two compare, what shape a column's watermarks share,
+//! and how far a lookback reaches behind a cursor. Used by `sync`, `load`
+//! (which leaves the first cursor) and the apply engine's watermark rule.
+//!
+//! A time is read from the text every engine gives it: ISO-8601 as SQLite
+//! holds it (`2024-01-05T10:00:00.5Z`), and the spelling PostgreSQL's
+//! `date`, `timestamp(p)` and `timestamptz` and MySQL's `DATE`,
+//! `DATETIME(p)` and `TIMESTAMP` are read as (`2024-01-05 10:00:00.5+00`,
+//! a fraction only when there is one, `0044-03-15 BC`, `infinity`). A time
+//! with a zone is an instant, compared in UTC; one without is compared as
+//! written.
 
 use std::cmp::Ordering;
 
 use anyhow::{Result, bail};
-use chrono::{DateTime, NaiveDate, NaiveDateTime};
 
-use crate::value::{CellRef, Value};
+use crate::value::{CellRef, ColumnKind, Value};
 
 /// A watermark as a typed value: an integer, or a point in time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Mark {
     Int(i64),
-    Time(NaiveDateTime),
+    /// Nanoseconds since 1970-01-01 00:00:00 (UTC for a time with a zone);
+    /// `infinity` and `-infinity` are the largest and least.
+    Time(i128),
 }
 
-/// The shape of ISO-8601 text the parser accepts: a date, or a date and time
-/// to the second with an optional fraction, and an optional `Z` or offset.
-fn iso_shape(t: &str) -> bool {
+const NANOS: i128 = 1_000_000_000;
+
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        _ if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        _ => 28,
+    }
+}
+
+/// Days from 1970-01-01 to a day of the proleptic Gregorian calendar
+/// (year 0 is 1 BC): PostgreSQL's dates reach past chrono's.
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// A run of ASCII digits at the start of `b` (at most `max`): its value and
+/// length.
+fn digits(b: &[u8], max: usize) -> (i64, usize) {
+    let n = b
+        .iter()
+        .take(max)
+        .take_while(|c| c.is_ascii_digit())
+        .count();
+    let v = b[..n]
+        .iter()
+        .fold(0i64, |v, c| v * 10 + i64::from(c - b'0'));
+    (v, n)
+}
+
+/// Exactly `n` digits at `b[at..]`.
+fn fixed(b: &[u8], at: usize, n: usize) -> Option<i64> {
+    let (v, got) = digits(b.get(at..)?, n);
+    (got == n).then_some(v)
+}
+
+/// The zone designator at the end of a time (`Z`, `±HH`, `±HH:MM`) as
+/// seconds east of UTC.
+fn offset(z: &[u8]) -> Option<i64> {
+    let sign = match z {
+        [b'Z'] => return Some(0),
+        [b'+', ..] => 1,
+        [b'-', ..] => -1,
+        _ => return None,
+    };
+    let h = fixed(z, 1, 2)?;
+    let m = match z.len() {
+        3 => 0,
+        6 if z[3] == b':' => fixed(z, 4, 2)?,
+        _ => return None,
+    };
+    (h <= 15 && m <= 59).then_some(sign * (h * 3600 + m * 60))
+}
+
+/// A date, or a date and time to the second with an optional fraction (up
+/// to nanoseconds) and an optional zone, then an optional ` BC`; `None`
+/// when `t` is not one, or not a day of the calendar.
+fn parse_time(t: &str) -> Option<i128> {
+    match t {
+        "infinity" => return Some(i128::MAX),
+        "-infinity" => return Some(i128::MIN),
+        _ => {}
+    }
+    let (t, bc) = match t.strip_suffix(" BC") {
+        Some(t) => (t, true),
+        None => (t, false),
+    };
     let b = t.as_bytes();
-    let digits =
-        |r: std::ops::Range<usize>| r.clone().all(|i| b.get(i).is_some_and(u8::is_ascii_digit));
-    if b.len() < 10
-        || !digits(0..4)
-        || b[4] != b'-'
-        || !digits(5..7)
-        || b[7] != b'-'
-        || !digits(8..10)
-    {
-        return false;
+    // Years of four digits or more: PostgreSQL prints 10000 and later.
+    let (y, yn) = digits(b, 7);
+    if yn < 4 || b.get(yn) != Some(&b'-') || b.get(yn + 3) != Some(&b'-') {
+        return None;
     }
-    if b.len() == 10 {
-        return true;
+    let (m, d) = (fixed(b, yn + 1, 2)?, fixed(b, yn + 4, 2)?);
+    let year = if bc { 1 - y } else { y };
+    if !(1..=12).contains(&m) || d < 1 || d > days_in_month(year, m) || (bc && y == 0) {
+        return None;
     }
-    if b.len() < 19
-        || !(b[10] == b'T' || b[10] == b' ')
-        || !digits(11..13)
-        || b[13] != b':'
-        || !digits(14..16)
-        || b[16] != b':'
-        || !digits(17..19)
-    {
-        return false;
+    let days = i128::from(days_from_civil(year, m, d));
+    let rest = &b[yn + 6..];
+    if rest.is_empty() {
+        return Some(days * 86_400 * NANOS);
     }
-    let mut i = 19;
-    if b.get(i) == Some(&b'.') {
-        i += 1;
-        let start = i;
-        while b.get(i).is_some_and(u8::is_ascii_digit) {
-            i += 1;
+    if rest.len() < 9 || !matches!(rest[0], b'T' | b' ') || rest[3] != b':' || rest[6] != b':' {
+        return None;
+    }
+    let (h, mi, s) = (fixed(rest, 1, 2)?, fixed(rest, 4, 2)?, fixed(rest, 7, 2)?);
+    if h > 23 || mi > 59 || s > 59 {
+        return None;
+    }
+    let mut i = 9;
+    let mut frac = 0i128;
+    if rest.get(i) == Some(&b'.') {
+        let (f, n) = digits(&rest[i + 1..], 10);
+        if n == 0 || n > 9 {
+            return None;
         }
-        if i == start || i - start > 9 {
-            return false;
-        }
+        frac = i128::from(f) * 10i128.pow(9 - n as u32);
+        i += 1 + n;
     }
-    match &b[i..] {
-        [] | [b'Z'] => true,
-        [s, h1, h2, b':', m1, m2]
-            if (*s == b'+' || *s == b'-')
-                && [h1, h2, m1, m2].iter().all(|c| c.is_ascii_digit()) =>
-        {
-            true
-        }
-        _ => false,
-    }
+    let east = match &rest[i..] {
+        [] => 0,
+        z => offset(z)?,
+    };
+    let secs = days * 86_400 + i128::from(h * 3600 + mi * 60 + s - east);
+    Some(secs * NANOS + frac)
 }
 
 /// Reads a watermark as a typed value, borrowing (sync reads one per row).
@@ -79,7 +151,7 @@ pub(crate) fn mark(v: CellRef<'_>) -> Result<Mark, String> {
         other => {
             let v = other.to_value();
             return Err(format!(
-                "the watermark {v} is a {}, not an integer or ISO-8601 text",
+                "the watermark {v} is a {}, not an integer or a date or time",
                 v.class()
             ));
         }
@@ -87,31 +159,11 @@ pub(crate) fn mark(v: CellRef<'_>) -> Result<Mark, String> {
     if t.is_empty() {
         return Err("the watermark is empty".into());
     }
-    if !iso_shape(t) {
-        return Err(format!(
-            "the watermark '{t}' is not ISO-8601 (YYYY-MM-DD[THH:MM:SS[.fff]][Z|±HH:MM]) nor an integer"
-        ));
-    }
-    // chrono wants the `T` separator; a space is allowed in the shape.
-    let t_sep: std::borrow::Cow<'_, str> = if t.as_bytes().get(10) == Some(&b' ') {
-        t.replacen(' ', "T", 1).into()
-    } else {
-        t.into()
-    };
-    let parsed = if t.len() == 10 {
-        NaiveDate::parse_from_str(t, "%Y-%m-%d")
-            .ok()
-            .and_then(|d| d.and_hms_opt(0, 0, 0))
-    } else if t.ends_with('Z') || t[19..].contains(['+', '-']) {
-        DateTime::parse_from_rfc3339(&t_sep)
-            .ok()
-            .map(|d| d.naive_utc())
-    } else {
-        NaiveDateTime::parse_from_str(&t_sep, "%Y-%m-%dT%H:%M:%S%.f").ok()
-    };
-    parsed
-        .map(Mark::Time)
-        .ok_or_else(|| format!("the watermark '{t}' is not a valid date or time"))
+    parse_time(t).map(Mark::Time).ok_or_else(|| {
+        format!(
+            "the watermark '{t}' is not a date or time (YYYY-MM-DD[THH:MM:SS[.fff]][Z|±HH[:MM]]) on the calendar, nor an integer"
+        )
+    })
 }
 
 /// Compares two watermark values as typed values; `None` when either is not
@@ -124,14 +176,26 @@ pub fn watermark_cmp(a: &Value, b: &Value) -> Option<Ordering> {
     }
 }
 
-/// The shape a table's watermarks must share, set by the first one seen:
-/// integers, or text of one length and one zone (so that SQLite's order is the typed
-/// order, and "2024-1-5" beside "2024-01-05" is refused as mixed widths).
+/// The shape a table's watermarks must share. A column of a date or time
+/// type is ordered by the engine as that type, whatever the width of its
+/// text (a server drops a fraction's trailing zeros): any time fits. Text
+/// is ordered by SQLite as text, which is the order of the times only when
+/// they are of one length and one zone, so the first one seen sets those
+/// ("2024-1-5" beside "2024-01-05" is refused as mixed widths).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Shape {
     Int,
     /// Text of this length, with this zone designator (`Z`, `+02:00`, none).
     Text(usize, String),
+    /// A column of a date or time type: any time of it.
+    Typed,
+}
+
+/// The shape a column of `kind` gives its watermarks before any is read:
+/// [`Shape::Typed`] for a date or time type, else none (the first
+/// watermark sets it).
+pub(crate) fn declared_shape(kind: &ColumnKind) -> Option<Shape> {
+    matches!(kind, ColumnKind::Date | ColumnKind::Timestamp { .. }).then_some(Shape::Typed)
 }
 
 pub(crate) fn shape(v: CellRef<'_>) -> Option<Shape> {
@@ -152,6 +216,7 @@ impl Shape {
         match (self, v) {
             (Shape::Int, CellRef::Integer(_)) => true,
             (Shape::Text(len, z), CellRef::Text(t)) => t.len() == *len && zone(t) == z.as_bytes(),
+            (Shape::Typed, CellRef::Text(_)) => matches!(mark(v), Ok(Mark::Time(_))),
             _ => false,
         }
     }
@@ -185,13 +250,19 @@ pub(crate) fn lower_bound(cursor: &Value, lookback: &str) -> Result<Mark> {
     match (m, unit) {
         (Mark::Int(i), "") => Ok(Mark::Int(i.saturating_sub(n))),
         (Mark::Time(t), "s" | "m" | "h" | "d") => {
-            let secs = n.saturating_mul(match unit {
-                "s" => 1,
-                "m" => 60,
-                "h" => 3600,
-                _ => 86_400,
-            });
-            Ok(Mark::Time(t - chrono::Duration::seconds(secs)))
+            let secs = i128::from(n)
+                * match unit {
+                    "s" => 1,
+                    "m" => 60,
+                    "h" => 3600,
+                    _ => 86_400,
+                };
+            // `infinity` stays itself, as the engines have it.
+            Ok(Mark::Time(if t == i128::MAX || t == i128::MIN {
+                t
+            } else {
+                t.saturating_sub(secs * NANOS)
+            }))
         }
         (Mark::Int(_), _) => bail!(
             "--lookback '{lookback}': the watermark is an integer, so give a number of units (e.g. --lookback 100)"
@@ -227,6 +298,72 @@ mod tests {
     }
 
     #[test]
+    fn the_engines_own_spellings_of_times_are_read_as_times() {
+        let m = |s: &str| mark(CellRef::Text(s.as_bytes()));
+        let t = |s: &str| Value::Text(s.into());
+        // PostgreSQL's timestamptz in UTC, its fraction's zeros dropped.
+        for s in [
+            "2024-01-01 00:00:01+00",
+            "2024-01-01 00:00:01.5+00",
+            "2024-01-01 00:00:01.123456",
+            "2024-01-01",
+            "0044-03-15 12:00:00.5+00 BC",
+            "10000-01-01 00:00:00",
+            "2024-01-01T00:00:01+05:30",
+            "infinity",
+            "-infinity",
+        ] {
+            assert!(matches!(m(s), Ok(Mark::Time(_))), "{s}: {:?}", m(s));
+        }
+        // An instant, whatever the zone it is written in.
+        assert_eq!(
+            watermark_cmp(
+                &t("2024-01-01 00:00:00+00"),
+                &t("2024-01-01T05:30:00+05:30")
+            ),
+            Some(Ordering::Equal)
+        );
+        assert_eq!(
+            watermark_cmp(&t("2024-01-01 00:00:01+00"), &t("2024-01-01 00:00:01.5+00")),
+            Some(Ordering::Less)
+        );
+        assert_eq!(
+            watermark_cmp(&t("2024-01-01 00:00:01.5"), &t("2024-01-01 00:00:01.25")),
+            Some(Ordering::Greater)
+        );
+        assert_eq!(
+            watermark_cmp(&t("0044-03-15 BC"), &t("0001-01-01")),
+            Some(Ordering::Less)
+        );
+        assert_eq!(
+            watermark_cmp(&t("infinity"), &t("10000-01-01 00:00:00")),
+            Some(Ordering::Greater)
+        );
+        assert_eq!(
+            watermark_cmp(&t("-infinity"), &t("0044-03-15 BC")),
+            Some(Ordering::Less)
+        );
+        for s in [
+            "2024-02-30",
+            "2024-01-01 24:00:00",
+            "2024-01-01 00:00:01+0",
+            "0000-01-01 BC",
+            "2024-01-01 00:00:01.1234567890",
+        ] {
+            assert!(m(s).is_err(), "{s}");
+        }
+    }
+
+    #[test]
+    fn a_typed_shape_fits_any_width_of_time() {
+        let t = |s: &'static str| CellRef::Text(s.as_bytes());
+        assert!(Shape::Typed.fits(t("2024-01-01 00:00:01+00")));
+        assert!(Shape::Typed.fits(t("2024-01-01 00:00:01.5+00")));
+        assert!(!Shape::Typed.fits(t("soon")));
+        assert!(!Shape::Typed.fits(CellRef::Integer(3)));
+    }
+
+    #[test]
     fn a_shape_fits_only_text_of_its_length_and_zone() {
         let t = |s: &'static str| CellRef::Text(s.as_bytes());
         let Some(plus) = shape(t("2024-01-05T10:00:00+02:00")) else {
@@ -248,10 +385,14 @@ mod tests {
     #[test]
     fn lookback_subtracts_in_the_watermark_kind() -> Result<()> {
         assert_eq!(lower_bound(&Value::Integer(100), "10")?, Mark::Int(90));
-        let Mark::Time(t) = lower_bound(&Value::Text("2024-01-05T10:00:00".into()), "2h")? else {
-            bail!("not a time")
-        };
-        assert_eq!(t.to_string(), "2024-01-05 08:00:00");
+        assert_eq!(
+            lower_bound(&Value::Text("2024-01-05T10:00:00".into()), "2h")?,
+            mark(CellRef::Text(b"2024-01-05T08:00:00")).map_err(anyhow::Error::msg)?
+        );
+        assert_eq!(
+            lower_bound(&Value::Text("2024-01-05 00:30:00+00".into()), "1h")?,
+            mark(CellRef::Text(b"2024-01-04 23:30:00+00")).map_err(anyhow::Error::msg)?
+        );
         assert!(lower_bound(&Value::Integer(100), "2h").is_err());
         assert!(lower_bound(&Value::Text("2024-01-05".into()), "10").is_err());
         Ok(())

@@ -34,6 +34,11 @@ pub struct Capabilities {
     /// An engine without either is refused by each command that would
     /// write it before anything is opened, so nothing is half-installed.
     pub target: bool,
+    /// A column of a date or time type holds only dates or times and is
+    /// ordered as them, whatever the width of their text (a server drops a
+    /// fraction's trailing zeros). SQLite's `DATE` or `TIMESTAMP` column
+    /// holds any text and orders it as text.
+    pub typed_times: bool,
 }
 
 /// One engine: its name, the schemes of its URLs, and how it is opened.
@@ -84,6 +89,7 @@ pub static SQLITE: Engine = Engine {
         conditional_writes: true,
         replayed_into: true,
         target: true,
+        typed_times: false,
     },
     open: |location, access, role| match location {
         Location::Sqlite(path) => {
@@ -108,6 +114,7 @@ pub static POSTGRES: Engine = Engine {
         conditional_writes: true,
         replayed_into: true,
         target: true,
+        typed_times: true,
     },
     open: |location, access, role| match location {
         Location::Server(url) => {
@@ -136,6 +143,7 @@ pub static MYSQL: Engine = Engine {
         conditional_writes: true,
         replayed_into: true,
         target: true,
+        typed_times: true,
     },
     open: |location, access, role| match location {
         Location::Server(url) => {

@@ -21,6 +21,7 @@ use crate::schema;
 use crate::spec::{Location, Side, Spec};
 use crate::value::{Row, Value, display_key, key_json};
 
+mod cursor;
 mod tables;
 
 use tables::{Validation, load_tables};
@@ -34,6 +35,9 @@ pub struct TableLoad {
     pub batches: u64,
     /// A completed load of this table was found; nothing was done.
     pub complete_before: bool,
+    /// The watermarks this run copied, for the first sync's cursor.
+    #[serde(skip)]
+    pub span: cursor::Span,
 }
 
 /// What `cutover load` did: the tables loaded, or the invalid row that
@@ -110,7 +114,7 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<LoadReport> {
         return Ok(LoadReport::invalid(bad));
     }
     let engine = Engine::new(&spec.tables, &target, Side::Target);
-    std::thread::scope(|scope| {
+    let rep = std::thread::scope(|scope| {
         let mut validation = Validation::Done;
         if beside {
             engine.hold()?;
@@ -163,7 +167,11 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<LoadReport> {
                 Err(e)
             }
         }
-    })
+    })?;
+    if rep.verdict == Verdict::Pass {
+        cursor::record(spec, &mut source, &target, &rep.tables)?;
+    }
+    Ok(rep)
 }
 
 /// The first source row of every spec table that the forward transform

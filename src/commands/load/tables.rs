@@ -71,7 +71,7 @@ pub(super) fn load_tables(
         let t_sql = target.target_sql(t);
         let (resume, rows_before, seen) = match start(t, target, &t_sql, replace)? {
             Start::Complete(tl) => {
-                tables.push(tl);
+                tables.push(*tl);
                 continue;
             }
             Start::At {
@@ -87,6 +87,7 @@ pub(super) fn load_tables(
             resumed_after: resume.as_deref().map(key_json),
             batches: 0,
             complete_before: false,
+            span: Default::default(),
         };
         let sequence = source.catalogue().sequence(&t.source_table)?;
         let mut batches = Batches {
@@ -114,7 +115,7 @@ pub(super) fn load_tables(
 /// Where a table's load starts, as its checkpoint and the target say.
 enum Start {
     /// A completed load was found: nothing to do.
-    Complete(TableLoad),
+    Complete(Box<TableLoad>),
     /// After `resume` (from the first row without it), with the rows the
     /// checkpoint recorded before and the count the first batch expects.
     At {
@@ -143,14 +144,15 @@ fn start(t: &Table, target: &Db, t_sql: &TableSql, replace: bool) -> Result<Star
         (Some(c), false) if c.done && held == c.rows => {
             // A rerun after a completed load (say, after a crash that hit
             // once the last batch had committed) has nothing to do.
-            return Ok(Start::Complete(TableLoad {
+            return Ok(Start::Complete(Box::new(TableLoad {
                 name: t.name.clone(),
                 loaded: 0,
                 already_present: c.rows as u64,
                 resumed_after: None,
                 batches: 0,
                 complete_before: true,
-            }));
+                span: Default::default(),
+            })));
         }
         (Some(c), false) if !c.done && held == c.rows => {
             rows_before = c.rows;
@@ -217,6 +219,9 @@ impl Batches<'_, '_> {
     fn flush(&mut self, pending: &mut Vec<Block>, done: bool) -> Result<()> {
         let t = self.t;
         let n: usize = pending.iter().map(Block::rows).sum();
+        for b in pending.iter() {
+            self.tl.span.see(t, b);
+        }
         let last_key = pending
             .iter()
             .rev()

@@ -135,15 +135,15 @@ fn carry_from(planned: &Planned<'_>) -> Option<Option<Value>> {
             if found.wanted == 0 {
                 return None;
             }
-            let mut from = found.from.clone();
-            if let (Some(c), Some(f)) = (cursor, from.as_ref())
+            let (least, mut from) = found.from.clone()?;
+            if let Some(c) = cursor
                 && let cw = &c.last_watermark
                 && found.shape.as_ref().is_some_and(|s| s.fits(cw.as_cell()))
-                && cw.as_cell().sql_cmp(&f.as_cell()) == Ordering::Less
+                && mark(cw.as_cell()).is_ok_and(|m| m < least)
             {
-                from = Some(cw.clone());
+                from = cw.clone();
             }
-            from
+            Some(from)
         }
         _ => None,
     })

@@ -13,8 +13,9 @@
 //!   is gone, a column whose declared type changed since the last sync
 //!   (`--evolve` adds a new column to the target as a copy column instead);
 //! - **quality**: a NULL key, a duplicate key, a watermark that is NULL,
-//!   empty or not a typed value (an integer, or ISO-8601 text of one shape),
-//!   a row the forward transform refuses.
+//!   empty or not a typed value (an integer, a date or time of a column of
+//!   that type, or ISO-8601 text of one shape), a row the forward transform
+//!   refuses.
 //!
 //! Rows at or below the cursor that the target does not hold as they are
 //! now are **late**: reported (exit 1), never silently skipped;
@@ -38,7 +39,7 @@ use crate::provenance::Cursor;
 use crate::report::{BatchStatus, Report, Verdict};
 use crate::schema;
 use crate::spec::{Column, Spec, Table};
-use crate::survey::{Drift, Position, Quality, Survey, drift};
+use crate::survey::{Drift, Position, Quality, Survey, WatermarkColumn, drift};
 use crate::transform::Transform;
 use crate::watermark::lower_bound;
 
@@ -259,7 +260,7 @@ fn check_table<'a>(
         // before this run (a column --evolve adds is empty in every row).
         found = Survey::run(
             &p,
-            wm,
+            WatermarkColumn::of(t, source, &source_cols).as_ref(),
             pos.as_ref(),
             whole,
             source,

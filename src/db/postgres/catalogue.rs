@@ -623,6 +623,16 @@ pub(super) fn kind_of(ty: &str) -> ColumnKind {
         "date" => ColumnKind::Date,
         "timestamp without time zone" => ColumnKind::Timestamp { zone: false },
         "timestamp with time zone" => ColumnKind::Timestamp { zone: true },
+        // With a precision, `format_type` spells the zone after it:
+        // `timestamp(3) with time zone`.
+        "timestamp" => match ty.rsplit_once(')').map(|(_, zone)| zone.trim()) {
+            Some("without time zone") => ColumnKind::Timestamp { zone: false },
+            Some("with time zone") => ColumnKind::Timestamp { zone: true },
+            _ => ColumnKind::Other {
+                engine: "PostgreSQL",
+                name: ty.to_string(),
+            },
+        },
         _ => ColumnKind::Other {
             engine: "PostgreSQL",
             name: ty.to_string(),
@@ -718,5 +728,35 @@ fn past_typmod(type_name: &str, v: &Value) -> Option<String> {
             })
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timestamp_with_a_precision_is_a_timestamp() {
+        for (ty, kind) in [
+            ("date", ColumnKind::Date),
+            (
+                "timestamp without time zone",
+                ColumnKind::Timestamp { zone: false },
+            ),
+            (
+                "timestamp(3) without time zone",
+                ColumnKind::Timestamp { zone: false },
+            ),
+            (
+                "timestamp(0) with time zone",
+                ColumnKind::Timestamp { zone: true },
+            ),
+        ] {
+            assert_eq!(kind_of(ty), kind, "{ty}");
+        }
+        assert!(matches!(
+            kind_of("time(3) without time zone"),
+            ColumnKind::Other { .. }
+        ));
     }
 }

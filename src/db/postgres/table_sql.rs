@@ -145,7 +145,11 @@ impl Plan {
             .collect::<Vec<_>>()
             .join(", ");
         let ordered = |i: usize| {
-            let e = kinds[i].order(&quoted[i]);
+            let e = if first == Some(i) {
+                watermark_order(kinds[i], &quoted[i])
+            } else {
+                kinds[i].order(&quoted[i])
+            };
             if not_null[i] {
                 e
             } else {
@@ -314,8 +318,8 @@ impl Plan {
                 "SELECT {} FROM {} WHERE {} >= {} ORDER BY {}",
                 self.list,
                 self.qualified,
-                self.kinds[f].order(&quote_ident(&self.names[f])),
-                literal(self.kinds[f], from)?,
+                watermark_order(self.kinds[f], &quote_ident(&self.names[f])),
+                watermark_literal(self.kinds[f], from)?,
                 self.scan_order
             ));
         }
@@ -347,6 +351,31 @@ impl Plan {
 }
 
 /// A key value as a literal compared with a key column's order expression.
+/// The expression sync's watermark column is ordered by: a date or time as
+/// its type (its instant, for a `timestamptz`), as cutover compares
+/// watermarks (`crate::watermark`), and as an index on it serves; anything
+/// else as a key of its kind.
+fn watermark_order(kind: Kind, col: &str) -> String {
+    match kind {
+        Kind::Date | Kind::Timestamp | Kind::Timestamptz => col.to_string(),
+        _ => kind.order(col),
+    }
+}
+
+/// The literal a scan by watermark starts from: a date or time as a value
+/// of its type, read from the text the engine gave (every connection's
+/// `TimeZone` is UTC); anything else as a key of its kind.
+fn watermark_literal(kind: Kind, v: &Value) -> Result<String> {
+    match (kind, v) {
+        (Kind::Date | Kind::Timestamp | Kind::Timestamptz, Value::Text(t)) => Ok(format!(
+            "{}::{}",
+            quote_literal(t)?,
+            super::types::name(kind)
+        )),
+        _ => literal(kind, v),
+    }
+}
+
 pub(super) fn literal(kind: Kind, v: &Value) -> Result<String> {
     Ok(match (kind.ordered_as_text(), kind, v.as_cell()) {
         (_, _, CellRef::Null) => "NULL".to_string(),
