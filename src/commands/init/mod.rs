@@ -65,11 +65,15 @@ pub fn run(source_url: &str, target_url: &str, out: Option<&Path>) -> Result<Ini
         draft::lit(&crate::spec::password_removed(source_url)),
         draft::lit(&crate::spec::password_removed(target_url))
     );
-    for (side, url) in [("source", source_url), ("target", target_url)] {
+    for (side, url) in [
+        (crate::spec::Side::Source, source_url),
+        (crate::spec::Side::Target, target_url),
+    ] {
         if crate::spec::password_removed(url) != url {
             let _ = writeln!(
                 toml,
-                "# the {side}'s password given to init is not written here (a spec is committed and\n# attached to tickets): give it in PGPASSWORD or ~/.pgpass (PostgreSQL) or MYSQL_PWD (MySQL)."
+                "# the {side}'s password given to init is not written here (a spec is committed and\n# attached to tickets): give it in {}, or in PGPASSWORD or ~/.pgpass\n# (PostgreSQL), MYSQL_PWD or ~/.my.cnf (MySQL).",
+                side.password_variable()
             );
         }
     }

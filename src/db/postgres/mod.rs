@@ -78,6 +78,14 @@ fn warn_once(warning: &str) {
     }
 }
 
+/// The variables that would give `role`'s password.
+fn password_variables(role: &str) -> String {
+    match crate::spec::Side::of_role(role) {
+        Some(side) => format!("{} or PGPASSWORD", side.password_variable()),
+        None => "PGPASSWORD".to_string(),
+    }
+}
+
 /// Why a connection failed, in one line: the server, the TLS mode and
 /// what failed, never the password nor the driver's chain of errors.
 fn connect_failure(e: &tokio_postgres::Error, u: &PgUrl, role: &str) -> String {
@@ -96,7 +104,7 @@ fn connect_failure(e: &tokio_postgres::Error, u: &PgUrl, role: &str) -> String {
             if db.code() == &tokio_postgres::error::SqlState::INVALID_PASSWORD {
                 m.push_str(&match &u.password_from {
                     Some(from) => format!(" (the password came from {})", from.shown()),
-                    None => " (no password was given: set PGPASSWORD, or add a line to ~/.pgpass; see docs/engines.md, Connecting)".to_string(),
+                    None => format!(" (no password was given: set {}, or add a line to ~/.pgpass; see docs/engines.md, Connecting)", password_variables(role)),
                 });
             }
             m
@@ -114,7 +122,8 @@ fn connect_failure(e: &tokio_postgres::Error, u: &PgUrl, role: &str) -> String {
             }
             if m.contains("password missing") {
                 format!(
-                    "{m}: the server asks for a password and none was given (set PGPASSWORD, or add a line to ~/.pgpass; see docs/engines.md, Connecting)"
+                    "{m}: the server asks for a password and none was given (set {}, or add a line to ~/.pgpass; see docs/engines.md, Connecting)",
+                    password_variables(role)
                 )
             } else {
                 format!("{m}; is the server running and the URL right?")
@@ -177,7 +186,7 @@ impl Postgres {
     /// Connects to the database of `url` and checks that its schema exists.
     /// A reader's transactions are read-only (`default_transaction_read_only`).
     pub fn open(url: &str, access: Access, role: &str) -> Result<Postgres> {
-        let u = PgUrl::parse(url).with_context(|| format!("{role} database"))?;
+        let u = PgUrl::parse(url, role).with_context(|| format!("{role} database"))?;
         for w in &u.warnings {
             warn_once(w);
         }
