@@ -164,6 +164,23 @@ fn a_mysql_option_file_gives_the_password_below_the_url_and_the_environment() {
     refused(&init(&s_url, &t_url, h, &[]), &[".my.cnf", "!includedir"]);
     write_my_cnf(h, "[client]\npassword\n");
     refused(&init(&s_url, &t_url, h, &[]), &[".my.cnf", "never prompts"]);
+    // A file anyone may write is not read, as the mysql client does not
+    // read it, and the operator is told why before the refusal.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        write_my_cnf(h, &format!("[client]\npassword='{pw}'\n"));
+        std::fs::set_permissions(h.join(".my.cnf"), std::fs::Permissions::from_mode(0o666))
+            .expect("chmod");
+        refused(
+            &init(&s_url, &t_url, h, &[]),
+            &[
+                "warning: the MySQL option file",
+                "chmod 0600",
+                "Access denied",
+            ],
+        );
+    }
 }
 
 #[test]

@@ -69,6 +69,17 @@ impl Env {
     }
 }
 
+/// Says `warning` on stderr, once per process (a command opens the same
+/// database more than once): a password or option file that was not read.
+pub fn warn_once(warning: &str) {
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+    if !said.iter().any(|s| s == warning) {
+        eprintln!("cutover: warning: {warning}");
+        said.push(warning.to_string());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

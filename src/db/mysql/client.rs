@@ -276,6 +276,11 @@ impl MySql {
 
     /// [`MySql::open`] with a URL already parsed.
     pub fn open_url(u: &MyUrl, access: Access, role: &str) -> Result<MySql> {
+        // An option file not read is said now: the connection may fail for
+        // want of its password.
+        for w in &u.warnings {
+            crate::db::credentials::warn_once(w);
+        }
         let mut conn = connect(u, role)?;
         let fail = |e: mysql::Error| {
             anyhow::anyhow!(
@@ -298,7 +303,12 @@ impl MySql {
             ssl_mode: u.ssl_mode,
             server,
             access,
-            warnings: u.warnings.clone(),
+            warnings: u
+                .warnings
+                .iter()
+                .cloned()
+                .chain(u.password_warning())
+                .collect(),
             password_from: u.password_from.clone(),
             plans: RefCell::default(),
         })

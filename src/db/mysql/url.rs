@@ -136,8 +136,8 @@ pub struct MyUrl {
     pub connect_timeout: Option<Duration>,
     /// The URL as messages show it: no password.
     pub shown: String,
-    /// What the operator should hear: an option file not read, a
-    /// password in the spec.
+    /// What the operator should hear of the option file (not read, and
+    /// why); a password in the URL is [`MyUrl::password_warning`]'s.
     pub warnings: Vec<String>,
 }
 
@@ -410,7 +410,7 @@ impl MyUrl {
                     .with_context(|| format!("connect-timeout '{t}' is not a number of seconds"))?,
             )),
         };
-        let mut u = MyUrl {
+        Ok(MyUrl {
             user,
             password: credentials.password,
             password_from: credentials.from,
@@ -423,9 +423,7 @@ impl MyUrl {
             connect_timeout,
             shown: shown.to_string(),
             warnings: credentials.warnings,
-        };
-        u.warnings.extend(u.password_warning());
-        Ok(u)
+        })
     }
 
     /// The password, for the driver only.

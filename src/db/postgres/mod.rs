@@ -67,17 +67,6 @@ pub fn quote_literal(text: &str) -> Result<String> {
     Ok(format!("'{}'", text.replace('\'', "''")))
 }
 
-/// Says `warning` on stderr, once per process (a command opens the same
-/// database more than once).
-fn warn_once(warning: &str) {
-    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
-    if !said.iter().any(|s| s == warning) {
-        eprintln!("cutover: warning: {warning}");
-        said.push(warning.to_string());
-    }
-}
-
 /// The variables that would give `role`'s password.
 fn password_variables(role: &str) -> String {
     match crate::spec::Side::of_role(role) {
@@ -188,7 +177,7 @@ impl Postgres {
     pub fn open(url: &str, access: Access, role: &str) -> Result<Postgres> {
         let u = PgUrl::parse(url, role).with_context(|| format!("{role} database"))?;
         for w in &u.warnings {
-            warn_once(w);
+            crate::db::credentials::warn_once(w);
         }
         let mut client = match Client::connect(&u.config, &u.tls) {
             Ok(c) => c,
