@@ -312,3 +312,73 @@ fn connection_failures_are_sentences_without_debug_shapes() {
         &["target database"],
     );
 }
+
+/// PostgreSQL here trusts every connection, so a wrong password cannot be
+/// refused: what is tested is that each side's variable is the password
+/// the connection was given, as `check` says.
+#[test]
+fn each_postgres_side_is_given_its_own_variable() {
+    let (Some(source), Some(target)) = (PgDb::new("creds_pg_s"), PgDb::new("creds_pg_t")) else {
+        return;
+    };
+    for db in [&source, &target] {
+        db.client()
+            .batch_execute("CREATE TABLE t (id bigint PRIMARY KEY)")
+            .expect("a table");
+    }
+    let home = tempfile::tempdir().expect("a home");
+    let h = home.path();
+    let s_url = format!("{}?schema=public&sslmode=disable", source.url);
+    let t_url = format!("{}?schema=public&sslmode=disable", target.url);
+    let out = init(&s_url, &t_url, h, &[]);
+    assert_eq!(out.code, Some(0), "{out}");
+    std::fs::write(h.join("spec.toml"), &out.stdout).expect("the spec");
+    let check = |env: &[(&str, &str)]| {
+        let mut c = cutover(&[
+            "check",
+            "--spec",
+            h.join("spec.toml").to_str().expect("UTF-8"),
+        ]);
+        c.env("HOME", h.to_str().expect("UTF-8"));
+        for k in [
+            "PGPASSWORD",
+            "CUTOVER_SOURCE_PASSWORD",
+            "CUTOVER_TARGET_PASSWORD",
+        ] {
+            c.env(k, "");
+        }
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output()
+    };
+    let out = check(&[
+        ("PGPASSWORD", "shared"),
+        ("CUTOVER_SOURCE_PASSWORD", "s-secret"),
+        ("CUTOVER_TARGET_PASSWORD", "t-secret"),
+    ]);
+    assert_eq!(out.code, Some(0), "{out}");
+    let said: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter(|l| l.contains("password from"))
+        .collect();
+    assert_eq!(said.len(), 2, "{out}");
+    assert!(
+        said[0].contains("password from CUTOVER_SOURCE_PASSWORD"),
+        "{out}"
+    );
+    assert!(
+        said[1].contains("password from CUTOVER_TARGET_PASSWORD"),
+        "{out}"
+    );
+    assert!(!out.all().contains("secret"), "{out}");
+    // Without them, both sides share PGPASSWORD.
+    let out = check(&[("PGPASSWORD", "shared")]);
+    assert_eq!(out.code, Some(0), "{out}");
+    assert_eq!(
+        out.stdout.matches("password from PGPASSWORD").count(),
+        2,
+        "{out}"
+    );
+}
