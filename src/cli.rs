@@ -9,7 +9,7 @@ use serde::Serialize;
 #[command(
     name = "cutover",
     version,
-    about = "Prove a database migration exact before the switch, and roll it back exactly after.",
+    about = "Prove a database migration (SQLite, PostgreSQL, MySQL/MariaDB) exact before the switch, and roll it back exactly after.",
     after_help = "Exit codes: 0 everything checked holds; 1 the data failed a check; 2 the tool could not do its job (usage, spec, I/O, precondition)."
 )]
 pub struct Cli {
@@ -34,7 +34,9 @@ pub enum Format {
 /// The spec every command works from.
 #[derive(Clone, Debug, Args)]
 pub struct SpecArg {
-    /// The migration spec (TOML); database paths in it are relative to it.
+    /// The migration spec (TOML), whose source and target are each a SQLite
+    /// file, a PostgreSQL or a MySQL/MariaDB URL; file paths in it are
+    /// relative to it.
     #[arg(long, value_name = "FILE")]
     pub spec: PathBuf,
 }
@@ -207,10 +209,12 @@ pub enum Command {
     },
     /// Draft a spec from the two schemas (tables and columns matched by name); never overwrites a file.
     Init {
-        /// The old database: sqlite://PATH.
+        /// The old database: sqlite://PATH (SQLite), postgres://USER@HOST:PORT/DB?schema=NAME
+        /// (PostgreSQL) or mysql://USER@HOST:PORT/DB (MySQL/MariaDB).
         #[arg(long, value_name = "URL")]
         source: String,
-        /// The new database: sqlite://PATH.
+        /// The new database: sqlite://PATH (SQLite), postgres://USER@HOST:PORT/DB?schema=NAME
+        /// (PostgreSQL) or mysql://USER@HOST:PORT/DB (MySQL/MariaDB).
         #[arg(long, value_name = "URL")]
         target: String,
         /// Write the draft to FILE (refused if it exists) instead of printing it.
@@ -222,7 +226,7 @@ pub enum Command {
         #[command(flatten)]
         spec: SpecArg,
     },
-    /// Run the runbook end to end on built-in fixtures in a temporary folder.
+    /// Run the runbook end to end on built-in fixtures in a temporary folder: SQLite files, or a side on a PostgreSQL or MySQL/MariaDB server.
     Drill {
         /// The built-in scenario.
         #[arg(long, value_enum, default_value_t = Scenario::Orders)]
@@ -242,10 +246,10 @@ pub enum Command {
         /// Stop after this step, leaving the folder ready for the next step by hand.
         #[arg(long, value_enum, value_name = "STEP")]
         stop_after: Option<Step>,
-        /// Put the orders drill's source on this server: in a schema of its own of this PostgreSQL database, or in a database of its own beside this MySQL one (dropped at the end unless --keep).
+        /// Put the orders drill's source on this server: in a schema of its own of this PostgreSQL database, or in a database of its own beside this MySQL/MariaDB one (dropped at the end unless --keep).
         #[arg(long, value_name = "URL")]
         source: Option<String>,
-        /// Put the orders drill's target on this server: in a schema of its own of this PostgreSQL database, or in a database of its own beside this MySQL one (dropped at the end unless --keep).
+        /// Put the orders drill's target on this server: in a schema of its own of this PostgreSQL database, or in a database of its own beside this MySQL/MariaDB one (dropped at the end unless --keep).
         #[arg(long, value_name = "URL")]
         target: Option<String>,
         #[command(flatten)]

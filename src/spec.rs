@@ -412,6 +412,27 @@ pub enum Side {
     Target,
 }
 
+impl Side {
+    /// The side a database's role names (`source`, `target`); `None` for
+    /// a role that is neither.
+    pub fn of_role(role: &str) -> Option<Side> {
+        match role {
+            "source" => Some(Side::Source),
+            "target" => Some(Side::Target),
+            _ => None,
+        }
+    }
+
+    /// The variable that gives this side's password, whatever its engine
+    /// (docs/engines.md).
+    pub fn password_variable(self) -> &'static str {
+        match self {
+            Side::Source => "CUTOVER_SOURCE_PASSWORD",
+            Side::Target => "CUTOVER_TARGET_PASSWORD",
+        }
+    }
+}
+
 impl fmt::Display for Side {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

@@ -165,3 +165,27 @@ fn top_level_help_states_the_exit_codes() {
         );
     }
 }
+
+/// Wherever a page speaks of databases, it names every engine: an operator
+/// reading one page must not conclude that only one is supported.
+#[test]
+fn every_page_that_speaks_of_databases_names_every_engine() {
+    let mut failures = Vec::new();
+    for page in pages() {
+        if !page.text.to_lowercase().contains("database") {
+            continue;
+        }
+        let missing: Vec<&str> = ["SQLite", "PostgreSQL", "MySQL/MariaDB"]
+            .into_iter()
+            .filter(|e| !page.text.contains(e))
+            .collect();
+        if !missing.is_empty() {
+            failures.push(format!(
+                "`cutover {}` does not name {}",
+                page.args.join(" "),
+                missing.join(", ")
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -7,6 +7,7 @@ mod support;
 
 use anyhow::Result;
 use cutover::db::Access;
+use cutover::db::credentials::Env;
 use cutover::db::mysql::scan::Scan;
 use cutover::db::mysql::url::MyUrl;
 use cutover::db::mysql::{Flavor, MySql};
@@ -157,9 +158,10 @@ fn failures_are_one_line_naming_the_url_without_its_password() -> Result<()> {
     assert!(!e.contains('\n'), "{e}");
     // The password from MYSQL_PWD when the URL has none.
     let no_pw = app.url().replace(&format!(":{}@", app.password), "@");
-    let u = MyUrl::resolve(&no_pw, Some(&app.password), None)?;
+    let env = |pw: &str| Env::given(&[("MYSQL_PWD", pw)], None, "login");
+    let u = MyUrl::resolve(&no_pw, &env(&app.password))?;
     MySql::open_url(&u, Access::Read, "source")?;
-    let u = MyUrl::resolve(&no_pw, Some("wrong"), None)?;
+    let u = MyUrl::resolve(&no_pw, &env("wrong"))?;
     let e = format!(
         "{:#}",
         MySql::open_url(&u, Access::Read, "source")

@@ -10,6 +10,7 @@
 //! rollback writes back into, and a target `load` writes.
 
 pub mod control;
+pub mod credentials;
 pub mod csv;
 pub mod engines;
 pub mod interfaces;

@@ -84,8 +84,11 @@ fn prepare(dir: &Path, op: &str) -> Result<()> {
     };
     if !orders::steps_until(dir, &mut quiet, last)? {
         anyhow::bail!(
-            "setting up the {op} step failed: {:?}",
-            quiet.steps.last().map(|s| &s.said)
+            "setting up the {op} step failed: {}",
+            quiet
+                .steps
+                .last()
+                .map_or("no step ran", |s| s.said.as_str())
         );
     }
     if op == "apply" {

@@ -3,16 +3,15 @@
 //! declared types and a sample of the values, and whatever does not match a
 //! commented line to decide on.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use anyhow::Result;
 
+use super::check_words;
+use super::map::{Proposal, from_words, propose_map};
 use crate::db::{ColumnInfo, Db};
-use crate::value::{ColumnKind, Value, key_json};
+use crate::value::{ColumnKind, Value};
 
-/// At most this many distinct text values make a column a `map` candidate.
-const MAP_MAX_VALUES: usize = 12;
 /// Rows read per column to find a scale or a map (a draft, not a proof).
 const SAMPLE_ROWS: usize = 100_000;
 
@@ -37,7 +36,12 @@ fn integer_type(c: &ColumnInfo) -> bool {
 }
 
 /// Values of one column keyed by the table's key, first rows only.
-fn sample(db: &Db, table: &str, key: &[&str], column: &str) -> Result<Vec<(Vec<Value>, Value)>> {
+pub(super) fn sample(
+    db: &Db,
+    table: &str,
+    key: &[&str],
+    column: &str,
+) -> Result<Vec<(Vec<Value>, Value)>> {
     let mut cols: Vec<&str> = key.to_vec();
     cols.push(column);
     let sql = db.rows().table_sql(table, &cols, key.len(), None);
@@ -106,8 +110,19 @@ pub(super) fn table(
         );
     }
     let used_t: Vec<&str> = pairs.iter().map(|p| p.1.name.as_str()).collect();
+    // The target's definitions, for the words its CHECKs allow.
+    let parts = target.catalogue().schema_of(&[tt])?;
     for (sc, tc) in pairs {
-        if let Some(entry) = column_entry(source, target, (st, tt), &key, sc, tc, to_decide)? {
+        let words = check_words::of_column(&parts, &tc.name);
+        let entry = column_entry(
+            (source, st),
+            (target, tt),
+            &key,
+            (sc, tc),
+            words.as_deref(),
+            to_decide,
+        )?;
+        if let Some(entry) = entry {
             toml.push_str(&entry);
         }
     }
@@ -129,6 +144,14 @@ pub(super) fn table(
     Ok(())
 }
 
+/// Whether `flag` is `name` asked as a question: `is_active` or
+/// `IsActive` of `active`.
+fn flag_of(flag: &str, name: &str) -> bool {
+    let question = flag.to_ascii_lowercase().starts_with("is_")
+        || (flag.starts_with("Is") && flag[2..].starts_with(|c: char| c.is_ascii_uppercase()));
+    question && norm(flag).strip_prefix("is") == Some(norm(name).as_str())
+}
+
 /// Source columns, each with the target column it is paired with.
 type Pairs<'c> = Vec<(&'c ColumnInfo, &'c ColumnInfo)>;
 
@@ -148,7 +171,22 @@ fn pair_columns<'c>(
             pairs.push((sc, tc));
         }
     }
-    // Second pass: an amount renamed with its unit (`Total` →
+    // A flag named as a question on one side only: `is_active` ↔
+    // `active`, either way, when exactly one column answers.
+    for sc in s_cols {
+        if pairs.iter().any(|p| p.0.name == sc.name) {
+            continue;
+        }
+        let free: Vec<&ColumnInfo> = t_cols
+            .iter()
+            .filter(|t| !pairs.iter().any(|p| p.1.name == t.name))
+            .filter(|t| flag_of(&sc.name, &t.name) || flag_of(&t.name, &sc.name))
+            .collect();
+        if let [tc] = free[..] {
+            pairs.push((sc, tc));
+        }
+    }
+    // Then an amount renamed with its unit (`Total` →
     // `total_cents`): a numeric source column and an integer target
     // column whose name starts with it, when exactly one does.
     for sc in s_cols {
@@ -182,12 +220,11 @@ fn pair_columns<'c>(
 /// column `tc`: a transform proposed where the types or the values suggest
 /// one. `None` for a key column of the same name, which needs none.
 fn column_entry(
-    source: &Db,
-    target: &Db,
-    (st, tt): (&str, &str),
+    (source, st): (&Db, &str),
+    (target, tt): (&Db, &str),
     key: &[&str],
-    sc: &ColumnInfo,
-    tc: &ColumnInfo,
+    (sc, tc): (&ColumnInfo, &ColumnInfo),
+    words: Option<&[String]>,
     to_decide: &mut usize,
 ) -> Result<Option<String>> {
     let is_key = key.contains(&sc.name.as_str());
@@ -210,8 +247,23 @@ fn column_entry(
             }
         );
     } else if !is_key && !key.is_empty() && !sc.kind.is_numeric() {
-        match propose_map(source, st, target, tt, key, &sc.name, &tc.name)? {
+        let proposal = match words {
+            Some(w) => from_words(source, st, key, &sc.name, w)?,
+            None => propose_map(source, st, target, tt, key, &sc.name, &tc.name)?,
+        };
+        let allowed = words.map_or_else(String::new, |w| {
+            let shown: Vec<String> = w.iter().map(|x| lit(x)).collect();
+            format!("; the target's CHECK allows {}", shown.join(", "))
+        });
+        match proposal {
             Proposal::None => {}
+            Proposal::Words => {
+                *to_decide += 1;
+                let _ = writeln!(
+                    entry,
+                    "# DECIDE: the source's values are not known here{allowed}: if the source spells them\n# otherwise, add transform = \"map\" and map = {{ CODE = \"word\", … }}"
+                );
+            }
             Proposal::Values(values) => {
                 let shown: Vec<String> = values.iter().map(|v| lit(v)).collect();
                 let _ = writeln!(
@@ -226,7 +278,7 @@ fn column_entry(
                     *to_decide += 1;
                     let _ = writeln!(
                         entry,
-                        "# DECIDE: give each code its word (\"?\" marks the {undecided} not found under the same key in the target)"
+                        "# DECIDE: give each code its word (\"?\" marks the {undecided} not told apart){allowed}"
                     );
                 }
                 let items: Vec<String> = pairs
@@ -240,120 +292,18 @@ fn column_entry(
     Ok((!(is_key && tc.name == sc.name)).then_some(entry))
 }
 
-/// What a text column's values suggest.
-enum Proposal {
-    /// Nothing: too many values, not text, or the target holds them as they are.
-    None,
-    /// Few distinct values and no target rows to pair them with: listed.
-    Values(Vec<String>),
-    /// The target spells them otherwise: each code with the word most often
-    /// found under the same key (`"?"` where none was), and how many are `?`.
-    Map(BTreeMap<String, String>, usize),
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Whether a value reads as a code (`A`, `active`, `NC-17`, `gold_2`):
-/// short, one word of letters, digits, `_` or `-`, and not a date, a time, an
-/// e-mail address or a phone number.
-fn looks_like_code(v: &str) -> bool {
-    let digits = v.bytes().filter(u8::is_ascii_digit).count();
-    !v.is_empty()
-        && v.len() <= 16
-        && v.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        && v.bytes().any(|b| b.is_ascii_alphabetic())
-        && digits * 2 <= v.len()
-}
-
-/// A `map` for a low-cardinality text column whose values the target spells
-/// otherwise: each source code paired with the target word most often found
-/// under the same key, `"?"` where the target has no row to tell.
-fn propose_map(
-    source: &Db,
-    st: &str,
-    target: &Db,
-    tt: &str,
-    key: &[&str],
-    s_col: &str,
-    t_col: &str,
-) -> Result<Proposal> {
-    let s = sample(source, st, key, s_col)?;
-    let mut codes: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
-    for (_, v) in &s {
-        match v {
-            Value::Text(t) => {
-                codes.entry(t.clone()).or_default();
-            }
-            Value::Null => {}
-            _ => return Ok(Proposal::None),
-        }
-        if codes.len() > MAP_MAX_VALUES {
-            return Ok(Proposal::None);
-        }
+    #[test]
+    fn a_flag_pairs_with_its_name_asked_as_a_question() {
+        assert!(flag_of("is_active", "active"));
+        assert!(flag_of("IsActive", "Active"));
+        assert!(flag_of("is_deleted", "deleted"));
+        assert!(!flag_of("island", "land"));
+        assert!(!flag_of("isactive", "active"));
+        assert!(!flag_of("active", "is_active"));
+        assert!(!flag_of("is_active", "inactive"));
     }
-    if codes.is_empty() || !codes.keys().all(|c| looks_like_code(c)) {
-        return Ok(Proposal::None);
-    }
-    // A code names a class of rows, so codes repeat. Where every row has a
-    // value of its own (a small table of names), the values are data, not
-    // codes, unless they are one- or two-letter codes.
-    let present = s.iter().filter(|(_, v)| !matches!(v, Value::Null)).count();
-    if codes.len() >= present && codes.keys().any(|c| c.len() > 2) {
-        return Ok(Proposal::None);
-    }
-    // The target's words under the same keys (key names matched as the
-    // source's, which the draft carries unchanged or renamed by position).
-    let t_cols = target.catalogue().table_columns(tt)?;
-    let mut t_key: Vec<&str> = Vec::new();
-    for k in key {
-        match t_cols.iter().find(|c| norm(&c.name) == norm(k)) {
-            Some(c) => t_key.push(&c.name),
-            None => return Ok(Proposal::None),
-        }
-    }
-    let t = sample(target, tt, &t_key, t_col)?;
-    let words: std::collections::HashMap<String, &Value> = t
-        .iter()
-        .map(|(k, v)| (key_json(k).to_string(), v))
-        .collect();
-    let mut any_word = false;
-    for (k, v) in &s {
-        if let (Value::Text(code), Some(Value::Text(word))) =
-            (v, words.get(&key_json(k).to_string()))
-        {
-            any_word = true;
-            *codes
-                .entry(code.clone())
-                .or_default()
-                .entry(word.clone())
-                .or_default() += 1;
-        }
-    }
-    // Codes the target already holds as they are need no map.
-    let identical = codes.iter().all(|(c, w)| w.keys().all(|x| x == c));
-    if any_word && identical {
-        return Ok(Proposal::None);
-    }
-    if !any_word {
-        return Ok(if t.is_empty() {
-            Proposal::Values(codes.into_keys().collect())
-        } else {
-            Proposal::None
-        });
-    }
-    let mut undecided = 0;
-    let pairs = codes
-        .into_iter()
-        .map(|(code, words)| {
-            let word = words
-                .into_iter()
-                .max_by_key(|(_, n)| *n)
-                .map(|(w, _)| w)
-                .unwrap_or_else(|| {
-                    undecided += 1;
-                    "?".to_string()
-                });
-            (code, word)
-        })
-        .collect();
-    Ok(Proposal::Map(pairs, undecided))
 }

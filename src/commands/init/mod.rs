@@ -3,7 +3,9 @@
 //! `InvoiceLine` ↔ `invoice_lines`), keys come from the source's primary
 //! key, `decimal_to_minor` is proposed where a decimal, NUMERIC or REAL
 //! source column meets an INTEGER target column, `map` where a text column
-//! holds few distinct values that the target spells otherwise, and whatever
+//! holds few distinct values that the target spells otherwise or where a
+//! target CHECK allows only certain words, `is_x` ↔ `x` columns paired
+//! either way, and whatever
 //! does not match is a commented line to decide on. The draft is a proposal:
 //! `cutover check` is what proves it.
 
@@ -16,7 +18,9 @@ use serde::Serialize;
 use crate::db::{Access, Db};
 use crate::report::Report;
 
+mod check_words;
 mod draft;
+mod map;
 
 /// The spec `init` drafted: where, what it matched, what is left to decide.
 #[derive(Debug, Serialize)]
@@ -65,11 +69,15 @@ pub fn run(source_url: &str, target_url: &str, out: Option<&Path>) -> Result<Ini
         draft::lit(&crate::spec::password_removed(source_url)),
         draft::lit(&crate::spec::password_removed(target_url))
     );
-    for (side, url) in [("source", source_url), ("target", target_url)] {
+    for (side, url) in [
+        (crate::spec::Side::Source, source_url),
+        (crate::spec::Side::Target, target_url),
+    ] {
         if crate::spec::password_removed(url) != url {
             let _ = writeln!(
                 toml,
-                "# the {side}'s password given to init is not written here (a spec is committed and\n# attached to tickets): give it in PGPASSWORD or ~/.pgpass (PostgreSQL) or MYSQL_PWD (MySQL)."
+                "# the {side}'s password given to init is not written here (a spec is committed and\n# attached to tickets): give it in {}, or in PGPASSWORD or ~/.pgpass\n# (PostgreSQL), MYSQL_PWD or ~/.my.cnf (MySQL).",
+                side.password_variable()
             );
         }
     }

@@ -134,12 +134,28 @@ pub fn session_sql(flavor: Flavor, access: Access) -> Vec<String> {
 }
 
 /// The server's own words for an error, in one line, without the driver's
-/// framing: `Access denied for user 'app'@'10.0.0.5' (error 1045)`.
+/// framing: `Access denied for user 'app'@'10.0.0.5' (error 1045)`. The
+/// driver's `Display` wraps each kind of error in its Rust name and braces
+/// (`DriverError { … }`); each is said here in a sentence instead.
 pub fn said(e: &mysql::Error) -> String {
-    match e {
+    let text = match e {
         mysql::Error::MySqlError(m) => format!("{} (error {})", m.message, m.code),
-        other => other.to_string().replace('\n', " "),
-    }
+        mysql::Error::IoError(io) => io.to_string(),
+        mysql::Error::CodecError(c) => match std::error::Error::source(c) {
+            Some(io) => io.to_string(),
+            None => c.to_string(),
+        },
+        mysql::Error::DriverError(mysql::DriverError::CouldNotConnect(Some((addr, why, _)))) => {
+            format!("could not connect to {addr}: {why}")
+        }
+        mysql::Error::DriverError(d) => d.to_string(),
+        mysql::Error::TlsError(t) => format!("TLS failed: {t}"),
+        mysql::Error::UrlError(u) => u.to_string(),
+        mysql::Error::FromRowError(_) | mysql::Error::FromValueError(_) => {
+            "the server sent a value of a type not expected here".to_string()
+        }
+    };
+    text.replace('\n', " ")
 }
 
 /// The server's error code, when the server refused.
@@ -153,12 +169,12 @@ pub fn code(e: &mysql::Error) -> Option<u16> {
 /// What to do after a connection failed, from what failed.
 fn advice(e: &mysql::Error, u: &MyUrl) -> String {
     match code(e) {
-        Some(1045) => match u.password_from {
+        Some(1045) => match &u.password_from {
             Some(from) => format!(
                 "check the user and the password (it came from {})",
                 from.shown()
             ),
-            None => "no password was given: set MYSQL_PWD, or check the user".to_string(),
+            None => "no password was given: give it in ~/.my.cnf ([client] password=…), CUTOVER_SOURCE_PASSWORD / CUTOVER_TARGET_PASSWORD or MYSQL_PWD (docs/engines.md, MySQL), or check the user".to_string(),
         },
         Some(1044 | 1049) => "check the database name and that the user may use it".to_string(),
         Some(_) => "see the server's message".to_string(),
@@ -238,6 +254,8 @@ pub struct MySql {
     server: ServerInfo,
     access: Access,
     warnings: Vec<String>,
+    /// Where the password came from (never the password).
+    password_from: Option<super::url::PasswordFrom>,
     /// The plans of the table statements this connection wrote, by scan
     /// text ([`super::table_sql`]).
     pub(super) plans: RefCell<Plans>,
@@ -252,12 +270,17 @@ impl MySql {
     /// Connects to the database of `url` and sets the session up; `role`
     /// (`source`, `target`) is how messages name it.
     pub fn open(url: &str, access: Access, role: &str) -> Result<MySql> {
-        let u = MyUrl::parse(url).with_context(|| format!("{role} database"))?;
+        let u = MyUrl::parse(url, role).with_context(|| format!("{role} database"))?;
         MySql::open_url(&u, access, role)
     }
 
     /// [`MySql::open`] with a URL already parsed.
     pub fn open_url(u: &MyUrl, access: Access, role: &str) -> Result<MySql> {
+        // An option file not read is said now: the connection may fail for
+        // want of its password.
+        for w in &u.warnings {
+            crate::db::credentials::warn_once(w);
+        }
         let mut conn = connect(u, role)?;
         let fail = |e: mysql::Error| {
             anyhow::anyhow!(
@@ -280,7 +303,13 @@ impl MySql {
             ssl_mode: u.ssl_mode,
             server,
             access,
-            warnings: u.password_warning().into_iter().collect(),
+            warnings: u
+                .warnings
+                .iter()
+                .cloned()
+                .chain(u.password_warning())
+                .collect(),
+            password_from: u.password_from.clone(),
             plans: RefCell::default(),
         })
     }
@@ -429,7 +458,11 @@ impl MySql {
                 .map(|(_, v)| v.clone())
                 .filter(|v| !v.is_empty())
         };
-        Ok(match (get("Ssl_version"), get("Ssl_cipher")) {
+        let password = match &self.password_from {
+            Some(from) => format!("; password from {}", from.shown()),
+            None => String::new(),
+        };
+        let transport = match (get("Ssl_version"), get("Ssl_cipher")) {
             (Some(v), Some(c)) => format!(
                 "{} encrypted ({v}, {c}), ssl-mode={}, {}",
                 self.endpoint,
@@ -450,7 +483,8 @@ impl MySql {
                     _ => " (the server does not offer TLS)",
                 }
             ),
-        })
+        };
+        Ok(format!("{transport}{password}"))
     }
 }
 

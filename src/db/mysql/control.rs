@@ -96,7 +96,7 @@ fn column(v: &My) -> Result<Value> {
             Ok(t) => Value::Text(t.to_string()),
             Err(_) => bail!("a control table holds text that is not UTF-8"),
         },
-        other => bail!("a control query returned {other:?}"),
+        other => bail!("a control query returned {}", other.as_sql(true)),
     })
 }
 

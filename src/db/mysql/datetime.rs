@@ -72,7 +72,7 @@ pub fn raw(v: &Value) -> String {
             if neg { "-" } else { "" },
             days * 24 + h as u32
         ),
-        ref other => format!("{other:?}"),
+        ref other => other.as_sql(true),
     }
 }
 
@@ -148,7 +148,9 @@ pub fn decode(form: Form, v: &Value, out: &mut String) -> Result<(), String> {
                 form.what()
             ));
         }
-        (_, other) => return Err(format!("{other:?} is not a {}", form.what())),
+        (_, other) => {
+            return Err(format!("{} is not a {}", other.as_sql(true), form.what()));
+        }
     }
     Ok(())
 }

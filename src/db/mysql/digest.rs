@@ -479,7 +479,7 @@ fn integer(v: &My) -> Result<i128> {
             t.parse()
                 .with_context(|| format!("a sum '{t}' that is not an integer"))?
         }
-        other => bail!("a sum {other:?} that is not an integer"),
+        other => bail!("a sum {} that is not an integer", other.as_sql(true)),
     })
 }
 

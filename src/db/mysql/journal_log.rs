@@ -59,7 +59,7 @@ impl Stored {
             Some(Op::Delete) => (Op::Delete, Some(self.old), None),
             Some(Op::Update) => (Op::Update, Some(self.old), Some(self.new)),
             None => bail!(
-                "journal entry seq {} (table '{}') has op {:?}; the journal is damaged",
+                "journal entry seq {} (table '{}') has op '{}'; the journal is damaged",
                 self.seq,
                 im.tbl,
                 self.op
@@ -81,7 +81,10 @@ fn integer(v: Option<&My>, what: &str) -> Result<i64> {
         Some(My::Int(i)) => Ok(*i),
         Some(My::UInt(u)) => Ok(i64::try_from(*u)?),
         Some(My::Bytes(b)) => Ok(std::str::from_utf8(b)?.parse()?),
-        other => bail!("the journal's {what} is {other:?}"),
+        other => bail!(
+            "the journal's {what} is {}",
+            other.map_or_else(|| "missing".to_string(), |v| v.as_sql(true))
+        ),
     }
 }
 
@@ -151,7 +154,11 @@ impl MySql {
             let (old, new) = (image(3)?, image(3 + n)?);
             let op = match r.as_ref(2) {
                 Some(My::Bytes(b)) => String::from_utf8_lossy(b).into_owned(),
-                other => bail!("journal table {}: op {other:?}", im.name),
+                other => bail!(
+                    "journal table {}: op {}",
+                    im.name,
+                    other.map_or_else(|| "missing".to_string(), |v| v.as_sql(true))
+                ),
             };
             out.push(Stored {
                 seq: integer(r.as_ref(0), "seq")?,
@@ -241,7 +248,7 @@ impl JournalLog for MySql {
                 let text = String::from_utf8_lossy(&op).into_owned();
                 let op = Op::parse(&text).with_context(|| {
                     format!(
-                        "journal table {table} of table '{}' holds an entry of op {text:?}; the journal is damaged",
+                        "journal table {table} of table '{}' holds an entry of op '{text}'; the journal is damaged",
                         t.tbl
                     )
                 })?;

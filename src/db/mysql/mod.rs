@@ -38,6 +38,7 @@ pub mod fence;
 pub mod fixtures;
 pub mod journal_log;
 pub mod numeric;
+pub mod option_file;
 pub mod rows;
 pub mod scan;
 pub mod side_effects;

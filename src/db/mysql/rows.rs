@@ -241,7 +241,10 @@ impl Rows for MySql {
                 )
             })?),
             Some(My::Bytes(b)) => Some(String::from_utf8_lossy(&b).parse()?),
-            Some(other) => bail!("the largest '{column}' of '{table}' reads as {other:?}"),
+            Some(other) => bail!(
+                "the largest '{column}' of '{table}' reads as {}",
+                other.as_sql(true)
+            ),
         })
     }
 }

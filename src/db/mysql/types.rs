@@ -398,7 +398,8 @@ pub fn decode<R>(
         }
         (_, other) => {
             return Err(format!(
-                "{other:?} is not a value of a {} column",
+                "{} is not a value of a {} column",
+                other.as_sql(true),
                 kind.name()
             ));
         }

@@ -6,9 +6,15 @@
 //! The user, password, database and parameter values are percent-decoded
 //! (`%40` is `@`); a `%` not followed by two hex digits is refused. A
 //! parameter the engine does not know is refused rather than ignored: a
-//! URL that means something else than it says is an error to fix. The
-//! password is the URL's, else `MYSQL_PWD`'s (as the `mysql` client reads
-//! it); the user is the URL's, else the login name. Messages show the URL
+//! URL that means something else than it says is an error to fix.
+//!
+//! The password is the URL's, else the side's own variable's
+//! (`CUTOVER_SOURCE_PASSWORD`, `CUTOVER_TARGET_PASSWORD`:
+//! [`crate::db::credentials`]), else `MYSQL_PWD`'s (as the `mysql` client
+//! reads it), else the option file's ([`super::option_file`]: `[client]`,
+//! then `[cutover]`, of `CUTOVER_MYSQL_OPTION_FILE` or `~/.my.cnf`): the
+//! URL wins, then the environment, then the file. The user is the URL's,
+//! else the option file's, else the login name. Messages show the URL
 //! with `***` for its password ([`MyUrl::shown`]).
 //!
 //! `ssl-mode` takes the `mysql` client's values:
@@ -28,6 +34,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+
+use super::option_file;
+use crate::db::credentials::Env;
 
 /// How a connection uses TLS (`ssl-mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,17 +100,21 @@ impl std::fmt::Display for Endpoint {
 }
 
 /// Where a connection's password came from (never the password).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PasswordFrom {
     Url,
-    Environment,
+    /// A variable: `MYSQL_PWD`, or the side's own.
+    Environment(&'static str),
+    /// An option file.
+    File(PathBuf),
 }
 
 impl PasswordFrom {
-    pub fn shown(self) -> &'static str {
+    pub fn shown(&self) -> String {
         match self {
-            PasswordFrom::Url => "the URL",
-            PasswordFrom::Environment => "MYSQL_PWD",
+            PasswordFrom::Url => "the URL".to_string(),
+            PasswordFrom::Environment(name) => name.to_string(),
+            PasswordFrom::File(p) => format!("the option file {}", p.display()),
         }
     }
 }
@@ -123,6 +136,9 @@ pub struct MyUrl {
     pub connect_timeout: Option<Duration>,
     /// The URL as messages show it: no password.
     pub shown: String,
+    /// What the operator should hear of the option file (not read, and
+    /// why); a password in the URL is [`MyUrl::password_warning`]'s.
+    pub warnings: Vec<String>,
 }
 
 impl std::fmt::Debug for MyUrl {
@@ -263,29 +279,77 @@ fn endpoint(socket: Option<&str>, hostport: &str) -> Result<Endpoint> {
     })
 }
 
+/// The password and where it came from, the option file's user, and
+/// what to warn of.
+struct Credentials {
+    password: Option<String>,
+    from: Option<PasswordFrom>,
+    user: Option<String>,
+    warnings: Vec<String>,
+}
+
+impl Credentials {
+    /// The URL's `password`, else the environment's, else the option
+    /// file's; the file is read only when something is still missing (the
+    /// password, or the user when the URL names none).
+    fn of(password: Option<String>, user_missing: bool, env: &Env) -> Result<Credentials> {
+        let mut c = Credentials {
+            from: password.as_ref().map(|_| PasswordFrom::Url),
+            password,
+            user: None,
+            warnings: Vec::new(),
+        };
+        if c.password.is_none() {
+            let variable = env
+                .side_password()
+                .or_else(|| env.var("MYSQL_PWD").map(|p| ("MYSQL_PWD", p)));
+            if let Some((name, p)) = variable {
+                c.password = Some(p);
+                c.from = Some(PasswordFrom::Environment(name));
+            }
+        }
+        if c.password.is_some() && !user_missing {
+            return Ok(c);
+        }
+        let named = env.var("CUTOVER_MYSQL_OPTION_FILE");
+        let Some(path) = option_file::path(named.clone(), env.home.as_deref()) else {
+            return Ok(c);
+        };
+        match option_file::read(&path)? {
+            option_file::Read::Missing if named.is_some() => bail!(
+                "CUTOVER_MYSQL_OPTION_FILE names {}, which does not exist",
+                path.display()
+            ),
+            option_file::Read::Missing => {}
+            option_file::Read::Refused(why) => c.warnings.push(why),
+            option_file::Read::Options(o) => {
+                c.user = o.user;
+                if c.password.is_none()
+                    && let Some(p) = o.password
+                {
+                    c.password = Some(p);
+                    c.from = Some(PasswordFrom::File(path));
+                }
+            }
+        }
+        Ok(c)
+    }
+}
+
 impl MyUrl {
-    /// Parses `url`; the password, if the URL has none, comes from
-    /// `MYSQL_PWD`.
-    pub fn parse(url: &str) -> Result<MyUrl> {
-        let env = std::env::var("MYSQL_PWD").ok().filter(|p| !p.is_empty());
-        let login = whoami::username().ok();
-        MyUrl::resolve(url, env.as_deref(), login.as_deref())
+    /// Parses `url` of the database `role` names; what it leaves out
+    /// comes from the process's environment and option file.
+    pub fn parse(url: &str, role: &str) -> Result<MyUrl> {
+        MyUrl::resolve(url, &Env::process(role))
     }
 
-    /// Parses `url` with `env_password` as `MYSQL_PWD` and `login` as the
-    /// login name.
-    pub fn resolve(url: &str, env_password: Option<&str>, login: Option<&str>) -> Result<MyUrl> {
+    /// Parses `url`, completing it from `env`.
+    pub fn resolve(url: &str, env: &Env) -> Result<MyUrl> {
         let shown = crate::spec::without_password(url);
-        MyUrl::resolve_inner(url, &shown, env_password, login)
-            .with_context(|| format!("the MySQL URL {shown}"))
+        MyUrl::resolve_inner(url, &shown, env).with_context(|| format!("the MySQL URL {shown}"))
     }
 
-    fn resolve_inner(
-        url: &str,
-        shown: &str,
-        env_password: Option<&str>,
-        login: Option<&str>,
-    ) -> Result<MyUrl> {
+    fn resolve_inner(url: &str, shown: &str, env: &Env) -> Result<MyUrl> {
         let Some(rest) = url.strip_prefix("mysql://") else {
             bail!("it is not a MySQL URL (mysql://user@host:port/database)");
         };
@@ -305,7 +369,9 @@ impl MyUrl {
             None => (None, authority),
         };
         let (user, password) = user_password(userinfo)?;
-        let user = match user.filter(|u| !u.is_empty()).or(login.map(str::to_string)) {
+        let user = user.filter(|u| !u.is_empty());
+        let credentials = Credentials::of(password, user.is_none(), env)?;
+        let user = match user.or(credentials.user).or(env.login.clone()) {
             Some(u) => u,
             None => bail!("it names no user, and the login name is unknown: write mysql://USER@…"),
         };
@@ -344,15 +410,10 @@ impl MyUrl {
                     .with_context(|| format!("connect-timeout '{t}' is not a number of seconds"))?,
             )),
         };
-        let (password, password_from) = match (password, env_password) {
-            (Some(p), _) => (Some(p), Some(PasswordFrom::Url)),
-            (None, Some(e)) => (Some(e.to_string()), Some(PasswordFrom::Environment)),
-            (None, None) => (None, None),
-        };
         Ok(MyUrl {
             user,
-            password,
-            password_from,
+            password: credentials.password,
+            password_from: credentials.from,
             endpoint,
             database,
             ssl_mode,
@@ -361,6 +422,7 @@ impl MyUrl {
             ssl_key: p.ssl_key.map(PathBuf::from),
             connect_timeout,
             shown: shown.to_string(),
+            warnings: credentials.warnings,
         })
     }
 
@@ -373,7 +435,7 @@ impl MyUrl {
     pub fn password_warning(&self) -> Option<String> {
         (self.password_from == Some(PasswordFrom::Url)).then(|| {
             format!(
-                "the URL {} holds a password, and anyone who reads the spec has it: take it out of the URL and give it as MYSQL_PWD (docs/engines.md, MySQL)",
+                "the URL {} holds a password, and anyone who reads the spec has it: take it out of the URL and give it in ~/.my.cnf ([client] password=…, mode 0600), or as CUTOVER_SOURCE_PASSWORD / CUTOVER_TARGET_PASSWORD or MYSQL_PWD (docs/engines.md, MySQL)",
                 self.shown
             )
         })
@@ -383,9 +445,10 @@ impl MyUrl {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::Side;
 
     fn parse(url: &str) -> Result<MyUrl> {
-        MyUrl::resolve(url, None, Some("ops"))
+        MyUrl::resolve(url, &Env::given(&[], None, "ops"))
     }
 
     #[test]
@@ -417,10 +480,14 @@ mod tests {
 
     #[test]
     fn defaults_come_from_the_mysql_client_conventions() -> Result<()> {
-        let u = MyUrl::resolve("mysql://127.0.0.1/test", Some("pw"), Some("ops"))?;
+        let env = Env::given(&[("MYSQL_PWD", "pw")], None, "ops");
+        let u = MyUrl::resolve("mysql://127.0.0.1/test", &env)?;
         assert_eq!(u.user, "ops");
         assert_eq!(u.password(), Some("pw"));
-        assert_eq!(u.password_from, Some(PasswordFrom::Environment));
+        assert_eq!(
+            u.password_from,
+            Some(PasswordFrom::Environment("MYSQL_PWD"))
+        );
         assert!(u.password_warning().is_none());
         assert_eq!(u.ssl_mode, SslMode::Preferred);
         assert_eq!(u.endpoint.to_string(), "127.0.0.1:3306");
@@ -464,5 +531,92 @@ mod tests {
             e.contains("mysql://u:***@h/d?x=1") && !e.contains("hunter2"),
             "{e}"
         );
+    }
+
+    /// The password: the URL's, else the side's variable, else MYSQL_PWD,
+    /// else the option file's ([cutover] over [client]); the user: the
+    /// URL's, else the file's, else the login name.
+    #[test]
+    fn the_url_wins_then_the_environment_then_the_option_file() -> Result<()> {
+        let home = tempfile::tempdir()?;
+        let file = home.path().join(".my.cnf");
+        std::fs::write(
+            &file,
+            "[client]\nuser=file-user\npassword=from-client\n[cutover]\npassword=from-file\n",
+        )?;
+        let h = || Some(home.path().to_path_buf());
+        let url = "mysql://app@db.internal/shop";
+        let pw = |u: &MyUrl| (u.password().map(str::to_string), u.password_from.clone());
+        let file_only = Env::given(&[], h(), "ops");
+        let u = MyUrl::resolve(url, &file_only)?;
+        assert_eq!(
+            pw(&u),
+            (
+                Some("from-file".into()),
+                Some(PasswordFrom::File(file.clone()))
+            )
+        );
+        assert_eq!(u.user, "app", "the URL's user wins");
+        let u = MyUrl::resolve("mysql://db.internal/shop", &file_only)?;
+        assert_eq!(u.user, "file-user");
+        let u = MyUrl::resolve("mysql://app:from-url@db.internal/shop", &file_only)?;
+        assert_eq!(pw(&u).1, Some(PasswordFrom::Url));
+
+        let vars = [
+            ("MYSQL_PWD", "from-mysql-pwd"),
+            ("CUTOVER_SOURCE_PASSWORD", "from-source"),
+            ("CUTOVER_TARGET_PASSWORD", "from-target"),
+        ];
+        let env = || Env::given(&vars, h(), "ops");
+        let u = MyUrl::resolve(url, &env())?;
+        assert_eq!(pw(&u).0.as_deref(), Some("from-mysql-pwd"));
+        let u = MyUrl::resolve(url, &env().for_side(Side::Source))?;
+        assert_eq!(
+            pw(&u),
+            (
+                Some("from-source".into()),
+                Some(PasswordFrom::Environment("CUTOVER_SOURCE_PASSWORD"))
+            )
+        );
+        let u = MyUrl::resolve(url, &env().for_side(Side::Target))?;
+        assert_eq!(pw(&u).0.as_deref(), Some("from-target"));
+        let u = MyUrl::resolve(
+            "mysql://app:u@db.internal/shop",
+            &env().for_side(Side::Target),
+        )?;
+        assert_eq!(pw(&u).0.as_deref(), Some("u"));
+
+        // CUTOVER_MYSQL_OPTION_FILE instead of ~/.my.cnf; it must exist.
+        let other = home.path().join("other.cnf");
+        std::fs::write(&other, "[client]\npassword=\"from other\"\n")?;
+        let named = other.display().to_string();
+        let u = MyUrl::resolve(
+            url,
+            &Env::given(&[("CUTOVER_MYSQL_OPTION_FILE", &named)], h(), "ops"),
+        )?;
+        assert_eq!(pw(&u).0.as_deref(), Some("from other"));
+        let missing = home.path().join("nope.cnf").display().to_string();
+        let e = MyUrl::resolve(
+            url,
+            &Env::given(&[("CUTOVER_MYSQL_OPTION_FILE", &missing)], h(), "ops"),
+        )
+        .err()
+        .map(|e| format!("{e:#}"))
+        .unwrap_or_default();
+        assert!(
+            e.contains("nope.cnf") && e.contains("does not exist"),
+            "{e}"
+        );
+        // A file that cannot be honoured is an error naming it.
+        std::fs::write(&file, "[client]\n!include /etc/secret.cnf\n")?;
+        let e = MyUrl::resolve(url, &file_only)
+            .err()
+            .map(|e| format!("{e:#}"))
+            .unwrap_or_default();
+        assert!(e.contains(".my.cnf") && e.contains("!include"), "{e}");
+        // No file, no password.
+        let u = MyUrl::resolve(url, &Env::given(&[], None, "ops"))?;
+        assert_eq!(pw(&u), (None, None));
+        Ok(())
     }
 }

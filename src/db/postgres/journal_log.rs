@@ -56,7 +56,7 @@ impl Stored {
             Some(Op::Delete) => (Op::Delete, Some(self.old), None),
             Some(Op::Update) => (Op::Update, Some(self.old), Some(self.new)),
             None => bail!(
-                "journal entry seq {} (table '{}') has op {:?}; the journal is damaged",
+                "journal entry seq {} (table '{}') has op '{}'; the journal is damaged",
                 self.seq,
                 im.tbl,
                 self.op
@@ -208,7 +208,7 @@ impl JournalLog for Postgres {
                 let text: String = r.get(0);
                 let op = Op::parse(&text).with_context(|| {
                     format!(
-                        "journal table {table} of table '{}' holds an entry of op {text:?}; the journal is damaged",
+                        "journal table {table} of table '{}' holds an entry of op '{text}'; the journal is damaged",
                         t.tbl
                     )
                 })?;

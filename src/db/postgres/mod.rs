@@ -67,14 +67,11 @@ pub fn quote_literal(text: &str) -> Result<String> {
     Ok(format!("'{}'", text.replace('\'', "''")))
 }
 
-/// Says `warning` on stderr, once per process (a command opens the same
-/// database more than once).
-fn warn_once(warning: &str) {
-    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
-    if !said.iter().any(|s| s == warning) {
-        eprintln!("cutover: warning: {warning}");
-        said.push(warning.to_string());
+/// The variables that would give `role`'s password.
+fn password_variables(role: &str) -> String {
+    match crate::spec::Side::of_role(role) {
+        Some(side) => format!("{} or PGPASSWORD", side.password_variable()),
+        None => "PGPASSWORD".to_string(),
     }
 }
 
@@ -96,7 +93,7 @@ fn connect_failure(e: &tokio_postgres::Error, u: &PgUrl, role: &str) -> String {
             if db.code() == &tokio_postgres::error::SqlState::INVALID_PASSWORD {
                 m.push_str(&match &u.password_from {
                     Some(from) => format!(" (the password came from {})", from.shown()),
-                    None => " (no password was given: set PGPASSWORD, or add a line to ~/.pgpass; see docs/engines.md, Connecting)".to_string(),
+                    None => format!(" (no password was given: set {}, or add a line to ~/.pgpass; see docs/engines.md, Connecting)", password_variables(role)),
                 });
             }
             m
@@ -114,7 +111,8 @@ fn connect_failure(e: &tokio_postgres::Error, u: &PgUrl, role: &str) -> String {
             }
             if m.contains("password missing") {
                 format!(
-                    "{m}: the server asks for a password and none was given (set PGPASSWORD, or add a line to ~/.pgpass; see docs/engines.md, Connecting)"
+                    "{m}: the server asks for a password and none was given (set {}, or add a line to ~/.pgpass; see docs/engines.md, Connecting)",
+                    password_variables(role)
                 )
             } else {
                 format!("{m}; is the server running and the URL right?")
@@ -177,9 +175,9 @@ impl Postgres {
     /// Connects to the database of `url` and checks that its schema exists.
     /// A reader's transactions are read-only (`default_transaction_read_only`).
     pub fn open(url: &str, access: Access, role: &str) -> Result<Postgres> {
-        let u = PgUrl::parse(url).with_context(|| format!("{role} database"))?;
+        let u = PgUrl::parse(url, role).with_context(|| format!("{role} database"))?;
         for w in &u.warnings {
-            warn_once(w);
+            crate::db::credentials::warn_once(w);
         }
         let mut client = match Client::connect(&u.config, &u.tls) {
             Ok(c) => c,

@@ -506,10 +506,14 @@ fn describe(e: &rustls::Error, settings: &Settings) -> String {
                     .to_string()
             }
             CertificateError::Revoked => "the server's certificate is revoked".to_string(),
-            other => format!("the server's certificate was refused ({other:?})"),
+            other => format!(
+                "the server's certificate was refused ({})",
+                words(&format!("{other:?}"))
+            ),
         },
         rustls::Error::AlertReceived(alert) => format!(
-            "the server ended the handshake ({alert:?}){}",
+            "the server ended the handshake ({}){}",
+            words(&format!("{alert:?}")),
             if settings.client.is_some() {
                 "; it may not accept the client certificate (sslcert)"
             } else {
@@ -523,6 +527,23 @@ fn describe(e: &rustls::Error, settings: &Settings) -> String {
 
 /// A name as the certificate holds it: `localhost`, not
 /// `DnsName("localhost")`.
+/// A rustls enum's variant as words (`HandshakeFailure` → `handshake
+/// failure`), its fields left out: no Rust shapes in a message.
+fn words(variant: &str) -> String {
+    let name = variant
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .next()
+        .unwrap_or_default();
+    let mut out = String::new();
+    for c in name.chars() {
+        if c.is_ascii_uppercase() && !out.is_empty() {
+            out.push(' ');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
 fn plain_name(presented: &str) -> &str {
     presented
         .split_once('(')

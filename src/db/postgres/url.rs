@@ -9,7 +9,9 @@
 //! (`PGHOST`, else the local Unix socket), port (`PGPORT`, else 5432), user
 //! (`PGUSER`, else the login name), database (`PGDATABASE`; none is an
 //! error), `PGSSLMODE`, `PGSSLROOTCERT`, `PGSSLCERT`, `PGSSLKEY`,
-//! `PGSSLSNI`, `PGCONNECT_TIMEOUT`. The password is the URL's, else
+//! `PGSSLSNI`, `PGCONNECT_TIMEOUT`. The password is the URL's, else the
+//! side's own variable's (`CUTOVER_SOURCE_PASSWORD`,
+//! `CUTOVER_TARGET_PASSWORD`: [`crate::db::credentials`]), else
 //! `PGPASSWORD`'s, else the password file's ([`super::pgpass`]: `PGPASSFILE`,
 //! else `~/.pgpass`). The default certificates are libpq's:
 //! `~/.postgresql/root.crt`, `postgresql.crt` and `postgresql.key`, each
@@ -23,6 +25,7 @@ use tokio_postgres::config::Host;
 
 use super::pgpass;
 use super::tls::{Roots, Settings, SslMode};
+use crate::db::credentials::Env;
 
 /// A parsed URL: the client's configuration and the schema.
 pub struct PgUrl {
@@ -44,7 +47,8 @@ pub struct PgUrl {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PasswordFrom {
     Url,
-    Environment,
+    /// A variable: `PGPASSWORD`, or the side's own.
+    Environment(&'static str),
     File(PathBuf),
 }
 
@@ -53,7 +57,7 @@ impl PasswordFrom {
     pub fn shown(&self) -> String {
         match self {
             PasswordFrom::Url => "the URL".to_string(),
-            PasswordFrom::Environment => "PGPASSWORD".to_string(),
+            PasswordFrom::Environment(name) => name.to_string(),
             PasswordFrom::File(p) => format!("the password file {}", p.display()),
         }
     }
@@ -66,49 +70,10 @@ pub fn password_warning(shown: &str) -> String {
     )
 }
 
-/// How a variable of the environment is read.
-type Lookup = Box<dyn Fn(&str) -> Option<String>>;
-
-/// Where the settings a URL leaves out come from: the process's
-/// environment and home folder, or, in tests, given ones.
-pub struct Env {
-    var: Lookup,
-    home: Option<PathBuf>,
-    login: Option<String>,
-}
-
-impl Env {
-    /// The process's environment.
-    pub fn process() -> Env {
-        Env {
-            var: Box::new(|k| std::env::var(k).ok().filter(|v| !v.is_empty())),
-            home: std::env::home_dir(),
-            login: whoami::username().ok(),
-        }
-    }
-
-    /// Given variables, home folder and login name.
-    pub fn given(vars: &[(&str, &str)], home: Option<PathBuf>, login: &str) -> Env {
-        let vars: Vec<(String, String)> = vars
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        Env {
-            var: Box::new(move |k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())),
-            home,
-            login: Some(login.to_string()),
-        }
-    }
-
-    fn var(&self, name: &str) -> Option<String> {
-        (self.var)(name)
-    }
-
-    /// A file under `~/.postgresql/`, when it exists.
-    fn default_file(&self, name: &str) -> Option<PathBuf> {
-        let p = self.home.as_ref()?.join(".postgresql").join(name);
-        p.exists().then_some(p)
-    }
+/// A file under `~/.postgresql/`, when it exists.
+fn default_file(env: &Env, name: &str) -> Option<PathBuf> {
+    let p = env.home.as_ref()?.join(".postgresql").join(name);
+    p.exists().then_some(p)
 }
 
 /// Whether `url` is one this engine opens.
@@ -165,9 +130,10 @@ fn default_host() -> String {
 }
 
 impl PgUrl {
-    /// Parses `url`, completing it from the process's environment.
-    pub fn parse(url: &str) -> Result<PgUrl> {
-        PgUrl::resolve(url, &Env::process())
+    /// Parses `url` of the database `role` names, completing it from the
+    /// process's environment.
+    pub fn parse(url: &str, role: &str) -> Result<PgUrl> {
+        PgUrl::resolve(url, &Env::process(role))
     }
 
     /// Parses `url`, completing it from `env`.
@@ -297,9 +263,12 @@ impl PgUrl {
 
         let password_from = if config.get_password().is_some() {
             Some(PasswordFrom::Url)
+        } else if let Some((name, pw)) = env.side_password() {
+            config.password(pw);
+            Some(PasswordFrom::Environment(name))
         } else if let Some(pw) = env.var("PGPASSWORD") {
             config.password(pw);
-            Some(PasswordFrom::Environment)
+            Some(PasswordFrom::Environment("PGPASSWORD"))
         } else {
             let file = env
                 .var("PGPASSFILE")
@@ -374,7 +343,7 @@ fn tls_settings(p: TlsParams, env: &Env, shown: &str) -> Result<Settings> {
             }
             Some(Roots::File(path))
         }
-        None => env.default_file("root.crt").map(Roots::File),
+        None => default_file(env, "root.crt").map(Roots::File),
     };
     let mode = match (given_mode, &roots) {
         // libpq: the platform's roots are only worth their host name check.
@@ -396,7 +365,7 @@ fn tls_settings(p: TlsParams, env: &Env, shown: &str) -> Result<Settings> {
     }
     let cert = match p.sslcert.or_else(|| env.var("PGSSLCERT")) {
         Some(c) => Some(PathBuf::from(c)),
-        None => env.default_file("postgresql.crt"),
+        None => default_file(env, "postgresql.crt"),
     };
     let key = p
         .sslkey
@@ -594,8 +563,51 @@ mod tests {
 
         let u = PgUrl::resolve(url, &both)?;
         assert_eq!(pw(&u).as_deref(), Some("from-env"));
-        assert_eq!(u.password_from, Some(PasswordFrom::Environment));
+        assert_eq!(
+            u.password_from,
+            Some(PasswordFrom::Environment("PGPASSWORD"))
+        );
         assert!(u.warnings.is_empty(), "{:?}", u.warnings);
+
+        // Each side's own variable is above PGPASSWORD and the file, below
+        // the URL, and read only for its side.
+        let sides = || {
+            Env::given(
+                &[
+                    ("PGPASSWORD", "from-env"),
+                    ("PGPASSFILE", &passfile),
+                    ("CUTOVER_SOURCE_PASSWORD", "from-source"),
+                    ("CUTOVER_TARGET_PASSWORD", "from-target"),
+                ],
+                None,
+                "login",
+            )
+        };
+        let u = PgUrl::resolve(url, &sides().for_side(crate::spec::Side::Source))?;
+        assert_eq!(pw(&u).as_deref(), Some("from-source"));
+        assert_eq!(
+            u.password_from,
+            Some(PasswordFrom::Environment("CUTOVER_SOURCE_PASSWORD"))
+        );
+        let u = PgUrl::resolve(url, &sides().for_side(crate::spec::Side::Target))?;
+        assert_eq!(pw(&u).as_deref(), Some("from-target"));
+        let u = PgUrl::resolve(url, &sides())?;
+        assert_eq!(pw(&u).as_deref(), Some("from-env"));
+        let u = PgUrl::resolve(
+            "postgres://app:from-url@db.internal/shop",
+            &sides().for_side(crate::spec::Side::Target),
+        )?;
+        assert_eq!(pw(&u).as_deref(), Some("from-url"));
+        let target_only = Env::given(
+            &[
+                ("PGPASSFILE", &passfile),
+                ("CUTOVER_TARGET_PASSWORD", "from-target"),
+            ],
+            None,
+            "login",
+        );
+        let u = PgUrl::resolve(url, &target_only.for_side(crate::spec::Side::Source))?;
+        assert_eq!(pw(&u).as_deref(), Some("from-file"), "not the target's");
 
         let file_only = Env::given(&[("PGPASSFILE", &passfile)], None, "login");
         let u = PgUrl::resolve(url, &file_only)?;

@@ -27,7 +27,7 @@ impl JournalLog for Sqlite {
         let mut counts: BTreeMap<(String, Op), (i64, i64)> = BTreeMap::new();
         let mut add = |tbl: String, op: String, n: i64, last: i64| -> Result<()> {
             let op = Op::parse(&op).with_context(|| {
-                format!("the journal of table '{tbl}' holds an entry of op {op:?}; the journal is damaged")
+                format!("the journal of table '{tbl}' holds an entry of op '{op}'; the journal is damaged")
             })?;
             let c = counts.entry((tbl, op)).or_default();
             c.0 += n;
@@ -346,7 +346,7 @@ impl Sqlite {
                     Some(Op::Delete) => (Op::Delete, Some(read(2)?), None),
                     Some(Op::Update) => (Op::Update, Some(read(2)?), Some(read(2 + n)?)),
                     None => bail!(
-                        "journal entry seq {seq} (table '{}') has op {op:?}; the journal is damaged",
+                        "journal entry seq {seq} (table '{}') has op '{op}'; the journal is damaged",
                         t.tbl
                     ),
                 };
@@ -387,8 +387,8 @@ impl Sqlite {
                 .context("a journal row refused as too large is not there")?;
             let op = match cells.remove(0) {
                 Slot::Ready(Value::Text(op)) => op,
-                other => bail!(
-                    "journal entry seq {seq} (table '{}') has op {other:?}; the journal is damaged",
+                _ => bail!(
+                    "journal entry seq {seq} (table '{}') has an op that is not text; the journal is damaged",
                     t.tbl
                 ),
             };
@@ -397,7 +397,7 @@ impl Sqlite {
                 Some(Op::Delete) => (Op::Delete, true, false),
                 Some(Op::Update) => (Op::Update, true, true),
                 None => bail!(
-                    "journal entry seq {seq} (table '{}') has op {op:?}; the journal is damaged",
+                    "journal entry seq {seq} (table '{}') has op '{op}'; the journal is damaged",
                     t.tbl
                 ),
             };

@@ -1,0 +1,106 @@
+//! Where what a server's URL leaves out comes from: the process's
+//! environment, the home folder and the login name (or, in tests, given
+//! ones), and the variable that gives one side's password.
+//!
+//! Source and target may be two servers with two passwords, so beside each
+//! engine's own variable (`PGPASSWORD`, `MYSQL_PWD`), which both sides
+//! share, `CUTOVER_SOURCE_PASSWORD` and `CUTOVER_TARGET_PASSWORD` give one
+//! side's: below the URL's password, above the engine's variable and its
+//! password file.
+
+use std::path::PathBuf;
+
+use crate::spec::Side;
+
+/// How a variable of the environment is read.
+type Lookup = Box<dyn Fn(&str) -> Option<String>>;
+
+/// The environment a URL is completed from.
+pub struct Env {
+    var: Lookup,
+    pub home: Option<PathBuf>,
+    pub login: Option<String>,
+    /// The side whose URL this is, when it is one: it chooses the side's
+    /// password variable.
+    pub side: Option<Side>,
+}
+
+impl Env {
+    /// The process's environment, for the database `role` names (`source`,
+    /// `target`, or another role that is neither).
+    pub fn process(role: &str) -> Env {
+        Env {
+            var: Box::new(|k| std::env::var(k).ok().filter(|v| !v.is_empty())),
+            home: std::env::home_dir(),
+            login: whoami::username().ok(),
+            side: Side::of_role(role),
+        }
+    }
+
+    /// Given variables, home folder and login name, for no side.
+    pub fn given(vars: &[(&str, &str)], home: Option<PathBuf>, login: &str) -> Env {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Env {
+            var: Box::new(move |k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())),
+            home,
+            login: Some(login.to_string()),
+            side: None,
+        }
+    }
+
+    /// The same environment, for `side`'s URL.
+    pub fn for_side(mut self, side: Side) -> Env {
+        self.side = Some(side);
+        self
+    }
+
+    /// A variable's value; an empty one is no value.
+    pub fn var(&self, name: &str) -> Option<String> {
+        (self.var)(name).filter(|v| !v.is_empty())
+    }
+
+    /// The side's own password, from its variable: `(variable, password)`.
+    pub fn side_password(&self) -> Option<(&'static str, String)> {
+        let name = self.side?.password_variable();
+        self.var(name).map(|p| (name, p))
+    }
+}
+
+/// Says `warning` on stderr, once per process (a command opens the same
+/// database more than once): a password or option file that was not read.
+pub fn warn_once(warning: &str) {
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+    if !said.iter().any(|s| s == warning) {
+        eprintln!("cutover: warning: {warning}");
+        said.push(warning.to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_side_reads_its_own_variable_and_no_other() {
+        let vars = [
+            ("CUTOVER_SOURCE_PASSWORD", "s"),
+            ("CUTOVER_TARGET_PASSWORD", "t"),
+        ];
+        let env = || Env::given(&vars, None, "login");
+        assert_eq!(env().side_password(), None);
+        assert_eq!(
+            env().for_side(Side::Source).side_password(),
+            Some(("CUTOVER_SOURCE_PASSWORD", "s".to_string()))
+        );
+        assert_eq!(
+            env().for_side(Side::Target).side_password(),
+            Some(("CUTOVER_TARGET_PASSWORD", "t".to_string()))
+        );
+        let empty = Env::given(&[("CUTOVER_SOURCE_PASSWORD", "")], None, "login");
+        assert_eq!(empty.for_side(Side::Source).side_password(), None);
+    }
+}
