@@ -97,3 +97,100 @@ fn the_rehearsal_in_a_child_table_respects_its_checks_and_foreign_key(layout: La
 each_layout!(
     the_rehearsal_in_a_child_table_respects_its_checks_and_foreign_key: [sqlite, sqlite_to_pg, sqlite_to_my]
 );
+
+/// Drops the test's roles once its database is gone with them.
+struct Role {
+    name: String,
+    db_url: String,
+    admin: String,
+}
+
+impl Drop for Role {
+    fn drop(&mut self) {
+        if let Ok(mut c) = support::postgres::Client::connect(&self.db_url) {
+            let _ = c.batch_execute(&format!("DROP OWNED BY {} CASCADE", self.name));
+        }
+        if let Ok(mut c) = support::postgres::Client::connect(&self.admin) {
+            let _ = c.batch_execute(&format!("DROP ROLE IF EXISTS {}", self.name));
+        }
+    }
+}
+
+/// `url` with its user replaced by `user`.
+fn as_user(url: &str, user: &str) -> String {
+    let (scheme, rest) = url.split_once("://").expect("a URL");
+    let (_, host) = rest.split_once('@').expect("a URL with a user");
+    format!("{scheme}://{user}@{host}")
+}
+
+/// A role that owns its tables but may not set `session_replication_role`
+/// meets the foreign key as the application does (not DEFERRABLE, NO
+/// ACTION): the rehearsal deletes a customer no order refers to, keeps the
+/// UNIQUE email and the CHECKs, and exits 1 with every fault caught.
+#[test]
+fn the_rehearsal_as_a_plain_owner_takes_rows_a_foreign_key_that_is_not_deferrable_accepts() {
+    let Some(db) = support::postgres::TestDb::new("rehearse_owner") else {
+        return;
+    };
+    let owner = format!("owner_{}", db.name.trim_start_matches("cutover_t_"));
+    let _role = Role {
+        name: owner.clone(),
+        db_url: db.url.clone(),
+        admin: db.admin.clone(),
+    };
+    db.client()
+        .batch_execute(&format!(
+            "CREATE ROLE {owner} LOGIN;
+             CREATE SCHEMA source AUTHORIZATION {owner};
+             CREATE SCHEMA target AUTHORIZATION {owner};"
+        ))
+        .expect("the owner's role and schemas");
+    let url = as_user(&db.url, &owner);
+    let mut c = support::postgres::Client::connect(&url).expect("connecting as the owner");
+    c.batch_execute(&format!(
+        "SET search_path = source; {SOURCE}
+         SET search_path = target; {TARGET}
+         SET search_path = source; {ROWS}
+         INSERT INTO customers (id, email, status, score) VALUES (4, 'di@example.com', 'closed', 5);"
+    ))
+    .expect("the tables and rows");
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let toml = spec("customers").render_with(&|name: &str| match name {
+        "source.db" => format!("{url}?schema=source"),
+        _ => format!("{url}?schema=target"),
+    });
+    std::fs::write(dir.path().join("spec.toml"), toml).expect("the spec");
+    let run = |args: &[&str], code: i32| support::cutover_in(dir.path(), args).expect(code);
+    run(&["load"], 0);
+    run(&["gate"], 0);
+    let image = |c: &mut support::postgres::Client| -> Vec<String> {
+        [
+            "source.customers",
+            "source.orders",
+            "target.customers",
+            "target.orders",
+        ]
+        .iter()
+        .map(|t| {
+            c.query(
+                &format!("SELECT coalesce(string_agg(x::text, ';' ORDER BY x.id), '') FROM {t} x"),
+                &[],
+            )
+            .expect("an image")[0]
+                .get(0)
+        })
+        .collect()
+    };
+    let before = image(&mut c);
+    let out = support::cutover_in(
+        dir.path(),
+        &["--format", "json", "gate", "--inject-mismatch"],
+    )
+    .expect(1);
+    let json = out.json();
+    assert_eq!(json["injected"], 3, "{json:#}");
+    assert_eq!(json["caught"], 3, "{json:#}");
+    assert_eq!(json["faults"][1]["key"], serde_json::json!([4]), "{json:#}");
+    assert_eq!(image(&mut c), before, "the rehearsal changed the databases");
+    run(&["gate"], 0);
+}

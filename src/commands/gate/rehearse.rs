@@ -202,12 +202,22 @@ fn inject(t: &Table, target: &mut Db, tables: &[&str], faults: &mut Vec<Injected
     // extra: a copy of the first row under a key the source does not have;
     // where a UNIQUE column refuses it, a copy of the deleted row, whose
     // UNIQUE values are free again (and whose CHECKs, NOT NULLs and parents
-    // held already); then the others.
-    let order = std::iter::once(0)
+    // held already); then the others; then each with one column nudged
+    // (a UNIQUE email made new where no row could be deleted).
+    let bases: Vec<usize> = std::iter::once(0)
         .chain(gone.filter(|&g| g != 0))
-        .chain((1..rows.len()).filter(|&i| Some(i) != gone));
-    for i in order {
-        let mut extra = rows[i].clone();
+        .chain((1..rows.len()).filter(|&i| Some(i) != gone))
+        .collect();
+    let rows = &rows;
+    let copies = bases.iter().map(|&i| rows[i].clone());
+    let nudged = bases.iter().flat_map(|&i| {
+        (t.key_len..t.columns.len()).filter_map(move |c| {
+            let mut row = rows[i].clone();
+            row[c] = nudge(&row[c])?;
+            Some(row)
+        })
+    });
+    for mut extra in copies.chain(nudged) {
         extra.splice(..t.key_len, key.iter().cloned());
         if kept(target, |db| db.rows().insert_row(&sql, &extra).map(drop))? {
             faults.push(Injected {
