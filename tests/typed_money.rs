@@ -180,7 +180,7 @@ fn money_at_four_places_is_exact_cents_and_one_sub_cent_value_is_refused_alone(l
     );
 }
 each_layout!(
-    money_at_four_places_is_exact_cents_and_one_sub_cent_value_is_refused_alone: [pg_to_pg, pg_to_sqlite, my_to_pg, my_to_my]
+    money_at_four_places_is_exact_cents_and_one_sub_cent_value_is_refused_alone: [pg_to_pg, pg_to_sqlite, my_to_pg, my_to_my, pg_to_my]
 );
 
 fn money_at_three_places_is_exact_cents_and_one_sub_cent_value_is_refused_alone(layout: Layout) {
