@@ -241,3 +241,55 @@ fn replay_writes_cents_back_into_money_at_four_places_exactly(layout: Layout) {
     d.run(&["gate", "--mode", "stream"], 0);
 }
 each_layout!(replay_writes_cents_back_into_money_at_four_places_exactly: [pg_to_pg, my_to_my]);
+
+/// `sync` reads the same: rows past the cursor in `DECIMAL(19,4)` are
+/// carried as exact cents, and a sub-cent one is refused, the target as
+/// it was.
+fn sync_carries_money_at_four_places_exactly(layout: Layout) {
+    let d = Dir::on(layout, "money-19-4-sync");
+    d.spec(
+        &Spec::new().table(
+            Table::new("payments")
+                .key(["id"])
+                .decimal("amount", "cents", 2)
+                .copy("updated")
+                .watermark("updated"),
+        ),
+    );
+    d.create_db(
+        "source.db",
+        "CREATE TABLE payments (id BIGINT PRIMARY KEY, amount DECIMAL(19,4) NOT NULL, updated BIGINT NOT NULL)",
+    );
+    d.create_db(
+        "target.db",
+        "CREATE TABLE payments (id BIGINT PRIMARY KEY, cents BIGINT NOT NULL, updated BIGINT NOT NULL)",
+    );
+    d.client(
+        "source.db",
+        "INSERT INTO payments (id, amount, updated) VALUES (1, 12.5000, 1), (2, -0.0100, 1);",
+    );
+    d.run(&["load"], 0);
+    d.client(
+        "source.db",
+        "INSERT INTO payments (id, amount, updated) VALUES (3, 3.2000, 2);
+         UPDATE payments SET amount = 99.9900, updated = 2 WHERE id = 1;",
+    );
+    d.run(&["sync"], 0);
+    assert_eq!(
+        d.dump("target.db", "payments"),
+        vec![
+            vec![int(1), int(9999), int(2)],
+            vec![int(2), int(-1), int(1)],
+            vec![int(3), int(320), int(2)],
+        ]
+    );
+    d.client(
+        "source.db",
+        "INSERT INTO payments (id, amount, updated) VALUES (4, 1.2345, 3);",
+    );
+    let before = d.image("target.db");
+    let out = d.run(&["sync"], 1);
+    out.assert_mentions(&["payments", "amount", "1.2345"]);
+    d.assert_db_unchanged("target.db", &before, &"a refused sync");
+}
+each_layout!(sync_carries_money_at_four_places_exactly: [pg_to_sqlite, my_to_pg]);
