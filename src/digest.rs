@@ -167,7 +167,7 @@ pub fn source_form(table: &Table) -> Result<TableForm, String> {
             }
             let form = match &c.transform {
                 Transform::Copy => CellForm::Copy,
-                Transform::DecimalToMinor { scale } => CellForm::DecimalToMinor(*scale),
+                Transform::DecimalToMinor { scale, .. } => CellForm::DecimalToMinor(*scale),
                 Transform::Map {
                     integers: Some(_), ..
                 } => {

@@ -102,9 +102,15 @@ fn same_inode(_: &Path, _: &Path) -> bool {
 /// columns, that every command then reads like any other source.
 pub fn open_source(spec: &Spec, snapshot: Option<&Path>, access: crate::db::Access) -> Result<Db> {
     match (&spec.source, snapshot) {
-        (Location::Sqlite(_) | Location::Server(_), None) => {
+        (Location::Sqlite(_), None) => {
             writable(&spec.source, access, "source")?;
             Db::open(&spec.source, access, "source")
+        }
+        (Location::Server(_), None) => {
+            writable(&spec.source, access, "source")?;
+            let db = Db::open(&spec.source, access, "source")?;
+            mark_typed_decimals(spec, &db)?;
+            Ok(db)
         }
         (Location::Sqlite(_) | Location::Server(_), Some(_)) => bail!(
             "--snapshot is for a csv:// source; the spec's source {} is a database",
@@ -121,6 +127,36 @@ pub fn open_source(spec: &Spec, snapshot: Option<&Path>, access: crate::db::Acce
             crate::db::csv::materialize(s.unwrap_or(csv), &spec.tables[0], &target)
         }
     }
+}
+
+/// Marks each `decimal_to_minor` column whose source column is an exact
+/// decimal of a server's engine (PostgreSQL's `NUMERIC`, MySQL's `DECIMAL`),
+/// so that its zeros past the spec's scale are read as the exact zeros they
+/// are ([`crate::transform::TypedSource`]). SQLite's `NUMERIC` is only an
+/// affinity, whose values are integers, reals or text: not marked.
+fn mark_typed_decimals(spec: &Spec, source: &Db) -> Result<()> {
+    for t in &spec.tables {
+        let money: Vec<_> = t
+            .columns
+            .iter()
+            .filter_map(|c| match &c.transform {
+                crate::transform::Transform::DecimalToMinor { typed, .. } => Some((c, typed)),
+                _ => None,
+            })
+            .collect();
+        if money.is_empty() {
+            continue;
+        }
+        let columns = source.catalogue().table_columns(&t.source_table)?;
+        for (c, typed) in money {
+            if columns.iter().any(|s| {
+                s.name == c.source && matches!(s.kind, crate::value::ColumnKind::Decimal { .. })
+            }) {
+                typed.mark();
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Refuses a command that would write to a fenced target: `why` says what

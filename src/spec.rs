@@ -703,7 +703,10 @@ fn resolve_column(c: RawColumn) -> Result<Column> {
             if scale > MAX_SCALE {
                 bail!("{what}: scale {scale} is past the largest supported scale {MAX_SCALE}");
             }
-            Transform::DecimalToMinor { scale }
+            Transform::DecimalToMinor {
+                scale,
+                typed: Default::default(),
+            }
         }
         "map" => {
             let map = c.map.clone().with_context(|| {

@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rust_decimal::Decimal;
 
@@ -23,7 +24,7 @@ pub enum Transform {
     /// The value is carried as it is, storage class included.
     Copy,
     /// Decimal text ↔ integer minor units at a fixed scale (`"12.50"` ↔ `1250`).
-    DecimalToMinor { scale: u32 },
+    DecimalToMinor { scale: u32, typed: TypedSource },
     /// A bijective code table: `forward` maps codes to words, `reverse` back.
     Map {
         forward: BTreeMap<String, String>,
@@ -41,6 +42,40 @@ pub enum Transform {
     /// source has no such column; reverse requires the target row to hold
     /// exactly this value and writes nothing back.
     Constant(Value),
+}
+
+/// Whether a `decimal_to_minor` column's source is an exact decimal type of
+/// its engine (PostgreSQL's `NUMERIC`, MySQL's `DECIMAL`), learnt when the
+/// source's catalogue is read ([`TypedSource::mark`]). Such a column prints
+/// every value with its own scale, so `12.5000` in a `numeric(19,4)` is
+/// exactly 1250 cents at scale 2: zeros past the spec's scale are dropped
+/// before the grammar, and only a non-zero digit there is refused. Decimal
+/// text (a TEXT column) keeps its grammar: `'12.5000'` there is refused.
+/// Unmarked, the strict reading holds, which refuses and never accepts
+/// more.
+#[derive(Debug, Default)]
+pub struct TypedSource(AtomicBool);
+
+impl TypedSource {
+    pub fn mark(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+impl Clone for TypedSource {
+    fn clone(&self) -> Self {
+        TypedSource(AtomicBool::new(self.get()))
+    }
+}
+
+impl PartialEq for TypedSource {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
 }
 
 /// Why a value cannot be carried across.
@@ -163,8 +198,12 @@ impl Transform {
                 *out = CellRef::Null;
                 Ok(true)
             }
-            (Transform::DecimalToMinor { scale }, CellRef::Text(t)) => {
-                parse_decimal_bytes(t, *scale).map(|d| {
+            (Transform::DecimalToMinor { scale, typed }, CellRef::Text(t)) => {
+                let parsed = match typed.get() {
+                    true => parse_typed_decimal(t, *scale),
+                    false => parse_decimal_bytes(t, *scale),
+                };
+                parsed.map(|d| {
                     *out = CellRef::Integer(d.minor);
                     d.canonical
                 })
@@ -173,7 +212,7 @@ impl Transform {
             // or a REAL, whatever the application wrote. An integer is a
             // whole amount; a REAL is read through its shortest decimal form
             // that reads back to the same bits, and must fit the scale.
-            (Transform::DecimalToMinor { scale }, CellRef::Integer(i)) => i
+            (Transform::DecimalToMinor { scale, .. }, CellRef::Integer(i)) => i
                 .checked_mul(10i64.pow(*scale))
                 .map(|m| {
                     *out = CellRef::Integer(m);
@@ -184,7 +223,7 @@ impl Transform {
                         "the integer {i} at scale {scale} is past the 64-bit range of minor units"
                     ))
                 }),
-            (Transform::DecimalToMinor { scale }, CellRef::Real(r)) => real_to_minor(r, *scale)
+            (Transform::DecimalToMinor { scale, .. }, CellRef::Real(r)) => real_to_minor(r, *scale)
                 .map(|m| {
                     *out = CellRef::Integer(m);
                     true
@@ -269,7 +308,7 @@ impl Transform {
                 "the target holds {v} where the spec's constant is {c}; the source has no column to keep it in"
             )),
             (_, Value::Null) => Ok(Value::Null),
-            (Transform::DecimalToMinor { scale }, Value::Integer(minor)) => {
+            (Transform::DecimalToMinor { scale, .. }, Value::Integer(minor)) => {
                 Ok(Value::Text(render_minor(*minor, *scale)))
             }
             (Transform::DecimalToMinor { .. }, other) => reject(format!(
@@ -343,6 +382,35 @@ pub fn parse_decimal_bytes(b: &[u8], scale: u32) -> Result<Parsed, Reject> {
     let text = std::str::from_utf8(b)
         .map_err(|_| Reject("expected decimal text, found bytes that are not UTF-8".into()))?;
     parse_decimal_explained(text, scale)
+}
+
+/// [`parse_decimal_bytes`] of a value an exact decimal column printed
+/// (see [`TypedSource`]): zeros past `scale` are dropped first, so
+/// `12.5000` is `12.50`; a non-zero digit past it is refused, naming how
+/// many places the value really has.
+pub fn parse_typed_decimal(b: &[u8], scale: u32) -> Result<Parsed, Reject> {
+    if let Some(p) = parse_plain(b, scale) {
+        return Ok(p);
+    }
+    let s = scale as usize;
+    if let Some(dot) = b.iter().position(|&c| c == b'.')
+        && b.len() - dot - 1 > s
+        && b[dot + 1..].iter().all(u8::is_ascii_digit)
+    {
+        let frac = &b[dot + 1..];
+        let places = frac.iter().rposition(|&c| c != b'0').map_or(0, |i| i + 1);
+        if places > s {
+            return reject(format!(
+                "'{}' has {places} decimal places once its trailing zeros are dropped, past the scale of {scale}; it would have to be rounded",
+                String::from_utf8_lossy(b)
+            ));
+        }
+        // Only zeros past the scale: the value is the text cut there (at
+        // scale 0, without its point).
+        let end = if s == 0 { dot } else { dot + 1 + s };
+        return parse_decimal_bytes(&b[..end], scale);
+    }
+    parse_decimal_bytes(b, scale)
 }
 
 /// The hot path: one pass over the bytes of a well-formed decimal. `None`
@@ -620,7 +688,10 @@ mod tests {
 
     #[test]
     fn decimal_reads_reals_and_integers_only_when_they_are_the_amount() {
-        let t = Transform::DecimalToMinor { scale: 2 };
+        let t = Transform::DecimalToMinor {
+            scale: 2,
+            typed: TypedSource::default(),
+        };
         assert_eq!(t.forward(&Value::Real(12.5)), Ok(Value::Integer(1250)));
         assert_eq!(t.forward(&Value::Real(0.99)), Ok(Value::Integer(99)));
         assert_eq!(t.forward(&Value::Integer(25)), Ok(Value::Integer(2500)));
@@ -635,6 +706,61 @@ mod tests {
         assert!(t.forward(&Value::Integer(i64::MAX / 10)).is_err());
         assert!(t.reverse(&Value::Text("1250".into())).is_err());
         assert_eq!(t.forward(&Value::Null), Ok(Value::Null));
+    }
+
+    /// A `numeric(19,4)` prints `12.5000`: exactly 1250 cents at scale 2,
+    /// canonical (reverse writes `12.50`, which the column stores as
+    /// `12.5000`); `12.3450` is refused for its one real digit past the
+    /// scale. Decimal text keeps its grammar.
+    #[test]
+    fn an_exact_decimal_column_s_zeros_past_the_scale_are_exact() {
+        let typed = TypedSource::default();
+        typed.mark();
+        let t = Transform::DecimalToMinor { scale: 2, typed };
+        let fwd = |s: &str| {
+            t.forward_ref(CellRef::Text(s.as_bytes()))
+                .map(|(c, canon)| (c.to_value(), canon))
+        };
+        assert_eq!(fwd("12.5000"), Ok((Value::Integer(1250), true)));
+        assert_eq!(fwd("-0.0100"), Ok((Value::Integer(-1), true)));
+        assert_eq!(fwd("0.0000"), Ok((Value::Integer(0), true)));
+        assert_eq!(fwd("12.50"), Ok((Value::Integer(1250), true)));
+        assert_eq!(fwd("12.5"), Ok((Value::Integer(1250), false)));
+        assert_eq!(
+            fwd("92233720368547758.0700"),
+            Ok((Value::Integer(i64::MAX), true))
+        );
+        let why = fwd("12.3450").unwrap_err().0;
+        assert!(
+            why.contains("'12.3450' has 3 decimal places once its trailing zeros are dropped, past the scale of 2"),
+            "{why}"
+        );
+        assert!(fwd("12.0001").unwrap_err().0.contains("4 decimal places"));
+        assert!(
+            fwd("92233720368547758.0800")
+                .unwrap_err()
+                .0
+                .contains("64-bit")
+        );
+        for bad in ["NaN", "Infinity", "-Infinity", "1e3", "12.50 ", "12.", ""] {
+            assert!(fwd(bad).is_err(), "{bad:?} was accepted");
+        }
+        assert_eq!(parse_typed_decimal(b"12.000", 0).map(|p| p.minor), Ok(12));
+        assert!(parse_typed_decimal(b"12.5", 0).is_err());
+        assert_eq!(
+            parse_typed_decimal(b"12.345000", 3).map(|p| p.minor),
+            Ok(12345)
+        );
+        // Text keeps its grammar: the same spelling in a TEXT column is refused.
+        let text = Transform::DecimalToMinor {
+            scale: 2,
+            typed: TypedSource::default(),
+        };
+        let why = text.forward(&Value::Text("12.5000".into())).unwrap_err().0;
+        assert!(
+            why.contains("has 4 decimal places, past the scale of 2"),
+            "{why}"
+        );
     }
 
     #[test]
@@ -744,7 +870,7 @@ mod tests {
         // and exactly x when x is canonical.
         #[test]
         fn decimal_law_holds(m in any::<i64>(), scale in 0u32..=MAX_SCALE) {
-            let t = Transform::DecimalToMinor { scale };
+            let t = Transform::DecimalToMinor { scale, typed: TypedSource::default() };
             let text = Value::Text(render_minor(m, scale));
             let fwd = t.forward(&text).map_err(|e| TestCaseError::fail(e.0))?;
             prop_assert_eq!(&fwd, &Value::Integer(m));
@@ -754,10 +880,21 @@ mod tests {
         #[test]
         fn decimal_law_holds_for_non_canonical_text(int in 0u64..1_000_000, frac in 0u32..10, zeros in 0usize..4) {
             let text = format!("{}{int}.{frac}", "0".repeat(zeros));
-            let t = Transform::DecimalToMinor { scale: 2 };
+            let t = Transform::DecimalToMinor { scale: 2, typed: TypedSource::default() };
             let fwd = t.forward(&Value::Text(text.clone())).map_err(|e| TestCaseError::fail(e.0))?;
             let back = t.reverse(&fwd).map_err(|e| TestCaseError::fail(e.0))?;
             prop_assert_eq!(t.forward(&back).map_err(|e| TestCaseError::fail(e.0))?, fwd);
+        }
+
+        // On an exact decimal column, a value with zeros appended past the
+        // scale is the value itself, and any non-zero digit there is refused.
+        #[test]
+        fn typed_decimal_zeros_past_the_scale_change_nothing(m in any::<i64>(), scale in 0u32..=MAX_SCALE, zeros in 1usize..6, digit in 1u8..10) {
+            let text = render_minor(m, scale);
+            let padded = if scale == 0 { format!("{text}.{}", "0".repeat(zeros)) } else { format!("{text}{}", "0".repeat(zeros)) };
+            prop_assert_eq!(parse_typed_decimal(padded.as_bytes(), scale), parse_decimal(&text, scale));
+            let past = format!("{padded}{digit}");
+            prop_assert!(parse_typed_decimal(past.as_bytes(), scale).is_err());
         }
 
         #[test]

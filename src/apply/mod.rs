@@ -1367,7 +1367,9 @@ impl<'a> Engine<'a> {
                         }
                         let back = reverse_column(col, v)?;
                         Ok(match &col.transform {
-                            Transform::DecimalToMinor { scale } => keep_class(back, v, was, *scale),
+                            Transform::DecimalToMinor { scale, .. } => {
+                                keep_class(back, v, was, *scale)
+                            }
                             _ => back,
                         })
                     })

@@ -32,11 +32,12 @@ pub trait Connection {
     /// an error there: there is nothing left to undo).
     fn transaction(&self, step: super::transaction::Step) -> Result<()>;
     /// `suspend`: until called again with `false` (or the open write
-    /// transaction ends), the writes on these tables neither check nor act
-    /// on a foreign key: nothing cascades, nothing is refused half-way (the
-    /// rehearsal). An error, before anything is written, when the engine
-    /// cannot promise it to this role. `false`: writes go as the
-    /// application's would again.
+    /// transaction ends), the writes on these tables do not act on a
+    /// foreign key (nothing cascades), and check none where the engine
+    /// lets this role say so; a key still checked refuses a write, which
+    /// the rehearsal undoes in its savepoint. An error, before anything is
+    /// written, when a key would act for this role. `false`: writes go as
+    /// the application's would again.
     fn suspend_foreign_keys(&self, tables: &[&str], suspend: bool) -> Result<()>;
     /// Damage to the database's storage that the engine's own check finds
     /// (a corrupt page), as a line that names the file and what to do; `None`

@@ -488,7 +488,7 @@ fn transform_fix(t: &Table, column: Option<usize>) -> Fix {
             "add the word to the map of column '{}' of table '{}' (with the source code that stands for it), or change the row in the target",
             c.target, t.name
         )),
-        Transform::DecimalToMinor { scale } => Fix::CannotGoBack(format!(
+        Transform::DecimalToMinor { scale, .. } => Fix::CannotGoBack(format!(
             "the source keeps whole units of 10^-{scale}; correct the amount in target column '{}' of table '{}'",
             c.target, t.target_table
         )),

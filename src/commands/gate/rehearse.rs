@@ -2,6 +2,9 @@
 //! alive. It changes one target row, deletes another and adds a third
 //! inside a transaction that is always rolled back, runs the same reconcile
 //! over that view, and reports how many of the three faults were caught.
+//! Each fault is a write the target's own constraints accept (another row
+//! or column is tried where one refuses it), so an ordinary schema (a
+//! second UNIQUE column, CHECKs, a foreign key) is rehearsed like any other.
 
 use anyhow::{Result, bail};
 use serde::Serialize;
@@ -149,13 +152,16 @@ fn inject_and_reconcile(
 
 /// Injects the three faults into one table of the target, where its rows
 /// allow: a column nudged in one row, another row deleted, a row added
-/// under a fresh key.
+/// under a fresh key. Each write is tried in a savepoint and only kept
+/// when the target's constraints (UNIQUE, CHECK, NOT NULL, a foreign key)
+/// take it; one they refuse is undone and another row or value is tried,
+/// so the rehearsal works on any schema the gate reads.
 fn inject(t: &Table, target: &mut Db, tables: &[&str], faults: &mut Vec<Injected>) -> Result<()> {
     let sql = target.target_sql(t);
     let mut rows: Vec<Row> = Vec::new();
     target.scan(&sql, None, |r| {
         rows.push(r);
-        Ok(rows.len() < 3)
+        Ok(rows.len() < CANDIDATES)
     })?;
     if rows.is_empty() {
         return Ok(());
@@ -163,73 +169,122 @@ fn inject(t: &Table, target: &mut Db, tables: &[&str], faults: &mut Vec<Injected
     // Chosen before anything changes, so it can never be a deleted key.
     let extra_key = fresh_key(t, target.rows(), &sql, &rows[0])?;
     // changed: the second of three rows (the first of fewer), one column
-    // nudged; missing: the last row read, never the changed one.
-    let changed = &rows[if rows.len() >= 3 { 1 } else { 0 }];
-    // Numbers first: any column holding one takes another. A text may
-    // be the text form of a value its column parses (an array, a uuid),
-    // which a nudged text can break: the database refuses it, inside a
-    // savepoint, and the next column is tried.
+    // nudged; missing: the last of the first three, then the others, never
+    // the changed one.
+    let first = rows.len().min(3);
+    let changed = if first >= 3 { 1 } else { 0 };
+    if let Some(fault) = change_one(t, target, &sql, &rows[changed])? {
+        faults.push(fault);
+    }
+    let mut gone = None;
+    let order = (0..first).rev().chain(first..rows.len());
+    for i in order.filter(|&i| i != changed) {
+        let row = &rows[i];
+        if kept(target, |db| {
+            db.rows().delete_row(&sql, &row[..t.key_len]).map(drop)
+        })? {
+            faults.push(Injected {
+                kind: DiffKind::Missing,
+                table: t.name.clone(),
+                key: key_json(&row[..t.key_len]),
+                column: None,
+                detail: format!("row {} deleted", display_key(&row[..t.key_len])),
+                caught: false,
+            });
+            gone = Some(i);
+            break;
+        }
+    }
+    let Some(key) = extra_key else {
+        return Ok(());
+    };
+    target.connection().suspend_foreign_keys(tables, false)?;
+    // extra: a copy of the first row under a key the source does not have;
+    // where a UNIQUE column refuses it, a copy of the deleted row, whose
+    // UNIQUE values are free again (and whose CHECKs, NOT NULLs and parents
+    // held already); then the others; then each with one column nudged
+    // (a UNIQUE email made new where no row could be deleted).
+    let bases: Vec<usize> = std::iter::once(0)
+        .chain(gone.filter(|&g| g != 0))
+        .chain((1..rows.len()).filter(|&i| Some(i) != gone))
+        .collect();
+    let rows = &rows;
+    let copies = bases.iter().map(|&i| rows[i].clone());
+    let nudged = bases.iter().flat_map(|&i| {
+        (t.key_len..t.columns.len()).filter_map(move |c| {
+            let mut row = rows[i].clone();
+            row[c] = nudge(&row[c])?;
+            Some(row)
+        })
+    });
+    for mut extra in copies.chain(nudged) {
+        extra.splice(..t.key_len, key.iter().cloned());
+        if kept(target, |db| db.rows().insert_row(&sql, &extra).map(drop))? {
+            faults.push(Injected {
+                kind: DiffKind::Extra,
+                table: t.name.clone(),
+                key: key_json(&extra[..t.key_len]),
+                column: None,
+                detail: format!("row {} added", display_key(&extra[..t.key_len])),
+                caught: false,
+            });
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// How many rows of a table the rehearsal reads to choose its faults from.
+const CANDIDATES: usize = 8;
+
+/// Runs one write in a savepoint: kept when the target takes it, undone
+/// (`false`) when a constraint or the column refuses it.
+fn kept(target: &Db, write: impl FnOnce(&Db) -> Result<()>) -> Result<bool> {
+    let attempt = target.savepoint()?;
+    match write(target) {
+        Ok(()) => {
+            attempt.release()?;
+            Ok(true)
+        }
+        Err(e) if crate::db::constraint_violation(&e).is_some() => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Nudges one column of `changed`: numbers first, as any column holding
+/// one takes another. A text may be the text form of a value its column
+/// parses (an array, a uuid), which a nudged text can break, or one a
+/// CHECK lists: the database refuses it, and the next column is tried.
+fn change_one(
+    t: &Table,
+    target: &mut Db,
+    sql: &TableSql,
+    changed: &Row,
+) -> Result<Option<Injected>> {
     let mut order: Vec<usize> = (t.key_len..t.columns.len()).collect();
     order.sort_by_key(|&i| !matches!(changed[i], Value::Integer(_) | Value::Real(_)));
-    let mut nudged = None;
     for col in order {
         let Some(new) = nudge(&changed[col]) else {
             continue;
         };
         let mut row = changed.clone();
         let old = std::mem::replace(&mut row[col], new);
-        let attempt = target.savepoint()?;
-        match target.rows().update_row(&sql, &changed[..t.key_len], &row) {
-            Ok(_) => {
-                attempt.release()?;
-                nudged = Some((col, old, row));
-                break;
-            }
-            // A value the column refuses (class 22 on PostgreSQL: the
-            // nudged text form no longer parses) or a constraint: undone,
-            // and the next column is tried.
-            Err(e) if crate::db::constraint_violation(&e).is_some() => {}
-            Err(e) => return Err(e),
+        if kept(target, |db| {
+            db.rows()
+                .update_row(sql, &changed[..t.key_len], &row)
+                .map(drop)
+        })? {
+            return Ok(Some(Injected {
+                kind: DiffKind::Changed,
+                table: t.name.clone(),
+                key: key_json(&changed[..t.key_len]),
+                column: Some(t.columns[col].target.clone()),
+                detail: format!("{} {old} → {}", t.columns[col].target, row[col]),
+                caught: false,
+            }));
         }
     }
-    if let Some((col, old, row)) = nudged {
-        faults.push(Injected {
-            kind: DiffKind::Changed,
-            table: t.name.clone(),
-            key: key_json(&changed[..t.key_len]),
-            column: Some(t.columns[col].target.clone()),
-            detail: format!("{} {old} → {}", t.columns[col].target, row[col]),
-            caught: false,
-        });
-    }
-    if rows.len() >= 2 {
-        let gone = &rows[rows.len() - 1];
-        target.rows().delete_row(&sql, &gone[..t.key_len])?;
-        faults.push(Injected {
-            kind: DiffKind::Missing,
-            table: t.name.clone(),
-            key: key_json(&gone[..t.key_len]),
-            column: None,
-            detail: format!("row {} deleted", display_key(&gone[..t.key_len])),
-            caught: false,
-        });
-    }
-    // extra: a copy of the first row under a key the source does not have.
-    let mut extra = rows[0].clone();
-    if let Some(k) = extra_key {
-        extra.splice(..t.key_len, k);
-        target.connection().suspend_foreign_keys(tables, false)?;
-        target.rows().insert_row(&sql, &extra)?;
-        faults.push(Injected {
-            kind: DiffKind::Extra,
-            table: t.name.clone(),
-            key: key_json(&extra[..t.key_len]),
-            column: None,
-            detail: format!("row {} added", display_key(&extra[..t.key_len])),
-            caught: false,
-        });
-    }
-    Ok(())
+    Ok(None)
 }
 
 /// Marks each fault the reconciliation caught: counted beyond the baseline

@@ -286,16 +286,24 @@ fn minor(kind: &Kind, c: &str, s: u32, tag: char, int: Option<&str>, bad: &str) 
             },
             _,
         ) => {
-            if *scale > s {
-                // More fraction digits than the spec's scale: the parser
-                // refuses every value.
-                ("NULL".to_string(), "false".to_string())
-            } else if precision + s + 1 > 65 {
+            if precision + s + 1 > 65 {
                 bail!("DECIMAL({precision},{scale}) times 10^{s} is past the server's 65 digits");
+            } else if *scale > s {
+                // More fraction digits than the spec's scale: zeros there
+                // are exact (`12.5000` in a DECIMAL(19,4)), as the streaming
+                // read takes them (`transform::TypedSource`); a value
+                // TRUNCATE would change is refused.
+                (
+                    format!(
+                        "(CASE WHEN {c} = TRUNCATE({c}, {s}) THEN {c} * {} END)",
+                        factor(s)
+                    ),
+                    "false".to_string(),
+                )
             } else {
                 (
                     format!("({c} * {})", factor(s)),
-                    (if *scale != s { "true" } else { "false" }).to_string(),
+                    (if *scale < s { "true" } else { "false" }).to_string(),
                 )
             }
         }

@@ -98,9 +98,10 @@ impl Connection for Postgres {
     /// and fence triggers (enabled ALWAYS) still do. Resumed (`origin`),
     /// the application's triggers fire again. Any other role gets its
     /// deferrable foreign keys deferred (never checked: the transaction is
-    /// rolled back), and a refusal naming the constraint when one on these
-    /// tables is not deferrable or has an action (CASCADE, SET NULL, SET
-    /// DEFAULT, RESTRICT), which no deferral stops.
+    /// rolled back); a key that is not deferrable still refuses a write,
+    /// which the rehearsal undoes in its savepoint and tries another; and
+    /// a refusal naming the constraint when one on these tables has an
+    /// action (CASCADE, SET NULL, SET DEFAULT), which would act.
     fn suspend_foreign_keys(&self, tables: &[&str], suspend: bool) -> Result<()> {
         if self.may_replicate()? {
             return self
@@ -121,7 +122,7 @@ impl Connection for Postgres {
         let binding = self.binding_foreign_keys(tables)?;
         if let Some(fk) = binding.first() {
             anyhow::bail!(
-                "{}: foreign key {fk} would be enforced or would act on cutover's writes: its role {} may not set session_replication_role, and the key is not DEFERRABLE or has an action. Run as a superuser, or `GRANT SET ON PARAMETER session_replication_role TO {}` (PostgreSQL 15), or make the key DEFERRABLE with NO ACTION; nothing was written",
+                "{}: foreign key {fk} would act on cutover's writes: its role {} may not set session_replication_role, and the key has an action (CASCADE, SET NULL or SET DEFAULT). Run as a superuser, or `GRANT SET ON PARAMETER session_replication_role TO {}` (PostgreSQL 15), or give the key NO ACTION; nothing was written",
                 self.shown,
                 self.role()?,
                 self.role()?
@@ -294,17 +295,19 @@ impl Postgres {
             .get(0))
     }
 
-    /// The foreign keys declared on or referring to these tables that a
-    /// deferral does not stop: not DEFERRABLE, or with an action on delete
-    /// or update (CASCADE, SET NULL, SET DEFAULT, RESTRICT), each as
-    /// `name (child → parent)`.
+    /// The foreign keys declared on or referring to these tables that
+    /// would act on the rehearsal's writes: an action on delete or update
+    /// (CASCADE, SET NULL, SET DEFAULT), each as `name (child → parent)`.
+    /// A key that only refuses (NO ACTION or RESTRICT, DEFERRABLE or not)
+    /// binds nothing: the rehearsal writes in savepoints and takes
+    /// another row or value where such a key refuses one.
     fn binding_foreign_keys(&self, tables: &[&str]) -> Result<Vec<String>> {
         let names: Vec<String> = tables.iter().map(|t| self.qualified(t)).collect();
         let rows = self.client()?.query(
             "SELECT DISTINCT format('%I (%s → %s)', c.conname, c.conrelid::regclass, c.confrelid::regclass)
              FROM pg_constraint c, unnest($1::text[]) AS t(name)
              WHERE c.contype = 'f' AND to_regclass(t.name) IN (c.conrelid, c.confrelid)
-               AND (NOT c.condeferrable OR c.confdeltype <> 'a' OR c.confupdtype <> 'a')
+               AND (c.confdeltype NOT IN ('a', 'r') OR c.confupdtype NOT IN ('a', 'r'))
              ORDER BY 1",
             &[&names],
         )?;

@@ -226,13 +226,16 @@ fn canon(kind: Kind, col: &str, form: &ColumnForm, at: usize) -> Result<Canon> {
             let (minor, noncanonical) = match (tag, kind) {
                 // A NUMERIC's text has exactly its scale's digits after the
                 // point (none at scale 0) and no leading zeros: the
-                // grammar below, read off its scale.
+                // grammar below, read off its scale. Zeros past the spec's
+                // scale are exact (`12.5000` in a `numeric(19,4)`), as the
+                // streaming read takes them (`transform::TypedSource`): only
+                // a value `trunc` would change is refused.
                 ('t', Kind::Numeric(_)) => (
                     format!(
-                        "(CASE WHEN scale({col}) <= {s} THEN ({col}) * {} END)",
+                        "(CASE WHEN scale({col}) <= {s} OR ({col}) = trunc({col}, {s}) THEN ({col}) * {} END)",
                         factor(s)
                     ),
-                    format!("(scale({col}) <> {s})"),
+                    format!("(scale({col}) < {s})"),
                 ),
                 ('i', _) => (format!("(({p})::numeric * {})", factor(s)), "false".into()),
                 ('r', _) => {
