@@ -253,6 +253,8 @@ impl Spec {
                         decl_type: String::new(),
                         kind: crate::value::ColumnKind::Any,
                         pk: 0,
+                        labels: None,
+                        unread: None,
                     });
                 }
             }

@@ -15,7 +15,7 @@ use anyhow::{Context, Result, bail};
 use regex::Regex;
 use serde::Deserialize;
 
-use crate::transform::{MAX_SCALE, Transform};
+use crate::transform::{MAX_SCALE, SetLabels, Transform};
 use crate::value::{CellRef, Value};
 
 #[derive(Debug, Deserialize)]
@@ -81,6 +81,8 @@ struct RawColumn {
     map: Option<BTreeMap<String, String>>,
     /// What a `map`'s codes are: `"text"` (the default) or `"integer"`.
     codes: Option<String>,
+    /// A `set_to_array` column's SET labels, in declaration order.
+    labels: Option<Vec<String>>,
     integer: Option<bool>,
     min: Option<i64>,
     values: Option<Vec<String>>,
@@ -673,37 +675,10 @@ fn resolve_column(c: RawColumn) -> Result<Column> {
         );
     };
     let what = format!("column '{source}'");
-    let transform = match c.transform.as_deref().unwrap_or("copy") {
-        "copy" => Transform::Copy,
-        "decimal_to_minor" => {
-            let scale = c.scale.with_context(|| {
-                format!("{what}: decimal_to_minor needs a scale, e.g. scale = 2")
-            })?;
-            if scale > MAX_SCALE {
-                bail!("{what}: scale {scale} is past the largest supported scale {MAX_SCALE}");
-            }
-            Transform::DecimalToMinor { scale }
-        }
-        "map" => {
-            let map = c.map.clone().with_context(|| {
-                format!("{what}: map needs a table, e.g. map = {{ A = \"active\" }}")
-            })?;
-            if map.is_empty() {
-                bail!("{what}: map is empty");
-            }
-            let integers = match c.codes.as_deref() {
-                None | Some("text") => false,
-                Some("integer") => true,
-                Some(other) => bail!(
-                    "{what}: codes = \"{other}\" is not a kind of code; use \"text\" or \"integer\""
-                ),
-            };
-            Transform::map_of(map, integers).map_err(|e| anyhow::anyhow!("{what}: {e}"))?
-        }
-        other => {
-            bail!("{what}: unknown transform '{other}'; use one of copy, decimal_to_minor, map")
-        }
-    };
+    let transform = transform_of(&c, &what)?;
+    if c.labels.is_some() && !matches!(transform, Transform::SetToArray(_)) {
+        bail!("{what}: labels = […] is only for transform = \"set_to_array\"");
+    }
     if c.scale.is_some() && !matches!(transform, Transform::DecimalToMinor { .. }) {
         bail!("{what}: scale is only for decimal_to_minor");
     }
@@ -731,6 +706,53 @@ fn resolve_column(c: RawColumn) -> Result<Column> {
             values: c.values.map(|v| v.into_iter().collect()),
             pattern,
         },
+    })
+}
+
+/// The transform a column entry names, built from what it takes.
+fn transform_of(c: &RawColumn, what: &str) -> Result<Transform> {
+    Ok(match c.transform.as_deref().unwrap_or("copy") {
+        "copy" => Transform::Copy,
+        "decimal_to_minor" => {
+            let scale = c.scale.with_context(|| {
+                format!("{what}: decimal_to_minor needs a scale, e.g. scale = 2")
+            })?;
+            if scale > MAX_SCALE {
+                bail!("{what}: scale {scale} is past the largest supported scale {MAX_SCALE}");
+            }
+            Transform::DecimalToMinor { scale }
+        }
+        "map" => {
+            let map = c.map.clone().with_context(|| {
+                format!("{what}: map needs a table, e.g. map = {{ A = \"active\" }}")
+            })?;
+            if map.is_empty() {
+                bail!("{what}: map is empty");
+            }
+            let integers = match c.codes.as_deref() {
+                None | Some("text") => false,
+                Some("integer") => true,
+                Some(other) => bail!(
+                    "{what}: codes = \"{other}\" is not a kind of code; use \"text\" or \"integer\""
+                ),
+            };
+            Transform::map_of(map, integers).map_err(|e| anyhow::anyhow!("{what}: {e}"))?
+        }
+        "set_to_array" => {
+            let labels = c.labels.clone().with_context(|| {
+                format!(
+                    "{what}: set_to_array needs the SET's labels in declaration order, e.g. labels = [\"a\", \"b\"] for SET('a','b')"
+                )
+            })?;
+            Transform::SetToArray(
+                SetLabels::new(labels).map_err(|e| anyhow::anyhow!("{what}: {e}"))?,
+            )
+        }
+        other => {
+            bail!(
+                "{what}: unknown transform '{other}'; use one of copy, decimal_to_minor, map, set_to_array"
+            )
+        }
     })
 }
 

@@ -82,6 +82,8 @@ fn column(name: &str, kind: ColumnKind) -> cutover::db::ColumnInfo {
         decl_type: String::new(),
         kind,
         pk: 0,
+        labels: None,
+        unread: None,
     }
 }
 

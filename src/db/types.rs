@@ -22,6 +22,13 @@ pub struct ColumnInfo {
     pub kind: ColumnKind,
     /// Position in the primary key (1-based), 0 when not part of it.
     pub pk: i64,
+    /// The labels of a column that holds a set of them (MySQL's `SET`), in
+    /// declaration order: what `set_to_array` needs.
+    pub labels: Option<Vec<String>>,
+    /// Why cutover does not read the column's values (MySQL's spatial
+    /// types): `init` leaves such a column out instead of refusing the
+    /// table; every other command refuses it where it is mapped.
+    pub unread: Option<String>,
 }
 
 /// A generated column of a table: computed by the database, never written.

@@ -94,24 +94,21 @@ pub(super) fn table(
         let _ = writeln!(toml, "key = [{}]", names.join(", "));
     }
     let key: Vec<&str> = pk.iter().map(|c| c.name.as_str()).collect();
+    // Columns whose values cutover does not read are left out on both
+    // sides, so that the rest of the table is drafted and carried.
+    let (s_read, s_unread) = super::unread::split(&s_cols);
+    let (t_read, t_unread) = super::unread::split(&t_cols);
     // Pair the columns first: `ignore` belongs above the column entries.
-    let (pairs, ignored) = pair_columns(&s_cols, &t_cols);
-    if !ignored.is_empty() {
-        *to_decide += 1;
-        let names: Vec<String> = ignored.iter().map(|c| lit(c)).collect();
-        let _ = writeln!(
-            toml,
-            "# DECIDE: these source columns have no target column. Map each to a target column, or\n# drop them by removing the # below (the migration is then irreversible for them):\n# ignore = [{}]",
-            names.join(", ")
-        );
-    }
+    let (pairs, ignored) = pair_columns(&s_read, &t_read);
+    super::unread::ignore(st, &s_unread, &ignored, toml, to_decide);
     let used_t: Vec<&str> = pairs.iter().map(|p| p.1.name.as_str()).collect();
-    for (sc, tc) in pairs {
+    for (sc, tc) in pairs.iter().copied() {
         if let Some(entry) = column_entry(source, target, (st, tt), &key, sc, tc, to_decide)? {
             toml.push_str(&entry);
         }
     }
-    for tc in t_cols.iter().filter(|t| !used_t.contains(&t.name.as_str())) {
+    super::unread::left_to_default(tt, &t_unread, toml, to_decide);
+    for tc in t_read.iter().filter(|t| !used_t.contains(&t.name.as_str())) {
         *to_decide += 1;
         let _ = writeln!(
             toml,
@@ -195,7 +192,14 @@ fn column_entry(
     if tc.name != sc.name {
         let _ = writeln!(entry, "target = {}", lit(&tc.name));
     }
-    if !is_key && sc.kind.is_numeric() && integer_type(tc) {
+    if let Some(labels) = sc.labels.as_ref().filter(|_| !is_key && tc.kind.is_array()) {
+        let shown: Vec<String> = labels.iter().map(|l| lit(l)).collect();
+        let _ = writeln!(
+            entry,
+            "transform = \"set_to_array\"   # the source's SET, as an array of its labels\nlabels = [{}]",
+            shown.join(", ")
+        );
+    } else if !is_key && sc.kind.is_numeric() && integer_type(tc) {
         let scale = match sc.kind.scale() {
             Some(s) => s,
             None => data_scale(&sample(source, st, key, &sc.name)?),

@@ -17,6 +17,7 @@ use crate::db::{Access, Db};
 use crate::report::Report;
 
 mod draft;
+mod unread;
 
 /// The spec `init` drafted: where, what it matched, what is left to decide.
 #[derive(Debug, Serialize)]

@@ -50,6 +50,8 @@ impl Catalogue for Postgres {
                 // indkey::int2[] starts at index 0, so the position found
                 // is already 0-based; +1 above made it 1-based (0: not in it).
                 pk: r.get::<_, i32>(2) as i64,
+                labels: None,
+                unread: None,
             })
             .collect())
     }
