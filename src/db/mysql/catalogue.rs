@@ -570,6 +570,8 @@ impl crate::db::Catalogue for MySql {
             .declared
             .into_iter()
             .map(|fk| crate::db::ForeignKey {
+                name: Some(fk.name),
+                deferrable: false,
                 parent: if fk.parent_database == self.database() {
                     fk.parent_table
                 } else {

@@ -119,7 +119,7 @@ impl Catalogue for Postgres {
         let rows = self.client()?.query(
             "SELECT c.oid, CASE WHEN pn.nspname = $2 THEN pc.relname::text
                                 ELSE pn.nspname || '.' || pc.relname END,
-                    a.attname::text, pa.attname::text
+                    a.attname::text, pa.attname::text, c.conname::text, c.condeferrable
              FROM pg_constraint c
              CROSS JOIN LATERAL unnest(c.conkey, c.confkey) WITH ORDINALITY AS k(col, pcol, n)
              JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.col
@@ -139,8 +139,10 @@ impl Catalogue for Postgres {
                 _ => out.push((
                     id,
                     ForeignKey {
+                        name: Some(r.get(4)),
                         parent,
                         columns: vec![(from, Some(to))],
+                        deferrable: r.get(5),
                     },
                 )),
             }
@@ -173,6 +175,7 @@ impl Catalogue for Postgres {
         for ForeignKey {
             parent,
             columns: pairs,
+            ..
         } in self.foreign_keys(table)?
         {
             let parent_q = match parent.split_once('.') {

@@ -108,8 +108,10 @@ impl Catalogue for Sqlite {
                 _ => out.push((
                     id,
                     ForeignKey {
+                        name: None,
                         parent,
                         columns: vec![(from, to)],
+                        deferrable: true,
                     },
                 )),
             }
