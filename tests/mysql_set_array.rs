@@ -35,8 +35,12 @@ INSERT INTO film (title, special_features) VALUES
     ('Dinosaur', 'Behind the Scenes,Commentaries');
 ";
 
+/// With a generated column as the sample's `film.fulltext`, which the
+/// target computes and no step may write, compare as a difference or
+/// replay.
 const PG_TARGET: &str = "CREATE TABLE film (
-    film_id integer PRIMARY KEY, title text NOT NULL, special_features text[])";
+    film_id integer PRIMARY KEY, title text NOT NULL, special_features text[],
+    fulltext tsvector GENERATED ALWAYS AS (to_tsvector('simple', title)) STORED)";
 
 /// The target after load, as PostgreSQL prints it.
 const LOADED: &str = "1|Academy|{Trailers,\"Deleted Scenes\"}|Deleted Scenes
@@ -139,6 +143,25 @@ impl Migration {
         String::from_utf8(out.stdout).expect("UTF-8")
     }
 
+    /// `status` passes and raises no alarm (the generated column is the
+    /// target's own, not a column the spec forgot).
+    fn status_is_quiet(&self) {
+        let out = cutover_in(self.path(), &["status"]).expect(0);
+        assert!(!out.all().contains("ALARM"), "{out}");
+    }
+
+    /// The target's generated column, by key.
+    fn fulltext(&self) -> String {
+        let out = Command::new("psql")
+            .args(["-X", "-q", "-A", "-t", "-d", &self.pg.url, "-c"])
+            .arg("SELECT film_id, fulltext FROM film ORDER BY 1")
+            .stdin(Stdio::null())
+            .output()
+            .expect("running psql");
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).expect("UTF-8")
+    }
+
     /// The source's films, `[labels]` or `null`.
     fn source(&self) -> String {
         self.my.exec(
@@ -161,25 +184,38 @@ fn a_set_goes_to_a_text_array_and_back_exactly() {
             ),
         "{draft}"
     );
+    assert!(
+        !draft.contains("# DECIDE:") && draft.contains("film.fulltext is generated"),
+        "{draft}"
+    );
     let source_before = m.source();
     cutover_in(m.path(), &["check"]).expect(0);
+    m.status_is_quiet();
     cutover_in(m.path(), &["load"]).expect(0);
     assert_eq!(m.target(), LOADED);
     cutover_in(m.path(), &["gate"]).expect(0);
+    m.status_is_quiet();
 
     cutover_in(m.path(), &["journal", "install"]).expect(0);
+    m.status_is_quiet();
     m.application_writes(PG_WRITES);
     cutover_in(m.path(), &["watch"]).expect(0);
-    cutover_in(m.path(), &["status"]).expect(0);
+    m.status_is_quiet();
     cutover_in(m.path(), &["replay", "--rehearse"]).expect(0);
     assert_eq!(m.source(), source_before, "the rehearsal wrote the source");
     cutover_in(m.path(), &["fence", "on"]).expect(0);
+    m.status_is_quiet();
     let rep = cutover_in(m.path(), &["--format", "json", "replay"])
         .expect(0)
         .json();
     assert_eq!(rep["verdict"], "pass", "{rep}");
     assert_eq!(m.source(), REPLAYED);
-    cutover_in(m.path(), &["status"]).expect(0);
+    m.status_is_quiet();
+    // The target computed the generated column of every row it holds.
+    assert_eq!(
+        m.fulltext(),
+        "1|'academy':1\n2|'bride':1\n3|'chamber':1\n5|'egg':1\n"
+    );
 }
 
 #[test]
@@ -202,4 +238,38 @@ fn an_array_out_of_the_sets_order_is_refused_before_the_source_is_written() {
     assert!(matches!(out.code, Some(1 | 2)), "{out}");
     out.assert_mentions(&["Behind the Scenes", "special_features"]);
     assert_eq!(m.source(), before, "a refused replay wrote the source");
+}
+
+/// Without `set_to_array` the SET's text goes to the array as it is,
+/// which PostgreSQL does not take: `check` casts each value in the target
+/// and refuses those rows, naming table, key, column and value, before a
+/// load could stop part-way on them.
+#[test]
+fn check_refuses_what_the_target_would_not_cast() {
+    let Some(m) = Migration::new("set_array_cast") else {
+        return;
+    };
+    let spec = m.path().join("spec.toml");
+    let draft = std::fs::read_to_string(&spec).unwrap();
+    let copied: String = draft
+        .lines()
+        .filter(|l| !l.starts_with("transform = \"set_to_array\"") && !l.starts_with("labels = "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&spec, copied).unwrap();
+    let before = m.target();
+    let rep = cutover_in(m.path(), &["--format", "json", "check"])
+        .expect(1)
+        .json();
+    // Every row but the NULL one: the empty SET ('') is no array either.
+    assert_eq!(rep["tables"][0]["invalid"], 3, "{rep:#}");
+    assert_eq!(rep["tables"][0]["reversible"], 1, "{rep:#}");
+    let text = cutover_in(m.path(), &["check"]).expect(1);
+    text.assert_mentions(&[
+        "film",
+        "special_features",
+        "Trailers,Deleted Scenes",
+        "malformed array literal",
+    ]);
+    assert_eq!(m.target(), before, "check wrote the target");
 }

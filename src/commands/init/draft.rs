@@ -75,7 +75,15 @@ pub(super) fn table(
     to_decide: &mut usize,
 ) -> Result<()> {
     let s_cols = source.catalogue().table_columns(st)?;
-    let t_cols = target.catalogue().table_columns(tt)?;
+    // A target's generated column is its database's to compute: it needs
+    // no mapping and nothing to decide.
+    let generated = target.catalogue().generated_columns(tt)?;
+    let t_cols: Vec<ColumnInfo> = target
+        .catalogue()
+        .table_columns(tt)?
+        .into_iter()
+        .filter(|c| !generated.iter().any(|g| g.name == c.name))
+        .collect();
     let mut pk: Vec<&ColumnInfo> = s_cols.iter().filter(|c| c.pk > 0).collect();
     pk.sort_by_key(|c| c.pk);
     let _ = writeln!(toml, "\n[[tables]]\nname = {}", lit(tt));
@@ -92,6 +100,13 @@ pub(super) fn table(
     } else {
         let names: Vec<String> = pk.iter().map(|c| lit(&c.name)).collect();
         let _ = writeln!(toml, "key = [{}]", names.join(", "));
+    }
+    for g in &generated {
+        let _ = writeln!(
+            toml,
+            "# target column {tt}.{} is generated: the target computes it as rows arrive (no mapping)",
+            g.name
+        );
     }
     let key: Vec<&str> = pk.iter().map(|c| c.name.as_str()).collect();
     // Columns whose values cutover does not read are left out on both

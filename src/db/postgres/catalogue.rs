@@ -423,7 +423,11 @@ impl Catalogue for Postgres {
                     ),
                 }));
             }
-            if let Some(why) = past_typmod(&plan.types[i], v) {
+            let why = match (plan.kinds[i], v) {
+                (Kind::Other, Value::Text(t)) => self.cast_refused(&plan.types[i], t)?,
+                _ => past_typmod(&plan.types[i], v),
+            };
+            if let Some(why) = why {
                 return Ok(Some(crate::db::Unfit {
                     column: name.clone(),
                     why: format!(
@@ -636,6 +640,31 @@ pub(super) fn kind_of(ty: &str) -> ColumnKind {
 }
 
 impl Postgres {
+    /// Why the server refuses `text` cast to `type_name` (`malformed array
+    /// literal: …`), asked in a block that catches the error in a
+    /// subtransaction of its own, so an open transaction goes on and
+    /// nothing is written; `None` when it casts.
+    fn cast_refused(&self, type_name: &str, text: &str) -> Result<Option<String>> {
+        let literal = super::quote_literal(text)?;
+        // A dollar-quote tag the value does not hold.
+        let tag = (0..)
+            .map(|n| format!("$cutover{n}$"))
+            .find(|t| !text.contains(t.as_str()))
+            .unwrap_or_default();
+        let mut c = self.client()?;
+        c.batch_execute(&format!(
+            "SELECT set_config('cutover.cast_refused', '', false);
+             DO {tag} BEGIN PERFORM CAST({literal} AS {type_name});
+             EXCEPTION WHEN others THEN
+                 PERFORM set_config('cutover.cast_refused', SQLERRM, false);
+             END {tag}"
+        ))?;
+        let why: String = c
+            .query_one("SELECT current_setting('cutover.cast_refused')", &[])?
+            .get(0);
+        Ok((!why.is_empty()).then_some(why))
+    }
+
     /// The PostgreSQL type of a column `sync --evolve` adds for a source
     /// column of kind `kind`: a type of PostgreSQL's own as it is, every
     /// other kind the PostgreSQL type that holds every value of it (an
