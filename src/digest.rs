@@ -183,6 +183,12 @@ pub fn source_form(table: &Table) -> Result<TableForm, String> {
                         .collect(),
                 ),
                 Transform::Constant(v) => CellForm::Constant(v.clone()),
+                Transform::SetToArray(_) => {
+                    return Err(format!(
+                        "column '{}' turns a SET into an array, which only the streaming comparison carries",
+                        c.source
+                    ));
+                }
             };
             Ok(ColumnForm {
                 form,

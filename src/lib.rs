@@ -55,6 +55,7 @@ pub mod schema;
 pub mod side_effects;
 pub mod spec;
 pub mod survey;
+pub mod target_casts;
 pub mod transform;
 pub mod value;
 pub mod watch;

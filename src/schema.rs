@@ -172,6 +172,25 @@ pub fn refuse_if_fenced(target: &Db, why: &str) -> Result<()> {
     Ok(())
 }
 
+/// Whether each edge `(child, parent, _)` of a graph of `n` tables lies on
+/// a cycle: its parent reaches its child.
+pub fn on_cycles<T>(n: usize, edges: &[(usize, usize, T)]) -> Vec<bool> {
+    let reaches = |from: usize, to: usize| {
+        let mut seen = vec![false; n];
+        let mut stack = vec![from];
+        while let Some(x) = stack.pop() {
+            if x == to {
+                return true;
+            }
+            if !std::mem::replace(&mut seen[x], true) {
+                stack.extend(edges.iter().filter(|e| e.0 == x).map(|e| e.1));
+            }
+        }
+        false
+    };
+    edges.iter().map(|e| reaches(e.1, e.0)).collect()
+}
+
 /// What the schema check found that is allowed but worth saying.
 #[derive(Debug, Default)]
 pub struct SchemaNotes {
@@ -184,27 +203,37 @@ pub struct SchemaNotes {
 
 impl Spec {
     /// The spec's tables, parents before children by the target's foreign
-    /// keys between them (tables in a cycle keep the spec's order): the
-    /// order `load` writes them in, whatever order the spec lists them.
+    /// keys between them; in a cycle, parents first by the keys that are
+    /// not `DEFERRABLE` (a load writes a cycle in one transaction whose
+    /// commit checks the others), then in the spec's order: the order
+    /// `load` writes them in, whatever order the spec lists them.
     pub fn parents_first(&self, target: &dyn Catalogue) -> Result<Vec<usize>> {
         let n = self.tables.len();
-        let mut parents: Vec<Vec<usize>> = vec![Vec::new(); n];
+        let mut parents: Vec<Vec<(usize, bool)>> = vec![Vec::new(); n];
         for (i, t) in self.tables.iter().enumerate() {
-            for crate::db::ForeignKey { parent, .. } in target.foreign_keys(&t.target_table)? {
+            for crate::db::ForeignKey {
+                parent, deferrable, ..
+            } in target.foreign_keys(&t.target_table)?
+            {
                 if let Some(p) = self
                     .tables
                     .iter()
                     .position(|x| x.target_table.eq_ignore_ascii_case(&parent))
                     && p != i
                 {
-                    parents[i].push(p);
+                    parents[i].push((p, deferrable));
                 }
             }
         }
         let mut order = Vec::with_capacity(n);
         let mut placed = vec![false; n];
         loop {
-            let next = (0..n).find(|&i| !placed[i] && parents[i].iter().all(|&p| placed[p]));
+            let ready = |i: usize, all: bool| {
+                !placed[i] && parents[i].iter().all(|&(p, d)| placed[p] || (d && !all))
+            };
+            let next = (0..n)
+                .find(|&i| ready(i, true))
+                .or_else(|| (0..n).find(|&i| ready(i, false)));
             match next {
                 Some(i) => {
                     placed[i] = true;
@@ -215,6 +244,36 @@ impl Spec {
         }
         order.extend((0..n).filter(|&i| !placed[i]));
         Ok(order)
+    }
+
+    /// The target's foreign keys between the spec's tables that lie on a
+    /// cycle (`staff.store_id` → `store`, `store.manager_staff_id` →
+    /// `staff`): no order of the tables loads them one at a time. Each
+    /// with the index of its table and of its parent table; empty when
+    /// there is no cycle.
+    pub fn foreign_key_cycles(
+        &self,
+        target: &dyn Catalogue,
+    ) -> Result<Vec<(usize, usize, crate::db::ForeignKey)>> {
+        let mut edges = Vec::new();
+        for (i, t) in self.tables.iter().enumerate() {
+            for fk in target.foreign_keys(&t.target_table)? {
+                if let Some(p) = self
+                    .tables
+                    .iter()
+                    .position(|x| x.target_table.eq_ignore_ascii_case(&fk.parent))
+                    && p != i
+                {
+                    edges.push((i, p, fk));
+                }
+            }
+        }
+        let on = on_cycles(self.tables.len(), &edges);
+        Ok(edges
+            .into_iter()
+            .zip(on)
+            .filter_map(|(e, c)| c.then_some(e))
+            .collect())
     }
 
     /// The target half of [`Spec::check_schema`], for sync, which checks the
@@ -289,6 +348,8 @@ impl Spec {
                         decl_type: String::new(),
                         kind: crate::value::ColumnKind::Any,
                         pk: 0,
+                        labels: None,
+                        unread: None,
                     });
                 }
             }

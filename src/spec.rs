@@ -15,7 +15,7 @@ use anyhow::{Context, Result, bail};
 use regex::Regex;
 use serde::Deserialize;
 
-use crate::transform::{MAX_SCALE, Transform};
+use crate::transform::{MAX_SCALE, SetLabels, Transform};
 use crate::value::{CellRef, Value};
 
 #[derive(Debug, Deserialize)]
@@ -81,6 +81,8 @@ struct RawColumn {
     map: Option<BTreeMap<String, String>>,
     /// What a `map`'s codes are: `"text"` (the default) or `"integer"`.
     codes: Option<String>,
+    /// A `set_to_array` column's SET labels, in declaration order.
+    labels: Option<Vec<String>>,
     integer: Option<bool>,
     min: Option<i64>,
     values: Option<Vec<String>>,
@@ -694,7 +696,43 @@ fn resolve_column(c: RawColumn) -> Result<Column> {
         );
     };
     let what = format!("column '{source}'");
-    let transform = match c.transform.as_deref().unwrap_or("copy") {
+    let transform = transform_of(&c, &what)?;
+    if c.labels.is_some() && !matches!(transform, Transform::SetToArray(_)) {
+        bail!("{what}: labels = […] is only for transform = \"set_to_array\"");
+    }
+    if c.scale.is_some() && !matches!(transform, Transform::DecimalToMinor { .. }) {
+        bail!("{what}: scale is only for decimal_to_minor");
+    }
+    if c.codes.is_some() && !matches!(transform, Transform::Map { .. }) {
+        bail!("{what}: codes = … is only for transform = \"map\"");
+    }
+    if c.map.is_some() && !matches!(transform, Transform::Map { .. }) {
+        bail!("{what}: map = {{…}} is only for transform = \"map\"");
+    }
+    let pattern =
+        match c.pattern {
+            None => None,
+            Some(p) => Some(Regex::new(&p).with_context(|| {
+                format!("{what}: pattern '{p}' is not a valid regular expression")
+            })?),
+        };
+    Ok(Column {
+        target: c.target.unwrap_or_else(|| source.clone()),
+        was: c.was,
+        source,
+        transform,
+        checks: Checks {
+            integer: c.integer.unwrap_or(false),
+            min: c.min,
+            values: c.values.map(|v| v.into_iter().collect()),
+            pattern,
+        },
+    })
+}
+
+/// The transform a column entry names, built from what it takes.
+fn transform_of(c: &RawColumn, what: &str) -> Result<Transform> {
+    Ok(match c.transform.as_deref().unwrap_or("copy") {
         "copy" => Transform::Copy,
         "decimal_to_minor" => {
             let scale = c.scale.with_context(|| {
@@ -724,37 +762,21 @@ fn resolve_column(c: RawColumn) -> Result<Column> {
             };
             Transform::map_of(map, integers).map_err(|e| anyhow::anyhow!("{what}: {e}"))?
         }
-        other => {
-            bail!("{what}: unknown transform '{other}'; use one of copy, decimal_to_minor, map")
+        "set_to_array" => {
+            let labels = c.labels.clone().with_context(|| {
+                format!(
+                    "{what}: set_to_array needs the SET's labels in declaration order, e.g. labels = [\"a\", \"b\"] for SET('a','b')"
+                )
+            })?;
+            Transform::SetToArray(
+                SetLabels::new(labels).map_err(|e| anyhow::anyhow!("{what}: {e}"))?,
+            )
         }
-    };
-    if c.scale.is_some() && !matches!(transform, Transform::DecimalToMinor { .. }) {
-        bail!("{what}: scale is only for decimal_to_minor");
-    }
-    if c.codes.is_some() && !matches!(transform, Transform::Map { .. }) {
-        bail!("{what}: codes = … is only for transform = \"map\"");
-    }
-    if c.map.is_some() && !matches!(transform, Transform::Map { .. }) {
-        bail!("{what}: map = {{…}} is only for transform = \"map\"");
-    }
-    let pattern =
-        match c.pattern {
-            None => None,
-            Some(p) => Some(Regex::new(&p).with_context(|| {
-                format!("{what}: pattern '{p}' is not a valid regular expression")
-            })?),
-        };
-    Ok(Column {
-        target: c.target.unwrap_or_else(|| source.clone()),
-        was: c.was,
-        source,
-        transform,
-        checks: Checks {
-            integer: c.integer.unwrap_or(false),
-            min: c.min,
-            values: c.values.map(|v| v.into_iter().collect()),
-            pattern,
-        },
+        other => {
+            bail!(
+                "{what}: unknown transform '{other}'; use one of copy, decimal_to_minor, map, set_to_array"
+            )
+        }
     })
 }
 

@@ -42,6 +42,128 @@ pub enum Transform {
     /// source has no such column; reverse requires the target row to hold
     /// exactly this value and writes nothing back.
     Constant(Value),
+    /// A MySQL `SET` (`'a,b'`: labels in declaration order, each once) ↔
+    /// an array as PostgreSQL prints it (`{a,b}`), both spelt in the
+    /// labels' declaration order so each side has one spelling per value.
+    SetToArray(SetLabels),
+}
+
+/// The labels of a `set_to_array` column and every value's two spellings,
+/// indexed by the value's bit mask (bit `i` for label `i`): a value is one
+/// of at most 2^[`SET_MAX_LABELS`], so each is spelt once, here, and a row's
+/// lookup allocates nothing.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SetLabels {
+    pub labels: Vec<String>,
+    /// The SET text of each mask (`a,b`).
+    set: Vec<String>,
+    /// The array text of each mask (`{a,"b c"}`).
+    array: Vec<String>,
+    /// Mask of each array text, for reverse.
+    masks: std::collections::HashMap<String, usize>,
+}
+
+/// The most labels a `set_to_array` column may have: every value of the
+/// SET is spelt in advance (2^16 values).
+pub const SET_MAX_LABELS: usize = 16;
+
+impl SetLabels {
+    /// Refuses labels MySQL would not keep apart in a SET (empty, holding
+    /// a comma, twice) and more than [`SET_MAX_LABELS`].
+    pub fn new(labels: Vec<String>) -> Result<SetLabels, String> {
+        if labels.is_empty() || labels.len() > SET_MAX_LABELS {
+            return Err(format!(
+                "set_to_array needs the SET's labels in declaration order, 1 to {SET_MAX_LABELS} of them (labels = [\"a\", \"b\"]); {} given",
+                labels.len()
+            ));
+        }
+        for (i, l) in labels.iter().enumerate() {
+            if l.is_empty() || l.contains(',') {
+                return Err(format!(
+                    "set_to_array label '{l}' is empty or holds a comma, which a SET value cannot tell apart"
+                ));
+            }
+            if labels[..i].contains(l) {
+                return Err(format!("set_to_array label '{l}' is listed twice"));
+            }
+        }
+        let n = 1usize << labels.len();
+        let members = |mask: usize| (0..labels.len()).filter(move |i| mask & (1 << i) != 0);
+        let set: Vec<String> = (0..n)
+            .map(|m| {
+                members(m)
+                    .map(|i| labels[i].as_str())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .collect();
+        let array: Vec<String> = (0..n)
+            .map(|m| {
+                let items: Vec<String> = members(m).map(|i| array_item(&labels[i])).collect();
+                format!("{{{}}}", items.join(","))
+            })
+            .collect();
+        let masks = array
+            .iter()
+            .enumerate()
+            .map(|(m, a)| (a.clone(), m))
+            .collect();
+        Ok(SetLabels {
+            labels,
+            set,
+            array,
+            masks,
+        })
+    }
+
+    /// The mask of a SET text: labels in declaration order, each once.
+    fn mask(&self, text: &[u8]) -> Option<usize> {
+        if text.is_empty() {
+            return Some(0);
+        }
+        let mut mask = 0usize;
+        let mut next = 0usize;
+        for part in text.split(|&b| b == b',') {
+            let i = next
+                + self.labels[next..]
+                    .iter()
+                    .position(|l| l.as_bytes() == part)?;
+            mask |= 1 << i;
+            next = i + 1;
+        }
+        Some(mask)
+    }
+
+    fn shown(&self) -> String {
+        let l: Vec<String> = self.labels.iter().map(|l| format!("'{l}'")).collect();
+        format!("({})", l.join(","))
+    }
+}
+
+/// One element of an array as PostgreSQL's `array_out` prints it: quoted
+/// when empty, `NULL` in any case, or holding a brace, comma, quote,
+/// backslash or white space, with `"` and `\` escaped inside the quotes.
+fn array_item(label: &str) -> String {
+    let quote = label.is_empty()
+        || label.eq_ignore_ascii_case("null")
+        || label.chars().any(|c| {
+            matches!(
+                c,
+                '{' | '}' | ',' | '"' | '\\' | ' ' | '\t' | '\n' | '\r' | '\x0b' | '\x0c'
+            )
+        });
+    if !quote {
+        return label.to_string();
+    }
+    let mut out = String::from("\"");
+    for c in label.chars() {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    out
 }
 
 /// Whether a `decimal_to_minor` column's source is an exact decimal type of
@@ -163,6 +285,7 @@ impl Transform {
             Transform::DecimalToMinor { .. } => "decimal_to_minor",
             Transform::Map { .. } => "map",
             Transform::Constant(_) => "constant",
+            Transform::SetToArray(_) => "set_to_array",
         }
     }
 
@@ -197,6 +320,24 @@ impl Transform {
             (_, CellRef::Null) => {
                 *out = CellRef::Null;
                 Ok(true)
+            }
+            (Transform::SetToArray(s), CellRef::Text(t)) => match s.mask(t) {
+                Some(m) => {
+                    *out = CellRef::Text(s.array[m].as_bytes());
+                    Ok(true)
+                }
+                None => reject(format!(
+                    "{} is not a value of SET{}: labels in that order, each once, joined by ','",
+                    v.to_value(),
+                    s.shown()
+                )),
+            },
+            (Transform::SetToArray(_), other) => {
+                let v = other.to_value();
+                reject(format!(
+                    "expected the text of a SET, found {} {v}",
+                    v.class()
+                ))
             }
             (Transform::DecimalToMinor { scale, typed }, CellRef::Text(t)) => {
                 let parsed = match typed.get() {
@@ -333,6 +474,17 @@ impl Transform {
             },
             (Transform::Map { .. }, other) => reject(format!(
                 "expected a text word, found {} {other}",
+                other.class()
+            )),
+            (Transform::SetToArray(s), Value::Text(array)) => match s.masks.get(array) {
+                Some(&m) => Ok(Value::Text(s.set[m].clone())),
+                None => reject(format!(
+                    "{v} is not an array of labels of SET{} in that order, each once (as PostgreSQL prints it), so no SET value carries it",
+                    s.shown()
+                )),
+            },
+            (Transform::SetToArray(_), other) => reject(format!(
+                "expected the text of an array, found {} {other}",
                 other.class()
             )),
         }
@@ -863,6 +1015,88 @@ mod tests {
             assert_eq!(word(m, code).as_deref(), want, "code {code:?}");
         }
         Ok(())
+    }
+
+    fn sakila() -> Transform {
+        Transform::SetToArray(
+            SetLabels::new(
+                [
+                    "Trailers",
+                    "Commentaries",
+                    "Deleted Scenes",
+                    "Behind the Scenes",
+                ]
+                .map(String::from)
+                .to_vec(),
+            )
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn a_set_is_the_array_postgresql_prints_and_back() {
+        let t = sakila();
+        let text = |s: &str| Value::Text(s.into());
+        for (set, array) in [
+            ("", "{}"),
+            ("Trailers", "{Trailers}"),
+            ("Trailers,Deleted Scenes", "{Trailers,\"Deleted Scenes\"}"),
+            (
+                "Trailers,Commentaries,Deleted Scenes,Behind the Scenes",
+                "{Trailers,Commentaries,\"Deleted Scenes\",\"Behind the Scenes\"}",
+            ),
+        ] {
+            assert_eq!(t.forward(&text(set)), Ok(text(array)), "{set}");
+            assert_eq!(t.reverse(&text(array)), Ok(text(set)), "{array}");
+        }
+        assert_eq!(t.forward(&Value::Null), Ok(Value::Null));
+        // Not a SET value: out of order, twice, unknown, another case.
+        for bad in [
+            "Commentaries,Trailers",
+            "Trailers,Trailers",
+            "Bloopers",
+            "trailers",
+            ",",
+        ] {
+            assert!(t.forward(&text(bad)).is_err(), "{bad}");
+        }
+        // Not the array of a SET value: out of order, twice, a NULL
+        // element, unquoted where PostgreSQL quotes, bounds.
+        for bad in [
+            "{Commentaries,Trailers}",
+            "{Trailers,Trailers}",
+            "{NULL}",
+            "{Trailers,Deleted Scenes}",
+            "[1:1]={Trailers}",
+            "Trailers",
+        ] {
+            let why = t.reverse(&text(bad)).unwrap_err().0;
+            assert!(why.contains("'Deleted Scenes'"), "{why}");
+        }
+        assert!(t.reverse(&Value::Integer(1)).is_err());
+    }
+
+    #[test]
+    fn set_labels_are_quoted_as_array_out_quotes_them() {
+        let labels = ["null", "a\"b", "c\\d", "{e}", "tab\tx", "é"].map(String::from);
+        let s = SetLabels::new(labels.to_vec()).unwrap();
+        let t = Transform::SetToArray(s);
+        let all = labels.join(",");
+        let array = r#"{"null","a\"b","c\\d","{e}","tab	x",é}"#;
+        assert_eq!(
+            t.forward(&Value::Text(all.clone())),
+            Ok(Value::Text(array.into()))
+        );
+        assert_eq!(t.reverse(&Value::Text(array.into())), Ok(Value::Text(all)));
+        for bad in [
+            vec![],
+            vec!["a".into(), "a".into()],
+            vec!["a,b".into()],
+            vec!["".into()],
+        ] {
+            assert!(SetLabels::new(bad).is_err());
+        }
+        assert!(SetLabels::new((0..17).map(|i| i.to_string()).collect()).is_err());
     }
 
     proptest! {

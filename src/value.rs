@@ -83,6 +83,12 @@ impl ColumnKind {
         )
     }
 
+    /// Whether the column is an array of one engine's own (PostgreSQL
+    /// names an array type with `[]`: `text[]`), carried as its text.
+    pub fn is_array(&self) -> bool {
+        matches!(self, ColumnKind::Other { name, .. } if name.ends_with("[]"))
+    }
+
     /// The declared scale of a decimal.
     pub fn scale(&self) -> Option<u32> {
         match self {

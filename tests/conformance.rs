@@ -82,6 +82,8 @@ fn column(name: &str, kind: ColumnKind) -> cutover::db::ColumnInfo {
         decl_type: String::new(),
         kind,
         pk: 0,
+        labels: None,
+        unread: None,
     }
 }
 
@@ -344,15 +346,25 @@ fn catalogue_contract(s: &Subject) -> Result<()> {
     );
     assert!(!db.catalogue().key_is_unique("cat_trig", &["v"])?);
 
-    let fk = |parent: &str, pairs: &[(&str, &str)]| ForeignKey {
-        parent: parent.to_string(),
-        columns: pairs
-            .iter()
-            .map(|(c, p)| (c.to_string(), Some(p.to_string())))
-            .collect(),
+    // The parent and the columns; the name and whether a key defers are
+    // the engine's (none on SQLite, every key on MySQL named).
+    let fk = |parent: &str, pairs: &[(&str, &str)]| {
+        (
+            parent.to_string(),
+            pairs
+                .iter()
+                .map(|(c, p)| (c.to_string(), Some(p.to_string())))
+                .collect::<Vec<_>>(),
+        )
     };
+    let found: Vec<_> = db
+        .catalogue()
+        .foreign_keys("cat_child")?
+        .into_iter()
+        .map(|k: ForeignKey| (k.parent, k.columns))
+        .collect();
     assert_eq!(
-        db.catalogue().foreign_keys("cat_child")?,
+        found,
         [
             fk("cat_parent", &[("pb", "b"), ("pa", "a")]),
             fk("cat_other", &[("other", "id")])

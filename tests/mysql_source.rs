@@ -368,3 +368,72 @@ fn a_mysql_target_behind_a_sqlite_source_takes_the_journal_and_the_fence() {
     cutover_in(dir.path(), &["fence", "off", "--force"]).expect(0);
     assert_eq!(my.value(fence_triggers), "0");
 }
+
+/// A spatial column, whose values cutover does not read, no longer stops
+/// `init`: the draft ignores it in the source and leaves it to the
+/// target's default, each with a `DECIDE` naming what that costs, and
+/// the rest of the table and of the database checks, loads and gates as
+/// drafted (MariaDB into MariaDB, the rows compared with what the client
+/// prints of the source).
+#[test]
+fn init_leaves_a_spatial_column_out_and_drafts_the_rest() {
+    let Some(my) = MyDb::new("mysql_spatial") else {
+        return;
+    };
+    let Some(target) = MyDb::new("mysql_spatial_t") else {
+        return;
+    };
+    let schema = |null: &str| {
+        format!(
+            "CREATE TABLE address (id INT PRIMARY KEY, street VARCHAR(50) NOT NULL, location POINT {null}) ENGINE = InnoDB;
+             CREATE TABLE city (id INT PRIMARY KEY, name VARCHAR(50) NOT NULL) ENGINE = InnoDB;"
+        )
+    };
+    my.exec(&schema("NOT NULL"));
+    target.exec(&schema("NULL"));
+    my.app_user()
+        .exec(
+            "INSERT INTO address VALUES (1, 'Elm', POINT(1, 2)), (2, 'Oak', POINT(-3.5, 4));
+             INSERT INTO city VALUES (1, 'Lethbridge'), (2, 'Woodridge');",
+        )
+        .expect("the application's writes");
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("spec.toml");
+    cutover(&[
+        "init",
+        "--source",
+        &my.url,
+        "--target",
+        &target.url,
+        "--out",
+        spec.to_str().unwrap(),
+    ])
+    .expect(0);
+    let draft = std::fs::read_to_string(&spec).unwrap();
+    assert!(
+        draft.contains("ignore = [\"location\"]")
+            && draft.contains("neither migrated nor checked")
+            && draft.contains("address.location: column 'location' is of type point")
+            && draft.contains("target = \"location\"\ndefault = true"),
+        "{draft}"
+    );
+    cutover_in(dir.path(), &["check"])
+        .expect(0)
+        .assert_mentions(&["location"]);
+    cutover_in(dir.path(), &["load"]).expect(0);
+    let rows = |db: &MyDb| {
+        db.exec(
+            "SELECT id, street, location IS NULL FROM address ORDER BY id;
+             SELECT id, name FROM city ORDER BY id",
+        )
+    };
+    assert_eq!(
+        rows(&target),
+        "1\tElm\t1\n2\tOak\t1\n1\tLethbridge\n2\tWoodridge\n"
+    );
+    assert_eq!(
+        rows(&my),
+        "1\tElm\t0\n2\tOak\t0\n1\tLethbridge\n2\tWoodridge\n"
+    );
+    cutover_in(dir.path(), &["gate"]).expect(0);
+}

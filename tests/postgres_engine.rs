@@ -640,11 +640,13 @@ fn the_catalogue_describes_the_schema() -> Result<()> {
     assert_eq!(
         db.foreign_keys("child")?,
         [ForeignKey {
+            name: Some("child_pb_pa_fkey".to_string()),
             parent: "parent".to_string(),
             columns: vec![
                 ("pb".to_string(), Some("b".to_string())),
                 ("pa".to_string(), Some("a".to_string()))
-            ]
+            ],
+            deferrable: false,
         }]
     );
     assert!(db.has_foreign_keys("child")? && !db.has_foreign_keys("parent")?);

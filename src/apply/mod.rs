@@ -338,6 +338,8 @@ pub struct Engine<'a> {
     /// batches are until [`Engine::commit_held`] commits it: load holds its
     /// first commit until every source row has been validated.
     held: std::cell::RefCell<Option<Transaction<'a>>>,
+    /// The held batches wait for the end of the run ([`Engine::hold_whole`]).
+    whole: std::cell::Cell<bool>,
     /// [`Engine::hold`] made the control tables the held batches write,
     /// outside their transaction (a schema change commits at once): rolled
     /// back, the batches leave them empty, and they are taken away again.
@@ -383,6 +385,7 @@ impl<'a> Engine<'a> {
             journal: String::new(),
             within: false,
             held: std::cell::RefCell::new(None),
+            whole: std::cell::Cell::new(false),
             made: std::cell::Cell::new(false),
             stored: std::cell::RefCell::new(None),
             writers: std::cell::RefCell::new(writers),
@@ -422,6 +425,25 @@ impl<'a> Engine<'a> {
         }
         *self.held.borrow_mut() = Some(self.db.begin_write()?);
         Ok(())
+    }
+
+    /// [`Engine::hold`] until [`Engine::commit_held`] whatever happens
+    /// meanwhile, the transaction's deferrable foreign keys checked at its
+    /// commit only: load's tables whose keys refer to each other in a
+    /// cycle are written whole, in any order, or not at all.
+    pub fn hold_whole(&self) -> Result<()> {
+        self.hold()?;
+        if let Some(tx) = self.held.borrow().as_ref() {
+            tx.defer_foreign_keys()?;
+        }
+        self.whole.set(true);
+        Ok(())
+    }
+
+    /// Whether the held batches wait for the end of the run
+    /// ([`Engine::hold_whole`]).
+    pub fn holds_whole(&self) -> bool {
+        self.whole.get()
     }
 
     /// Commits the held batches (a no-op when none are held). The crash

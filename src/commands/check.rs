@@ -11,6 +11,7 @@ use crate::report::{self, Report, Verdict};
 use crate::schema;
 use crate::side_effects::Policy;
 use crate::spec::Spec;
+use crate::value::Row;
 
 /// Where a database is and how it commits, in its engine's own settings.
 #[derive(Debug, Serialize)]
@@ -179,7 +180,7 @@ pub fn run(spec: &Spec, strict: bool, max_diffs: usize) -> Result<CheckReport> {
     let mut found = 0u64;
     let mut summary: Vec<Finding> = Vec::new();
     for t in &spec.tables {
-        let scanned = reconcile::scan_source(t, &mut source, true, |key, note| {
+        let mut record = |key: Row, note: &crate::canonical::Note| {
             found += 1;
             let (column, kind, reason) = match note {
                 crate::canonical::Note::Invalid(col, _, why) => {
@@ -213,13 +214,22 @@ pub fn run(spec: &Spec, strict: bool, max_diffs: usize) -> Result<CheckReport> {
             if diffs.len() < max_diffs {
                 diffs.push(Diff::from_note(t, &key, note));
             }
+        };
+        let scanned = reconcile::scan_source(t, &mut source, true, |key, note| {
+            record(key, note);
             Ok(true)
         })?;
+        // Values the target casts from text, asked of the target itself.
+        let refused = crate::target_casts::refused(t, &source, &target)?;
+        for (key, note) in &refused {
+            record(key.clone(), note);
+        }
+        let invalid = scanned.invalid + refused.len() as u64;
         tables.push(TableCheck {
             name: t.name.clone(),
             rows: scanned.rows,
-            reversible: scanned.rows - scanned.invalid,
-            invalid: scanned.invalid,
+            reversible: scanned.rows - invalid,
+            invalid,
             non_canonical: scanned.non_canonical,
             ignored_columns: notes
                 .irreversible

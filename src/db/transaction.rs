@@ -32,6 +32,12 @@ pub enum Step {
     Release,
     /// Undoes the nested transaction's work and closes it; never fails.
     RollbackSavepoint,
+    /// Leaves the open transaction's `DEFERRABLE` foreign keys unchecked
+    /// until its commit (PostgreSQL: `SET CONSTRAINTS ALL DEFERRED`), so
+    /// that the rows of tables whose keys refer to each other in a cycle
+    /// can be written in any order; nothing on SQLite, whose connections
+    /// cutover opens without enforcing foreign keys, nor on MySQL.
+    DeferForeignKeys,
 }
 
 /// An open transaction: committed by [`Transaction::commit`], rolled back
@@ -66,6 +72,12 @@ impl<'a> Transaction<'a> {
 
     /// Rolls back now (what dropping the guard does).
     pub fn rollback(self) {}
+
+    /// Leaves the transaction's deferrable foreign keys unchecked until
+    /// its commit ([`Step::DeferForeignKeys`]).
+    pub fn defer_foreign_keys(&self) -> Result<()> {
+        self.conn.transaction(Step::DeferForeignKeys)
+    }
 
     /// Runs `f` inside the transaction: committed when it returns `Ok`,
     /// rolled back when it fails, so the database is either changed whole

@@ -22,6 +22,13 @@ pub struct ColumnInfo {
     pub kind: ColumnKind,
     /// Position in the primary key (1-based), 0 when not part of it.
     pub pk: i64,
+    /// The labels of a column that holds a set of them (MySQL's `SET`), in
+    /// declaration order: what `set_to_array` needs.
+    pub labels: Option<Vec<String>>,
+    /// Why cutover does not read the column's values (MySQL's spatial
+    /// types): `init` leaves such a column out instead of refusing the
+    /// table; every other command refuses it where it is mapped.
+    pub unread: Option<String>,
 }
 
 /// A generated column of a table: computed by the database, never written.
@@ -75,10 +82,18 @@ pub struct Unproven {
 /// A foreign key a table declares.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ForeignKey {
+    /// The constraint's name, where the engine names it (not SQLite).
+    pub name: Option<String>,
     pub parent: String,
     /// Each column with the parent column it refers to (`None`: the
     /// parent's primary key column at its position).
     pub columns: Vec<(String, Option<String>)>,
+    /// Whether a write transaction of cutover's may leave the key
+    /// unchecked until its commit ([`crate::db::Step::DeferForeignKeys`]):
+    /// a PostgreSQL key declared `DEFERRABLE`; every key on SQLite, whose
+    /// connections cutover opens without enforcing foreign keys; no key on
+    /// MySQL, which defers none.
+    pub deferrable: bool,
 }
 
 /// Why a column could not store a value exactly ([`crate::db::Catalogue::cannot_hold`]).

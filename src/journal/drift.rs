@@ -49,12 +49,16 @@ pub fn drift(spec: &Spec, target: &Db) -> Result<Vec<String>> {
             ));
             continue;
         }
+        // A generated column is the target's to compute: no write sets
+        // it, so there is nothing to journal or carry back.
+        let generated = target.catalogue().generated_columns(&t.target_table)?;
         let extra: Vec<&str> = cols
             .iter()
             .map(|c| c.name.as_str())
             .filter(|c| {
                 !t.columns.iter().any(|x| x.target == *c)
                     && !t.target_defaults.iter().any(|d| d == c)
+                    && !generated.iter().any(|g| g.name == *c)
             })
             .collect();
         let missing: Vec<&str> = t

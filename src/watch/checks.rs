@@ -492,6 +492,12 @@ fn transform_fix(t: &Table, column: Option<usize>) -> Fix {
             "the source keeps whole units of 10^-{scale}; correct the amount in target column '{}' of table '{}'",
             c.target, t.target_table
         )),
+        Transform::SetToArray(s) => Fix::CannotGoBack(format!(
+            "the source's SET holds only the labels {} in that order, each once: write the array of column '{}' of target table '{}' so (a new label needs the source's SET and the spec's labels first)",
+            s.labels.join(","),
+            c.target,
+            t.target_table
+        )),
         _ => Fix::CannotGoBack(format!(
             "correct column '{}' of the row in target table '{}', or relax the spec's check of it",
             c.target, t.target_table

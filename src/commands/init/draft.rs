@@ -79,7 +79,15 @@ pub(super) fn table(
     to_decide: &mut usize,
 ) -> Result<()> {
     let s_cols = source.catalogue().table_columns(st)?;
-    let t_cols = target.catalogue().table_columns(tt)?;
+    // A target's generated column is its database's to compute: it needs
+    // no mapping and nothing to decide.
+    let generated = target.catalogue().generated_columns(tt)?;
+    let t_cols: Vec<ColumnInfo> = target
+        .catalogue()
+        .table_columns(tt)?
+        .into_iter()
+        .filter(|c| !generated.iter().any(|g| g.name == c.name))
+        .collect();
     let mut pk: Vec<&ColumnInfo> = s_cols.iter().filter(|c| c.pk > 0).collect();
     pk.sort_by_key(|c| c.pk);
     let _ = writeln!(toml, "\n[[tables]]\nname = {}", lit(tt));
@@ -97,18 +105,21 @@ pub(super) fn table(
         let names: Vec<String> = pk.iter().map(|c| lit(&c.name)).collect();
         let _ = writeln!(toml, "key = [{}]", names.join(", "));
     }
-    let key: Vec<&str> = pk.iter().map(|c| c.name.as_str()).collect();
-    // Pair the columns first: `ignore` belongs above the column entries.
-    let (pairs, ignored) = pair_columns(&s_cols, &t_cols);
-    if !ignored.is_empty() {
-        *to_decide += 1;
-        let names: Vec<String> = ignored.iter().map(|c| lit(c)).collect();
+    for g in &generated {
         let _ = writeln!(
             toml,
-            "# DECIDE: these source columns have no target column. Map each to a target column, or\n# drop them by removing the # below (the migration is then irreversible for them):\n# ignore = [{}]",
-            names.join(", ")
+            "# target column {tt}.{} is generated: the target computes it as rows arrive (no mapping)",
+            g.name
         );
     }
+    let key: Vec<&str> = pk.iter().map(|c| c.name.as_str()).collect();
+    // Columns whose values cutover does not read are left out on both
+    // sides, so that the rest of the table is drafted and carried.
+    let (s_read, s_unread) = super::unread::split(&s_cols);
+    let (t_read, t_unread) = super::unread::split(&t_cols);
+    // Pair the columns first: `ignore` belongs above the column entries.
+    let (pairs, ignored) = pair_columns(&s_read, &t_read);
+    super::unread::ignore(st, &s_unread, &ignored, toml, to_decide);
     let used_t: Vec<&str> = pairs.iter().map(|p| p.1.name.as_str()).collect();
     // The target's definitions, for the words its CHECKs allow.
     let parts = target.catalogue().schema_of(&[tt])?;
@@ -126,7 +137,8 @@ pub(super) fn table(
             toml.push_str(&entry);
         }
     }
-    for tc in t_cols.iter().filter(|t| !used_t.contains(&t.name.as_str())) {
+    super::unread::left_to_default(tt, &t_unread, toml, to_decide);
+    for tc in t_read.iter().filter(|t| !used_t.contains(&t.name.as_str())) {
         *to_decide += 1;
         let _ = writeln!(
             toml,
@@ -232,7 +244,14 @@ fn column_entry(
     if tc.name != sc.name {
         let _ = writeln!(entry, "target = {}", lit(&tc.name));
     }
-    if !is_key && sc.kind.is_numeric() && integer_type(tc) {
+    if let Some(labels) = sc.labels.as_ref().filter(|_| !is_key && tc.kind.is_array()) {
+        let shown: Vec<String> = labels.iter().map(|l| lit(l)).collect();
+        let _ = writeln!(
+            entry,
+            "transform = \"set_to_array\"   # the source's SET, as an array of its labels\nlabels = [{}]",
+            shown.join(", ")
+        );
+    } else if !is_key && sc.kind.is_numeric() && integer_type(tc) {
         let scale = match sc.kind.scale() {
             Some(s) => s,
             None => data_scale(&sample(source, st, key, &sc.name)?),

@@ -21,6 +21,7 @@ use crate::report::Report;
 mod check_words;
 mod draft;
 mod map;
+mod unread;
 
 /// The spec `init` drafted: where, what it matched, what is left to decide.
 #[derive(Debug, Serialize)]

@@ -78,19 +78,7 @@ fn value_as_json<S: Serializer>(value: &Value, s: S) -> std::result::Result<S::O
 
 pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<LoadReport> {
     let (mut source, target, _) = schema::open(spec, Access::Read, Access::Write)?;
-    crate::schema::refuse_if_fenced(
-        &target,
-        "load would write into a database under rollback. Nothing was written",
-    )?;
-    for t in &spec.tables {
-        if target.catalogue().own_triggers(&t.target_table)?.journal > 0 {
-            bail!(
-                "table '{}' in target {} is journaled; a load now would journal every row. Run `cutover journal remove` first if this really is a fresh load. Nothing was written",
-                t.name,
-                target.location()
-            );
-        }
-    }
+    let cycles = refuse_before_writing(spec, &target)?;
 
     // A stopped load's session may still be ending on the server: its
     // transaction settles (rolled back, or committed) before the
@@ -116,8 +104,12 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<LoadReport> {
     let engine = Engine::new(&spec.tables, &target, Side::Target);
     let rep = std::thread::scope(|scope| {
         let mut validation = Validation::Done;
-        if beside {
+        if !cycles.is_empty() {
+            engine.hold_whole()?;
+        } else if beside {
             engine.hold()?;
+        }
+        if beside {
             validation = Validation::Running(scope.spawn(|| {
                 let mut source = schema::open_source(spec, None, Access::Read)?;
                 validate(spec, &mut source)
@@ -172,6 +164,74 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<LoadReport> {
         cursor::record(spec, &mut source, &target, &rep.tables)?;
     }
     Ok(rep)
+}
+
+/// What refuses a load before anything is written: a fenced or journaled
+/// target, a cycle of foreign keys no order gets past. The foreign keys on
+/// cycles the load defers to its commit.
+fn refuse_before_writing(
+    spec: &Spec,
+    target: &Db,
+) -> Result<Vec<(usize, usize, crate::db::ForeignKey)>> {
+    crate::schema::refuse_if_fenced(
+        target,
+        "load would write into a database under rollback. Nothing was written",
+    )?;
+    for t in &spec.tables {
+        if target.catalogue().own_triggers(&t.target_table)?.journal > 0 {
+            bail!(
+                "table '{}' in target {} is journaled; a load now would journal every row. Run `cutover journal remove` first if this really is a fresh load. Nothing was written",
+                t.name,
+                target.location()
+            );
+        }
+    }
+
+    // Tables whose keys refer to each other in a cycle load only in one
+    // transaction that checks the keys at its commit; a key that cannot
+    // wait for it is refused before anything is written.
+    let cycles = spec.foreign_key_cycles(target.catalogue())?;
+    refuse_binding_cycle(spec, target, &cycles)?;
+    Ok(cycles)
+}
+
+/// Refuses a cycle of foreign keys between the spec's target tables with
+/// a key its database checks at each statement (not `DEFERRABLE`), which
+/// no order of the tables gets past: the keys, and what to do.
+fn refuse_binding_cycle(
+    spec: &Spec,
+    target: &Db,
+    cycles: &[(usize, usize, crate::db::ForeignKey)],
+) -> Result<()> {
+    let binding: Vec<&(usize, usize, crate::db::ForeignKey)> =
+        cycles.iter().filter(|e| !e.2.deferrable).collect();
+    let edges: Vec<(usize, usize, ())> = binding.iter().map(|e| (e.0, e.1, ())).collect();
+    let on = schema::on_cycles(spec.tables.len(), &edges);
+    let Some(&&(i, _, ref fk)) = binding.iter().zip(&on).find(|(_, c)| **c).map(|(e, _)| e) else {
+        return Ok(());
+    };
+    let shown: Vec<String> = binding
+        .iter()
+        .zip(&on)
+        .filter(|(_, c)| **c)
+        .map(|((c, _, k), _)| {
+            let cols: Vec<&str> = k.columns.iter().map(|c| c.0.as_str()).collect();
+            format!(
+                "{}({}) → {} ({})",
+                spec.tables[*c].target_table,
+                cols.join(", "),
+                k.parent,
+                k.name.as_deref().unwrap_or("unnamed"),
+            )
+        })
+        .collect();
+    let table = &spec.tables[i].target_table;
+    let name = fk.name.as_deref().unwrap_or("…");
+    bail!(
+        "target {}: tables of the spec refer to each other through foreign keys in a cycle that are checked at each statement (not DEFERRABLE): {}. No order loads one before the other. Make one of them DEFERRABLE (PostgreSQL: ALTER TABLE {table} ALTER CONSTRAINT {name} DEFERRABLE), and load writes the cycle's tables in one transaction whose commit checks every key; or drop the key for the load and add it back after. Nothing was written",
+        target.location(),
+        shown.join(", ")
+    );
 }
 
 /// The first source row of every spec table that the forward transform

@@ -45,7 +45,9 @@ impl Validation<'_> {
             if let Some(bad) = self.wait()? {
                 return Err(Invalid(bad).into());
             }
-            engine.commit_held()?;
+            if !engine.holds_whole() {
+                engine.commit_held()?;
+            }
         }
         Ok(())
     }

@@ -505,11 +505,19 @@ impl crate::db::Catalogue for MySql {
         Ok(self
             .columns(table)?
             .iter()
-            .map(|c| ColumnInfo {
-                name: c.name.clone(),
-                decl_type: c.declared.clone(),
-                kind: column_kind(c),
-                pk: i64::from(c.key_position),
+            .map(|c| {
+                let kind = Kind::of(c);
+                ColumnInfo {
+                    name: c.name.clone(),
+                    decl_type: c.declared.clone(),
+                    kind: column_kind(c),
+                    pk: i64::from(c.key_position),
+                    labels: match &kind {
+                        Ok(Kind::Set(labels)) => Some(labels.to_vec()),
+                        _ => None,
+                    },
+                    unread: kind.err().map(|e| format!("{e:#}")),
+                }
             })
             .collect())
     }
@@ -562,6 +570,8 @@ impl crate::db::Catalogue for MySql {
             .declared
             .into_iter()
             .map(|fk| crate::db::ForeignKey {
+                name: Some(fk.name),
+                deferrable: false,
                 parent: if fk.parent_database == self.database() {
                     fk.parent_table
                 } else {

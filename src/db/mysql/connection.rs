@@ -79,6 +79,8 @@ impl Connection for MySql {
                 let _ = self.execute("RELEASE SAVEPOINT cutover_batch", Vec::new());
                 Ok(())
             }
+            // MySQL defers no foreign key: its keys are not `deferrable`.
+            Step::DeferForeignKeys => Ok(()),
         }
     }
 

@@ -50,6 +50,8 @@ impl Catalogue for Postgres {
                 // indkey::int2[] starts at index 0, so the position found
                 // is already 0-based; +1 above made it 1-based (0: not in it).
                 pk: r.get::<_, i32>(2) as i64,
+                labels: None,
+                unread: None,
             })
             .collect())
     }
@@ -117,7 +119,7 @@ impl Catalogue for Postgres {
         let rows = self.client()?.query(
             "SELECT c.oid, CASE WHEN pn.nspname = $2 THEN pc.relname::text
                                 ELSE pn.nspname || '.' || pc.relname END,
-                    a.attname::text, pa.attname::text
+                    a.attname::text, pa.attname::text, c.conname::text, c.condeferrable
              FROM pg_constraint c
              CROSS JOIN LATERAL unnest(c.conkey, c.confkey) WITH ORDINALITY AS k(col, pcol, n)
              JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.col
@@ -137,8 +139,10 @@ impl Catalogue for Postgres {
                 _ => out.push((
                     id,
                     ForeignKey {
+                        name: Some(r.get(4)),
                         parent,
                         columns: vec![(from, Some(to))],
+                        deferrable: r.get(5),
                     },
                 )),
             }
@@ -171,6 +175,7 @@ impl Catalogue for Postgres {
         for ForeignKey {
             parent,
             columns: pairs,
+            ..
         } in self.foreign_keys(table)?
         {
             let parent_q = match parent.split_once('.') {
@@ -418,7 +423,11 @@ impl Catalogue for Postgres {
                     ),
                 }));
             }
-            if let Some(why) = past_typmod(&plan.types[i], v) {
+            let why = match (plan.kinds[i], v) {
+                (Kind::Other, Value::Text(t)) => self.cast_refused(&plan.types[i], t)?,
+                _ => past_typmod(&plan.types[i], v),
+            };
+            if let Some(why) = why {
                 return Ok(Some(crate::db::Unfit {
                     column: name.clone(),
                     why: format!(
@@ -641,6 +650,31 @@ pub(super) fn kind_of(ty: &str) -> ColumnKind {
 }
 
 impl Postgres {
+    /// Why the server refuses `text` cast to `type_name` (`malformed array
+    /// literal: …`), asked in a block that catches the error in a
+    /// subtransaction of its own, so an open transaction goes on and
+    /// nothing is written; `None` when it casts.
+    fn cast_refused(&self, type_name: &str, text: &str) -> Result<Option<String>> {
+        let literal = super::quote_literal(text)?;
+        // A dollar-quote tag the value does not hold.
+        let tag = (0..)
+            .map(|n| format!("$cutover{n}$"))
+            .find(|t| !text.contains(t.as_str()))
+            .unwrap_or_default();
+        let mut c = self.client()?;
+        c.batch_execute(&format!(
+            "SELECT set_config('cutover.cast_refused', '', false);
+             DO {tag} BEGIN PERFORM CAST({literal} AS {type_name});
+             EXCEPTION WHEN others THEN
+                 PERFORM set_config('cutover.cast_refused', SQLERRM, false);
+             END {tag}"
+        ))?;
+        let why: String = c
+            .query_one("SELECT current_setting('cutover.cast_refused')", &[])?
+            .get(0);
+        Ok((!why.is_empty()).then_some(why))
+    }
+
     /// The PostgreSQL type of a column `sync --evolve` adds for a source
     /// column of kind `kind`: a type of PostgreSQL's own as it is, every
     /// other kind the PostgreSQL type that holds every value of it (an

@@ -81,6 +81,10 @@ impl Connection for Postgres {
                 Ok(())
             }
             Step::Savepoint => Ok(self.client()?.batch_execute("SAVEPOINT cutover_batch")?),
+            Step::DeferForeignKeys => Ok(self
+                .client()?
+                .batch_execute("SET CONSTRAINTS ALL DEFERRED")
+                .with_context(|| format!("deferring foreign keys on {}", self.shown))?),
             Step::Release => Ok(self.client()?.batch_execute("RELEASE cutover_batch")?),
             Step::RollbackSavepoint => {
                 if let Ok(mut c) = self.client() {

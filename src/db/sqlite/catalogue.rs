@@ -20,6 +20,8 @@ impl Catalogue for Sqlite {
                 kind: kind_of(&decl_type),
                 decl_type,
                 pk: r.get(2)?,
+                labels: None,
+                unread: None,
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -106,8 +108,10 @@ impl Catalogue for Sqlite {
                 _ => out.push((
                     id,
                     ForeignKey {
+                        name: None,
                         parent,
                         columns: vec![(from, to)],
+                        deferrable: true,
                     },
                 )),
             }

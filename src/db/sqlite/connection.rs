@@ -76,6 +76,8 @@ impl Connection for Sqlite {
                 Ok(())
             }
             Step::Savepoint => Ok(self.conn.execute_batch("SAVEPOINT cutover_batch")?),
+            // cutover's connections enforce no foreign key.
+            Step::DeferForeignKeys => Ok(()),
             Step::Release => Ok(self.conn.execute_batch("RELEASE cutover_batch")?),
             Step::RollbackSavepoint => {
                 self.forget_schema();
