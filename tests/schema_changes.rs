@@ -140,9 +140,9 @@ fn a_spec_change_is_not_a_breach(layout: Layout) {
     assert_eq!(st["intact"], true, "{layout}: {st}");
     assert!(st.get("breach").is_none(), "{layout}: {st}");
 
-    // The replay goes through; the note written before the journal knew the
-    // column is reported as not journaled, by key, and the source holds
-    // what the journal said.
+    // The replay does not reconcile: the note written before the journal
+    // knew the column is reported as not journaled, by key, and nothing is
+    // written (all or nothing: the source is as loaded).
     let rep = d.json(&["replay"], 1);
     assert!(rep.get("breach").is_none(), "{layout}: {rep}");
     let unjournaled = rep["unjournaled"].to_string();
@@ -153,19 +153,34 @@ fn a_spec_change_is_not_a_breach(layout: Layout) {
     assert_eq!(
         d.dump("source.db", "orders"),
         vec![
-            vec![Value::Integer(101), text("14.00"), text("A"), Value::Null],
+            vec![Value::Integer(101), text("12.50"), text("A"), Value::Null],
             vec![Value::Integer(102), text("7.50"), text("C"), Value::Null],
             vec![Value::Integer(103), text("20.00"), text("A"), Value::Null],
         ],
         "{layout}"
     );
-    // The operator copies the value across; the replay then passes.
+    assert_eq!(d.applied_entries("source.db"), 0, "{layout}");
+    // The operator copies the value across; the replay then applies the
+    // journal and passes.
     d.exec(
         "source.db",
         "UPDATE orders SET note = 'gift' WHERE id = 102",
     );
     let rep = d.json(&["replay"], 0);
-    assert_eq!(rep["applied"], 0, "{layout}: {rep}");
+    assert_eq!(
+        rep["applied"].as_u64().unwrap_or(0) + rep["already_in_place"].as_u64().unwrap_or(0),
+        2,
+        "{layout}: {rep}"
+    );
+    assert_eq!(
+        d.dump("source.db", "orders"),
+        vec![
+            vec![Value::Integer(101), text("14.00"), text("A"), Value::Null],
+            vec![Value::Integer(102), text("7.50"), text("C"), text("gift")],
+            vec![Value::Integer(103), text("20.00"), text("A"), Value::Null],
+        ],
+        "{layout}"
+    );
 }
 each_layout!(a_spec_change_is_not_a_breach: [sqlite, pg_to_pg, my_to_my]);
 
@@ -253,14 +268,16 @@ fn an_added_column_is_journaled_after_the_reinstall(layout: Layout) {
     );
     d.run(&["status"], 0);
     d.run(&["fence", "on"], 0);
+    let before = d.dump("source.db", "orders");
     let rep = d.json(&["replay"], 1);
-    // The note of 102 set before the reinstall journaled an update that
-    // changes no column the journal recorded: already in place.
+    // All or nothing: every entry was applied, then rolled back with the
+    // replay that did not reconcile.
     assert_eq!(
-        (rep["applied"].as_u64(), rep["already_in_place"].as_u64()),
-        (Some(5), Some(1)),
+        (rep["applied"].as_u64(), rep["rolled_back"].as_u64()),
+        (Some(0), Some(6)),
         "{layout}: {rep}"
     );
+    assert_eq!(d.dump("source.db", "orders"), before, "{layout}");
     let unjournaled = rep["unjournaled"].to_string();
     assert!(
         unjournaled.contains("102") && unjournaled.contains("104"),
@@ -275,21 +292,25 @@ fn an_added_column_is_journaled_after_the_reinstall(layout: Layout) {
             n.map_or(Value::Null, text),
         ]
     };
+    // The operator copies the values the journal never saw: 102's into the
+    // source row, 104's by inserting the row the journal will find already
+    // in place (a key the journal inserts, with the value by hand).
+    d.exec(
+        "source.db",
+        "UPDATE orders SET note = 'gift' WHERE id = 102;
+         INSERT INTO orders (id, dollars, status, note) VALUES (104, '9.00', 'A', 'new');",
+    );
+    d.run(&["replay"], 0);
     assert_eq!(
         d.dump("source.db", "orders"),
         vec![
             row(101, "14.00", "A", Some("rush")),
-            row(102, "7.50", "C", None),
-            row(104, "9.00", "A", None),
+            row(102, "7.50", "C", Some("gift")),
+            row(104, "9.00", "A", Some("new")),
             row(105, "0.01", "C", Some("five")),
         ],
         "{layout}"
     );
-    d.exec(
-        "source.db",
-        "UPDATE orders SET note = 'gift' WHERE id = 102; UPDATE orders SET note = 'new' WHERE id = 104;",
-    );
-    d.run(&["replay"], 0);
 }
 each_layout!(an_added_column_is_journaled_after_the_reinstall: [sqlite, sqlite_to_pg, pg_to_pg, sqlite_to_my, my_to_my]);
 
