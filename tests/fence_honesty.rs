@@ -36,10 +36,11 @@ fn target_writable(d: &Dir) -> bool {
 
 /// A replay that applies every entry but does not reconcile (the source
 /// changed by hand after the switch, in a row the journal does not touch):
-/// exit 1, `status` says it failed (exit 1), `fence off` refuses (exit 2)
-/// and the fence stays. Once the source is put right, a replay that applies
-/// nothing and reconciles clean records the pass: `status` says rolled
-/// back, and `fence off` goes through.
+/// exit 1 and nothing written (all or nothing), `status` says it failed
+/// (exit 1), `fence off` refuses (exit 2) and the fence stays. Once the
+/// source is put right, a replay that applies the journal and reconciles
+/// clean records the pass: `status` says rolled back, and `fence off` goes
+/// through.
 fn a_failed_replay_is_not_a_rollback(layout: Layout) {
     let d = Dir::orders_fenced_on(layout, "failed-replay");
     d.exec(
@@ -48,7 +49,7 @@ fn a_failed_replay_is_not_a_rollback(layout: Layout) {
     );
     let boundary = d.int("target.db", "SELECT boundary FROM _cutover_fence");
     d.run(&["replay"], 1);
-    assert_eq!(d.applied_entries("source.db"), 3, "{layout}");
+    assert_eq!(d.applied_entries("source.db"), 0, "{layout}");
     assert_eq!(last_verdict(&d), Some((0, boundary)), "{layout}");
 
     let st = d.json(&["status"], 1);
@@ -62,8 +63,9 @@ fn a_failed_replay_is_not_a_rollback(layout: Layout) {
             .contains("cutover replay"),
         "{layout}: {st}"
     );
+    // Nothing of the failed replay stayed: the replay is incomplete.
     let off = d.cutover(&["fence", "off"]).expect(2);
-    assert!(off.stderr.contains("not done"), "{layout}: {off}");
+    assert!(off.stderr.contains("cutover replay"), "{layout}: {off}");
     assert!(
         !target_writable(&d),
         "{layout}: the fence went after a failed replay"
@@ -75,7 +77,7 @@ fn a_failed_replay_is_not_a_rollback(layout: Layout) {
         "UPDATE orders SET dollars = '7.50' WHERE id = 102",
     );
     let rep = d.json(&["replay"], 0);
-    assert_eq!(rep["applied"], 0, "{layout}: {rep}");
+    assert_eq!(rep["applied"], 3, "{layout}: {rep}");
     assert_eq!(last_verdict(&d), Some((1, boundary)), "{layout}");
     let st = d.json(&["status"], 0);
     assert!(

@@ -143,12 +143,18 @@ fn sixteen_writers_while_the_fence_goes_on_then_replay_leaves_the_source_equal_t
 }
 
 /// Runs `args` killed after a random delay, again and again, until a run
-/// ends by itself; returns how many were killed.
+/// ends by itself; returns how many were killed. A replay killed before its
+/// commit starts over from the first entry (all or nothing), so the bound
+/// on the delay grows by half after each kill: a run that takes longer than
+/// `max_ms` is still killed at random moments, and one finally outlives its
+/// delay.
 fn kill_until_done(m: &OrdersOnServer, args: &[&str], rng: &mut Rng, max_ms: u64) -> u32 {
     let mut killed = 0;
+    let mut bound = max_ms;
     loop {
         let mut child = m.command(args).spawn_keeping_stderr();
-        let deadline = Instant::now() + Duration::from_millis(rng.range(0, max_ms));
+        let deadline = Instant::now() + Duration::from_millis(rng.range(0, bound));
+        bound += bound / 2;
         loop {
             if let Some(status) = child.try_wait().expect("waiting") {
                 let mut stderr = String::new();

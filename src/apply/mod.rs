@@ -242,6 +242,21 @@ pub enum BatchOutcome {
     Raced,
 }
 
+/// A batch's outcome in words, for a caller that did not expect it.
+impl std::fmt::Display for BatchOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BatchOutcome::Committed(a) => write!(f, "committed ({} written)", a.written),
+            BatchOutcome::Conflict(c) => {
+                write!(f, "a conflict in table '{}': {}", c.table, c.reason)
+            }
+            BatchOutcome::Replayed => f.write_str("a delivery already committed"),
+            BatchOutcome::Refused(why) => write!(f, "refused: {why}"),
+            BatchOutcome::Raced => f.write_str("committed first by another process"),
+        }
+    }
+}
+
 /// Crash points for drills: `CUTOVER_FAULT=mid-batch|before-commit|after-commit`
 /// makes the process exit at once with code 73, without cleanup, at that
 /// point of the first batch that reaches it.

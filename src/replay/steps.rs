@@ -320,7 +320,7 @@ impl Replaying<'_> {
                         runs.give_back(changes);
                         continue;
                     }
-                    other => bail!("unexpected outcome of a replay batch: {other:?}"),
+                    other => bail!("unexpected outcome of a replay batch: {other}"),
                 }
                 runs.give_back(changes);
                 after = last_seq;

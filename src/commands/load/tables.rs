@@ -265,7 +265,7 @@ impl Batches<'_, '_> {
                 t.name,
                 self.target.location()
             ),
-            other => bail!("unexpected outcome of a load batch: {other:?}"),
+            other => bail!("unexpected outcome of a load batch: {other}"),
         }
         pending.clear();
         Ok(())

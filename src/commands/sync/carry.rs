@@ -229,7 +229,7 @@ fn flush(
             br.status = BatchStatus::Rejected;
             false
         }
-        other => bail!("unexpected outcome of a sync batch: {other:?}"),
+        other => bail!("unexpected outcome of a sync batch: {other}"),
     };
     ts.batches.push(br);
     pending.clear();

@@ -75,9 +75,11 @@ impl ToSql for Param<'_> {
             (Value::Integer(i), &Type::INT4) => i32::try_from(*i)?.to_sql(ty, out),
             (Value::Integer(i), &Type::INT8) => i.to_sql(ty, out),
             (Value::Text(t), &Type::TEXT | &Type::VARCHAR) => t.as_str().to_sql(ty, out),
-            (other, ty) => {
-                Err(format!("a control parameter of type {ty} cannot hold {other:?}").into())
-            }
+            (other, ty) => Err(format!(
+                "a control parameter of type {ty} cannot hold {}",
+                other.to_json()
+            )
+            .into()),
         }
     }
 
