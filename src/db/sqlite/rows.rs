@@ -437,8 +437,8 @@ struct ConditionalWriter<'a> {
     insert: Option<rusqlite::CachedStatement<'a>>,
     update: Option<rusqlite::CachedStatement<'a>>,
     delete: Option<rusqlite::CachedStatement<'a>>,
-    /// Updates of some of the columns, by the columns they set.
-    partial: std::collections::HashMap<Vec<usize>, rusqlite::CachedStatement<'a>>,
+    /// Updates of some of the columns, by the columns they set (bits).
+    partial: std::collections::HashMap<[u64; 4], rusqlite::CachedStatement<'a>>,
 }
 
 impl ConditionalWrite for ConditionalWriter<'_> {
@@ -466,21 +466,26 @@ impl ConditionalWrite for ConditionalWriter<'_> {
         };
         // An update sets the columns it changes, as the application's
         // statement did, unless it changes all or none of them.
-        let changed: Vec<usize> = match (before, after, &w.partial) {
-            (Some(b), Some(a), Some(_)) => sql
-                .written(a, k)
-                .zip(sql.written(b, k))
-                .enumerate()
-                .filter(|(_, (x, y))| x != y)
-                .map(|(i, _)| i)
-                .collect(),
-            _ => Vec::new(),
-        };
-        let st = match (&w.partial, changed.len()) {
-            (Some(p), n) if n > 0 && n < p.set.len() => match partial.entry(changed) {
+        // The columns it changes, as bits: a table has conditional writes
+        // only up to 256 written columns, so no update allocates.
+        let mut changed = [0u64; 4];
+        let mut n = 0;
+        if let (Some(b), Some(a), Some(_)) = (before, after, &w.partial) {
+            for (i, (x, y)) in sql.written(a, k).zip(sql.written(b, k)).enumerate() {
+                if x != y {
+                    changed[i / 64] |= 1 << (i % 64);
+                    n += 1;
+                }
+            }
+        }
+        let st = match &w.partial {
+            Some(p) if n > 0 && n < p.set.len() => match partial.entry(changed) {
                 std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
                 std::collections::hash_map::Entry::Vacant(e) => {
-                    let set: Vec<&str> = e.key().iter().map(|&i| p.set[i].as_str()).collect();
+                    let set: Vec<&str> = (0..p.set.len())
+                        .filter(|i| e.key()[i / 64] & (1 << (i % 64)) != 0)
+                        .map(|i| p.set[i].as_str())
+                        .collect();
                     let text = format!("{}{}{}", p.head, set.join(", "), p.tail);
                     e.insert(conn.prepare_cached(&text)?)
                 }
