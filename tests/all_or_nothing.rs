@@ -567,6 +567,231 @@ fn a_value_the_source_column_rounds_makes_a_replay_that_writes_nothing(layout: L
 }
 each_layout!(a_value_the_source_column_rounds_makes_a_replay_that_writes_nothing: [pg_to_pg, pg_to_my]);
 
+// --- 3b. every value the source column would change -----------------------------------
+
+/// Ids of the rows the application writes that the source's columns would
+/// change, and the column of each: a fraction of a second under
+/// `timestamp(0)`/`DATETIME(0)`, trailing spaces past `varchar(5)`, digits
+/// past `numeric(6,2)` before the point and after it, an integer past
+/// `smallint`/`TINYINT`, a `char(4)` that PostgreSQL would pad (MySQL:
+/// that drops its trailing spaces), and on MySQL a label its `ENUM` lacks.
+fn unfit_rows(source_on_my: bool) -> Vec<(i64, &'static str)> {
+    let mut rows = vec![
+        (101, "at"),
+        (102, "code"),
+        (103, "amount"),
+        (104, "amount"),
+        (105, "small"),
+        (106, "tag"),
+    ];
+    if source_on_my {
+        rows.push((107, "kind"));
+    }
+    rows
+}
+
+/// `vals` as the test reads it on either engine, every value as text: the
+/// oracle the replay's result is compared with.
+fn vals_as_text(d: &Dir, db: &str) -> Rows {
+    let sql = match d.engine_of(db) {
+        "postgres" => {
+            "SELECT id::text, to_char(at, 'YYYY-MM-DD HH24:MI:SS.US'), code::text, tag::text,
+                    amount::numeric(20,4)::text, small::text, kind::text
+             FROM vals ORDER BY id"
+        }
+        _ => {
+            "SELECT CAST(id AS CHAR), DATE_FORMAT(at, '%Y-%m-%d %H:%i:%s.%f'), code, tag,
+                    CAST(CAST(amount AS DECIMAL(20,4)) AS CHAR), CAST(small AS CHAR), CAST(kind AS CHAR)
+             FROM vals ORDER BY id"
+        }
+    };
+    let mut rows = d.query(db, sql);
+    rows.sort_by_key(|r| int(&r[0]));
+    rows
+}
+
+/// A source whose columns are narrower than the target's, the application
+/// writing 30 rows that fit and one row per value the source column would
+/// round, cut, pad or refuse ([`unfit_rows`]). Before the fence the
+/// rehearsal and `watch` name each of them (table, key, column, value, the
+/// source column's type), with nothing written; after it the dry run
+/// names the same conflicts beside its plan, and the replay refuses
+/// (exit 1) with the source exactly as it was. Once the operator widens
+/// the source's columns, `watch` passes and the replay goes through, the
+/// source equal, value for value, to the target as the test reads both.
+fn a_value_the_source_column_would_change_is_a_conflict_before_writing(layout: Layout) {
+    let source_on_my = layout.sides().0 == support::layout::On::My;
+    let (source, widen) = if source_on_my {
+        (
+            "CREATE TABLE vals (id INT PRIMARY KEY, at DATETIME(0) NOT NULL, code VARCHAR(5) NOT NULL,
+                                tag CHAR(4) NOT NULL, amount DECIMAL(6,2) NOT NULL, small TINYINT NOT NULL,
+                                kind ENUM('a','b') NOT NULL);
+             INSERT INTO vals VALUES (1, '2025-01-01 10:00:00', 'abc', 'abcd', 12.50, 7, 'a');",
+            "ALTER TABLE vals MODIFY at DATETIME(6) NOT NULL, MODIFY code VARCHAR(50) NOT NULL,
+                 MODIFY tag VARCHAR(50) NOT NULL, MODIFY amount DECIMAL(20,4) NOT NULL,
+                 MODIFY small INT NOT NULL, MODIFY kind VARCHAR(10) NOT NULL;",
+        )
+    } else {
+        (
+            "CREATE TABLE vals (id integer PRIMARY KEY, at timestamp(0) NOT NULL, code varchar(5) NOT NULL,
+                                tag char(4) NOT NULL, amount numeric(6,2) NOT NULL, small smallint NOT NULL,
+                                kind text NOT NULL);
+             INSERT INTO vals VALUES (1, '2025-01-01 10:00:00', 'abc', 'abcd', 12.50, 7, 'a');",
+            "ALTER TABLE vals ALTER at TYPE timestamp, ALTER code TYPE text, ALTER tag TYPE text,
+                 ALTER amount TYPE numeric(20,4), ALTER small TYPE integer;",
+        )
+    };
+    let target = match layout.sides().1 {
+        support::layout::On::Pg => {
+            "CREATE TABLE vals (id integer PRIMARY KEY, at timestamp NOT NULL, code text NOT NULL,
+                                tag text NOT NULL, amount numeric(20,4) NOT NULL, small integer NOT NULL,
+                                kind text NOT NULL);"
+        }
+        _ => {
+            "CREATE TABLE vals (id INT PRIMARY KEY, at DATETIME(6) NOT NULL, code VARCHAR(50) NOT NULL,
+                                tag VARCHAR(50) NOT NULL, amount DECIMAL(20,4) NOT NULL, small INT NOT NULL,
+                                kind VARCHAR(10) NOT NULL);"
+        }
+    };
+    let c = Case::new(
+        layout,
+        "fit",
+        &Spec::new().table(
+            Table::new("vals")
+                .key(["id"])
+                .copy("at")
+                .copy("code")
+                .copy("tag")
+                .copy("amount")
+                .copy("small")
+                .copy("kind"),
+        ),
+        source,
+        target,
+    )
+    .switched();
+    c.application(&format!(
+        "INSERT INTO vals (id, at, code, tag, amount, small, kind) VALUES {};",
+        values(
+            (10..40).map(|i| format!(
+                "({i}, '2025-06-01 10:00:{i:02}', 'x{i}', 'wxyz', 1.25, {i}, 'b')"
+            ))
+        )
+    ));
+    let tag = if source_on_my { "ab  " } else { "ab" };
+    c.application(&format!(
+        "INSERT INTO vals (id, at, code, tag, amount, small, kind) VALUES
+           (101, '2025-12-31 23:59:59.7', 'ok', 'wxyz', 1.00, 1, 'a'),
+           (102, '2025-06-02 10:00:00', 'abc   ', 'wxyz', 1.00, 1, 'a'),
+           (103, '2025-06-02 10:00:00', 'ok', 'wxyz', 12345.5, 1, 'a'),
+           (104, '2025-06-02 10:00:00', 'ok', 'wxyz', 1.234, 1, 'a'),
+           (105, '2025-06-02 10:00:00', 'ok', 'wxyz', 1.00, 40000, 'a'),
+           (106, '2025-06-02 10:00:00', 'ok', '{tag}', 1.00, 1, 'a'),
+           (107, '2025-06-02 10:00:00', 'ok', 'wxyz', 1.00, 1, 'c');"
+    ));
+    let mut expected: Vec<(i64, String)> = unfit_rows(source_on_my)
+        .into_iter()
+        .map(|(k, col)| (k, col.to_string()))
+        .collect();
+    expected.sort();
+    let named = |list: &serde_json::Value, column: &str| -> Vec<(i64, String)> {
+        let mut out: Vec<(i64, String)> = list
+            .as_array()
+            .unwrap_or_else(|| panic!("a list in {list:#}"))
+            .iter()
+            .map(|f| {
+                (
+                    f["key"][0]
+                        .as_i64()
+                        .unwrap_or_else(|| panic!("a key in {f:#}")),
+                    f[column].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    };
+    let source_type = |column: &str| -> &'static str {
+        match (source_on_my, column) {
+            (false, "at") => "timestamp(0)",
+            (false, "code") => "character varying(5)",
+            (false, "amount") => "numeric(6,2)",
+            (false, "small") => "smallint",
+            (false, "tag") => "character(4)",
+            (true, "at") => "datetime",
+            (true, "code") => "varchar(5)",
+            (true, "amount") => "decimal(6,2)",
+            (true, "small") => "tinyint",
+            (true, "tag") => "char(4)",
+            (true, "kind") => "enum(",
+            _ => panic!("no column {column}"),
+        }
+    };
+    // Before the fence: the rehearsal and watch.
+    let b = before(&c);
+    let rehearsal = json(&c, &["replay", "--rehearse"], 1);
+    assert_wrote_nothing(&c, &b, "the rehearsal");
+    assert_eq!(
+        named(&rehearsal["conflicts"], "column"),
+        expected,
+        "the rehearsal's conflicts\n{rehearsal:#}"
+    );
+    assert!(
+        rehearsal["applied"].is_i64(),
+        "the rehearsal reports what it applied\n{rehearsal:#}"
+    );
+    for conflict in rehearsal["conflicts"].as_array().expect("conflicts") {
+        let column = conflict["column"].as_str().expect("a column");
+        let reason = conflict["reason"]
+            .as_str()
+            .expect("a reason")
+            .to_lowercase();
+        assert!(
+            reason.contains(source_type(column)) && reason.contains("vals"),
+            "the conflict names neither the table nor the source column's type: {conflict:#}"
+        );
+    }
+    let watch = json(&c, &["watch"], 1);
+    let findings = serde_json::Value::Array(
+        watch["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .filter(|f| f["kind"] == "source_column")
+            .cloned()
+            .collect(),
+    );
+    assert_eq!(
+        named(&findings, "column"),
+        expected,
+        "watch's findings\n{watch:#}"
+    );
+    // After it: the dry run with its plan, and the replay.
+    c.fenced();
+    let b = before(&c);
+    let dry = json(&c, &["replay", "--dry-run", "--batch", "10"], 1);
+    assert_wrote_nothing(&c, &b, "the dry run");
+    assert_eq!(
+        named(&dry["conflicts"], "column"),
+        expected,
+        "the dry run's conflicts\n{dry:#}"
+    );
+    assert_eq!(dry["pending"], 37, "the dry run's plan\n{dry:#}");
+    let out = replay_writes_nothing(&c, &["--batch", "10"], 1, "the replay");
+    out.assert_mentions(&["vals", "101", "at"]);
+    // The operator widens the source's columns: every entry can go back.
+    c.exec("source.db", widen);
+    json(&c, &["watch"], 0);
+    run(&c, &["replay", "--batch", "10"], 0);
+    assert_eq!(
+        vals_as_text(&c, "source.db"),
+        vals_as_text(&c, "target.db"),
+        "the source after the replay against the target"
+    );
+}
+each_layout!(a_value_the_source_column_would_change_is_a_conflict_before_writing: [pg_to_pg, pg_to_my, my_to_pg, my_to_my]);
+
 // --- 4. TRUNCATE on a MySQL target --------------------------------------------------------
 
 /// The running example on a MySQL target: the application writes (RUNBOOK's

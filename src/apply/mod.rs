@@ -42,7 +42,7 @@ use serde_json::Value as Json;
 
 use crate::canonical::canonical;
 use crate::db::control::receipts::{Evidence, EvidenceKind, Revision};
-use crate::db::{Catalogue, ConditionalWrite, Db, RowsExt, TableSql, Transaction};
+use crate::db::{Catalogue, ConditionalWrite, Db, Holding, RowsExt, TableSql, Transaction};
 use crate::spec::{OnChange, Side, Table};
 use crate::transform::Transform;
 use crate::value::{Block, Row, Value, display_key, key_cmp, key_json};
@@ -372,6 +372,11 @@ pub struct Engine<'a> {
     /// The statements writing only some columns of a table, by table and
     /// the columns left out (see [`Change::unrecorded`]), made on first use.
     partial: std::cell::RefCell<std::collections::HashMap<(usize, Vec<usize>), TableSql>>,
+    /// On the source: what each table's columns can hold (by table and the
+    /// columns a change leaves out), read on first use. A value the source
+    /// column would round, cut, pad or refuse is a conflict before it is
+    /// written, never a changed value.
+    holding: std::cell::RefCell<std::collections::HashMap<(usize, Vec<usize>), Holding>>,
 }
 
 /// A table's conditional writes on one database.
@@ -406,6 +411,7 @@ impl<'a> Engine<'a> {
             writers: std::cell::RefCell::new(writers),
             acting: Vec::new(),
             partial: std::cell::RefCell::default(),
+            holding: std::cell::RefCell::default(),
         }
     }
 
@@ -904,10 +910,75 @@ impl<'a> Engine<'a> {
                 (computed.0.as_deref(), computed.1.as_deref())
             }
         };
+        // A value the source would not store as written takes the long
+        // way, which names it as a conflict.
+        if let Some(a) = a
+            && self.unfit(c, a)?.is_some()
+        {
+            return Ok(false);
+        }
         match &mut self.writers.borrow_mut()[c.table] {
             Some(w) => w.write_if(b, a),
             None => Ok(false),
         }
+    }
+
+    /// On the source: the conflict of change `c` when its row in the form
+    /// written, `stored`, holds a value the source column would not store
+    /// exactly (round a time's fraction, cut or pad a text, refuse a number
+    /// past its precision, a label it does not have, a NULL), naming the
+    /// column, the value and the column's type. `None` on the target, or
+    /// when every value fits as far as the catalogue tells.
+    fn unfit(&self, c: &Change, stored: &[Value]) -> Result<Option<Box<Conflict>>> {
+        if self.side != Side::Source {
+            return Ok(None);
+        }
+        let table = &self.tables[c.table];
+        let id = (c.table, c.unrecorded.clone());
+        let mut holding = self.holding.borrow_mut();
+        let holds = match holding.entry(id) {
+            std::collections::hash_map::Entry::Occupied(h) => h.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                let h = match c.unrecorded.is_empty() {
+                    true => self.db.catalogue().holding(&self.sql[c.table])?,
+                    false => self
+                        .db
+                        .catalogue()
+                        .holding(&self.partial_sql(table, &c.unrecorded))?,
+                };
+                v.insert(h)
+            }
+        };
+        let unfit = match c.unrecorded.is_empty() {
+            true => holds.unfit(stored),
+            false => holds.unfit(
+                &stored
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| !c.unrecorded.contains(i))
+                    .map(|(_, v)| v.clone())
+                    .collect::<Row>(),
+            ),
+        };
+        let Some(unfit) = unfit else {
+            return Ok(None);
+        };
+        let i = table
+            .columns
+            .iter()
+            .position(|col| col.source == unfit.column);
+        let value = i.map_or_else(String::new, |i| format!("{} ", stored[i]));
+        let column = i.map(|i| table.columns[i].target.clone());
+        Ok(Some(self.conflict(
+            c,
+            format!(
+                "the source would not store the value {value}as written: {}",
+                unfit.why
+            ),
+            column,
+            None,
+            None,
+        )))
     }
 
     /// The replay rule, including a change of key.
@@ -1124,6 +1195,12 @@ impl<'a> Engine<'a> {
             },
             None => None,
         };
+        if let Some(row) = &stored
+            && let Some(mut conflict) = self.unfit(c, row)?
+        {
+            conflict.found = here.map(|r| row_json(table, r));
+            return Ok(Err(conflict));
+        }
         let ctx = || {
             format!(
                 "writing key {} of table '{}' in {}",

@@ -13,9 +13,9 @@ use anyhow::Result;
 
 use super::control::Statement;
 use super::types::{
-    ColumnInfo, Decision, Extent, Facts, ForeignKey, ForeignKeyViolation, Generated, JournalCount,
-    Journaled, KeyRange, OwnTriggers, Powers, Probe, Run, SchemaPart, SegmentDigest, SeqRange,
-    SequenceMark, SideEffect, TableForm, TableSql, Unfit, Unproven,
+    ColumnInfo, Decision, Extent, Facts, ForeignKey, ForeignKeyViolation, Generated, Holding,
+    JournalCount, Journaled, KeyRange, OwnTriggers, Powers, Probe, Run, SchemaPart, SegmentDigest,
+    SeqRange, SequenceMark, SideEffect, TableForm, TableSql, Unfit, Unproven,
 };
 use crate::value::{Block, Row, Value};
 
@@ -111,7 +111,14 @@ pub trait Catalogue {
     /// value fits as far as the catalogue tells (a CHECK constraint or a
     /// trigger is known only by writing). `cutover watch` asks it of every
     /// journaled write before any replay.
-    fn cannot_hold(&self, sql: &TableSql, row: &[Value]) -> Result<Option<Unfit>>;
+    fn cannot_hold(&self, sql: &TableSql, row: &[Value]) -> Result<Option<Unfit>> {
+        Ok(self.holding(sql)?.unfit(row))
+    }
+    /// What the columns of `sql` can hold, read once: [`Catalogue::cannot_hold`]
+    /// without its round trips, for replay to ask of every row it writes
+    /// (a value only the server can judge, such as text of a type cutover
+    /// reads as text, is left to the write, whose refusal is a conflict).
+    fn holding(&self, sql: &TableSql) -> Result<Holding>;
 }
 
 /// Inserts rows straight from blocks.

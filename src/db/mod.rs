@@ -40,10 +40,10 @@ pub use interfaces::{
 };
 pub use types::{
     Access, CellForm, ColumnForm, ColumnInfo, Decision, Durability, Extent, Facts, FenceRecord,
-    ForeignKey, ForeignKeyAction, ForeignKeyViolation, Generated, JournalCount, JournalEntry,
-    JournalId, JournalTable, Journaled, KeyRange, MoneyGroup, Op, OwnTriggers, Powers, Probe,
-    ReplayVerdict, Run, SchemaPart, Security, SegmentDigest, SeqRange, SequenceMark, SideEffect,
-    SideEffectKind, TableForm, TableSql, Unfit, Unproven,
+    ForeignKey, ForeignKeyAction, ForeignKeyViolation, Generated, Holding, JournalCount,
+    JournalEntry, JournalId, JournalTable, Journaled, KeyRange, MoneyGroup, Op, OwnTriggers,
+    Powers, Probe, ReplayVerdict, Run, SchemaPart, Security, SegmentDigest, SeqRange, SequenceMark,
+    SideEffect, SideEffectKind, TableForm, TableSql, Unfit, Unproven,
 };
 
 use crate::spec::{Location, Table};

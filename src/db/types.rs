@@ -104,6 +104,27 @@ pub struct Unfit {
     pub why: String,
 }
 
+/// What the columns of one table's statements can hold, read from the
+/// catalogue once ([`crate::db::Catalogue::holding`]): each row is then
+/// asked without a round trip, so replay asks it of every row it writes.
+pub struct Holding(Box<RowCheck>);
+
+/// A check of one row, without a round trip.
+type RowCheck = dyn Fn(&[Value]) -> Option<Unfit>;
+
+impl Holding {
+    pub fn new(check: impl Fn(&[Value]) -> Option<Unfit> + 'static) -> Holding {
+        Holding(Box::new(check))
+    }
+
+    /// Why the table could not store `row` (in the columns of its
+    /// statements, in the form it would be written) exactly; `None` when
+    /// every value fits as far as the catalogue tells.
+    pub fn unfit(&self, row: &[Value]) -> Option<Unfit> {
+        (self.0)(row)
+    }
+}
+
 /// A row that breaks a foreign key.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ForeignKeyViolation {

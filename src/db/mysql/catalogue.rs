@@ -796,49 +796,55 @@ impl crate::db::Catalogue for MySql {
     /// Each written column's value as a write would encode it (type,
     /// range, scale, labels), then what the server checks on assignment in
     /// strict mode: NOT NULL and a text's length in characters.
-    fn cannot_hold(
-        &self,
-        sql: &crate::db::TableSql,
-        row: &[crate::value::Value],
-    ) -> Result<Option<crate::db::Unfit>> {
+    fn holding(&self, sql: &crate::db::TableSql) -> Result<crate::db::Holding> {
         let plan = self.plan(sql)?;
         let columns = self.columns(&plan.table)?;
-        for &i in &plan.written {
-            let (name, v) = (&plan.names[i], &row[i]);
-            let Some(c) = columns.iter().find(|c| c.name == *name) else {
-                continue;
-            };
-            let table = &plan.table;
-            let why = if matches!(v, crate::value::Value::Null) {
-                (!c.nullable).then(|| {
-                    format!(
-                        "NULL cannot be written to column '{name}' of table '{table}', which is NOT NULL"
-                    )
-                })
-            } else if let Err(e) = types::encode(&plan.kinds[i], v.as_cell()) {
-                Some(format!(
-                    "column '{name}' of table '{table}' cannot hold it: {e}"
-                ))
-            } else if let (crate::value::Value::Text(t), Some(max), Kind::Char | Kind::Text) =
-                (v, c.max_length, &plan.kinds[i])
-                && t.chars().count() as u64 > max
-            {
-                Some(format!(
-                    "column '{name}' ({}) of table '{table}' cannot hold it: {} characters, more than {max}",
-                    c.declared,
-                    t.chars().count()
-                ))
-            } else {
-                None
-            };
-            if let Some(why) = why {
-                return Ok(Some(crate::db::Unfit {
-                    column: name.clone(),
-                    why,
-                }));
+        // Per written column: its place in the row, its kind and its
+        // catalogue entry.
+        let written: Vec<(usize, Kind, Column)> = plan
+            .written
+            .iter()
+            .filter_map(|&i| {
+                let c = columns.iter().find(|c| c.name == plan.names[i])?;
+                Some((i, plan.kinds[i].clone(), c.clone()))
+            })
+            .collect();
+        let table = plan.table.clone();
+        Ok(crate::db::Holding::new(move |row| {
+            for (i, kind, c) in &written {
+                let (name, v) = (&c.name, &row[*i]);
+                let why = if matches!(v, crate::value::Value::Null) {
+                    (!c.nullable).then(|| {
+                        format!(
+                            "NULL cannot be written to column '{name}' of table '{table}', which is NOT NULL"
+                        )
+                    })
+                } else if let Err(e) = types::encode(kind, v.as_cell()) {
+                    Some(format!(
+                        "column '{name}' ({}) of table '{table}' cannot hold it: {e}",
+                        c.declared
+                    ))
+                } else if let (crate::value::Value::Text(t), Some(max), Kind::Char | Kind::Text) =
+                    (v, c.max_length, kind)
+                    && t.chars().count() as u64 > max
+                {
+                    Some(format!(
+                        "column '{name}' ({}) of table '{table}' cannot hold it: {} characters, more than {max}",
+                        c.declared,
+                        t.chars().count()
+                    ))
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    return Some(crate::db::Unfit {
+                        column: name.clone(),
+                        why,
+                    });
+                }
             }
-        }
-        Ok(None)
+            None
+        }))
     }
 
     /// The journal's triggers ([`super::capture`]); the fence's: those

@@ -393,41 +393,19 @@ impl Catalogue for Postgres {
         Ok(moved)
     }
 
-    /// Each written column's value as the binary write would encode it
-    /// (type, range, scale), then what the server checks on assignment:
-    /// NOT NULL, a `varchar(n)` or `char(n)` length, a `numeric(p,s)`
-    /// precision.
+    /// [`Catalogue::holding`], and what only the server can say: whether
+    /// text of a type cutover reads as text (uuid, json, an array) casts to
+    /// the column's type, one round trip per such value.
     fn cannot_hold(&self, sql: &TableSql, row: &[Value]) -> Result<Option<crate::db::Unfit>> {
+        if let Some(unfit) = self.holding(sql)?.unfit(row) {
+            return Ok(Some(unfit));
+        }
         let plan = self.plan(sql)?;
         for i in plan.written() {
             let (name, v) = (&plan.names[i], &row[i]);
-            if matches!(v, Value::Null) {
-                if plan.not_null[i] {
-                    return Ok(Some(crate::db::Unfit {
-                        column: name.clone(),
-                        why: format!(
-                            "NULL cannot be written to column '{name}' of table '{}', which is NOT NULL",
-                            plan.table
-                        ),
-                    }));
-                }
-                continue;
-            }
-            let mut raw = Vec::new();
-            if let Err(e) = types::encode(plan.kinds[i], v.as_cell(), &mut raw) {
-                return Ok(Some(crate::db::Unfit {
-                    column: name.clone(),
-                    why: format!(
-                        "column '{name}' of table '{}' cannot hold it: {e:#}",
-                        plan.table
-                    ),
-                }));
-            }
-            let why = match (plan.kinds[i], v) {
-                (Kind::Other, Value::Text(t)) => self.cast_refused(&plan.types[i], t)?,
-                _ => past_typmod(&plan.types[i], v),
-            };
-            if let Some(why) = why {
+            if let (Kind::Other, Value::Text(t)) = (plan.kinds[i], v)
+                && let Some(why) = self.cast_refused(&plan.types[i], t)?
+            {
                 return Ok(Some(crate::db::Unfit {
                     column: name.clone(),
                     why: format!(
@@ -438,6 +416,52 @@ impl Catalogue for Postgres {
             }
         }
         Ok(None)
+    }
+
+    /// Each written column's value as the binary write would encode it
+    /// (type, range, scale), then what the server does on assignment:
+    /// NOT NULL, a `varchar(n)` or `char(n)` length (and `char(n)`'s
+    /// padding), a `numeric(p,s)` precision, the fraction digits a
+    /// `timestamp(p)` or `time(p)` keeps.
+    fn holding(&self, sql: &TableSql) -> Result<crate::db::Holding> {
+        let plan = self.plan(sql)?;
+        let modifiers: Vec<Modifier> = plan.types.iter().map(|t| Modifier::of(t)).collect();
+        let written = plan.written();
+        Ok(crate::db::Holding::new(move |row| {
+            let mut raw = Vec::new();
+            for &i in &written {
+                let (name, v) = (&plan.names[i], &row[i]);
+                let unfit = |why: String| {
+                    Some(crate::db::Unfit {
+                        column: name.clone(),
+                        why,
+                    })
+                };
+                if matches!(v, Value::Null) {
+                    if plan.not_null[i] {
+                        return unfit(format!(
+                            "NULL cannot be written to column '{name}' of table '{}', which is NOT NULL",
+                            plan.table
+                        ));
+                    }
+                    continue;
+                }
+                raw.clear();
+                if let Err(e) = types::encode(plan.kinds[i], v.as_cell(), &mut raw) {
+                    return unfit(format!(
+                        "column '{name}' ({}) of table '{}' cannot hold it: {e:#}",
+                        plan.types[i], plan.table
+                    ));
+                }
+                if let Some(why) = modifiers[i].refuses(v) {
+                    return unfit(format!(
+                        "column '{name}' ({}) of table '{}' cannot hold it: {why}",
+                        plan.types[i], plan.table
+                    ));
+                }
+            }
+            None
+        }))
     }
 
     fn own_triggers(&self, table: &str) -> Result<OwnTriggers> {
@@ -718,56 +742,160 @@ impl Postgres {
     }
 }
 
-/// What a column's type modifier refuses of `v` on assignment, which the
-/// binary encoding does not check: the length of a `character varying(n)`
-/// or `character(n)`, the digits before the point of a `numeric(p,s)`.
-fn past_typmod(type_name: &str, v: &Value) -> Option<String> {
-    let (base, args) = type_name.split_once('(')?;
-    let args: Vec<u32> = args
-        .trim_end_matches(')')
-        .split(',')
-        .map(|a| a.trim().parse().ok())
-        .collect::<Option<_>>()?;
-    match (base, args.as_slice(), v) {
-        ("character varying" | "character", [n], Value::Text(t)) => {
-            let len = t.trim_end_matches(' ').chars().count();
-            let whole = t.chars().count();
-            // Trailing spaces past the length are trimmed silently by the
-            // server: the stored text would not be the one written.
-            (whole > *n as usize).then(|| {
-                format!(
-                    "{whole} characters{}, longer than {n}",
-                    if len <= *n as usize {
+/// What a column's type modifier makes the server do to a value written
+/// into it, read from its type's name (`format_type`) once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Modifier {
+    None,
+    /// `varchar(n)`; `char(n)` pads a shorter text with spaces.
+    Chars {
+        length: usize,
+        padded: bool,
+    },
+    /// `numeric(p,s)`: at most `p - s` digits before the point.
+    Numeric {
+        precision: u32,
+        scale: u32,
+    },
+    /// `timestamp(p)`, `timestamptz(p)`, `time(p)`: `p` fraction digits
+    /// kept, the rest rounded away.
+    Fraction(usize),
+}
+
+impl Modifier {
+    fn of(type_name: &str) -> Modifier {
+        let Some((base, rest)) = type_name.split_once('(') else {
+            return Modifier::None;
+        };
+        let Some((args, _)) = rest.split_once(')') else {
+            return Modifier::None;
+        };
+        let args: Option<Vec<u32>> = args.split(',').map(|a| a.trim().parse().ok()).collect();
+        match (base.trim(), args.as_deref()) {
+            ("character varying", Some([n])) => Modifier::Chars {
+                length: *n as usize,
+                padded: false,
+            },
+            ("character", Some([n])) => Modifier::Chars {
+                length: *n as usize,
+                padded: true,
+            },
+            ("numeric", Some([p, s])) => Modifier::Numeric {
+                precision: *p,
+                scale: *s,
+            },
+            ("timestamp" | "time", Some([p])) => Modifier::Fraction(*p as usize),
+            _ => Modifier::None,
+        }
+    }
+
+    /// What the server would do to `v` instead of storing it as it is.
+    fn refuses(self, v: &Value) -> Option<String> {
+        match (self, v) {
+            (Modifier::Chars { length, padded }, Value::Text(t)) => {
+                let whole = t.chars().count();
+                let len = t.trim_end_matches(' ').chars().count();
+                // Trailing spaces past the length are cut silently by the
+                // server: the stored text would not be the one written.
+                if whole > length {
+                    let cut = if len <= length {
                         " (trailing spaces the server would cut)"
                     } else {
                         ""
-                    }
-                )
-            })
+                    };
+                    return Some(format!("{whole} characters{cut}, longer than {length}"));
+                }
+                (padded && whole < length).then(|| {
+                    format!(
+                        "{whole} characters, shorter than {length}: the server would pad it with spaces"
+                    )
+                })
+            }
+            (
+                Modifier::Numeric { precision, scale },
+                Value::Integer(_) | Value::Text(_) | Value::Real(_),
+            ) => {
+                let text = match v {
+                    Value::Text(t) => t.trim().to_string(),
+                    other => other.to_string(),
+                };
+                let digits = text
+                    .trim_start_matches(['-', '+'])
+                    .split('.')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start_matches('0')
+                    .len();
+                (digits as u32 > precision.saturating_sub(scale)).then(|| {
+                    format!(
+                        "{digits} digits before the point, more than numeric({precision},{scale}) holds"
+                    )
+                })
+            }
+            (Modifier::Fraction(kept), Value::Text(t)) => {
+                let digits = fraction_digits(t);
+                (digits > kept).then(|| {
+                    format!(
+                        "{digits} digits of a second after the point where the column keeps {kept}: the server would round it"
+                    )
+                })
+            }
+            _ => None,
         }
-        ("numeric", [p, s], Value::Integer(_) | Value::Text(_) | Value::Real(_)) => {
-            let text = match v {
-                Value::Text(t) => t.trim().to_string(),
-                other => other.to_string(),
-            };
-            let digits = text
-                .trim_start_matches(['-', '+'])
-                .split('.')
-                .next()
-                .unwrap_or("")
-                .trim_start_matches('0')
-                .len();
-            (digits as u32 > p.saturating_sub(*s)).then(|| {
-                format!("{digits} digits before the point, more than numeric({p},{s}) holds")
-            })
-        }
-        _ => None,
     }
+}
+
+/// The significant digits of a time's fraction of a second
+/// (`2025-12-31 23:59:59.70+05:30` has 1): the digits after the point that
+/// follows the seconds (`:ss.`), trailing zeros left out.
+fn fraction_digits(t: &str) -> usize {
+    let b = t.as_bytes();
+    let Some(point) = (3..b.len()).find(|&i| {
+        b[i] == b'.' && b[i - 3] == b':' && b[i - 2].is_ascii_digit() && b[i - 1].is_ascii_digit()
+    }) else {
+        return 0;
+    };
+    let digits = b[point + 1..]
+        .iter()
+        .take_while(|c| c.is_ascii_digit())
+        .collect::<Vec<_>>();
+    digits
+        .iter()
+        .rposition(|&&c| c != b'0')
+        .map_or(0, |p| p + 1)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_type_modifier_refuses_what_the_server_would_change() {
+        let t = |s: &str| Value::Text(s.into());
+        let ts0 = Modifier::of("timestamp(0) without time zone");
+        assert_eq!(ts0, Modifier::Fraction(0));
+        assert!(ts0.refuses(&t("2025-12-31 23:59:59.7")).is_some());
+        assert!(ts0.refuses(&t("2025-12-31 23:59:59.000")).is_none());
+        assert!(ts0.refuses(&t("2025-12-31 23:59:59+05:30")).is_none());
+        let tz3 = Modifier::of("timestamp(3) with time zone");
+        assert!(tz3.refuses(&t("2025-12-31 23:59:59.123+05:30")).is_none());
+        assert!(tz3.refuses(&t("2025-12-31 23:59:59.1234+00")).is_some());
+        assert_eq!(Modifier::of("timestamp without time zone"), Modifier::None);
+        let v5 = Modifier::of("character varying(5)");
+        assert!(v5.refuses(&t("abc  ")).is_none());
+        assert!(
+            v5.refuses(&t("abc   "))
+                .unwrap()
+                .contains("trailing spaces")
+        );
+        let c5 = Modifier::of("character(5)");
+        assert!(c5.refuses(&t("abc  ")).is_none());
+        assert!(c5.refuses(&t("abc")).unwrap().contains("pad"));
+        let n = Modifier::of("numeric(19,4)");
+        assert!(n.refuses(&t("123456789012345.1234")).is_none());
+        assert!(n.refuses(&t("1234567890123456.5")).is_some());
+        assert!(n.refuses(&Value::Integer(-42)).is_none());
+    }
 
     #[test]
     fn a_timestamp_with_a_precision_is_a_timestamp() {

@@ -256,7 +256,7 @@ impl Catalogue for Sqlite {
     /// NOT NULL, and in a STRICT table a value of a class its column's
     /// type refuses (SQLite's own check on write): any other value SQLite
     /// stores as given.
-    fn cannot_hold(&self, sql: &TableSql, row: &[Value]) -> Result<Option<crate::db::Unfit>> {
+    fn holding(&self, sql: &TableSql) -> Result<crate::db::Holding> {
         let declared: Vec<(String, String, bool)> = self
             .conn
             .prepare_cached("SELECT name, upper(type), \"notnull\" FROM pragma_table_info(?1)")?
@@ -268,27 +268,33 @@ impl Catalogue for Sqlite {
             .query_row([&sql.table], |r| r.get(0))
             .optional()?
             .unwrap_or(false);
-        for (name, v) in sql.columns.iter().zip(row) {
-            let Some((_, ty, not_null)) = declared.iter().find(|d| d.0 == *name) else {
-                continue;
-            };
-            let refused = match v {
-                Value::Null if *not_null => Some("NULL in a NOT NULL column".to_string()),
-                Value::Null => None,
-                _ if !strict => None,
-                v => strict_refuses(ty, v),
-            };
-            if let Some(why) = refused {
-                return Ok(Some(crate::db::Unfit {
-                    column: name.clone(),
-                    why: format!(
-                        "column '{name}' of table '{}' cannot hold {v}: {why}",
-                        sql.table
-                    ),
-                }));
+        // Per column of the statements: its name, declared type and NOT NULL.
+        let columns: Vec<Option<(String, String, bool)>> = sql
+            .columns
+            .iter()
+            .map(|name| declared.iter().find(|d| d.0 == *name).cloned())
+            .collect();
+        let table = sql.table.clone();
+        Ok(crate::db::Holding::new(move |row| {
+            for (c, v) in columns.iter().zip(row) {
+                let Some((name, ty, not_null)) = c else {
+                    continue;
+                };
+                let refused = match v {
+                    Value::Null if *not_null => Some("NULL in a NOT NULL column".to_string()),
+                    Value::Null => None,
+                    _ if !strict => None,
+                    v => strict_refuses(ty, v),
+                };
+                if let Some(why) = refused {
+                    return Some(crate::db::Unfit {
+                        column: name.clone(),
+                        why: format!("column '{name}' of table '{table}' cannot hold {v}: {why}"),
+                    });
+                }
             }
-        }
-        Ok(None)
+            None
+        }))
     }
 }
 
