@@ -18,7 +18,7 @@
 
 mod support;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
 use std::ops::Deref;
 use std::process::{Command, Stdio};
@@ -524,6 +524,80 @@ fn a_source_trigger_that_counts_writes_fires_once_per_journaled_write(layout: La
 }
 each_layout!(a_source_trigger_that_counts_writes_fires_once_per_journaled_write: [sqlite, sqlite_to_pg, sqlite_to_my]);
 
+/// A PostgreSQL or MySQL source whose `BEFORE UPDATE` trigger counts every
+/// update of a row in `rev`, a column the spec ignores (a trigger that sets
+/// a column the spec does not carry fires on replay's writes): each
+/// journaled update is written on its own, so the trigger fires once per
+/// update the application made — at `--batch 1`, at the default batch, and
+/// with a batch boundary between the updates of 101 — and `rev` ends where
+/// the old application's statements would have left it (the oracle: 101 at
+/// 3, every other order at 0; inserts never fire an update trigger).
+fn a_source_trigger_on_a_server_counts_each_journaled_update(layout: Layout) {
+    let trigger = match layout.sides().0 {
+        support::layout::On::Pg => {
+            "CREATE FUNCTION orders_rev() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN NEW.rev := OLD.rev + 1; RETURN NEW; END $$;
+             CREATE TRIGGER orders_rev BEFORE UPDATE ON orders FOR EACH ROW EXECUTE FUNCTION orders_rev();"
+        }
+        _ => "CREATE TRIGGER orders_rev BEFORE UPDATE ON orders FOR EACH ROW SET NEW.rev = OLD.rev + 1;",
+    };
+    for batch in [Some("1"), None, Some("31")] {
+        let c = Case::new(
+            layout,
+            "trigger-server",
+            &Spec::new().table(Table::orders().copy("note").ignore(["rev"])),
+            &format!(
+                "CREATE TABLE orders (id INTEGER PRIMARY KEY, dollars DECIMAL(12,2) NOT NULL, status VARCHAR(1) NOT NULL,
+                                      note VARCHAR(20) NOT NULL DEFAULT '', rev INTEGER NOT NULL DEFAULT 0);
+                 INSERT INTO orders VALUES (101, 12.50, 'A', '', 0), (102, 7.50, 'C', '', 0), (103, 20.00, 'A', '', 0);
+                 {trigger}"
+            ),
+            "CREATE TABLE orders (id INTEGER PRIMARY KEY, cents INTEGER NOT NULL, status VARCHAR(10) NOT NULL,
+                                  note VARCHAR(20) NOT NULL DEFAULT '');",
+        )
+        .switched();
+        c.application(&format!(
+            "INSERT INTO orders (id, cents, status) VALUES {};",
+            values((200..230).map(|i| format!("({i}, {i}, 'active')")))
+        ));
+        c.application("UPDATE orders SET cents = 1300 WHERE id = 101;");
+        c.application("UPDATE orders SET note = 'called' WHERE id = 101;");
+        c.application("UPDATE orders SET cents = 1400, status = 'closed' WHERE id = 101;");
+        c.fenced();
+        let mut args = vec!["replay"];
+        if let Some(b) = batch {
+            args.extend(["--batch", b]);
+        }
+        let j = json(&c, &args, 0);
+        assert_eq!(j["applied"], 33, "batch {batch:?}: {j:#}");
+        let revs: Vec<(i64, i64)> = c
+            .query("source.db", "SELECT id, rev FROM orders ORDER BY id")
+            .iter()
+            .map(|r| (int(&r[0]), int(&r[1])))
+            .collect();
+        let oracle: Vec<(i64, i64)> = [101, 102, 103]
+            .into_iter()
+            .chain(200..230)
+            .map(|id| (id, i64::from(id == 101) * 3))
+            .collect();
+        assert_eq!(revs, oracle, "batch {batch:?}: rev in the source");
+        let row: Vec<String> = c
+            .query(
+                "source.db",
+                "SELECT CAST(dollars AS CHAR(20)), status, note FROM orders WHERE id = 101",
+            )
+            .concat()
+            .iter()
+            .map(|v| match v {
+                Value::Text(t) => t.trim().to_string(),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(row, ["14.00", "C", "called"], "batch {batch:?}: order 101");
+    }
+}
+each_layout!(a_source_trigger_on_a_server_counts_each_journaled_update: [pg_to_pg, my_to_my, pg_to_my, my_to_pg]);
+
 // --- 3. a value the source column rounds ------------------------------------------------
 
 /// A PostgreSQL source whose `events.at` is `timestamp(0)` and whose id is
@@ -791,6 +865,223 @@ fn a_value_the_source_column_would_change_is_a_conflict_before_writing(layout: L
     );
 }
 each_layout!(a_value_the_source_column_would_change_is_a_conflict_before_writing: [pg_to_pg, pg_to_my, my_to_pg, my_to_my]);
+
+// --- 3c. a row the application set right ------------------------------------------------
+
+/// `orders(id, amount, status)` in the source; the target adds `currency`,
+/// which the spec holds constant at `USD`. The application inserts orders
+/// 200–202, sets 202's currency to `EUR` and straight back, and 201's to
+/// `EUR`, then inserts 2,400 orders more (past two default batches).
+/// `watch` names 201's write (it cannot go back) and not 202's, which the
+/// next write set right. The application then puts 201 back to `USD` (with
+/// a new amount): the next `watch` passes, and the rehearsal and the
+/// replay merge each wrong row into the write that set it right — more
+/// than a batch away for 201 — and go through, the source equal to the
+/// target's rows as the test reads them.
+fn a_row_the_application_set_right_goes_back_and_clears_watch(layout: Layout) {
+    let c = Case::new(
+        layout,
+        "setright",
+        &Spec::new().table(
+            Table::new("orders")
+                .key(["id"])
+                .copy("amount")
+                .copy("status")
+                .constant("currency", "USD"),
+        ),
+        "CREATE TABLE orders (id INTEGER PRIMARY KEY, amount INTEGER NOT NULL, status VARCHAR(20) NOT NULL);
+         INSERT INTO orders VALUES (1, 10, 'A'), (2, 20, 'C'), (3, 30, 'A');",
+        "CREATE TABLE orders (id INTEGER PRIMARY KEY, amount INTEGER NOT NULL, status VARCHAR(20) NOT NULL,
+                              currency VARCHAR(3) NOT NULL DEFAULT 'USD');",
+    )
+    .switched();
+    c.application(
+        "INSERT INTO orders (id, amount, status) VALUES (200, 1, 'A'), (201, 2, 'A'), (202, 3, 'A');
+         UPDATE orders SET currency = 'EUR' WHERE id = 202;
+         UPDATE orders SET currency = 'USD' WHERE id = 202;
+         UPDATE orders SET currency = 'EUR', amount = 4 WHERE id = 201;",
+    );
+    c.application(&format!(
+        "INSERT INTO orders (id, amount, status) VALUES {};",
+        values((1_200..3_600).map(|i| format!("({i}, {i}, 'A')")))
+    ));
+    let seqs = |pass: &serde_json::Value| -> BTreeMap<i64, String> {
+        pass["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .map(|f| {
+                (
+                    f["key"][0].as_i64().expect("a key"),
+                    f["kind"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect()
+    };
+    let pass = json(&c, &["watch"], 1);
+    assert_eq!(
+        seqs(&pass),
+        [(201, "transform".to_string())].into(),
+        "watch names the write that cannot go back, and only it\n{pass:#}"
+    );
+    c.application("UPDATE orders SET currency = 'USD', amount = 5 WHERE id = 201;");
+    let pass = json(&c, &["watch"], 0);
+    assert_eq!(pass["irreversible"], 0, "{pass:#}");
+    let b = before(&c);
+    run(&c, &["replay", "--rehearse"], 0);
+    assert_wrote_nothing(&c, &b, "the rehearsal");
+    c.fenced();
+    run(&c, &["replay"], 0);
+    let read = |db: &str| c.query(db, "SELECT id, amount, status FROM orders ORDER BY id");
+    let source = read("source.db");
+    assert_eq!(source, read("target.db"), "the source after the replay");
+    assert_eq!(source.len(), 3 + 3 + 2_400);
+}
+each_layout!(a_row_the_application_set_right_goes_back_and_clears_watch: [sqlite, pg_to_pg, my_to_my, sqlite_to_pg]);
+
+// --- 3d. watch and the rehearsal agree --------------------------------------------------
+
+/// `customers` and `orders` (a foreign key to `customers`, `note
+/// varchar(5)`) in the source; the target's `orders` adds `currency`, which
+/// the spec holds constant at `USD`. After the switch, one write of each
+/// kind watch can judge without writing: order 10's currency set to `EUR`
+/// (the spec cannot carry it back), order 20 with a note longer than the
+/// source's column, order 21 inserted in both databases, order 11 changed in
+/// both, order 22 for a customer the source has since deleted; and writes
+/// that go back as they are. `watch` and `replay --rehearse` name the same
+/// keys. Once the operator makes the fixes watch lists (in the source: the
+/// stray order 21 deleted, order 11 put back, customer 3 restored; in the
+/// application: order 10's currency and order 20's note set right),
+/// `watch` passes on its next pass, the rehearsal passes, and the replay
+/// leaves the source equal to the target as the test reads both.
+fn watch_and_the_rehearsal_find_the_same_writes(layout: Layout) {
+    let customers = "CREATE TABLE customers (id INTEGER PRIMARY KEY, name VARCHAR(50) NOT NULL);
+         INSERT INTO customers VALUES (1, 'ann'), (2, 'bob'), (3, 'cy');";
+    let c = Case::new(
+        layout,
+        "agree",
+        &Spec::new()
+            .table(Table::new("customers").key(["id"]).copy("name"))
+            .table(
+                Table::new("orders")
+                    .key(["id"])
+                    .copy("customer_id")
+                    .copy("amount")
+                    .copy("note")
+                    .constant("currency", "USD"),
+            ),
+        &format!(
+            "{customers}
+             CREATE TABLE orders (id INTEGER PRIMARY KEY, customer_id INTEGER NOT NULL, amount INTEGER NOT NULL,
+                                  note VARCHAR(5) NOT NULL, FOREIGN KEY (customer_id) REFERENCES customers (id),
+                                  CONSTRAINT amount_positive CHECK (amount >= 0));
+             INSERT INTO orders VALUES (10, 1, 100, 'a'), (11, 1, 110, 'b'), (12, 2, 120, 'c');"
+        ),
+        "CREATE TABLE customers (id INTEGER PRIMARY KEY, name VARCHAR(50) NOT NULL);
+         CREATE TABLE orders (id INTEGER PRIMARY KEY, customer_id INTEGER NOT NULL, amount INTEGER NOT NULL,
+                              note VARCHAR(50) NOT NULL, currency VARCHAR(3) NOT NULL DEFAULT 'USD',
+                              FOREIGN KEY (customer_id) REFERENCES customers (id));",
+    )
+    .switched();
+    // Written in the source after the switch, by hand.
+    c.exec(
+        "source.db",
+        "INSERT INTO orders VALUES (21, 2, 210, 'src');
+         UPDATE orders SET amount = 999 WHERE id = 11;
+         DELETE FROM customers WHERE id = 3;",
+    );
+    c.application(
+        "INSERT INTO customers (id, name) VALUES (4, 'dee'), (5, 'eve');
+         UPDATE orders SET currency = 'EUR' WHERE id = 10;
+         INSERT INTO orders (id, customer_id, amount, note) VALUES (20, 1, 200, 'toolong');
+         INSERT INTO orders (id, customer_id, amount, note) VALUES (21, 2, 211, 'app');
+         UPDATE orders SET amount = 111 WHERE id = 11;
+         INSERT INTO orders (id, customer_id, amount, note) VALUES (22, 3, 220, 'cy');
+         INSERT INTO orders (id, customer_id, amount, note) VALUES (30, 4, 300, 'd'), (31, 5, 310, 'e');
+         UPDATE orders SET note = 'cc' WHERE id = 12;",
+    );
+    let keys = |list: &serde_json::Value| -> BTreeSet<(String, i64)> {
+        list.as_array()
+            .unwrap_or_else(|| panic!("a list: {list:#}"))
+            .iter()
+            .map(|f| {
+                (
+                    f["table"].as_str().expect("a table").to_string(),
+                    f["key"][0].as_i64().expect("a key"),
+                )
+            })
+            .collect()
+    };
+    let expected: BTreeSet<(String, i64)> = [10, 11, 20, 21, 22]
+        .into_iter()
+        .map(|k| ("orders".to_string(), k))
+        .collect();
+    let pass = json(&c, &["watch"], 1);
+    assert_eq!(keys(&pass["findings"]), expected, "watch\n{pass:#}");
+    // The CHECK only a write judges is listed, with no rehearsal yet.
+    let unjudged = pass["unjudged"].as_array().expect("unjudged");
+    assert!(
+        unjudged.iter().any(|u| u["table"] == "orders"
+            && u["what"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("amount_positive")),
+        "{pass:#}"
+    );
+    assert!(pass.get("rehearsed").is_none(), "{pass:#}");
+    let b = before(&c);
+    let rehearsal = json(&c, &["replay", "--rehearse"], 1);
+    assert_wrote_nothing(&c, &b, "the rehearsal");
+    // The rehearsal meets the missing parent as a row left without it,
+    // every other finding as a conflict.
+    let orphans = rehearsal["foreign_keys"].as_array().expect("foreign_keys");
+    assert!(
+        orphans.len() == 1
+            && orphans[0]
+                .as_str()
+                .is_some_and(|o| o.contains("orders") && o.contains("22")),
+        "the rehearsal\n{rehearsal:#}"
+    );
+    let mut met = keys(&rehearsal["conflicts"]);
+    met.insert(("orders".to_string(), 22));
+    assert_eq!(met, expected, "the rehearsal\n{rehearsal:#}");
+    // The fixes watch lists.
+    c.exec(
+        "source.db",
+        "DELETE FROM orders WHERE id = 21;
+         UPDATE orders SET amount = 110 WHERE id = 11;
+         INSERT INTO customers VALUES (3, 'cy');",
+    );
+    c.application(
+        "UPDATE orders SET currency = 'USD' WHERE id = 10;
+         UPDATE orders SET note = 'ok' WHERE id = 20;",
+    );
+    let pass = json(&c, &["watch"], 0);
+    assert_eq!(pass["irreversible"], 0, "{pass:#}");
+    let rehearsal = json(&c, &["replay", "--rehearse"], 0);
+    assert_eq!(
+        rehearsal["conflicts"],
+        serde_json::json!([]),
+        "{rehearsal:#}"
+    );
+    let pass = json(&c, &["watch"], 0);
+    assert_eq!(pass["rehearsed"]["verdict"], "pass", "{pass:#}");
+    assert_eq!(pass["rehearsed"]["entries_since"], 0, "{pass:#}");
+    c.fenced();
+    run(&c, &["replay"], 0);
+    for (table, columns) in [
+        ("customers", "id, name"),
+        ("orders", "id, customer_id, amount, note"),
+    ] {
+        let sql = format!("SELECT {columns} FROM {table} ORDER BY id");
+        assert_eq!(
+            c.query("source.db", &sql),
+            c.query("target.db", &sql),
+            "{table} after the replay"
+        );
+    }
+}
+each_layout!(watch_and_the_rehearsal_find_the_same_writes: [pg_to_pg, my_to_my, pg_to_my]);
 
 // --- 4. TRUNCATE on a MySQL target --------------------------------------------------------
 

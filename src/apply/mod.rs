@@ -923,6 +923,20 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// On the source: whether the row change `c` leaves cannot be written
+    /// there exactly — the spec's checks or the reverse transform refuse
+    /// it, or the source column would not store it as written. `false` for
+    /// a delete, and on the target.
+    pub fn stuck(&self, c: &Change) -> Result<bool> {
+        let (Some(after), Side::Source) = (&c.after, self.side) else {
+            return Ok(false);
+        };
+        match source_form(&self.tables[c.table], after, &c.unrecorded) {
+            Ok(row) => Ok(self.unfit(c, &row)?.is_some()),
+            Err(_) => Ok(true),
+        }
+    }
+
     /// On the source: the conflict of change `c` when its row in the form
     /// written, `stored`, holds a value the source column would not store
     /// exactly (round a time's fraction, cut or pad a text, refuse a number

@@ -198,6 +198,28 @@ pub fn render(rep: &WatchReport) -> String {
         ));
         text.push('\n');
     }
+    if !p.unjudged.is_empty() {
+        text.push_str(&format!(
+            "\nonly a write judges these ({}):\n",
+            match &p.rehearsed {
+                Some(r) => format!(
+                    "last replay --rehearse at {}: {}, up to seq {}; {} entries since",
+                    r.at,
+                    r.verdict.to_uppercase(),
+                    r.boundary,
+                    r.entries_since
+                ),
+                None => "never rehearsed: run cutover replay --rehearse".into(),
+            }
+        ));
+        text.push_str(&report::table(
+            &["source table", "what"],
+            p.unjudged
+                .iter()
+                .map(|u| vec![u.table.clone(), u.what.clone()]),
+        ));
+        text.push('\n');
+    }
     text.push_str(&match rep.verdict {
         Verdict::Pass => format!(
             "watch: PASS; every entry so far ({}) can go back to the source\n",

@@ -67,6 +67,10 @@ pub trait Catalogue {
     /// primary key, or a unique index): then an insert that collides can be
     /// trusted to fail rather than to add a second row.
     fn key_is_unique(&self, table: &str, key: &[&str]) -> Result<bool>;
+    /// The table's CHECK constraints, each as `name: clause` (on SQLite,
+    /// which names few, one line saying its definition holds some): what
+    /// only a write can judge of a row.
+    fn check_constraints(&self, table: &str) -> Result<Vec<String>>;
     /// The foreign keys a table declares, in declaration order.
     fn foreign_keys(&self, table: &str) -> Result<Vec<ForeignKey>>;
     /// Rows of `table` that break a foreign key, with their key columns

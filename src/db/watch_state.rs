@@ -19,6 +19,7 @@ CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS touched (
     tbl TEXT NOT NULL, key TEXT NOT NULL,
     base TEXT, latest TEXT, first_seq INTEGER NOT NULL, touches INTEGER NOT NULL,
+    born INTEGER,
     PRIMARY KEY (tbl, key)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS findings (
     seq INTEGER NOT NULL, kind TEXT NOT NULL, tbl TEXT NOT NULL, key TEXT NOT NULL,
@@ -33,13 +34,16 @@ CREATE TABLE IF NOT EXISTS rates (
 /// A key the journal touched: what the source had to hold under it before
 /// the journal's first write to it (`base`; `None`: no row), and the row
 /// the journal left there last (`latest`; `None`: none), each the JSON of
-/// a canonical row.
+/// a canonical row; and since when `latest` stands under the key (`born`:
+/// the seq of the write that brought it, 0 for a row there before the
+/// journal, `None` when unknown or there is none).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Touched {
     pub base: Option<String>,
     pub latest: Option<String>,
     pub first_seq: i64,
     pub touches: i64,
+    pub born: Option<i64>,
 }
 
 /// A finding as the file keeps it.
@@ -87,6 +91,17 @@ impl WatchState {
             "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; {SCHEMA}"
         ))
         .with_context(|| format!("creating the tables of watch state {shown}"))?;
+        // A file an earlier version wrote has no `born`: its keys' rows are
+        // of unknown age, which no finding is cleared by.
+        let born: i64 = conn.query_row(
+            "SELECT count(*) FROM pragma_table_info('touched') WHERE name = 'born'",
+            [],
+            |r| r.get(0),
+        )?;
+        if born == 0 {
+            conn.execute_batch("ALTER TABLE touched ADD COLUMN born INTEGER")
+                .with_context(|| format!("adding born to watch state {shown}"))?;
+        }
         Ok(WatchState { conn, path: shown })
     }
 
@@ -145,7 +160,7 @@ impl WatchState {
         Ok(self
             .conn
             .prepare_cached(
-                "SELECT base, latest, first_seq, touches FROM touched WHERE tbl = ?1 AND key = ?2",
+                "SELECT base, latest, first_seq, touches, born FROM touched WHERE tbl = ?1 AND key = ?2",
             )?
             .query_row([table, key], |r| {
                 Ok(Touched {
@@ -153,6 +168,7 @@ impl WatchState {
                     latest: r.get(1)?,
                     first_seq: r.get(2)?,
                     touches: r.get(3)?,
+                    born: r.get(4)?,
                 })
             })
             .optional()?)
@@ -160,14 +176,18 @@ impl WatchState {
 
     pub fn put_touched(&self, table: &str, key: &str, t: &Touched) -> Result<()> {
         self.conn
-            .prepare_cached("INSERT OR REPLACE INTO touched VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?
+            .prepare_cached(
+                "INSERT OR REPLACE INTO touched (tbl, key, base, latest, first_seq, touches, born)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?
             .execute(params![
                 table,
                 key,
                 t.base,
                 t.latest,
                 t.first_seq,
-                t.touches
+                t.touches,
+                t.born
             ])?;
         Ok(())
     }

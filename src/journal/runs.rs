@@ -295,6 +295,21 @@ impl<'scope, 'env, T: Send + 'scope> RunsAhead<'scope, 'env, T> {
         let _ = self.spent.send(applied);
     }
 
+    /// Runs of up to `limit` entries from now on, the next one after
+    /// `after` read again: a run widened to reach a record's next write
+    /// ([`crate::replay::bridge`]), or narrowed back.
+    pub fn resize(&mut self, after: i64, limit: usize) {
+        self.limit = limit;
+        (self.runs, self.spent) =
+            Self::spawn(self.scope, self.spec, after, self.boundary, limit, self.map);
+        self.from = after;
+    }
+
+    /// How many entries a run holds at most.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
     /// The run after `after`: the one read ahead when it follows the last
     /// run handed out; otherwise the thread starts again from `after` (a
     /// run to be read again, or another replay that committed first).

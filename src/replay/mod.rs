@@ -26,7 +26,7 @@ pub use causes::{causes, unjournaled};
 pub use conflicts::{cause, conflict_text};
 pub use foreign_keys::{foreign_key_violations, refused_by_actions, violations_since};
 pub use pending::{Effect, Plan, StaleKey, plan};
-pub use plan::{fold, record_keys, to_change};
+pub use plan::{bridge, fold, record_keys, to_change};
 pub use policy::refuse_unheld;
 pub use rehearse::Rehearsal;
 pub use replayer::{Mode, Ran, Replayer};

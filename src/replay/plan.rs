@@ -45,6 +45,75 @@ pub fn to_change(spec: &Spec, e: crate::journal::Entry) -> Change {
     }
 }
 
+/// A batch's changes with each write whose row cannot go back to the
+/// source (`stuck`: the spec's checks, the reverse transform or the source
+/// column refuse it) merged into the same record's next write in the batch,
+/// which starts from that row: the row the application wrote for a moment
+/// and then set right (a currency put back, a fraction of a second cut) is
+/// never written, and the merged write goes from the row before it to the
+/// row after the next one, at the next one's place. Only where both writes
+/// leave the row under the key it had (an insert, or an update that keeps
+/// its key: no other write can come between them at that key), and where no
+/// trigger or rule of the source acts on the table (`fires`), which would
+/// fire once less. A stuck write left without such a next write in the
+/// batch stays, and the write refuses it (docs/journal.md, "Journal order").
+pub fn bridge(
+    spec: &Spec,
+    changes: Vec<Change>,
+    fires: &[bool],
+    stuck: &mut dyn FnMut(&Change) -> anyhow::Result<bool>,
+) -> anyhow::Result<Vec<Change>> {
+    use std::collections::HashMap;
+    if touched_once(spec, &changes) {
+        return Ok(changes);
+    }
+    // How many writes of each record are still to come.
+    let mut ahead: HashMap<Vec<u8>, usize> = HashMap::new();
+    for c in &changes {
+        *ahead.entry(key_of(spec, c, &c.key)).or_default() += 1;
+    }
+    let mut out: Vec<Option<Change>> = Vec::with_capacity(changes.len());
+    // Per record, the stuck write waiting for its next one.
+    let mut waiting: HashMap<Vec<u8>, usize> = HashMap::new();
+    for mut c in changes {
+        let id = key_of(spec, &c, &c.key);
+        // In place: an update that keeps its key, or an insert.
+        let in_place = matches!(c.rule, Rule::Expect { revision: None, .. })
+            && c.after.as_ref().is_some_and(|a| key_of(spec, &c, a) == id);
+        if let Some(p) = waiting.remove(&id)
+            && in_place
+            && let Some(prev) = out[p].take_if(|prev| {
+                prev.unrecorded == c.unrecorded
+                    && crate::apply::same_recorded(
+                        before_of(&c).as_ref(),
+                        prev.after.as_ref(),
+                        &c.unrecorded,
+                    )
+            })
+        {
+            c = Change {
+                rule: Rule::Expect {
+                    before: before_of(&prev),
+                    revision: None,
+                },
+                entries: prev.entries + c.entries,
+                source_images: None,
+                ..c
+            };
+        }
+        let left = ahead.get_mut(&id).map_or(0, |n| {
+            *n -= 1;
+            *n
+        });
+        let quiet = !fires.get(c.table).copied().unwrap_or(true);
+        if left > 0 && in_place && quiet && stuck(&c)? {
+            waiting.insert(id, out.len());
+        }
+        out.push(Some(c));
+    }
+    Ok(out.into_iter().flatten().collect())
+}
+
 /// A batch's changes in journal order, but for the records that order
 /// cannot write one by one: those whose keys the target passed through
 /// two rows at once (two keys swapped in one `UPDATE` under a deferrable
@@ -88,7 +157,7 @@ pub fn fold(spec: &Spec, changes: Vec<Change>, fires: &[bool]) -> Vec<Change> {
             continue;
         };
         if let Some(f) = folded.first_mut() {
-            f.entries = members.len() as u64;
+            f.entries = members.iter().map(|&i| changes[i].entries).sum();
         }
         let last = members.iter().copied().max().unwrap_or(*lead);
         let arrive = folded
@@ -406,7 +475,7 @@ pub fn record_keys(spec: &Spec, c: &Change) -> Vec<(usize, String)> {
 
 #[cfg(test)]
 mod tests {
-    use super::{fold, record_keys};
+    use super::{bridge, fold, record_keys};
     use crate::apply::{Change, Rule};
     use crate::spec::Spec;
     use crate::value::{Row, Value};
@@ -451,6 +520,57 @@ mod tests {
             Rule::Expect { before, .. } => before.clone(),
             _ => panic!("not a replay change"),
         }
+    }
+
+    /// A row holding `"bad"` cannot go back.
+    fn bad(c: &Change) -> anyhow::Result<bool> {
+        Ok(c.after
+            .as_ref()
+            .is_some_and(|a| a[1] == Value::Text("bad".into())))
+    }
+
+    #[test]
+    fn a_row_set_right_by_the_next_write_is_merged_into_it() {
+        let (_d, spec) = spec();
+        let changes = vec![
+            change(1, None, Some(row(1, "bad"))),
+            change(2, None, Some(row(2, "x"))),
+            change(3, Some(row(1, "bad")), Some(row(1, "bad"))),
+            change(4, Some(row(1, "bad")), Some(row(1, "good"))),
+            change(5, Some(row(2, "x")), Some(row(2, "bad"))),
+        ];
+        let out = bridge(&spec, changes, &[false], &mut bad).unwrap();
+        let tags: Vec<i64> = out.iter().map(|c| c.tag).collect();
+        assert_eq!(
+            tags,
+            [2, 4, 5],
+            "1 and 3 merged into 4; 5 has no next write"
+        );
+        assert_eq!(before_of(&out[1]), None);
+        assert_eq!(out[1].after, Some(row(1, "good")));
+        assert_eq!(out[1].entries, 3);
+    }
+
+    #[test]
+    fn a_row_is_not_merged_where_a_source_trigger_fires_or_the_chain_breaks() {
+        let (_d, spec) = spec();
+        let changes = || {
+            vec![
+                change(1, Some(row(1, "a")), Some(row(1, "bad"))),
+                change(2, Some(row(1, "bad")), Some(row(1, "good"))),
+            ]
+        };
+        let out = bridge(&spec, changes(), &[true], &mut bad).unwrap();
+        assert_eq!(out.len(), 2, "a trigger of the source fires for each write");
+        let broken = vec![
+            change(1, Some(row(1, "a")), Some(row(1, "bad"))),
+            change(2, Some(row(1, "other")), Some(row(1, "good"))),
+        ];
+        let out = bridge(&spec, broken, &[false], &mut bad).unwrap();
+        assert_eq!(out.len(), 2, "the next write does not start from the row");
+        let out = bridge(&spec, changes(), &[false], &mut bad).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(before_of(&out[0]), Some(row(1, "a")));
     }
 
     #[test]

@@ -10,7 +10,9 @@ use crate::db::{Db, JournalId, JournalLogExt};
 use crate::fence::Watch;
 use crate::progress::Progress;
 use crate::reconcile::{self, DiffKind};
-use crate::replay::{Plan, causes, fold, record_keys, to_change, unjournaled, violations_since};
+use crate::replay::{
+    Plan, bridge, causes, fold, record_keys, to_change, unjournaled, violations_since,
+};
 use crate::report::Verdict;
 use crate::side_effects::Policy;
 use crate::spec::Spec;
@@ -158,6 +160,10 @@ pub(super) fn refused_before_writing(
     Replay::Ran(Box::new(rep))
 }
 
+/// The most entries a run is widened to, to reach the next write of a
+/// record whose row cannot go back ([`bridge`]).
+const WIDEST_RUN: usize = 1 << 20;
+
 /// A replay under way: what applying its runs reads.
 struct Replaying<'a> {
     pub(super) spec: &'a Spec,
@@ -257,6 +263,7 @@ impl Replaying<'_> {
         let mut poisoned: std::collections::HashSet<(usize, String)> = Default::default();
         let mut conflicts: Vec<Conflict> = Vec::new();
         let mut after = self.at.last_applied;
+        let mut widened = false;
         std::thread::scope(|scope| -> Result<()> {
             let mut runs =
                 crate::journal::RunsAhead::start(scope, spec, after, boundary, batch, to_change);
@@ -276,6 +283,7 @@ impl Replaying<'_> {
                             || record_keys(spec, c).iter().all(|k| !poisoned.contains(k))
                     })
                     .collect();
+                let changes = bridge(spec, changes, &self.fires, &mut |c| engine.stuck(c))?;
                 let changes = fold(spec, changes, &self.fires);
                 if let Some(w) = watch.as_deref_mut()
                     && let Some(b) = w.recheck(target, spec)?
@@ -304,6 +312,25 @@ impl Replaying<'_> {
                         rep.batches += 1;
                     }
                     BatchOutcome::Conflict(c) => {
+                        // A row that cannot go back, whose record's next
+                        // write lies past the run: the run read again,
+                        // longer, to reach it (the batch's savepoint is
+                        // rolled back).
+                        let stuck = changes
+                            .iter()
+                            .find(|x| x.tag == c.tag)
+                            .map(|x| engine.stuck(x))
+                            .transpose()?
+                            .unwrap_or(false);
+                        if stuck && last_seq < boundary && n as usize >= runs.limit() {
+                            let wider = runs.limit().saturating_mul(8).min(WIDEST_RUN);
+                            if wider > runs.limit() {
+                                widened = true;
+                                runs.resize(after, wider);
+                                runs.give_back(changes);
+                                continue;
+                            }
+                        }
                         if dry_run && let Some(ch) = changes.iter().find(|x| x.tag == c.tag) {
                             poisoned.extend(record_keys(spec, ch));
                             conflicts.push(*c);
@@ -324,6 +351,10 @@ impl Replaying<'_> {
                 }
                 runs.give_back(changes);
                 after = last_seq;
+                if widened {
+                    widened = false;
+                    runs.resize(after, batch);
+                }
             }
             Ok(())
         })?;

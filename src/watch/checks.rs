@@ -17,6 +17,16 @@ use crate::spec::{Spec, Table};
 use crate::transform::Transform;
 use crate::value::{Row, Value, display_key, key_json};
 
+/// A trigger, rule or CHECK constraint of the source that only a write
+/// judges: `replay --rehearse` does, watch cannot.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Unjudged {
+    /// The source table.
+    pub table: String,
+    /// What it is, as messages name it.
+    pub what: String,
+}
+
 /// A foreign key of a spec table in the source, resolved once per pass.
 struct Parent {
     /// The child's spec columns that hold the reference.
@@ -40,6 +50,10 @@ pub struct Checker<'a> {
     /// The statements without the columns an image did not record, by
     /// table and those columns.
     partial: std::cell::RefCell<std::collections::HashMap<(usize, Vec<usize>), TableSql>>,
+    /// Per spec table, the triggers and rules of the source that act on
+    /// replay's writes, as messages name them: there a write is never
+    /// merged into the next one, and only a write judges what they do.
+    acting: Vec<Vec<String>>,
 }
 
 /// Whether whole rows go both ways as they are.
@@ -55,18 +69,42 @@ impl<'a> Checker<'a> {
         for t in &spec.tables {
             parents.push(Self::parents_of(spec, source, t)?);
         }
+        let acting = crate::side_effects::Policy::read(spec, source)?.acting(spec);
         Ok(Checker {
             spec,
             source,
             sql,
             parents,
             partial: Default::default(),
+            acting,
         })
     }
 
     /// The source the checks read.
     pub fn source(&self) -> &'a Db {
         self.source
+    }
+
+    /// What only a write can judge, per spec table of the source: the
+    /// triggers and rules left to fire on replay's writes, and the CHECK
+    /// constraints.
+    pub fn unjudged(&self) -> Result<Vec<Unjudged>> {
+        let mut out = Vec::new();
+        for (t, acting) in self.spec.tables.iter().zip(&self.acting) {
+            let table = &t.source_table;
+            let checks = self.source.catalogue().check_constraints(table)?;
+            out.extend(
+                acting
+                    .iter()
+                    .cloned()
+                    .chain(checks.into_iter().map(|c| format!("CHECK {c}")))
+                    .map(|what| Unjudged {
+                        table: table.clone(),
+                        what,
+                    }),
+            );
+        }
+        Ok(out)
     }
 
     fn parents_of(spec: &Spec, source: &Db, t: &Table) -> Result<Vec<Parent>> {
@@ -158,7 +196,12 @@ impl<'a> Checker<'a> {
                 return Ok(out);
             }
         }
+        // A row the application set right by its next write to the record
+        // is never written: replay merges the two (docs/journal.md,
+        // "Journal order").
+        let superseded = !fresh && self.superseded(record, e)?;
         let carried = match &e.after {
+            Some(_) if superseded => None,
             Some(a) => match source_form(t, a, &e.unrecorded) {
                 Ok(s) => Some(s),
                 Err((column, why)) => {
@@ -198,6 +241,32 @@ impl<'a> Checker<'a> {
         Ok(out)
     }
 
+    /// Whether a later entry of the record updated, in place, the row `e`
+    /// left under its key, where replay merges `e` into that write: `e` an
+    /// insert or an update that keeps its key, no trigger or rule of the
+    /// source acting on the table. A row later moved away or deleted stays a
+    /// finding (replay merges only into an update in place), which errs on
+    /// the side of a rollback that goes through.
+    fn superseded(&self, record: &Record, e: &Entry) -> Result<bool> {
+        let t = &self.spec.tables[e.table];
+        let k = t.key_len;
+        let Some(after) = &e.after else {
+            return Ok(false);
+        };
+        let moves = e.before.as_ref().is_some_and(|b| b[..k] != after[..k]);
+        if moves || self.acting.get(e.table).is_none_or(|a| !a.is_empty()) {
+            return Ok(false);
+        }
+        let text = key_json(&after[..k]).to_string();
+        Ok(record.get(t, &text)?.is_some_and(|known| {
+            // The row under the key now is the one `e` left, updated in
+            // place since (it stood there from `e` on, or from before).
+            known.born.is_some_and(|b| b <= e.seq)
+                && !same_recorded(known.latest.as_ref(), Some(after), &e.unrecorded)
+                && known.latest.is_some()
+        }))
+    }
+
     /// The source's row under each key the entry touches, against the one
     /// the target had there before it; the record takes the entry's images.
     fn keys(&self, record: &Record, e: &Entry, fresh: bool) -> Result<Vec<Finding>> {
@@ -222,6 +291,13 @@ impl<'a> Checker<'a> {
             } else {
                 None
             };
+            // Since when the row left stands under the key: updated in
+            // place, since it did; brought (an insert, a move), from here.
+            let born = |was: Option<i64>| match (&left, is_from) {
+                (None, _) => None,
+                (Some(_), true) => was,
+                (Some(_), false) => Some(e.seq),
+            };
             match record.get(t, &text)? {
                 None => {
                     out.extend(self.source_differs(e, &key, expected.as_ref())?);
@@ -231,9 +307,10 @@ impl<'a> Checker<'a> {
                             &text,
                             &Key {
                                 base: expected,
-                                latest: left,
+                                latest: left.clone(),
                                 first_seq: e.seq,
                                 touches: 1,
+                                born: born(Some(0)),
                             },
                         )?;
                     }
@@ -249,6 +326,7 @@ impl<'a> Checker<'a> {
                     {
                         out.push(self.chain(e, &key, known.latest.as_ref()));
                     }
+                    known.born = born(known.born);
                     known.latest = left;
                     known.touches += 1;
                     record.put(t, &text, &known)?;

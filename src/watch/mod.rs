@@ -27,6 +27,16 @@ pub fn record_rate(spec: &Spec, rate: &Rate) -> Result<()> {
     state::open(spec)?.record_rate(rate)
 }
 
+/// Records in the state file beside the spec when a `replay --rehearse`
+/// ran, its verdict and the journal's last seq it replayed: watch shows it
+/// beside what only a write can judge.
+pub fn record_rehearsal(spec: &Spec, at: &str, verdict: &str, boundary: i64) -> Result<()> {
+    let file = state::open(spec)?;
+    file.set_meta("rehearsed_at", at)?;
+    file.set_meta("rehearsed_verdict", verdict)?;
+    file.set_meta("rehearsed_boundary", &boundary.to_string())
+}
+
 /// What the last pass left in the state file, for `status`.
 #[derive(Clone, Debug, Serialize)]
 pub struct Readiness {

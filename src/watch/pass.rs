@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use super::checks::Checker;
+use super::checks::{Checker, Unjudged};
 use super::estimate::{Estimate, estimate};
 use super::state::{self, Finding, Kind, Record};
 use crate::db::watch_state::WatchState;
@@ -54,6 +54,24 @@ pub struct Pass {
     /// How long this pass took.
     pub seconds: f64,
     pub estimate: Estimate,
+    /// What watch cannot judge without writing: the source's triggers and
+    /// rules left to fire on replay's writes, and its CHECK constraints.
+    pub unjudged: Vec<Unjudged>,
+    /// The last `replay --rehearse`, which judges them by writing; `None`
+    /// before the first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rehearsed: Option<Rehearsed>,
+}
+
+/// The last `replay --rehearse` of this pair of databases.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Rehearsed {
+    pub at: String,
+    pub verdict: String,
+    /// The journal's last seq it replayed.
+    pub boundary: i64,
+    /// Entries journaled since, which no rehearsal has judged.
+    pub entries_since: i64,
 }
 
 /// The spec's bytes, hashed: a changed spec checks everything again.
@@ -143,9 +161,13 @@ fn run(
     let record = Record { file };
     let checker = Checker::new(spec, source)?;
     let reader = Reader::new(spec, target)?;
-    let open = file.findings()?;
+    let open: Vec<Finding> = file
+        .findings()?
+        .into_iter()
+        .map(Finding::of_stored)
+        .collect();
     let rechecked = open.iter().map(|f| f.seq).collect::<BTreeSet<_>>().len();
-    let mut findings = recheck(spec, target, &reader, &checker, &record, open)?;
+    let mut fresh = Vec::new();
     let mut net = vec![0i64; spec.tables.len()];
     let mut read = 0i64;
     let mut after = from;
@@ -155,7 +177,7 @@ fn run(
             break;
         }
         for e in &run {
-            findings.extend(checker.check(&record, e, true)?);
+            fresh.extend(checker.check(&record, e, true)?);
             net[e.table] += match (&e.before, &e.after) {
                 (None, Some(_)) => 1,
                 (Some(_), None) => -1,
@@ -165,6 +187,10 @@ fn run(
             read += 1;
         }
     }
+    // Every finding checked again once the record holds every entry read:
+    // the source as it is now, and a row the application set right since
+    // (an earlier pass's finding, or one of this pass's) clears.
+    let mut findings = recheck(spec, target, &reader, &checker, &record, open, fresh)?;
     findings.extend(actions(spec, source, target, from, boundary)?);
     findings.sort_by_key(|f| (f.seq, f.kind as u8));
     findings.dedup();
@@ -209,26 +235,58 @@ fn run(
         seconds_since_previous: previous.map(|p| (at_epoch - p).max(0.0)),
         seconds: started.elapsed().as_secs_f64(),
         estimate: estimate(rate.as_ref(), entries, target_rows),
+        unjudged: checker.unjudged()?,
+        rehearsed: rehearsed(file, target, now_last)?,
     })
 }
 
-/// The open findings of earlier passes, each entry checked again against
-/// the source as it is now; a finding of the journal itself (its images
-/// do not follow on) stays as it was.
+/// The last rehearsal, as `replay --rehearse` recorded it in the file
+/// ([`crate::watch::record_rehearsal`]).
+fn rehearsed(file: &WatchState, target: &Db, last: i64) -> Result<Option<Rehearsed>> {
+    let (Some(at), Some(verdict), Some(boundary)) = (
+        file.meta("rehearsed_at")?,
+        file.meta("rehearsed_verdict")?,
+        file.meta("rehearsed_boundary")?
+            .and_then(|b| b.parse().ok()),
+    ) else {
+        return Ok(None);
+    };
+    Ok(Some(Rehearsed {
+        at,
+        verdict,
+        boundary,
+        entries_since: target
+            .journal()
+            .count_between(boundary, last.max(boundary))?,
+    }))
+}
+
+/// The open findings of earlier passes and those of this pass's entries,
+/// each entry checked again against the source as it is now and the
+/// record as this pass leaves it; a finding of the journal itself (its
+/// images do not follow on) stays as it was.
 fn recheck(
     spec: &Spec,
     target: &Db,
     reader: &Reader,
     checker: &Checker<'_>,
     record: &Record<'_>,
-    open: Vec<crate::db::watch_state::StoredFinding>,
+    mut open: Vec<Finding>,
+    fresh: Vec<Finding>,
 ) -> Result<Vec<Finding>> {
-    let open: Vec<Finding> = open.into_iter().map(Finding::of_stored).collect();
-    let mut out: Vec<Finding> = open
+    // Of this pass's findings, only an entry whose row cannot go back can
+    // clear before the pass ends (a later entry set the row right): the
+    // others stand as found.
+    let settle: BTreeSet<i64> = fresh
         .iter()
-        .filter(|f| f.kind == Kind::Chain)
-        .cloned()
+        .filter(|f| matches!(f.kind, Kind::Transform | Kind::SourceColumn))
+        .map(|f| f.seq)
         .collect();
+    let (again, stand): (Vec<Finding>, Vec<Finding>) =
+        fresh.into_iter().partition(|f| settle.contains(&f.seq));
+    open.extend(again);
+    let mut out: Vec<Finding> = stand;
+    out.extend(open.iter().filter(|f| f.kind == Kind::Chain).cloned());
     let seqs: BTreeSet<i64> = open.iter().map(|f| f.seq).collect();
     for seq in seqs {
         let Some(e) = next_run(spec, target, reader, seq - 1, seq, 1, Reading::Whole)?

@@ -169,6 +169,11 @@ pub struct Key {
     pub latest: Option<Row>,
     pub first_seq: i64,
     pub touches: i64,
+    /// Since when `latest` stands under the key: the seq of the write
+    /// that brought it there (an insert, a key moved onto it), 0 for a row
+    /// there before the journal, `None` when there is none or it is not
+    /// known (a record an earlier version kept).
+    pub born: Option<i64>,
 }
 
 /// The record of the keys the journal touched, read and written through
@@ -192,6 +197,7 @@ impl Record<'_> {
             latest: row(t.latest)?,
             first_seq: t.first_seq,
             touches: t.touches,
+            born: t.born,
         }))
     }
 
@@ -208,6 +214,7 @@ impl Record<'_> {
                 latest: json(&k.latest),
                 first_seq: k.first_seq,
                 touches: k.touches,
+                born: k.born,
             },
         )
     }

@@ -45,5 +45,19 @@ pub fn run(spec: &Spec, opts: Options) -> Result<Replay> {
     if let Some(pace) = &ran.pace {
         crate::watch::record_rate(spec, pace)?;
     }
+    if let Replay::DryRun(dry) = &ran.report
+        && let (Some(r), Some(tried)) = (&dry.rehearsal, &dry.tried)
+    {
+        crate::watch::record_rehearsal(
+            spec,
+            &crate::report::timestamp(std::time::SystemTime::now()),
+            if tried.verdict.holds() {
+                "pass"
+            } else {
+                "fail"
+            },
+            r.boundary,
+        )?;
+    }
     Ok(ran.report)
 }

@@ -564,6 +564,34 @@ impl crate::db::Catalogue for MySql {
         }))
     }
 
+    /// MariaDB names a column's CHECK after the column and keeps the
+    /// table in `CHECK_CONSTRAINTS`; MySQL 8 keeps it in
+    /// `TABLE_CONSTRAINTS` only.
+    fn check_constraints(&self, table: &str) -> Result<Vec<String>> {
+        let params = vec![self.database().into(), table.into()];
+        let rows = match self.catalogue(
+            "CHECK constraints",
+            "SELECT CONSTRAINT_NAME, CHECK_CLAUSE FROM information_schema.CHECK_CONSTRAINTS
+             WHERE CONSTRAINT_SCHEMA = ? AND TABLE_NAME = ? ORDER BY CONSTRAINT_NAME",
+            params.clone(),
+        ) {
+            Ok(rows) => rows,
+            Err(_) => self.catalogue(
+                "CHECK constraints",
+                "SELECT c.CONSTRAINT_NAME, c.CHECK_CLAUSE
+                 FROM information_schema.TABLE_CONSTRAINTS t
+                 JOIN information_schema.CHECK_CONSTRAINTS c
+                   ON c.CONSTRAINT_SCHEMA = t.CONSTRAINT_SCHEMA AND c.CONSTRAINT_NAME = t.CONSTRAINT_NAME
+                 WHERE t.TABLE_SCHEMA = ? AND t.TABLE_NAME = ? AND t.CONSTRAINT_TYPE = 'CHECK'
+                 ORDER BY c.CONSTRAINT_NAME",
+                params,
+            )?,
+        };
+        rows.iter()
+            .map(|r| Ok(format!("{}: {}", string(r, 0)?, string(r, 1)?)))
+            .collect()
+    }
+
     fn foreign_keys(&self, table: &str) -> Result<Vec<crate::db::ForeignKey>> {
         Ok(self
             .foreign_keys(table)?

@@ -113,6 +113,18 @@ impl Catalogue for Postgres {
         }))
     }
 
+    fn check_constraints(&self, table: &str) -> Result<Vec<String>> {
+        let rows = self.client()?.query(
+            "SELECT conname::text, pg_get_constraintdef(oid) FROM pg_constraint
+             WHERE conrelid = to_regclass($1) AND contype = 'c' ORDER BY conname",
+            &[&self.regclass(table)],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|r| format!("{}: {}", r.get::<_, String>(0), r.get::<_, String>(1)))
+            .collect())
+    }
+
     /// The foreign keys a table declares: `(parent table, [(column, parent
     /// column)])`, in the order they were created.
     fn foreign_keys(&self, table: &str) -> Result<Vec<ForeignKey>> {

@@ -57,6 +57,27 @@ impl Catalogue for Sqlite {
     /// Whether the table enforces uniqueness of exactly these columns (its
     /// primary key, or a unique index): then an insert that collides can be
     /// trusted to fail rather than to add a second row.
+    /// SQLite keeps a table's CHECK constraints only in the text of its
+    /// definition, and names few: the word in that text says there are
+    /// some (a quoted name or a string holding it says so too, which only
+    /// costs a needless rehearsal).
+    fn check_constraints(&self, table: &str) -> Result<Vec<String>> {
+        static CHECK: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+        let check =
+            CHECK.get_or_init(|| regex::Regex::new(r"(?i)\bCHECK\s*\(").expect("a pattern"));
+        let sql: Option<String> = self
+            .conn
+            .prepare_cached("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?1")?
+            .query_row([table], |r| r.get(0))
+            .optional()?;
+        Ok(match sql {
+            Some(sql) if check.is_match(&sql) => {
+                vec!["CHECK constraints in the table's definition".to_string()]
+            }
+            _ => Vec::new(),
+        })
+    }
+
     fn key_is_unique(&self, table: &str, key: &[&str]) -> Result<bool> {
         let want: std::collections::BTreeSet<&str> = key.iter().copied().collect();
         let pk: std::collections::BTreeSet<String> = self
