@@ -7,12 +7,14 @@
 //! by `fence status` and replay (exit codes, and the databases' contents);
 //! a `fence on` that cannot finish leaving no trigger behind, and one killed
 //! half-way found and completed by a rerun; and 16 writers racing `fence
-//! on`, three seeded rounds, then replay into the source.
+//! on` (some moving their rows' keys with `UPDATE IGNORE`, onto keys free
+//! and taken), three seeded rounds, then replay into the source.
 
 mod support;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -533,96 +535,107 @@ fn a_fence_on_killed_half_way_is_found_and_completed_by_a_rerun() {
     p.run(&["fence", "status"], 0);
 }
 
-/// What one writer committed, in order: `(id, cents)` of each insert and
-/// each update, and whether it saw the fence refuse it.
+/// What one writer committed, in order, and whether it saw the fence
+/// refuse it.
 #[derive(Default)]
 struct Writer {
-    inserted: Vec<i64>,
-    updated: Vec<(i64, i64)>,
+    /// The rows it owns now, by key, each with the cents it last committed.
+    rows: BTreeMap<i64, i64>,
     refused: bool,
-    /// Every row written, as the journal must hold it: `(op, id, cents)`.
+    /// Every row written, as the journal must hold it: `(op, id, cents)`
+    /// (a key move is an update whose image is under the new key).
     writes: Vec<(String, i64, i64)>,
     /// Writes that committed after `fence on` returned.
     late: usize,
+    /// Key moves by `UPDATE IGNORE` the server made, and those it skipped
+    /// on a duplicate key.
+    moved: usize,
+    skipped: usize,
+}
+
+/// Where a key move by `UPDATE IGNORE` goes.
+#[derive(Clone, Copy, Debug)]
+enum MoveTo {
+    /// A key no one has used.
+    Free,
+    /// A row of a writer that never moves its rows, or one of the rows
+    /// there at the switch: taken.
+    Others,
+    /// A key of the writer's own inserts so far: its row, or left free by
+    /// an update's turn, a refused insert or a row moved away.
+    OwnPast,
+    /// Another row of the writer's own: taken.
+    OwnRow,
+}
+
+impl MoveTo {
+    const ROTATION: [MoveTo; 4] = [
+        MoveTo::Free,
+        MoveTo::Others,
+        MoveTo::OwnPast,
+        MoveTo::OwnRow,
+    ];
+
+    /// The key that a writer whose keys are `base + n` moves its `row` onto
+    /// at its `n`th statement, and the kind of key it is (with no other row
+    /// of its own, a row of the switch); `pick` chooses among candidates.
+    fn key(
+        self,
+        row: i64,
+        owned: &[i64],
+        settled: &Mutex<Vec<i64>>,
+        base: i64,
+        n: i64,
+        pick: usize,
+    ) -> (MoveTo, i64) {
+        let switch = (MoveTo::Others, 1 + (pick % 3) as i64);
+        let free = (MoveTo::Free, base + 500_000 + n);
+        let to = match self {
+            MoveTo::Free => free,
+            MoveTo::Others => {
+                let settled = settled.lock().unwrap();
+                match settled.len() {
+                    0 => switch,
+                    len => (MoveTo::Others, settled[pick % len]),
+                }
+            }
+            MoveTo::OwnPast => (MoveTo::OwnPast, base + 1 + pick as i64 % n),
+            MoveTo::OwnRow => {
+                let others: Vec<i64> = owned.iter().copied().filter(|&r| r != row).collect();
+                match others.len() {
+                    0 => switch,
+                    len => (MoveTo::OwnRow, others[pick % len]),
+                }
+            }
+        };
+        // Onto itself a move would be a plain update.
+        if to.1 == row { free } else { to }
+    }
 }
 
 /// 16 application writers as the non-root user, each its own `mariadb`
-/// client per transaction (an insert of a key of its own, then an update
-/// of one of its rows), writing until the fence refuses them; `fence on`
-/// runs in the middle.
+/// client per transaction (an insert of a key of its own, or an update of
+/// one of its rows), writing until the fence refuses them; `fence on` runs
+/// in the middle. Every third writer also moves its rows' keys with
+/// MariaDB's `UPDATE IGNORE`, onto keys free or taken, and learns from
+/// `ROW_COUNT()` whether the move was made: a move the server skips on a
+/// duplicate key still fires MariaDB's `AFTER UPDATE` triggers, and the
+/// journal must not hold it. A move's target is only ever a key of the
+/// mover's own, a row of a writer that never moves, or a row of the
+/// switch, so no two movers wait for each other's rows (no deadlock), and
+/// no move takes a key some writer will still insert.
 fn race(p: &Pair, seed: u64) -> (serde_json::Value, Vec<Writer>) {
     let app = p.target.app_user();
     let fenced = AtomicBool::new(false);
     let stop = AtomicBool::new(false);
+    // Keys of committed rows of the writers that never move theirs: taken
+    // for as long as the race runs.
+    let settled: Mutex<Vec<i64>> = Mutex::new(Vec::new());
     std::thread::scope(|s| {
         let writers: Vec<_> = (0..16u64)
             .map(|w| {
-                let (app, fenced, stop) = (&app, &fenced, &stop);
-                s.spawn(move || {
-                    let mut me = Writer::default();
-                    let mut n = 0i64;
-                    let mut x = seed ^ (w + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-                    while !stop.load(Ordering::SeqCst) {
-                        n += 1;
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        let id = 1_000_000 * (w as i64 + 1) + n;
-                        // An update's value is new to its row: no update
-                        // leaves a row as it was.
-                        let update = !me.inserted.is_empty() && x.is_multiple_of(3);
-                        let cents = if update {
-                            7 * n + w as i64
-                        } else {
-                            (x % 100_000) as i64
-                        };
-                        // Every fourth writer's inserts are transactions
-                        // that stay open a while (an insert, a pause, an
-                        // update of the row): writers in flight when the
-                        // fence goes on, which it must wait for.
-                        let long = w % 4 == 0 && !update;
-                        let sql = if update {
-                            let row = me.inserted[(x as usize / 3) % me.inserted.len()];
-                            format!("UPDATE orders SET cents = {cents} WHERE id = {row}")
-                        } else if long {
-                            format!(
-                                "START TRANSACTION; INSERT INTO orders VALUES ({id}, {cents}, 'active');
-                                 DO SLEEP(0.05); UPDATE orders SET cents = {} WHERE id = {id}; COMMIT",
-                                cents + 1
-                            )
-                        } else {
-                            format!("INSERT INTO orders VALUES ({id}, {cents}, 'active')")
-                        };
-                        let after = fenced.load(Ordering::SeqCst);
-                        match app.exec(&sql) {
-                            Ok(_) => {
-                                if update {
-                                    let row = me.inserted[(x as usize / 3) % me.inserted.len()];
-                                    me.updated.push((row, cents));
-                                    me.writes.push(("update".into(), row, cents));
-                                } else {
-                                    me.inserted.push(id);
-                                    me.writes.push(("insert".into(), id, cents));
-                                    if long {
-                                        me.updated.push((id, cents + 1));
-                                        me.writes.push(("update".into(), id, cents + 1));
-                                    }
-                                }
-                                if after {
-                                    me.late += 1;
-                                }
-                            }
-                            Err(e) if e.contains("cutover fence") => {
-                                me.refused = true;
-                                if after {
-                                    break;
-                                }
-                            }
-                            Err(e) => panic!("writer {w}: {sql}: {e}"),
-                        }
-                    }
-                    me
-                })
+                let (app, fenced, stop, settled) = (&app, &fenced, &stop, &settled);
+                s.spawn(move || writer(w, seed, app, fenced, stop, settled))
             })
             .collect();
         std::thread::sleep(Duration::from_millis(300 + seed % 700));
@@ -636,6 +649,138 @@ fn race(p: &Pair, seed: u64) -> (serde_json::Value, Vec<Writer>) {
         let writers = writers.into_iter().map(|h| h.join().unwrap()).collect();
         (on, writers)
     })
+}
+
+/// Writer `w` of [`race`]: writes until `stop`, or until the fence refuses
+/// it once `fenced` is set.
+fn writer(
+    w: u64,
+    seed: u64,
+    app: &AppUser<'_>,
+    fenced: &AtomicBool,
+    stop: &AtomicBool,
+    settled: &Mutex<Vec<i64>>,
+) -> Writer {
+    let mut me = Writer::default();
+    let mover = w.is_multiple_of(3);
+    let base = 1_000_000 * (w as i64 + 1);
+    let mut n = 0i64;
+    // Each mover's moves go through every kind of target in turn, a free
+    // key first: a mover that moves twice before the fence has had one
+    // move made and one skipped.
+    let mut moves = 0usize;
+    let mut x = seed ^ (w + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    while !stop.load(Ordering::SeqCst) {
+        n += 1;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let id = base + n;
+        let owned: Vec<i64> = me.rows.keys().copied().collect();
+        // A mover's statements: half key moves, a quarter each updates and
+        // inserts; the others', a third updates.
+        let (update, key_move) = match (owned.is_empty(), mover) {
+            (true, _) => (false, false),
+            (false, true) => (x % 4 == 2, x % 4 < 2),
+            (false, false) => (x.is_multiple_of(3), false),
+        };
+        // An update's value is new to its row: no update leaves a row as it
+        // was.
+        let cents = if update || key_move {
+            7 * n + w as i64
+        } else {
+            (x % 100_000) as i64
+        };
+        let row = owned.get((x as usize / 3) % owned.len().max(1)).copied();
+        let target = key_move.then(|| {
+            let kind = MoveTo::ROTATION[moves % 4];
+            moves += 1;
+            let row = row.expect("a row to move");
+            kind.key(row, &owned, settled, base, n, (x >> 17) as usize)
+        });
+        // Every fourth writer's inserts are transactions that stay open a
+        // while (an insert, a pause, an update of the row): writers in
+        // flight when the fence goes on, which it must wait for.
+        let long = w.is_multiple_of(4) && !update && !key_move;
+        let sql = if let Some((_, to)) = target {
+            // ROW_COUNT() is the session's, and each call is a session of
+            // its own: asked in the same call, it says whether the move
+            // was made.
+            format!(
+                "UPDATE IGNORE orders SET id = {to}, cents = {cents} WHERE id = {};
+                 SELECT ROW_COUNT()",
+                row.unwrap()
+            )
+        } else if update {
+            format!(
+                "UPDATE orders SET cents = {cents} WHERE id = {}",
+                row.unwrap()
+            )
+        } else if long {
+            format!(
+                "START TRANSACTION; INSERT INTO orders VALUES ({id}, {cents}, 'active');
+                 DO SLEEP(0.05); UPDATE orders SET cents = {} WHERE id = {id}; COMMIT",
+                cents + 1
+            )
+        } else {
+            format!("INSERT INTO orders VALUES ({id}, {cents}, 'active')")
+        };
+        let after = fenced.load(Ordering::SeqCst);
+        match app.exec(&sql) {
+            Ok(out) => {
+                if let Some((kind, to)) = target {
+                    let row = row.unwrap();
+                    let made = match out.trim() {
+                        "1" => true,
+                        "0" => false,
+                        other => panic!("writer {w}: {sql}: ROW_COUNT() {other:?}"),
+                    };
+                    // What the writer knows of the key it moved onto,
+                    // against what the server did.
+                    let free = match kind {
+                        MoveTo::Free => true,
+                        MoveTo::Others | MoveTo::OwnRow => false,
+                        MoveTo::OwnPast => !me.rows.contains_key(&to),
+                    };
+                    assert_eq!(made, free, "writer {w}: {sql} ({kind:?})");
+                    if made {
+                        me.rows.remove(&row);
+                        me.rows.insert(to, cents);
+                        me.writes.push(("update".into(), to, cents));
+                        me.moved += 1;
+                    } else {
+                        me.skipped += 1;
+                    }
+                } else if update {
+                    let row = row.unwrap();
+                    me.rows.insert(row, cents);
+                    me.writes.push(("update".into(), row, cents));
+                } else {
+                    me.writes.push(("insert".into(), id, cents));
+                    if long {
+                        me.rows.insert(id, cents + 1);
+                        me.writes.push(("update".into(), id, cents + 1));
+                    } else {
+                        me.rows.insert(id, cents);
+                    }
+                    if !mover {
+                        settled.lock().unwrap().push(id);
+                    }
+                }
+                if after {
+                    me.late += 1;
+                }
+            }
+            Err(e) if e.contains("cutover fence") => {
+                me.refused = true;
+                if after {
+                    break;
+                }
+            }
+            Err(e) => panic!("writer {w}: {sql}: {e}"),
+        }
+    }
+    me
 }
 
 #[test]
@@ -652,44 +797,41 @@ fn sixteen_writers_racing_fence_on_lose_nothing_and_none_commits_after_it() {
             writers.iter().all(|w| w.refused),
             "round {round}: every writer ran into the fence"
         );
-        // The target holds exactly what the writers say they committed.
-        let mut expected: std::collections::BTreeMap<i64, i64> =
-            [(1, 1250), (2, 1), (3, 9999)].into_iter().collect();
-        let mut writes = 0i64;
+        let moved: usize = writers.iter().map(|w| w.moved).sum();
+        let skipped: usize = writers.iter().map(|w| w.skipped).sum();
+        assert!(
+            moved > 0 && skipped > 0,
+            "round {round}: key moves made ({moved}) and skipped ({skipped})"
+        );
+        // The target holds exactly what the writers say they committed:
+        // each row under the key it was last moved to, with the cents of
+        // its last write.
+        let mut expected: BTreeMap<i64, i64> = [(1, 1250), (2, 1), (3, 9999)].into_iter().collect();
         for w in &writers {
-            for id in &w.inserted {
-                expected.insert(*id, -1);
+            for (id, cents) in &w.rows {
+                assert!(
+                    expected.insert(*id, *cents).is_none(),
+                    "round {round}: {id} owned twice"
+                );
             }
-            writes += (w.inserted.len() + w.updated.len()) as i64;
         }
-        eprintln!("round {round}: {writes} writes committed by 16 writers, boundary {boundary}");
+        let writes: i64 = writers.iter().map(|w| w.writes.len() as i64).sum();
+        eprintln!(
+            "round {round}: {writes} writes committed by 16 writers ({moved} key moves made, \
+             {skipped} skipped), boundary {boundary}"
+        );
         assert!(writes > 16, "round {round}: the writers wrote ({writes})");
-        // Each writer's own rows take the value of its last write to them.
         let rows = p.orders();
-        let got: std::collections::BTreeMap<i64, i64> = rows
+        let got: BTreeMap<i64, i64> = rows
             .iter()
             .map(|r| (r[0].parse().unwrap(), r[1].parse().unwrap()))
             .collect();
         assert_eq!(
-            got.keys().collect::<BTreeSet<_>>(),
-            expected.keys().collect::<BTreeSet<_>>(),
+            got, expected,
             "round {round}: the rows committed are the rows there"
         );
-        for w in &writers {
-            for id in &w.inserted {
-                let last = w
-                    .updated
-                    .iter()
-                    .rev()
-                    .find(|(r, _)| r == id)
-                    .map(|(_, c)| *c);
-                if let Some(c) = last {
-                    assert_eq!(got[id], c, "round {round}: row {id}");
-                }
-            }
-        }
         // Every committed write is journaled at or below the boundary, and
-        // nothing past it.
+        // nothing past it; a skipped move not at all.
         assert_eq!(
             p.journal_entries(Some(boundary)),
             writes,
@@ -698,7 +840,7 @@ fn sixteen_writers_racing_fence_on_lose_nothing_and_none_commits_after_it() {
         assert_eq!(p.journal_entries(None), writes, "round {round}");
         // Entry for entry: the op, the key and the cents each writer says
         // it committed (the image's columns in the spec's order: id, cents,
-        // status).
+        // status; an update's n1 is the key it ended under).
         let mut journaled: Vec<(String, i64, i64)> = p
             .target
             .rows(&format!(

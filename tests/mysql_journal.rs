@@ -6,7 +6,10 @@
 //! interface compared with an oracle the test computes from the writes it
 //! made: `REPLACE`, `INSERT … ON DUPLICATE KEY UPDATE`, `INSERT IGNORE`,
 //! multi-table `UPDATE` and `DELETE`, a transaction, a rollback, on a row
-//! wider than MySQL's 65,535-byte row limit would hold twice. Also: two
+//! wider than MySQL's 65,535-byte row limit would hold twice; rows that
+//! `INSERT IGNORE` and `UPDATE IGNORE` skipped, through `fence on` and
+//! `replay`, the SQLite source then compared with the target read by the
+//! test's own client and turned into source form. Also: two
 //! writers interleaving their commits through two client sessions; the
 //! journal's triggers kept first among the table's `AFTER` triggers;
 //! `TRUNCATE` detected; a cascading foreign key refused before any
@@ -498,6 +501,177 @@ fn every_write_of_the_application_is_journaled_exactly() {
         .output()
         .json();
     assert_eq!(watch["irreversible"], 1, "{watch}");
+}
+
+/// The target's orders as the test's own client reads them, each in the
+/// source's form: the spec's reverse by the test's own arithmetic (cents
+/// to two-decimal text, the status word to its code) and the copies as
+/// they are, byte for byte (text as text, `code` as a blob); in key order.
+fn target_in_source_form(my: &TestDb) -> Vec<Vec<rusqlite::types::Value>> {
+    use rusqlite::types::Value as V;
+    let nullable = |c: &str, shown: &str| format!("IF({c} IS NULL, 'N', CONCAT('V', {shown}))");
+    let sql = format!(
+        "SELECT id, cents, status, {}, {}, {}, {}, {}, {} FROM orders ORDER BY id",
+        nullable("note", "HEX(note)"),
+        nullable("n2", "HEX(n2)"),
+        nullable("n3", "HEX(n3)"),
+        nullable("code", "HEX(code)"),
+        nullable("tag", "HEX(tag)"),
+        nullable("price", "price"),
+    );
+    let bytes = |hex: &str| -> Vec<u8> {
+        (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
+            .collect()
+    };
+    let field = |f: &str, as_value: &dyn Fn(&str) -> V| match f.strip_prefix('V') {
+        Some(v) => as_value(v),
+        None => {
+            assert_eq!(f, "N", "a field of the oracle's query");
+            V::Null
+        }
+    };
+    let text = |hex: &str| V::Text(String::from_utf8(bytes(hex)).expect("UTF-8 text"));
+    my.rows(&sql)
+        .into_iter()
+        .map(|r| {
+            let cents: i64 = r[1].parse().expect("cents");
+            let dollars = format!(
+                "{}{}.{:02}",
+                if cents < 0 { "-" } else { "" },
+                cents.abs() / 100,
+                cents.abs() % 100
+            );
+            let status = match r[2].as_str() {
+                "active" => "A",
+                "closed" => "C",
+                other => panic!("a status the spec's map does not take back: {other}"),
+            };
+            vec![
+                V::Integer(r[0].parse().expect("a key")),
+                V::Text(dollars),
+                V::Text(status.into()),
+                field(&r[3], &text),
+                field(&r[4], &text),
+                field(&r[5], &text),
+                field(&r[6], &|h| V::Blob(bytes(h))),
+                field(&r[7], &text),
+                field(&r[8], &|p| V::Text(p.into())),
+            ]
+        })
+        .collect()
+}
+
+/// Rows that `INSERT IGNORE` and `UPDATE IGNORE` skipped (MariaDB fires
+/// `AFTER UPDATE` for a skipped update all the same) leave nothing a
+/// replay would apply: once fenced and replayed, every table of the SQLite
+/// source is the target as the test's own client reads it, in source form.
+#[test]
+fn rows_skipped_by_ignore_replay_to_a_source_equal_to_the_target() {
+    let Some(s) = Setup::switched("mysql_journal_ignore_replay") else {
+        return;
+    };
+    let app = s.my.app_user();
+    for (what, sql) in [
+        // 2 is there (skipped); 11, 20 and 21 are new.
+        (
+            "INSERT IGNORE",
+            "INSERT IGNORE INTO orders (id, cents, status) VALUES
+                 (2, 1, 'active'), (11, 200, 'closed'), (20, 5, 'active'), (21, 6, 'active')",
+        ),
+        // Skipped onto a row equal to NEW in every column: the table holds
+        // NEW, yet nothing moved.
+        (
+            "UPDATE IGNORE onto a row like NEW",
+            "UPDATE IGNORE orders SET id = 2, n2 = 'two' WHERE id = 11",
+        ),
+        // 1 onto 3 is skipped; 11 moves to 13.
+        (
+            "UPDATE IGNORE, one row skipped and one moved",
+            "UPDATE IGNORE orders SET id = id + 2, cents = cents + 1 WHERE id IN (1, 11)",
+        ),
+        // 20 onto 21 is skipped; 21 moves to 22.
+        (
+            "UPDATE IGNORE in key order",
+            "UPDATE IGNORE orders SET id = id + 1 WHERE id IN (20, 21) ORDER BY id",
+        ),
+        // 22 moves to 24, then 20 onto the 22 it left.
+        (
+            "UPDATE IGNORE onto a key the same statement freed",
+            "UPDATE IGNORE orders SET id = id + 2 WHERE id IN (20, 22) ORDER BY id DESC",
+        ),
+        (
+            "a transaction with a skipped move",
+            "START TRANSACTION;
+             UPDATE IGNORE orders SET id = 3 WHERE id = 13;
+             DELETE FROM orders WHERE id = 24;
+             UPDATE orders SET status = 'closed', tag = 'z' WHERE id = 1;
+             COMMIT",
+        ),
+        // 11 and 20 are free again, 13 is taken (skipped).
+        (
+            "INSERT IGNORE … SELECT",
+            "INSERT IGNORE INTO orders (id, cents, status, code)
+             SELECT id + 10, bump, 'active', X'FF00' FROM bumps",
+        ),
+    ] {
+        app.exec(sql)
+            .unwrap_or_else(|e| panic!("{what}: the application's write: {e}"));
+    }
+    // The statements did what they are here for: the skipped rows are
+    // where they were, the moved ones where they went.
+    let keys: Vec<String> =
+        s.my.rows("SELECT id FROM orders ORDER BY id")
+            .into_iter()
+            .map(|r| r[0].clone())
+            .collect();
+    assert_eq!(keys, ["1", "2", "3", "11", "13", "20", "22"]);
+    let status = s.status();
+    assert_eq!(
+        (&status["insert"], &status["update"], &status["delete"]),
+        (
+            &serde_json::json!(5),
+            &serde_json::json!(5),
+            &serde_json::json!(1)
+        ),
+        "only what happened is journaled: {status}"
+    );
+
+    cutover_in(s.path(), &["fence", "on"]).expect(0);
+    let replay = cutover_in(s.path(), &["--format", "json", "replay"])
+        .expect(0)
+        .json();
+    assert_eq!(replay["verdict"], "pass", "{replay:#}");
+
+    let source = rusqlite::Connection::open(s.path().join("source.db")).expect("the source");
+    let mut tables = source
+        .prepare(
+            "SELECT name FROM sqlite_master WHERE type = 'table'
+             AND name NOT LIKE '\\_cutover\\_%' ESCAPE '\\' ORDER BY name",
+        )
+        .unwrap();
+    let tables: Vec<String> = tables
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(tables, ["orders"], "the source's tables");
+    let mut read = source
+        .prepare(
+            "SELECT id, dollars, status, note, n2, n3, code, tag, price FROM orders ORDER BY id",
+        )
+        .unwrap();
+    let rows: Vec<Vec<rusqlite::types::Value>> = read
+        .query_map([], |r| (0..9).map(|i| r.get(i)).collect())
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        rows,
+        target_in_source_form(&s.my),
+        "the source is the target"
+    );
 }
 
 /// A `mariadb` session kept open, fed one statement at a time.
