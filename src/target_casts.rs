@@ -34,6 +34,7 @@ pub fn refused(t: &Table, source: &Db, target: &Db) -> Result<Vec<(Row, Note)>> 
         return Ok(Vec::new());
     }
     let t_sql = target.target_sql(t);
+    let holding = target.catalogue().holding(&t_sql, true)?;
     let mut proven: HashSet<(usize, String)> = HashSet::new();
     let mut out = Vec::new();
     source.scan(&source.source_sql(t), None, |row| {
@@ -57,7 +58,7 @@ pub fn refused(t: &Table, source: &Db, target: &Db) -> Result<Vec<(Row, Note)>> 
         if !new {
             return Ok(true);
         }
-        match target.catalogue().cannot_hold(&t_sql, &fwd)? {
+        match holding.unfit(&fwd)? {
             Some(unfit) => {
                 let i = t.columns.iter().position(|c| c.target == unfit.column);
                 let (column, value) = match i {

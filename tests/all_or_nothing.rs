@@ -486,31 +486,7 @@ fn a_source_trigger_that_counts_writes_fires_once_per_journaled_write(layout: La
             "CREATE TABLE orders (id INTEGER PRIMARY KEY, cents INTEGER NOT NULL, status TEXT NOT NULL, note TEXT NOT NULL DEFAULT '');",
         )
         .switched();
-        c.application(&format!(
-            "INSERT INTO orders (id, cents, status) VALUES {};",
-            values((200..230).map(|i| format!("({i}, {i}, 'active')")))
-        ));
-        c.application("UPDATE orders SET cents = 1300 WHERE id = 101;");
-        c.application("UPDATE orders SET note = 'called' WHERE id = 101;");
-        c.application("UPDATE orders SET cents = 1400, status = 'closed' WHERE id = 101;");
-        c.fenced();
-        let mut args = vec!["replay"];
-        if let Some(b) = batch {
-            args.extend(["--batch", b]);
-        }
-        let j = json(&c, &args, 0);
-        assert_eq!(j["applied"], 33, "batch {batch:?}: {j:#}");
-        let revs: Vec<(i64, i64)> = c
-            .query("source.db", "SELECT id, rev FROM orders ORDER BY id")
-            .iter()
-            .map(|r| (int(&r[0]), int(&r[1])))
-            .collect();
-        let oracle: Vec<(i64, i64)> = [101, 102, 103]
-            .into_iter()
-            .chain(200..230)
-            .map(|id| (id, i64::from(id == 101) * 2))
-            .collect();
-        assert_eq!(revs, oracle, "batch {batch:?}: rev in the source");
+        three_updates_of_101_replayed(&c, batch, 2);
         let row = c.query(
             "source.db",
             "SELECT dollars, status FROM orders WHERE id = 101",
@@ -556,31 +532,7 @@ fn a_source_trigger_on_a_server_counts_each_journaled_update(layout: Layout) {
                                   note VARCHAR(20) NOT NULL DEFAULT '');",
         )
         .switched();
-        c.application(&format!(
-            "INSERT INTO orders (id, cents, status) VALUES {};",
-            values((200..230).map(|i| format!("({i}, {i}, 'active')")))
-        ));
-        c.application("UPDATE orders SET cents = 1300 WHERE id = 101;");
-        c.application("UPDATE orders SET note = 'called' WHERE id = 101;");
-        c.application("UPDATE orders SET cents = 1400, status = 'closed' WHERE id = 101;");
-        c.fenced();
-        let mut args = vec!["replay"];
-        if let Some(b) = batch {
-            args.extend(["--batch", b]);
-        }
-        let j = json(&c, &args, 0);
-        assert_eq!(j["applied"], 33, "batch {batch:?}: {j:#}");
-        let revs: Vec<(i64, i64)> = c
-            .query("source.db", "SELECT id, rev FROM orders ORDER BY id")
-            .iter()
-            .map(|r| (int(&r[0]), int(&r[1])))
-            .collect();
-        let oracle: Vec<(i64, i64)> = [101, 102, 103]
-            .into_iter()
-            .chain(200..230)
-            .map(|id| (id, i64::from(id == 101) * 3))
-            .collect();
-        assert_eq!(revs, oracle, "batch {batch:?}: rev in the source");
+        three_updates_of_101_replayed(&c, batch, 3);
         let row: Vec<String> = c
             .query(
                 "source.db",
@@ -597,6 +549,40 @@ fn a_source_trigger_on_a_server_counts_each_journaled_update(layout: Layout) {
     }
 }
 each_layout!(a_source_trigger_on_a_server_counts_each_journaled_update: [pg_to_pg, my_to_my, pg_to_my, my_to_pg]);
+
+/// The application inserts orders 200–229, then updates 101 three times
+/// (its cents, its note, its cents and status): 33 entries. After `fence
+/// on`, the replay at `batch` applies them all, and `rev` in the source is
+/// `revs` for 101 and 0 for every other order (the oracle the caller's
+/// trigger gives).
+#[track_caller]
+fn three_updates_of_101_replayed(c: &Case, batch: Option<&str>, revs: i64) {
+    c.application(&format!(
+        "INSERT INTO orders (id, cents, status) VALUES {};",
+        values((200..230).map(|i| format!("({i}, {i}, 'active')")))
+    ));
+    c.application("UPDATE orders SET cents = 1300 WHERE id = 101;");
+    c.application("UPDATE orders SET note = 'called' WHERE id = 101;");
+    c.application("UPDATE orders SET cents = 1400, status = 'closed' WHERE id = 101;");
+    c.fenced();
+    let mut args = vec!["replay"];
+    if let Some(b) = batch {
+        args.extend(["--batch", b]);
+    }
+    let j = json(c, &args, 0);
+    assert_eq!(j["applied"], 33, "batch {batch:?}: {j:#}");
+    let found: Vec<(i64, i64)> = c
+        .query("source.db", "SELECT id, rev FROM orders ORDER BY id")
+        .iter()
+        .map(|r| (int(&r[0]), int(&r[1])))
+        .collect();
+    let oracle: Vec<(i64, i64)> = [101, 102, 103]
+        .into_iter()
+        .chain(200..230)
+        .map(|id| (id, i64::from(id == 101) * revs))
+        .collect();
+    assert_eq!(found, oracle, "batch {batch:?}: rev in the source");
+}
 
 // --- 3. a value the source column rounds ------------------------------------------------
 

@@ -301,7 +301,7 @@ fn connection_contract(s: &Subject) -> Result<()> {
 fn catalogue_contract(s: &Subject) -> Result<()> {
     let db = &s.db;
     s.exec(&format!(
-        "CREATE TABLE cat_other (id integer PRIMARY KEY);
+        "CREATE TABLE cat_other (id integer PRIMARY KEY, CONSTRAINT cat_other_positive CHECK (id > 0));
          CREATE TABLE cat_parent (a {key} NOT NULL, b integer NOT NULL, note {key}, PRIMARY KEY (b, a));
          CREATE UNIQUE INDEX cat_parent_note ON cat_parent (note);
          CREATE TABLE cat_child (id integer PRIMARY KEY, pa {key}, pb integer, other integer,
@@ -421,15 +421,19 @@ fn catalogue_contract(s: &Subject) -> Result<()> {
         .rows()
         .table_sql("cat_parent", &["b", "a", "note"], 2, None);
     let before = db.rows().count_rows(&parent)?;
+    let holding = db.catalogue().holding(&parent, true)?;
     assert_eq!(
-        db.catalogue()
-            .cannot_hold(&parent, &[int(2), text("z"), Value::Null])?,
+        holding.unfit(&[int(2), text("z"), Value::Null])?,
         None,
         "a row that fits"
     );
-    let unfit = db
-        .catalogue()
-        .cannot_hold(&parent, &[Value::Null, text("z"), text("n")])?
+    assert_eq!(
+        holding.checks(),
+        [] as [String; 0],
+        "cat_parent has no CHECK"
+    );
+    let unfit = holding
+        .unfit(&[Value::Null, text("z"), text("n")])?
         .expect("a NULL in the NOT NULL column b");
     assert_eq!(unfit.column, "b");
     assert!(
@@ -438,6 +442,16 @@ fn catalogue_contract(s: &Subject) -> Result<()> {
         unfit.why
     );
     assert_eq!(db.rows().count_rows(&parent)?, before, "nothing written");
+    // A CHECK constraint, which only a write judges, is named (SQLite keeps
+    // no names: its definition is said to hold some).
+    let other = db.rows().table_sql("cat_other", &["id"], 1, None);
+    let checks = db.catalogue().holding(&other, false)?.checks().to_vec();
+    assert!(
+        checks.len() == 1
+            && (checks[0].contains("cat_other_positive")
+                || checks[0] == "CHECK constraints in the table's definition"),
+        "{checks:?}"
+    );
 
     write(s, || db.progress().ensure_control_tables())?;
     assert_eq!(

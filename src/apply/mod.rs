@@ -376,7 +376,7 @@ pub struct Engine<'a> {
     /// columns a change leaves out), read on first use. A value the source
     /// column would round, cut, pad or refuse is a conflict before it is
     /// written, never a changed value.
-    holding: std::cell::RefCell<std::collections::HashMap<(usize, Vec<usize>), Holding>>,
+    holding: std::cell::RefCell<std::collections::HashMap<(usize, Vec<usize>), Holding<'a>>>,
 }
 
 /// A table's conditional writes on one database.
@@ -954,17 +954,17 @@ impl<'a> Engine<'a> {
             std::collections::hash_map::Entry::Occupied(h) => h.into_mut(),
             std::collections::hash_map::Entry::Vacant(v) => {
                 let h = match c.unrecorded.is_empty() {
-                    true => self.db.catalogue().holding(&self.sql[c.table])?,
+                    true => self.db.catalogue().holding(&self.sql[c.table], false)?,
                     false => self
                         .db
                         .catalogue()
-                        .holding(&self.partial_sql(table, &c.unrecorded))?,
+                        .holding(&self.partial_sql(table, &c.unrecorded), false)?,
                 };
                 v.insert(h)
             }
         };
         let unfit = match c.unrecorded.is_empty() {
-            true => holds.unfit(stored),
+            true => holds.unfit(stored)?,
             false => holds.unfit(
                 &stored
                     .iter()
@@ -972,7 +972,7 @@ impl<'a> Engine<'a> {
                     .filter(|(i, _)| !c.unrecorded.contains(i))
                     .map(|(_, v)| v.clone())
                     .collect::<Row>(),
-            ),
+            )?,
         };
         let Some(unfit) = unfit else {
             return Ok(None);

@@ -15,7 +15,7 @@ use super::control::Statement;
 use super::types::{
     ColumnInfo, Decision, Extent, Facts, ForeignKey, ForeignKeyViolation, Generated, Holding,
     JournalCount, Journaled, KeyRange, OwnTriggers, Powers, Probe, Run, SchemaPart, SegmentDigest,
-    SeqRange, SequenceMark, SideEffect, TableForm, TableSql, Unfit, Unproven,
+    SeqRange, SequenceMark, SideEffect, TableForm, TableSql, Unproven,
 };
 use crate::value::{Block, Row, Value};
 
@@ -67,10 +67,6 @@ pub trait Catalogue {
     /// primary key, or a unique index): then an insert that collides can be
     /// trusted to fail rather than to add a second row.
     fn key_is_unique(&self, table: &str, key: &[&str]) -> Result<bool>;
-    /// The table's CHECK constraints, each as `name: clause` (on SQLite,
-    /// which names few, one line saying its definition holds some): what
-    /// only a write can judge of a row.
-    fn check_constraints(&self, table: &str) -> Result<Vec<String>>;
     /// The foreign keys a table declares, in declaration order.
     fn foreign_keys(&self, table: &str) -> Result<Vec<ForeignKey>>;
     /// Rows of `table` that break a foreign key, with their key columns
@@ -108,21 +104,17 @@ pub trait Catalogue {
     /// the fence's that refuse a write (a trigger disabled, or rewritten to
     /// let writes through, does not count).
     fn own_triggers(&self, table: &str) -> Result<OwnTriggers>;
-    /// Why the table of `sql` could not store `row` (in the columns of
-    /// `sql`, in the form it would be written) exactly, asked without
-    /// writing: a NULL in a NOT NULL column, a value past its column's
-    /// type, length, range or scale. `None` when every
-    /// value fits as far as the catalogue tells (a CHECK constraint or a
-    /// trigger is known only by writing). `cutover watch` asks it of every
-    /// journaled write before any replay.
-    fn cannot_hold(&self, sql: &TableSql, row: &[Value]) -> Result<Option<Unfit>> {
-        Ok(self.holding(sql)?.unfit(row))
-    }
-    /// What the columns of `sql` can hold, read once: [`Catalogue::cannot_hold`]
-    /// without its round trips, for replay to ask of every row it writes
-    /// (a value only the server can judge, such as text of a type cutover
-    /// reads as text, is left to the write, whose refusal is a conflict).
-    fn holding(&self, sql: &TableSql) -> Result<Holding>;
+    /// What the table of `sql` can store exactly, read once: for each row
+    /// (in the columns of `sql`, in the form it would be written), a NULL
+    /// in a NOT NULL column, a value past its column's type, length, range,
+    /// scale or precision, one the server would round, cut or pad; and the
+    /// table's CHECK constraints, which only a write judges (as a trigger
+    /// does). Without `server`, no round trip per row: a value only the
+    /// server can judge (text of a type cutover reads as text, on
+    /// PostgreSQL) is left to the write, whose refusal is a conflict;
+    /// replay asks it so of every row it writes. `cutover watch` and
+    /// `check` ask it with `server` of every journaled write or row.
+    fn holding<'a>(&'a self, sql: &TableSql, server: bool) -> Result<Holding<'a>>;
 }
 
 /// Inserts rows straight from blocks.

@@ -96,7 +96,7 @@ pub struct ForeignKey {
     pub deferrable: bool,
 }
 
-/// Why a column could not store a value exactly ([`crate::db::Catalogue::cannot_hold`]).
+/// Why a column could not store a value exactly ([`crate::db::Catalogue::holding`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Unfit {
     pub column: String,
@@ -104,24 +104,42 @@ pub struct Unfit {
     pub why: String,
 }
 
-/// What the columns of one table's statements can hold, read from the
+/// What one table's statements can write there exactly, read from the
 /// catalogue once ([`crate::db::Catalogue::holding`]): each row is then
-/// asked without a round trip, so replay asks it of every row it writes.
-pub struct Holding(Box<RowCheck>);
+/// asked what its columns would not store as written, and replay asks it
+/// of every row it writes; and the table's CHECK constraints, which only a
+/// write judges.
+pub struct Holding<'a> {
+    check: Box<RowCheck<'a>>,
+    checks: Vec<String>,
+}
 
-/// A check of one row, without a round trip.
-type RowCheck = dyn Fn(&[Value]) -> Option<Unfit>;
+/// A check of one row.
+type RowCheck<'a> = dyn Fn(&[Value]) -> anyhow::Result<Option<Unfit>> + 'a;
 
-impl Holding {
-    pub fn new(check: impl Fn(&[Value]) -> Option<Unfit> + 'static) -> Holding {
-        Holding(Box::new(check))
+impl<'a> Holding<'a> {
+    pub fn new(
+        check: impl Fn(&[Value]) -> anyhow::Result<Option<Unfit>> + 'a,
+        checks: Vec<String>,
+    ) -> Holding<'a> {
+        Holding {
+            check: Box::new(check),
+            checks,
+        }
     }
 
     /// Why the table could not store `row` (in the columns of its
     /// statements, in the form it would be written) exactly; `None` when
     /// every value fits as far as the catalogue tells.
-    pub fn unfit(&self, row: &[Value]) -> Option<Unfit> {
-        (self.0)(row)
+    pub fn unfit(&self, row: &[Value]) -> anyhow::Result<Option<Unfit>> {
+        (self.check)(row)
+    }
+
+    /// The table's CHECK constraints, each as `name: clause` (on SQLite,
+    /// which keeps them only in a table's definition and names few, one
+    /// line saying the definition holds some).
+    pub fn checks(&self) -> &[String] {
+        &self.checks
     }
 }
 

@@ -164,6 +164,25 @@ pub(super) fn refused_before_writing(
 /// record whose row cannot go back ([`bridge`]).
 const WIDEST_RUN: usize = 1 << 20;
 
+/// How many entries to read the run again with when the change of
+/// `conflict` leaves a row that cannot go back and the run was cut short
+/// of the boundary (`full`): the record's next write, which may set the
+/// row right ([`bridge`]), may lie past it. `None`: the conflict stands.
+fn wider_run(
+    engine: &Engine<'_>,
+    changes: &[Change],
+    conflict: &Conflict,
+    full: bool,
+    limit: usize,
+) -> Result<Option<usize>> {
+    let stuck = match changes.iter().find(|x| x.tag == conflict.tag) {
+        Some(x) if full => engine.stuck(x)?,
+        _ => false,
+    };
+    let wider = limit.saturating_mul(8).min(WIDEST_RUN);
+    Ok((stuck && wider > limit).then_some(wider))
+}
+
 /// A replay under way: what applying its runs reads.
 struct Replaying<'a> {
     pub(super) spec: &'a Spec,
@@ -244,6 +263,27 @@ impl Applying<'_> {
 }
 
 impl Replaying<'_> {
+    /// A run's changes as the batch writes them: those of a record a dry
+    /// run met a conflict on left out, rows set right by the record's next
+    /// write merged into it ([`bridge`]), swapped keys folded ([`fold`]).
+    fn changes(
+        &self,
+        engine: &Engine<'_>,
+        run: Vec<(i64, Change)>,
+        poisoned: &std::collections::HashSet<(usize, String)>,
+    ) -> Result<Vec<Change>> {
+        let spec = self.spec;
+        let changes: Vec<Change> = run
+            .into_iter()
+            .map(|(_, c)| c)
+            .filter(|c| {
+                poisoned.is_empty() || record_keys(spec, c).iter().all(|k| !poisoned.contains(k))
+            })
+            .collect();
+        let changes = bridge(spec, changes, &self.fires, &mut |c| engine.stuck(c))?;
+        Ok(fold(spec, changes, &self.fires))
+    }
+
     /// Applies the journal's runs, batch by batch, until the boundary, a
     /// conflict or a breach; the conflicts a dry run went on past.
     pub(super) fn apply_runs(
@@ -275,16 +315,7 @@ impl Replaying<'_> {
                 let seqs: Vec<i64> = run.iter().map(|(seq, _)| *seq).collect();
                 let last_seq = seqs.iter().copied().max().unwrap_or(after);
                 let n = run.len() as u64;
-                let changes: Vec<Change> = run
-                    .into_iter()
-                    .map(|(_, c)| c)
-                    .filter(|c| {
-                        poisoned.is_empty()
-                            || record_keys(spec, c).iter().all(|k| !poisoned.contains(k))
-                    })
-                    .collect();
-                let changes = bridge(spec, changes, &self.fires, &mut |c| engine.stuck(c))?;
-                let changes = fold(spec, changes, &self.fires);
+                let changes = self.changes(engine, run, &poisoned)?;
                 if let Some(w) = watch.as_deref_mut()
                     && let Some(b) = w.recheck(target, spec)?
                 {
@@ -316,20 +347,12 @@ impl Replaying<'_> {
                         // write lies past the run: the run read again,
                         // longer, to reach it (the batch's savepoint is
                         // rolled back).
-                        let stuck = changes
-                            .iter()
-                            .find(|x| x.tag == c.tag)
-                            .map(|x| engine.stuck(x))
-                            .transpose()?
-                            .unwrap_or(false);
-                        if stuck && last_seq < boundary && n as usize >= runs.limit() {
-                            let wider = runs.limit().saturating_mul(8).min(WIDEST_RUN);
-                            if wider > runs.limit() {
-                                widened = true;
-                                runs.resize(after, wider);
-                                runs.give_back(changes);
-                                continue;
-                            }
+                        let full = last_seq < boundary && n as usize >= runs.limit();
+                        if let Some(wider) = wider_run(engine, &changes, &c, full, runs.limit())? {
+                            widened = true;
+                            runs.resize(after, wider);
+                            runs.give_back(changes);
+                            continue;
                         }
                         if dry_run && let Some(ch) = changes.iter().find(|x| x.tag == c.tag) {
                             poisoned.extend(record_keys(spec, ch));

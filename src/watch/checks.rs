@@ -1,7 +1,7 @@
 //! The checks of one journal entry, as replay would make them on the
 //! source after the entries before it, without writing: the reverse
 //! transform and the spec's checks ([`crate::apply::source_form`]), what
-//! the source column can hold ([`crate::db::Catalogue::cannot_hold`]), the
+//! the source column can hold ([`crate::db::Catalogue::holding`]), the
 //! source's row under each key the entry touches against the one the
 //! target had (the journal's record of the key, else the source as it
 //! stands), and the row's parents (in the source, or brought by an
@@ -11,7 +11,7 @@ use anyhow::Result;
 
 use super::state::{Finding, Fix, Key, Kind, Record};
 use crate::apply::{row_json_of, same_recorded, source_form};
-use crate::db::{Db, TableSql, Unfit};
+use crate::db::{Db, Holding, TableSql, Unfit};
 use crate::journal::Entry;
 use crate::spec::{Spec, Table};
 use crate::transform::Transform;
@@ -47,9 +47,9 @@ pub struct Checker<'a> {
     /// Each spec table's statements on the source.
     sql: Vec<TableSql>,
     parents: Vec<Vec<Parent>>,
-    /// The statements without the columns an image did not record, by
-    /// table and those columns.
-    partial: std::cell::RefCell<std::collections::HashMap<(usize, Vec<usize>), TableSql>>,
+    /// What the source can hold, by table and the columns an image did not
+    /// record, read on first use.
+    holding: std::cell::RefCell<std::collections::HashMap<(usize, Vec<usize>), Holding<'a>>>,
     /// Per spec table, the triggers and rules of the source that act on
     /// replay's writes, as messages name them: there a write is never
     /// merged into the next one, and only a write judges what they do.
@@ -75,7 +75,7 @@ impl<'a> Checker<'a> {
             source,
             sql,
             parents,
-            partial: Default::default(),
+            holding: Default::default(),
             acting,
         })
     }
@@ -90,9 +90,14 @@ impl<'a> Checker<'a> {
     /// constraints.
     pub fn unjudged(&self) -> Result<Vec<Unjudged>> {
         let mut out = Vec::new();
-        for (t, acting) in self.spec.tables.iter().zip(&self.acting) {
+        for (ti, (t, acting)) in self.spec.tables.iter().zip(&self.acting).enumerate() {
             let table = &t.source_table;
-            let checks = self.source.catalogue().check_constraints(table)?;
+            let checks = self
+                .source
+                .catalogue()
+                .holding(&self.sql[ti], true)?
+                .checks()
+                .to_vec();
             out.extend(
                 acting
                     .iter()
@@ -525,30 +530,40 @@ impl<'a> Checker<'a> {
     /// What the source column cannot hold of the carried row `row`, the
     /// columns its image did not record left out.
     fn cannot_hold(&self, ti: usize, row: &Row, unrecorded: &[usize]) -> Result<Option<Unfit>> {
-        if unrecorded.is_empty() {
-            return self.source.catalogue().cannot_hold(&self.sql[ti], row);
-        }
         let t = &self.spec.tables[ti];
-        let mut partial = self.partial.borrow_mut();
-        let sql = partial.entry((ti, unrecorded.to_vec())).or_insert_with(|| {
-            let names: Vec<&str> = t
-                .columns
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| !unrecorded.contains(i))
-                .map(|(_, c)| c.source.as_str())
-                .collect();
-            self.source
-                .rows()
-                .table_sql(&t.source_table, &names, t.key_len, None)
-        });
+        let mut holding = self.holding.borrow_mut();
+        let holds = match holding.entry((ti, unrecorded.to_vec())) {
+            std::collections::hash_map::Entry::Occupied(h) => h.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                let h = if unrecorded.is_empty() {
+                    self.source.catalogue().holding(&self.sql[ti], true)?
+                } else {
+                    let names: Vec<&str> = t
+                        .columns
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| !unrecorded.contains(i))
+                        .map(|(_, c)| c.source.as_str())
+                        .collect();
+                    let sql =
+                        self.source
+                            .rows()
+                            .table_sql(&t.source_table, &names, t.key_len, None);
+                    self.source.catalogue().holding(&sql, true)?
+                };
+                v.insert(h)
+            }
+        };
+        if unrecorded.is_empty() {
+            return holds.unfit(row);
+        }
         let kept: Row = row
             .iter()
             .enumerate()
             .filter(|(i, _)| !unrecorded.contains(i))
             .map(|(_, v)| v.clone())
             .collect();
-        self.source.catalogue().cannot_hold(sql, &kept)
+        holds.unfit(&kept)
     }
 }
 

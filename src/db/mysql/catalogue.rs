@@ -564,34 +564,6 @@ impl crate::db::Catalogue for MySql {
         }))
     }
 
-    /// MariaDB names a column's CHECK after the column and keeps the
-    /// table in `CHECK_CONSTRAINTS`; MySQL 8 keeps it in
-    /// `TABLE_CONSTRAINTS` only.
-    fn check_constraints(&self, table: &str) -> Result<Vec<String>> {
-        let params = vec![self.database().into(), table.into()];
-        let rows = match self.catalogue(
-            "CHECK constraints",
-            "SELECT CONSTRAINT_NAME, CHECK_CLAUSE FROM information_schema.CHECK_CONSTRAINTS
-             WHERE CONSTRAINT_SCHEMA = ? AND TABLE_NAME = ? ORDER BY CONSTRAINT_NAME",
-            params.clone(),
-        ) {
-            Ok(rows) => rows,
-            Err(_) => self.catalogue(
-                "CHECK constraints",
-                "SELECT c.CONSTRAINT_NAME, c.CHECK_CLAUSE
-                 FROM information_schema.TABLE_CONSTRAINTS t
-                 JOIN information_schema.CHECK_CONSTRAINTS c
-                   ON c.CONSTRAINT_SCHEMA = t.CONSTRAINT_SCHEMA AND c.CONSTRAINT_NAME = t.CONSTRAINT_NAME
-                 WHERE t.TABLE_SCHEMA = ? AND t.TABLE_NAME = ? AND t.CONSTRAINT_TYPE = 'CHECK'
-                 ORDER BY c.CONSTRAINT_NAME",
-                params,
-            )?,
-        };
-        rows.iter()
-            .map(|r| Ok(format!("{}: {}", string(r, 0)?, string(r, 1)?)))
-            .collect()
-    }
-
     fn foreign_keys(&self, table: &str) -> Result<Vec<crate::db::ForeignKey>> {
         Ok(self
             .foreign_keys(table)?
@@ -824,9 +796,14 @@ impl crate::db::Catalogue for MySql {
     /// Each written column's value as a write would encode it (type,
     /// range, scale, labels), then what the server checks on assignment in
     /// strict mode: NOT NULL and a text's length in characters.
-    fn holding(&self, sql: &crate::db::TableSql) -> Result<crate::db::Holding> {
+    fn holding<'a>(
+        &'a self,
+        sql: &crate::db::TableSql,
+        _server: bool,
+    ) -> Result<crate::db::Holding<'a>> {
         let plan = self.plan(sql)?;
         let columns = self.columns(&plan.table)?;
+        let checks = self.check_constraints(&plan.table)?;
         // Per written column: its place in the row, its kind and its
         // catalogue entry.
         let written: Vec<(usize, Kind, Column)> = plan
@@ -838,7 +815,7 @@ impl crate::db::Catalogue for MySql {
             })
             .collect();
         let table = plan.table.clone();
-        Ok(crate::db::Holding::new(move |row| {
+        let check = move |row: &[crate::value::Value]| {
             for (i, kind, c) in &written {
                 let (name, v) = (&c.name, &row[*i]);
                 let why = if matches!(v, crate::value::Value::Null) {
@@ -865,14 +842,15 @@ impl crate::db::Catalogue for MySql {
                     None
                 };
                 if let Some(why) = why {
-                    return Some(crate::db::Unfit {
+                    return Ok(Some(crate::db::Unfit {
                         column: name.clone(),
                         why,
-                    });
+                    }));
                 }
             }
-            None
-        }))
+            Ok(None)
+        };
+        Ok(crate::db::Holding::new(check, checks))
     }
 
     /// The journal's triggers ([`super::capture`]); the fence's: those
@@ -891,6 +869,34 @@ impl crate::db::Catalogue for MySql {
 }
 
 impl MySql {
+    /// MariaDB names a column's CHECK after the column and keeps the
+    /// table in `CHECK_CONSTRAINTS`; MySQL 8 keeps it in
+    /// `TABLE_CONSTRAINTS` only.
+    fn check_constraints(&self, table: &str) -> Result<Vec<String>> {
+        let params = vec![self.database().into(), table.into()];
+        let rows = match self.catalogue(
+            "CHECK constraints",
+            "SELECT CONSTRAINT_NAME, CHECK_CLAUSE FROM information_schema.CHECK_CONSTRAINTS
+             WHERE CONSTRAINT_SCHEMA = ? AND TABLE_NAME = ? ORDER BY CONSTRAINT_NAME",
+            params.clone(),
+        ) {
+            Ok(rows) => rows,
+            Err(_) => self.catalogue(
+                "CHECK constraints",
+                "SELECT c.CONSTRAINT_NAME, c.CHECK_CLAUSE
+                 FROM information_schema.TABLE_CONSTRAINTS t
+                 JOIN information_schema.CHECK_CONSTRAINTS c
+                   ON c.CONSTRAINT_SCHEMA = t.CONSTRAINT_SCHEMA AND c.CONSTRAINT_NAME = t.CONSTRAINT_NAME
+                 WHERE t.TABLE_SCHEMA = ? AND t.TABLE_NAME = ? AND t.CONSTRAINT_TYPE = 'CHECK'
+                 ORDER BY c.CONSTRAINT_NAME",
+                params,
+            )?,
+        };
+        rows.iter()
+            .map(|r| Ok(format!("{}: {}", string(r, 0)?, string(r, 1)?)))
+            .collect()
+    }
+
     /// Sets a table's `AUTO_INCREMENT` counter (the next id it hands out).
     fn set_auto_increment(&self, table: &str, next: i64) -> Result<()> {
         self.conn()?

@@ -26,6 +26,19 @@ impl Postgres {
     fn regclass(&self, table: &str) -> String {
         self.qualified(table)
     }
+
+    /// The table's CHECK constraints, each as `name: clause`.
+    fn check_constraints(&self, table: &str) -> Result<Vec<String>> {
+        let rows = self.client()?.query(
+            "SELECT conname::text, pg_get_constraintdef(oid) FROM pg_constraint
+             WHERE conrelid = to_regclass($1) AND contype = 'c' ORDER BY conname",
+            &[&self.regclass(table)],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|r| format!("{}: {}", r.get::<_, String>(0), r.get::<_, String>(1)))
+            .collect())
+    }
 }
 
 impl Catalogue for Postgres {
@@ -111,18 +124,6 @@ impl Catalogue for Postgres {
             let cols: Vec<String> = r.get(0);
             cols.len() == want.len() && cols.iter().all(|c| want.contains(c.as_str()))
         }))
-    }
-
-    fn check_constraints(&self, table: &str) -> Result<Vec<String>> {
-        let rows = self.client()?.query(
-            "SELECT conname::text, pg_get_constraintdef(oid) FROM pg_constraint
-             WHERE conrelid = to_regclass($1) AND contype = 'c' ORDER BY conname",
-            &[&self.regclass(table)],
-        )?;
-        Ok(rows
-            .iter()
-            .map(|r| format!("{}: {}", r.get::<_, String>(0), r.get::<_, String>(1)))
-            .collect())
     }
 
     /// The foreign keys a table declares: `(parent table, [(column, parent
@@ -405,41 +406,19 @@ impl Catalogue for Postgres {
         Ok(moved)
     }
 
-    /// [`Catalogue::holding`], and what only the server can say: whether
-    /// text of a type cutover reads as text (uuid, json, an array) casts to
-    /// the column's type, one round trip per such value.
-    fn cannot_hold(&self, sql: &TableSql, row: &[Value]) -> Result<Option<crate::db::Unfit>> {
-        if let Some(unfit) = self.holding(sql)?.unfit(row) {
-            return Ok(Some(unfit));
-        }
-        let plan = self.plan(sql)?;
-        for i in plan.written() {
-            let (name, v) = (&plan.names[i], &row[i]);
-            if let (Kind::Other, Value::Text(t)) = (plan.kinds[i], v)
-                && let Some(why) = self.cast_refused(&plan.types[i], t)?
-            {
-                return Ok(Some(crate::db::Unfit {
-                    column: name.clone(),
-                    why: format!(
-                        "column '{name}' ({}) of table '{}' cannot hold it: {why}",
-                        plan.types[i], plan.table
-                    ),
-                }));
-            }
-        }
-        Ok(None)
-    }
-
     /// Each written column's value as the binary write would encode it
     /// (type, range, scale), then what the server does on assignment:
     /// NOT NULL, a `varchar(n)` or `char(n)` length (and `char(n)`'s
     /// padding), a `numeric(p,s)` precision, the fraction digits a
-    /// `timestamp(p)` or `time(p)` keeps.
-    fn holding(&self, sql: &TableSql) -> Result<crate::db::Holding> {
+    /// `timestamp(p)` or `time(p)` keeps. With `server`, also whether text
+    /// of a type cutover reads as text (uuid, json, an array) casts to the
+    /// column's type, one round trip per such value.
+    fn holding<'a>(&'a self, sql: &TableSql, server: bool) -> Result<crate::db::Holding<'a>> {
         let plan = self.plan(sql)?;
         let modifiers: Vec<Modifier> = plan.types.iter().map(|t| Modifier::of(t)).collect();
         let written = plan.written();
-        Ok(crate::db::Holding::new(move |row| {
+        let checks = self.check_constraints(&plan.table)?;
+        let check = move |row: &[Value]| -> Result<Option<crate::db::Unfit>> {
             let mut raw = Vec::new();
             for &i in &written {
                 let (name, v) = (&plan.names[i], &row[i]);
@@ -451,29 +430,36 @@ impl Catalogue for Postgres {
                 };
                 if matches!(v, Value::Null) {
                     if plan.not_null[i] {
-                        return unfit(format!(
+                        return Ok(unfit(format!(
                             "NULL cannot be written to column '{name}' of table '{}', which is NOT NULL",
                             plan.table
-                        ));
+                        )));
                     }
                     continue;
                 }
                 raw.clear();
                 if let Err(e) = types::encode(plan.kinds[i], v.as_cell(), &mut raw) {
-                    return unfit(format!(
+                    return Ok(unfit(format!(
                         "column '{name}' ({}) of table '{}' cannot hold it: {e:#}",
                         plan.types[i], plan.table
-                    ));
+                    )));
                 }
-                if let Some(why) = modifiers[i].refuses(v) {
-                    return unfit(format!(
+                let why = match (plan.kinds[i], v) {
+                    (Kind::Other, Value::Text(t)) if server => {
+                        self.cast_refused(&plan.types[i], t)?
+                    }
+                    _ => modifiers[i].refuses(v),
+                };
+                if let Some(why) = why {
+                    return Ok(unfit(format!(
                         "column '{name}' ({}) of table '{}' cannot hold it: {why}",
                         plan.types[i], plan.table
-                    ));
+                    )));
                 }
             }
-            None
-        }))
+            Ok(None)
+        };
+        Ok(crate::db::Holding::new(check, checks))
     }
 
     fn own_triggers(&self, table: &str) -> Result<OwnTriggers> {

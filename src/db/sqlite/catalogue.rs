@@ -57,27 +57,6 @@ impl Catalogue for Sqlite {
     /// Whether the table enforces uniqueness of exactly these columns (its
     /// primary key, or a unique index): then an insert that collides can be
     /// trusted to fail rather than to add a second row.
-    /// SQLite keeps a table's CHECK constraints only in the text of its
-    /// definition, and names few: the word in that text says there are
-    /// some (a quoted name or a string holding it says so too, which only
-    /// costs a needless rehearsal).
-    fn check_constraints(&self, table: &str) -> Result<Vec<String>> {
-        static CHECK: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-        let check =
-            CHECK.get_or_init(|| regex::Regex::new(r"(?i)\bCHECK\s*\(").expect("a pattern"));
-        let sql: Option<String> = self
-            .conn
-            .prepare_cached("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?1")?
-            .query_row([table], |r| r.get(0))
-            .optional()?;
-        Ok(match sql {
-            Some(sql) if check.is_match(&sql) => {
-                vec!["CHECK constraints in the table's definition".to_string()]
-            }
-            _ => Vec::new(),
-        })
-    }
-
     fn key_is_unique(&self, table: &str, key: &[&str]) -> Result<bool> {
         let want: std::collections::BTreeSet<&str> = key.iter().copied().collect();
         let pk: std::collections::BTreeSet<String> = self
@@ -277,7 +256,7 @@ impl Catalogue for Sqlite {
     /// NOT NULL, and in a STRICT table a value of a class its column's
     /// type refuses (SQLite's own check on write): any other value SQLite
     /// stores as given.
-    fn holding(&self, sql: &TableSql) -> Result<crate::db::Holding> {
+    fn holding<'a>(&'a self, sql: &TableSql, _server: bool) -> Result<crate::db::Holding<'a>> {
         let declared: Vec<(String, String, bool)> = self
             .conn
             .prepare_cached("SELECT name, upper(type), \"notnull\" FROM pragma_table_info(?1)")?
@@ -295,8 +274,9 @@ impl Catalogue for Sqlite {
             .iter()
             .map(|name| declared.iter().find(|d| d.0 == *name).cloned())
             .collect();
+        let checks = self.check_constraints(&sql.table)?;
         let table = sql.table.clone();
-        Ok(crate::db::Holding::new(move |row| {
+        let check = move |row: &[Value]| {
             for (c, v) in columns.iter().zip(row) {
                 let Some((name, ty, not_null)) = c else {
                     continue;
@@ -308,18 +288,40 @@ impl Catalogue for Sqlite {
                     v => strict_refuses(ty, v),
                 };
                 if let Some(why) = refused {
-                    return Some(crate::db::Unfit {
+                    return Ok(Some(crate::db::Unfit {
                         column: name.clone(),
                         why: format!("column '{name}' of table '{table}' cannot hold {v}: {why}"),
-                    });
+                    }));
                 }
             }
-            None
-        }))
+            Ok(None)
+        };
+        Ok(crate::db::Holding::new(check, checks))
     }
 }
 
 impl Sqlite {
+    /// SQLite keeps a table's CHECK constraints only in the text of its
+    /// definition, and names few: the word in that text says there are
+    /// some (a quoted name or a string holding it says so too, which only
+    /// costs a needless rehearsal).
+    fn check_constraints(&self, table: &str) -> Result<Vec<String>> {
+        static CHECK: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+        let check =
+            CHECK.get_or_init(|| regex::Regex::new(r"(?i)\bCHECK\s*\(").expect("a pattern"));
+        let sql: Option<String> = self
+            .conn
+            .prepare_cached("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?1")?
+            .query_row([table], |r| r.get(0))
+            .optional()?;
+        Ok(match sql {
+            Some(sql) if check.is_match(&sql) => {
+                vec!["CHECK constraints in the table's definition".to_string()]
+            }
+            _ => Vec::new(),
+        })
+    }
+
     pub(super) fn has_table(&self, name: &str) -> Result<bool> {
         self.with_schema(|s| s.has("table", name))
     }
