@@ -987,3 +987,51 @@ fn violations_schema_text_sequences_and_snapshots() -> Result<()> {
     assert_eq!(snap[1].1, [r#"[1,"a"]"#, r#"[101,"c"]"#, r#"[2,"b"]"#]);
     Ok(())
 }
+
+/// Replay's one-statement write matches only the row it expects as the
+/// long way reads it back: a `numeric` by value and scale (`12.5` is not the
+/// stored `12.50`), a float by its bits (`-0` is not `0`), text by its bytes
+/// (`A` is not `a`, under any collation); a table with a trigger of its own
+/// has no such write, since a statement that changes no row may have done
+/// something there.
+#[test]
+fn conditional_writes_match_only_the_row_read_back_exactly() -> Result<()> {
+    let Some(t) = TestDb::new("conditional_writes_match_exactly") else {
+        return Ok(());
+    };
+    let db = t.engine(Access::Write, "target");
+    db.execute_script(
+        "CREATE TABLE cw (id int PRIMARY KEY, free numeric, f float8, t text COLLATE \"und-x-icu\");
+         INSERT INTO cw VALUES (1, 12.50, 0, 'a');
+         CREATE TABLE cw_trig (id int PRIMARY KEY, v text);
+         CREATE FUNCTION cw_trig_fn() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+         CREATE TRIGGER cw_trig BEFORE UPDATE ON cw_trig FOR EACH ROW EXECUTE FUNCTION cw_trig_fn();",
+    )?;
+    let sql = db.table_sql("cw", &["id", "free", "f", "t"], 1, None);
+    let trig = db.table_sql("cw_trig", &["id", "v"], 1, None);
+    assert!(
+        db.conditional_writer(&trig).is_none(),
+        "a table with a trigger"
+    );
+    let mut w = db
+        .conditional_writer(&sql)
+        .expect("a writer for a plain table");
+    let row =
+        |free: &str, f: f64, t: &str| vec![Value::Integer(1), text(free), Value::Real(f), text(t)];
+    let changed = row("13.00", 1.0, "b");
+    write(&db, || {
+        for (expected, why) in [
+            (row("12.5", 0.0, "a"), "another scale"),
+            (row("12.50", -0.0, "a"), "another float's bits"),
+            (row("12.50", 0.0, "A"), "other bytes"),
+        ] {
+            assert!(!w.write_if(Some(&expected), Some(&changed))?, "{why}");
+            assert!(!w.write_if(Some(&expected), None)?, "{why}");
+        }
+        assert!(w.write_if(Some(&row("12.50", 0.0, "a")), Some(&changed))?);
+        Ok(())
+    })?;
+    let (rows, _) = read_all(&db, &sql, 10)?;
+    assert_eq!(rows, vec![changed]);
+    Ok(())
+}

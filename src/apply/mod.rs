@@ -765,9 +765,21 @@ impl<'a> Engine<'a> {
         } = &c.rule
             && table.revision.is_none()
             && c.unrecorded.is_empty()
-            && self.wrote_if(c, before.as_ref())?
         {
-            return Ok(Ok(Effect::Written));
+            match self.wrote_if(c, before.as_ref()) {
+                Ok(true) => return Ok(Ok(Effect::Written)),
+                Ok(false) => {}
+                // The database refused the row the change expected (a
+                // UNIQUE value taken, a CHECK): the row's conflict, as the
+                // long way would find it.
+                Err(e) => match crate::db::constraint_violation(&e) {
+                    Some(msg) => {
+                        let reason = format!("{} refuses the row: {msg}", self.db.location());
+                        return Ok(Err(self.conflict(c, reason, None, None, None)));
+                    }
+                    None => return Err(e),
+                },
+            }
         }
         let here = match self.current(table, c.table, &c.key, true)? {
             Ok(r) => r,

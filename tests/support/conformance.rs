@@ -47,6 +47,9 @@ pub struct Profile {
     pub swallows: bool,
     /// `Rows::conditional_writer` gives a writer for a plain table.
     pub conditional_writes: bool,
+    /// It gives one for a table with a trigger of its own too (PostgreSQL
+    /// does not: a write that changes no row must have done nothing).
+    pub conditional_past_triggers: bool,
     /// `Rows::bulk_insert` has a way faster than row by row.
     pub bulk_insert: bool,
     /// `Rows::digests` computes digests inside the database.
@@ -74,6 +77,7 @@ const SQLITE: Profile = Profile {
         )
     },
     conditional_writes: true,
+    conditional_past_triggers: true,
     bulk_insert: false,
     digests: false,
     fence: true,
@@ -96,7 +100,8 @@ const POSTGRES: Profile = Profile {
              CREATE TRIGGER {name} BEFORE INSERT ON {table} FOR EACH ROW EXECUTE FUNCTION {name}_fn();"
         )
     },
-    conditional_writes: false,
+    conditional_writes: true,
+    conditional_past_triggers: false,
     bulk_insert: true,
     digests: true,
     fence: true,
@@ -116,6 +121,7 @@ const MYSQL: Profile = Profile {
         format!("CREATE TRIGGER {name} BEFORE INSERT ON {table} FOR EACH ROW SET NEW.v = NEW.v;")
     },
     conditional_writes: true,
+    conditional_past_triggers: true,
     bulk_insert: true,
     digests: true,
     fence: true,

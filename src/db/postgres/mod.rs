@@ -31,6 +31,7 @@ use crate::db::Access;
 pub mod capture;
 pub mod catalogue;
 pub mod client;
+mod conditional;
 pub mod connection;
 pub mod control;
 pub mod datetime;

@@ -201,6 +201,17 @@ impl Rows for Postgres {
         Some(self)
     }
 
+    /// Replay's write in one statement, on a table with no trigger or rule
+    /// of its own ([`super::conditional`]); a table the catalogue cannot
+    /// describe has none.
+    fn conditional_writer<'a>(
+        &'a self,
+        sql: &TableSql,
+    ) -> Option<Box<dyn crate::db::ConditionalWrite + 'a>> {
+        let writer = self.conditional_writer_of(sql).ok()??;
+        Some(Box::new(writer))
+    }
+
     /// Only a row whose key reads back as exactly these values matches.
     fn get_row(&self, sql: &TableSql, key: &[Value]) -> Result<Option<Row>> {
         let plan = self.plan(sql)?;
