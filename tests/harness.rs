@@ -157,3 +157,36 @@ fn dump_orders_by_the_primary_key_and_count_says_0_for_a_missing_table() {
     assert_eq!(d.count("x.db", "missing"), 0);
     assert!(d.has_table("x.db", "heap") && !d.has_table("x.db", "missing"));
 }
+
+#[test]
+fn an_engine_named_in_cutover_require_engines_may_not_skip() {
+    use support::required_engines;
+    assert_eq!(required_engines(false, None), Vec::<&str>::new());
+    assert_eq!(required_engines(false, Some("")), Vec::<&str>::new());
+    assert_eq!(
+        required_engines(false, Some("postgres, MySQL")),
+        ["postgres", "mysql"]
+    );
+    assert_eq!(
+        required_engines(true, None),
+        ["sqlite", "postgres", "mysql"]
+    );
+    let typo = std::panic::catch_unwind(|| required_engines(false, Some("postgress")));
+    assert!(
+        typo.is_err(),
+        "a name that is no engine must not pass quietly"
+    );
+}
+
+#[test]
+fn ci_requires_every_engine() {
+    let run = std::fs::read_to_string(support::repo_path(".ci/run")).expect(".ci/run");
+    let line = run
+        .lines()
+        .find_map(|l| l.strip_prefix("export CUTOVER_REQUIRE_ENGINES="))
+        .expect(".ci/run exports CUTOVER_REQUIRE_ENGINES");
+    assert_eq!(
+        support::required_engines(false, Some(line)),
+        ["sqlite", "postgres", "mysql"]
+    );
+}

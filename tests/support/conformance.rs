@@ -163,7 +163,7 @@ impl Subject {
     }
 
     /// A new database on the PostgreSQL server, dropped with the subject;
-    /// `None` (after one line saying why) when no server answers outside CI.
+    /// `None` (after one line saying why) when no server answers and the engine is not required (`no_server`).
     pub fn postgres(test: &str) -> Option<Subject> {
         let t = TestDb::new(test)?;
         Some(Subject::on(Place::Postgres(t), "postgres", &POSTGRES))
@@ -171,7 +171,7 @@ impl Subject {
 
     /// A new database on the MySQL or MariaDB server, dropped with the
     /// subject; `None` (after one line saying why) when no server answers
-    /// outside CI.
+    /// and the engine is not required (`no_server`).
     pub fn mysql(test: &str) -> Option<Subject> {
         let t = super::mysql::TestDb::new(test)?;
         Some(Subject::on(Place::MySql(t), "mysql", &MYSQL))
@@ -288,7 +288,7 @@ fn open(place: &Place) -> Db {
 }
 
 /// Runs `contract` on a subject made by `make`; a subject that cannot be
-/// made (no server) has said why and the test passes, except under CI.
+/// made (no server) has said why and the test passes, unless its engine is required (`no_server`).
 pub fn run(
     test: &str,
     make: fn(&str) -> Option<Subject>,

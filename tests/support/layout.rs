@@ -7,8 +7,8 @@
 //! engine: a SQLite file of the folder, a schema of a PostgreSQL database
 //! of the test's ([`super::postgres::Postgres`]), or a MySQL database of
 //! its own ([`super::mysql::MySql`]). A layout that needs a server skips
-//! with one line when none answers, except under CI (`CI` set), where that
-//! is a failure.
+//! with one line when none answers, unless its engine is required (`CI`
+//! set, or named in `CUTOVER_REQUIRE_ENGINES`), where that is a failure.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -99,19 +99,15 @@ impl Layout {
     }
 
     /// Runs `scenario` on this layout; when it needs a server and none
-    /// answers, says so in one line and passes, except under CI.
+    /// answers, says so in one line and passes, unless its engine is required (`no_server`).
     pub fn run(self, test: &str, scenario: fn(Layout)) {
         let missing = [
-            (On::Pg, "PostgreSQL", super::postgres::server().err()),
-            (On::My, "MySQL", super::mysql::server().err()),
+            (On::Pg, "postgres", super::postgres::server().err()),
+            (On::My, "mysql", super::mysql::server().err()),
         ];
-        for (on, name, why) in missing {
+        for (on, engine, why) in missing {
             if let (true, Some(e)) = (self.uses(on), why) {
-                if std::env::var_os("CI").is_some() {
-                    panic!("CI is set and no {name} server answered: {e}");
-                }
-                println!("skipping {test}: no {name} server ({e})");
-                return;
+                return super::no_server(test, engine, &e);
             }
         }
         scenario(self)

@@ -52,6 +52,42 @@ pub use seam::Seam;
 pub use spec::{Column, Lit, Spec, Table};
 pub use workload::{JournalJson, applied_seqs, fenced_orders_workload, journal_json, journal_seqs};
 
+/// The engines whose tests may never skip: `CUTOVER_REQUIRE_ENGINES`, a
+/// comma-separated list of `sqlite`, `postgres` and `mysql` (`.ci/run` names
+/// all three); under `CI` every engine is required.
+pub fn required_engines(ci: bool, listed: Option<&str>) -> Vec<&'static str> {
+    const ALL: [&str; 3] = ["sqlite", "postgres", "mysql"];
+    if ci {
+        return ALL.to_vec();
+    }
+    let mut out = Vec::new();
+    for name in listed.unwrap_or("").split(',').map(str::trim) {
+        if name.is_empty() {
+            continue;
+        }
+        let Some(known) = ALL.iter().find(|a| a.eq_ignore_ascii_case(name)) else {
+            panic!(
+                "CUTOVER_REQUIRE_ENGINES names {name:?}, not an engine: write sqlite, postgres or mysql"
+            );
+        };
+        out.push(*known);
+    }
+    out
+}
+
+/// A test needs `engine`'s server (`postgres` or `mysql`) and none
+/// answered: a failure when the engine is required
+/// ([`required_engines`]), else one line saying the test skipped.
+pub fn no_server(test: &str, engine: &str, why: &dyn fmt::Display) {
+    let listed = std::env::var("CUTOVER_REQUIRE_ENGINES").ok();
+    let required = required_engines(std::env::var_os("CI").is_some(), listed.as_deref());
+    assert!(
+        !required.contains(&engine),
+        "{test} needs a {engine} server, which is required here (CI or CUTOVER_REQUIRE_ENGINES), and none answered: {why}"
+    );
+    println!("skipping {test}: no {engine} server ({why})");
+}
+
 /// The running example's fixtures, compiled in so tests run from any folder.
 pub const ORDERS_SPEC: &str = include_str!("../../fixtures/orders/spec.toml");
 pub const ORDERS_SOURCE: &str = include_str!("../../fixtures/orders/source.sql");
@@ -594,7 +630,7 @@ pub fn text(t: &str) -> Value {
 /// module of the same name with a test per layout
 /// (`gate_mismatch_exits_1::sqlite_to_pg`), each running that one body. A
 /// layout that needs a PostgreSQL server skips with one line when none
-/// answers, except under CI.
+/// answers, unless its engine is required (`no_server`).
 ///
 /// ```ignore
 /// /// What it proves.

@@ -22,7 +22,8 @@
 //! The server is `CUTOVER_TEST_PG` (a URL to an administrative database),
 //! else `postgres://root@127.0.0.1:5432/postgres`, else the same as user
 //! `postgres`; without one a layout that needs it skips with one line,
-//! except under CI (`CI` set), where that is a failure (`layout.rs`).
+//! unless the engine is required (`CI` set, or `postgres` named in
+//! `CUTOVER_REQUIRE_ENGINES`), where that is a failure (`no_server`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -550,17 +551,13 @@ pub struct TestDb {
 
 impl TestDb {
     /// A fresh database, or `None` (with a line saying why) when no server
-    /// answers outside CI; under CI a missing server is a failure.
+    /// answers and the engine is not required; a required engine without a server is a failure (`no_server`).
     pub fn new(test: &str) -> Option<TestDb> {
         static N: AtomicU32 = AtomicU32::new(0);
         let server = match server() {
             Ok(s) => s,
             Err(why) => {
-                assert!(
-                    std::env::var_os("CI").is_none(),
-                    "CI is set and no PostgreSQL server answered: {why}"
-                );
-                println!("skipping {test}: no PostgreSQL server ({why})");
+                super::no_server(test, "postgres", &why);
                 return None;
             }
         };
