@@ -45,6 +45,7 @@ pub mod db;
 pub mod digest;
 pub mod feed;
 pub mod fence;
+pub mod hazards;
 pub mod journal;
 pub mod progress;
 pub mod provenance;

@@ -350,6 +350,8 @@ impl Spec {
                         pk: 0,
                         labels: None,
                         unread: None,
+                        limit: crate::db::Limit::None,
+                        required: false,
                     });
                 }
             }

@@ -84,6 +84,8 @@ fn column(name: &str, kind: ColumnKind) -> cutover::db::ColumnInfo {
         pk: 0,
         labels: None,
         unread: None,
+        limit: cutover::db::Limit::None,
+        required: false,
     }
 }
 

@@ -59,6 +59,9 @@ pub struct CheckReport {
     /// spec's tables, with what replay does about each and whether the
     /// source's role can hold it.
     pub side_effects: Policy,
+    /// Where the target can hold a value the source cannot store exactly:
+    /// each a warning, with what to do before the switch.
+    pub hazards: Vec<crate::hazards::Hazard>,
     /// What to fix that does not fail the check: a password in a spec's
     /// URL.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -263,6 +266,7 @@ pub fn run(spec: &Spec, strict: bool, max_diffs: usize) -> Result<CheckReport> {
             fks
         },
         side_effects,
+        hazards: crate::hazards::of(spec, &source, &target)?,
         warnings,
     };
     Ok(rep)
@@ -326,7 +330,14 @@ pub fn render(rep: &CheckReport) -> String {
             "note: table '{t}': source column '{c}' is ignored; the migration is irreversible for it (rollback keeps it on rows that exist before and after, and leaves it NULL or at its default on rows new to the source)\n"
         ));
     }
+    text.push_str(&crate::hazards::render(&rep.hazards));
     render_findings(rep, &mut text);
+    if !rep.hazards.is_empty() {
+        text.push_str(&format!(
+            "{} hazard(s): the target can hold values the source cannot store exactly; after the switch such a write cannot go back (WARN above: fix each before the switch)\n",
+            rep.hazards.len()
+        ));
+    }
     text.push_str(&if rep.holds() {
         if non_canonical > 0 {
             format!("check: pass ({non_canonical} non-canonical texts would be rewritten by replay; --strict makes that a failure)\n")

@@ -54,6 +54,10 @@ pub struct Engine {
     /// How a URL of it is written, for messages that say what to write.
     pub form: &'static str,
     pub capabilities: Capabilities,
+    /// The DDL of a CHECK on a table of this engine that holds a column to
+    /// the other side's bound (table, column, bound): what `check` prints
+    /// beside a hazard ([`super::bounds`]); `None` where it has none.
+    pub bound_check: fn(&str, &str, &super::Limit) -> Option<String>,
     /// Opens a database of this engine at a location of its kind.
     open: fn(&Location, Access, &str) -> Result<Db>,
 }
@@ -91,6 +95,7 @@ pub static SQLITE: Engine = Engine {
         target: true,
         typed_times: false,
     },
+    bound_check: super::bounds::sqlite,
     open: |location, access, role| match location {
         Location::Sqlite(path) => {
             let db = sqlite::Sqlite::open(path, access, role)?;
@@ -116,6 +121,7 @@ pub static POSTGRES: Engine = Engine {
         target: true,
         typed_times: true,
     },
+    bound_check: super::bounds::postgres,
     open: |location, access, role| match location {
         Location::Server(url) => {
             let db = postgres::Postgres::open(url, access, role)?;
@@ -145,6 +151,7 @@ pub static MYSQL: Engine = Engine {
         target: true,
         typed_times: true,
     },
+    bound_check: super::bounds::mysql,
     open: |location, access, role| match location {
         Location::Server(url) => {
             let db = mysql::MySql::open(url, access, role)?;

@@ -9,6 +9,7 @@
 //! is a third (MySQL and MariaDB): a source of every command, the source a
 //! rollback writes back into, and a target `load` writes.
 
+pub mod bounds;
 pub mod control;
 pub mod credentials;
 pub mod csv;
@@ -41,7 +42,7 @@ pub use interfaces::{
 pub use types::{
     Access, CellForm, ColumnForm, ColumnInfo, Decision, Durability, Extent, Facts, FenceRecord,
     ForeignKey, ForeignKeyAction, ForeignKeyViolation, Generated, Holding, JournalCount,
-    JournalEntry, JournalId, JournalTable, Journaled, KeyRange, MoneyGroup, Op, OwnTriggers,
+    JournalEntry, JournalId, JournalTable, Journaled, KeyRange, Limit, MoneyGroup, Op, OwnTriggers,
     Powers, Probe, ReplayVerdict, Run, SchemaPart, Security, SegmentDigest, SeqRange, SequenceMark,
     SideEffect, SideEffectKind, TableForm, TableSql, Unfit, Unproven,
 };

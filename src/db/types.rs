@@ -29,6 +29,50 @@ pub struct ColumnInfo {
     /// types): `init` leaves such a column out instead of refusing the
     /// table; every other command refuses it where it is mapped.
     pub unread: Option<String>,
+    /// The bound its declared type puts on the values it stores, as far as
+    /// `check` compares it with the other side's ([`crate::hazards`]).
+    pub limit: Limit,
+    /// An insert must give it a value: NOT NULL, with no default, not
+    /// generated, not an identity, AUTO_INCREMENT or rowid key.
+    pub required: bool,
+}
+
+/// The bound a column's declared type puts on what it stores exactly,
+/// where `check` compares it with the column on the other side of the
+/// migration. `None` is no bound compared: text and binary values by their
+/// byte size, floats, dates, booleans, an unbounded `numeric`, and SQLite's
+/// columns but for INTEGER affinity's 64 bits (SQLite stores what it is
+/// given).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Limit {
+    #[default]
+    None,
+    /// Integers from `min` to `max` (`smallint`, `INT UNSIGNED`, …).
+    Integer { min: i128, max: i128 },
+    /// At most `precision` digits, `scale` of them after the point
+    /// (`numeric(p,s)`, `DECIMAL(p,s)`); `unsigned`: none below zero.
+    Digits {
+        precision: u32,
+        scale: u32,
+        unsigned: bool,
+    },
+    /// At most `length` characters (`varchar(n)`, `char(n)`); `padded`: a
+    /// shorter text is stored padded with spaces (PostgreSQL's `char(n)`),
+    /// `cut`: trailing spaces are dropped (MySQL's `CHAR(n)`).
+    Chars {
+        length: u32,
+        padded: bool,
+        cut: bool,
+    },
+    /// A time of day or an instant keeping `fraction` digits of a second;
+    /// `years`: the first and last year it holds, where that is narrower
+    /// than 1000 to 9999 (MySQL's `TIMESTAMP`, 1970 to 2038).
+    Time {
+        fraction: u32,
+        years: Option<(i32, i32)>,
+    },
+    /// One of these labels (MySQL's `ENUM`).
+    Members(Vec<String>),
 }
 
 /// A generated column of a table: computed by the database, never written.

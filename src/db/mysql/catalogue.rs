@@ -497,6 +497,56 @@ pub fn column_kind(c: &Column) -> ColumnKind {
     }
 }
 
+/// The bound of a column's type, for `check`'s hazards; a `TINYINT(1)`,
+/// read as a boolean, has none.
+fn limit_of(kind: Option<&Kind>, c: &Column) -> crate::db::Limit {
+    use crate::db::Limit;
+    let time = |fraction, years| Limit::Time { fraction, years };
+    match kind {
+        Some(_) if column_kind(c) == ColumnKind::Boolean => Limit::None,
+        Some(&Kind::Int { bytes, unsigned }) => {
+            let bits = 8 * u32::from(bytes);
+            if unsigned {
+                Limit::Integer {
+                    min: 0,
+                    max: (1i128 << bits) - 1,
+                }
+            } else {
+                Limit::Integer {
+                    min: -(1i128 << (bits - 1)),
+                    max: (1i128 << (bits - 1)) - 1,
+                }
+            }
+        }
+        Some(&Kind::Decimal {
+            precision,
+            scale,
+            unsigned,
+        }) => Limit::Digits {
+            precision,
+            scale,
+            unsigned,
+        },
+        Some(Kind::Char | Kind::Text) if matches!(c.data_type.as_str(), "char" | "varchar") => {
+            Limit::Chars {
+                length: c
+                    .max_length
+                    .map_or(u32::MAX, |n| n.min(u32::MAX as u64) as u32),
+                padded: false,
+                cut: c.data_type == "char",
+            }
+        }
+        Some(Kind::Enum(labels)) => Limit::Members(labels.to_vec()),
+        Some(&Kind::DateTime { precision } | &Kind::Time { precision }) => time(precision, None),
+        Some(&Kind::Timestamp { precision }) => time(precision, Some((1970, 2038))),
+        Some(Kind::Year) => Limit::Integer {
+            min: 1901,
+            max: 2155,
+        },
+        _ => Limit::None,
+    }
+}
+
 impl crate::db::Catalogue for MySql {
     fn table_columns(&self, table: &str) -> Result<Vec<ColumnInfo>> {
         if !self.has_table(table)? {
@@ -516,6 +566,11 @@ impl crate::db::Catalogue for MySql {
                         Ok(Kind::Set(labels)) => Some(labels.to_vec()),
                         _ => None,
                     },
+                    limit: limit_of(kind.as_ref().ok(), c),
+                    required: !c.nullable
+                        && c.default.is_none()
+                        && c.generated.is_none()
+                        && !c.auto_increment,
                     unread: kind.err().map(|e| format!("{e:#}")),
                 }
             })

@@ -47,7 +47,8 @@ impl Catalogue for Postgres {
     fn table_columns(&self, table: &str) -> Result<Vec<ColumnInfo>> {
         let rows = self.client()?.query(
             "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod),
-                    coalesce(array_position(i.indkey::int2[], a.attnum), -1) + 1
+                    coalesce(array_position(i.indkey::int2[], a.attnum), -1) + 1,
+                    a.attnotnull AND NOT a.atthasdef AND a.attidentity = '' AND a.attgenerated = ''
              FROM pg_attribute a
              LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
              WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
@@ -65,6 +66,8 @@ impl Catalogue for Postgres {
                 pk: r.get::<_, i32>(2) as i64,
                 labels: None,
                 unread: None,
+                limit: limit_of(r.get(1)),
+                required: r.get(3),
             })
             .collect())
     }
@@ -737,6 +740,42 @@ impl Postgres {
                 "source column '{column}' has no declared type; a PostgreSQL column needs a type: add the column to the target yourself and map it in the spec"
             ),
         })
+    }
+}
+
+/// The bound of a type as `format_type` names it, for `check`'s hazards.
+fn limit_of(type_name: &str) -> crate::db::Limit {
+    use crate::db::Limit;
+    let int = |bits: u32| Limit::Integer {
+        min: -(1i128 << (bits - 1)),
+        max: (1i128 << (bits - 1)) - 1,
+    };
+    match type_name {
+        "smallint" => return int(16),
+        "integer" => return int(32),
+        "bigint" => return int(64),
+        _ => {}
+    }
+    let time = |fraction| Limit::Time {
+        fraction,
+        years: None,
+    };
+    if type_name.starts_with("timestamp ") || type_name.starts_with("time ") {
+        return time(6);
+    }
+    match Modifier::of(type_name) {
+        Modifier::Chars { length, padded } => Limit::Chars {
+            length: length as u32,
+            padded,
+            cut: false,
+        },
+        Modifier::Numeric { precision, scale } => Limit::Digits {
+            precision,
+            scale,
+            unsigned: false,
+        },
+        Modifier::Fraction(p) => time(p as u32),
+        Modifier::None => Limit::None,
     }
 }
 

@@ -12,9 +12,27 @@ impl Catalogue for Sqlite {
     fn table_columns(&self, table: &str) -> Result<Vec<ColumnInfo>> {
         let mut st = self
             .conn
-            .prepare("SELECT name, type, pk FROM pragma_table_info(?1)")?;
+            // A lone INTEGER PRIMARY KEY is the rowid, which an insert
+            // without it fills.
+            .prepare(
+                "SELECT name, type, pk,
+                        \"notnull\" AND dflt_value IS NULL
+                        AND NOT (pk = 1 AND upper(type) = 'INTEGER'
+                                 AND (SELECT count(*) FROM pragma_table_info(?1) WHERE pk > 0) = 1)
+                 FROM pragma_table_info(?1)",
+            )?;
         let rows = st.query_map([table], |r| {
             let decl_type: String = r.get(1)?;
+            // A column of INTEGER affinity holds 64-bit integers; any other
+            // bound SQLite does not keep.
+            let limit = if decl_type.to_ascii_uppercase().contains("INT") {
+                crate::db::Limit::Integer {
+                    min: i64::MIN.into(),
+                    max: i64::MAX.into(),
+                }
+            } else {
+                crate::db::Limit::None
+            };
             Ok(ColumnInfo {
                 name: r.get(0)?,
                 kind: kind_of(&decl_type),
@@ -22,6 +40,8 @@ impl Catalogue for Sqlite {
                 pk: r.get(2)?,
                 labels: None,
                 unread: None,
+                limit,
+                required: r.get(3)?,
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)

@@ -1,0 +1,286 @@
+//! `check` names, before the switch, every place where the target can hold
+//! a value the source cannot store exactly (docs/spec.md, "Hazards"): a
+//! time kept to fewer digits of a second, a shorter text, a `char(n)` that
+//! pads or a MySQL `CHAR(n)` that drops trailing spaces, money whose digits
+//! the source bounds, a narrower integer, MySQL `TIMESTAMP`'s years and an
+//! `ENUM`'s labels; a source column an insert must fill that the spec does
+//! not carry; a generated source column under a column the application
+//! writes. Each is a warning (exit 0) naming table, column, both types and
+//! the fixes. The CHECK it prints, added to the target by the target's own
+//! client, makes the target refuse exactly what crosses and clears the
+//! warning; nothing else is written anywhere.
+
+mod support;
+
+use std::collections::BTreeSet;
+
+use support::layout::On;
+use support::spec::{Spec, Table};
+use support::{Dir, Layout, each_layout};
+
+fn source_sql(on: On) -> &'static str {
+    match on {
+        On::Pg => {
+            "CREATE TABLE accounts (id bigint PRIMARY KEY, created timestamp(0) NOT NULL,
+                email varchar(40) NOT NULL, code char(3) NOT NULL, amount numeric(12,2) NOT NULL,
+                qty integer NOT NULL, total bigint GENERATED ALWAYS AS (qty * 2) STORED,
+                legacy text NOT NULL, note text)"
+        }
+        On::My => {
+            "CREATE TABLE accounts (id BIGINT PRIMARY KEY, created DATETIME(0) NOT NULL,
+                email VARCHAR(40) NOT NULL, code CHAR(3) NOT NULL, amount DECIMAL(12,2) NOT NULL,
+                qty INT NOT NULL, total BIGINT AS (qty * 2) STORED,
+                legacy TEXT NOT NULL, note MEDIUMTEXT, stamp TIMESTAMP(0) NULL,
+                kind ENUM('a','b') NOT NULL DEFAULT 'a')"
+        }
+        On::Sqlite => {
+            "CREATE TABLE accounts (id INTEGER PRIMARY KEY, created TEXT NOT NULL,
+                email TEXT NOT NULL, code TEXT NOT NULL, amount TEXT NOT NULL,
+                qty INTEGER NOT NULL, total INTEGER GENERATED ALWAYS AS (qty * 2) STORED,
+                legacy TEXT NOT NULL, note TEXT)"
+        }
+    }
+}
+
+/// The target as a migration engineer widens it: a time to the
+/// microsecond, text, cents, a 64-bit quantity; a MySQL source's
+/// `TIMESTAMP` and `ENUM` as a time and text.
+fn target_sql(source: On, target: On) -> String {
+    let (head, more) = match target {
+        On::Pg => (
+            "CREATE TABLE accounts (id bigint PRIMARY KEY, created timestamp NOT NULL,
+                email text NOT NULL, code text NOT NULL, cents bigint NOT NULL,
+                qty bigint NOT NULL, total bigint, note text",
+            ", stamp timestamptz, kind text",
+        ),
+        On::My => (
+            "CREATE TABLE accounts (id BIGINT PRIMARY KEY, created DATETIME(6) NOT NULL,
+                email VARCHAR(200) NOT NULL, code VARCHAR(10) NOT NULL, cents BIGINT NOT NULL,
+                qty BIGINT NOT NULL, total BIGINT, note TEXT",
+            ", stamp DATETIME(6) NULL, kind VARCHAR(10)",
+        ),
+        On::Sqlite => (
+            "CREATE TABLE accounts (id INTEGER PRIMARY KEY, created TEXT NOT NULL,
+                email TEXT NOT NULL, code TEXT NOT NULL, cents INTEGER NOT NULL,
+                qty INTEGER NOT NULL, total INTEGER, note TEXT",
+            ", stamp TEXT, kind TEXT",
+        ),
+    };
+    let more = if source == On::My { more } else { "" };
+    format!("{head}{more})")
+}
+
+fn spec(source: On) -> Spec {
+    let mut t = Table::new("accounts")
+        .key(["id"])
+        .copy("created")
+        .copy("email")
+        .copy("code")
+        .decimal("amount", "cents", 2)
+        .copy("qty")
+        .copy("total")
+        .copy("note")
+        .ignore(["legacy"]);
+    if source == On::My {
+        t = t.copy("stamp").copy("kind");
+    }
+    Spec::new().table(t)
+}
+
+/// What `check` must warn of on a pair: (source column, kind).
+fn expected(layout: Layout) -> BTreeSet<(&'static str, &'static str)> {
+    let (source, _) = layout.sides();
+    let mut want: BTreeSet<_> = [("total", "generated"), ("legacy", "required")].into();
+    let bounded = match source {
+        On::Sqlite => return want,
+        On::Pg => vec![
+            ("created", "precision"),
+            ("email", "length"),
+            ("code", "length"),
+            ("code", "padding"),
+            ("amount", "range"),
+            ("qty", "range"),
+        ],
+        On::My => vec![
+            ("created", "precision"),
+            ("email", "length"),
+            ("code", "length"),
+            ("code", "trailing-spaces"),
+            ("amount", "range"),
+            ("qty", "range"),
+            ("stamp", "precision"),
+            ("stamp", "range"),
+            ("kind", "members"),
+        ],
+    };
+    want.extend(bounded);
+    want
+}
+
+fn found(json: &serde_json::Value) -> BTreeSet<(String, String)> {
+    json["hazards"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no hazards in {json:#}"))
+        .iter()
+        .map(|h| {
+            (
+                h["column"].as_str().unwrap_or_default().to_string(),
+                h["kind"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn owned(set: BTreeSet<(&str, &str)>) -> BTreeSet<(String, String)> {
+    set.into_iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+fn setup(layout: Layout, name: &str) -> Dir {
+    let (source, target) = layout.sides();
+    let d = Dir::on(layout, name);
+    d.spec(&spec(source));
+    d.create_db("source.db", source_sql(source));
+    d.create_db("target.db", &target_sql(source, target));
+    d
+}
+
+/// Every hazard of the pair is a warning with its fixes; check passes and
+/// writes nothing.
+fn check_names_every_hazard_before_the_switch(layout: Layout) {
+    let d = setup(layout, "hazards-named");
+    let before = d.snapshot();
+    let json = d.json(&["check"], 0);
+    assert_eq!(found(&json), owned(expected(layout)), "{json:#}");
+    for h in json["hazards"].as_array().unwrap() {
+        assert_eq!(h["table"], "accounts", "{h:#}");
+        assert!(!h["source_type"].as_str().unwrap().is_empty(), "{h:#}");
+        let fixes = h["fixes"].as_array().unwrap();
+        assert!(!fixes.is_empty(), "{h:#}");
+    }
+    let text = d.run(&["check"], 0).stdout;
+    assert!(
+        text.contains("WARN table 'accounts': source column 'legacy'"),
+        "{text}"
+    );
+    assert!(
+        text.contains("hazard(s): the target can hold values"),
+        "{text}"
+    );
+    d.assert_unchanged(&before, "check");
+}
+each_layout!(check_names_every_hazard_before_the_switch);
+
+/// A value of each bounded column that the source could not store, as the
+/// application would write it into the target, and one it could.
+fn crossing_rows(layout: Layout) -> (Vec<String>, String) {
+    let (source, target) = layout.sides();
+    let row = |created: &str, email: &str, code: &str, cents: &str, qty: &str, more: &str| {
+        let (cols, vals) = match source {
+            On::My => (", stamp, kind", more),
+            _ => ("", ""),
+        };
+        format!(
+            "INSERT INTO accounts (id, created, email, code, cents, qty, note{cols}) VALUES \
+             (ID, '{created}', '{email}', '{code}', {cents}, {qty}, NULL{vals})"
+        )
+    };
+    let ok_more = ", '2026-01-01 00:00:00', 'a'";
+    let good = row("2026-01-01 10:00:00", "a@x", "abc", "12345", "5", ok_more);
+    let long = "x".repeat(41);
+    let mut bad = vec![
+        row("2026-01-01 10:00:00.5", "a@x", "abc", "12345", "5", ok_more),
+        row("2026-01-01 10:00:00", &long, "abc", "12345", "5", ok_more),
+        row(
+            "2026-01-01 10:00:00",
+            "a@x",
+            "abc",
+            "1000000000000",
+            "5",
+            ok_more,
+        ),
+        row(
+            "2026-01-01 10:00:00",
+            "a@x",
+            "abc",
+            "12345",
+            "2147483648",
+            ok_more,
+        ),
+    ];
+    match source {
+        On::Pg => bad.push(row("2026-01-01 10:00:00", "a@x", "ab", "12345", "5", "")),
+        On::My => {
+            bad.push(row(
+                "2026-01-01 10:00:00",
+                "a@x",
+                "ab ",
+                "12345",
+                "5",
+                ok_more,
+            ));
+            bad.push(row(
+                "2026-01-01 10:00:00",
+                "a@x",
+                "abc",
+                "12345",
+                "5",
+                ", '2040-01-01 00:00:00', 'a'",
+            ));
+            bad.push(row(
+                "2026-01-01 10:00:00",
+                "a@x",
+                "abc",
+                "12345",
+                "5",
+                ", '2026-01-01 00:00:00', 'c'",
+            ));
+        }
+        On::Sqlite => unreachable!("a SQLite source bounds nothing"),
+    }
+    let _ = target;
+    (bad, good)
+}
+
+/// The CHECKs `check` prints, added to the target by its own client, make
+/// the target refuse each value the source could not store and take one it
+/// could; `check` then warns only of what no CHECK holds.
+fn the_printed_checks_make_the_target_refuse_what_cannot_go_back(layout: Layout) {
+    let d = setup(layout, "hazards-held");
+    let json = d.json(&["check"], 0);
+    let ddl: Vec<String> = json["hazards"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|h| h["fixes"].as_array().unwrap().clone())
+        .filter_map(|f| {
+            f.as_str()?
+                .strip_prefix("or have the target refuse it: ")
+                .map(str::to_string)
+        })
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert!(!ddl.is_empty(), "{json:#}");
+    for statement in &ddl {
+        d.client("target.db", statement);
+    }
+    let again = d.json(&["check"], 0);
+    assert_eq!(
+        found(&again),
+        owned([("total", "generated"), ("legacy", "required")].into()),
+        "{again:#}"
+    );
+    let (bad, good) = crossing_rows(layout);
+    for (i, statement) in bad.iter().enumerate() {
+        let statement = statement.replace("ID", &(100 + i).to_string());
+        assert!(
+            d.try_client("target.db", &statement).is_err(),
+            "the target took a value the source could not store: {statement}"
+        );
+    }
+    d.client("target.db", &good.replace("ID", "1"));
+    assert_eq!(d.count("target.db", "accounts"), 1);
+}
+each_layout!(the_printed_checks_make_the_target_refuse_what_cannot_go_back: [pg_to_pg, my_to_pg, pg_to_my, my_to_my]);
