@@ -50,3 +50,16 @@ pub fn watch(child: &mut Child) -> (i32, Option<u64>) {
         std::thread::sleep(Duration::from_millis(2));
     }
 }
+
+/// The pace the last replay in `dir` recorded in the state file beside
+/// its spec `spec.toml`: seconds applying entries, and seconds of its
+/// closing reconciliation (the proof, inside its transaction).
+pub fn measured_pace(dir: &std::path::Path) -> (f64, f64) {
+    let state = cutover::db::watch_state::WatchState::open(&dir.join("spec.watch.db"))
+        .expect("the state file beside the spec");
+    let rate = state
+        .latest_rate()
+        .expect("the state file's rates")
+        .expect("the replay recorded its pace");
+    (rate.seconds, rate.reconcile_seconds)
+}
