@@ -248,6 +248,16 @@ fn every_kind_is_named(m: &dyn Migration) {
     // status raises the alarm, and says what to do.
     let status = cutover(m, &["status"], 1);
     status.assert_mentions(&["ALARM", "cannot go back", "cutover watch --spec"]);
+    // The fence goes on, saying what the replay will refuse.
+    let fence = json(m, &["fence", "on"], 0);
+    let warning = fence["watch"].as_str().unwrap_or_default();
+    assert!(
+        warning.contains(&format!(
+            "left {} entries that cannot go back",
+            expected.len()
+        )),
+        "{fence:#}"
+    );
 }
 
 fn fixed_then_replayed(m: &dyn Migration) {

@@ -41,6 +41,10 @@ pub struct FenceReport {
     /// this command), or what is wrong with it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub copy: Option<String>,
+    /// `fence on`: what the last `watch` pass left open, which the replay
+    /// would refuse until it is fixed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub watch: Option<String>,
     /// What guards cutover's tables against schema changes (PostgreSQL).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ddl_guard: Option<String>,
@@ -64,6 +68,7 @@ impl FenceReport {
             fence,
             verification: None,
             copy: None,
+            watch: None,
             ddl_guard: None,
             changed: false,
             not_replayed: 0,
@@ -110,6 +115,9 @@ pub fn render(rep: &FenceReport) -> String {
     if rep.action == Action::On && rep.changed {
         for d in &rep.drift {
             text.push_str(&format!("drift: {d}\n"));
+        }
+        if let Some(w) = &rep.watch {
+            text.push_str(&format!("warning: {w}\n"));
         }
     }
     text
@@ -210,7 +218,28 @@ pub fn on(spec: &Spec) -> Result<FenceReport> {
     rep.copy = Some(copy);
     rep.ddl_guard = ddl_guard;
     rep.changed = true;
+    rep.watch = open_findings(spec)?;
     Ok(rep)
+}
+
+/// What the last `watch` pass left open, in one sentence; `None` when it
+/// left nothing or there was none. The fence goes on either way: the
+/// rollback has started, and the operator fixes what watch names.
+fn open_findings(spec: &Spec) -> Result<Option<String>> {
+    let Some(r) = crate::watch::readiness(spec, 0, 0)? else {
+        return Ok(None);
+    };
+    let (Some(at), Some(first)) = (&r.last_pass_at, r.findings.first()) else {
+        return Ok(None);
+    };
+    Ok(Some(format!(
+        "the last watch pass ({at}) left {} entries that cannot go back, the first in table '{}', key {}: {}; replay will refuse them until each is fixed: run `cutover watch --spec {}` for the list and its fixes",
+        r.irreversible.max(1),
+        first.table,
+        first.key,
+        first.reason,
+        spec.path.display()
+    )))
 }
 
 /// `fence on` over a fence already standing: nothing changes on the target;
