@@ -98,10 +98,7 @@ pub fn of(spec: &Spec, source: &Db, target: &Db) -> Result<Vec<Hazard>> {
             .into_iter()
             .map(|p| format!("{} {}", p.name, p.definition).to_ascii_lowercase())
             .collect();
-        let held = |column: &str| {
-            let name = crate::db::bounds::constraint_name(column);
-            target_schema.iter().any(|p| p.contains(&name))
-        };
+        let held = |column: &str| held_by(&target_schema, column);
         for c in &t.columns {
             // SQLite lists a generated column apart from the others.
             let source_column = s_cols
@@ -179,6 +176,16 @@ pub fn of(spec: &Spec, source: &Db, target: &Db) -> Result<Vec<Hazard>> {
         out.extend(required(t, &s_cols, &s_generated));
     }
     Ok(out)
+}
+
+/// Whether a part of the target table's schema (lower case) names the
+/// CHECK that holds `column` to the source's bound: the whole name, so
+/// that `id_fits_source` is not taken for `paid_fits_source`.
+fn held_by(schema: &[String], column: &str) -> bool {
+    let name = crate::db::bounds::constraint_name(column);
+    let word = regex::Regex::new(&format!(r"\b{}\b", regex::escape(&name)))
+        .expect("an escaped name is a pattern");
+    schema.iter().any(|p| word.is_match(p))
 }
 
 /// The source's columns that an insert must fill and the spec does not
@@ -509,6 +516,14 @@ mod tests {
             [HazardKind::Members]
         );
         assert_eq!(kinds(&labels(&["a"]), &Limit::None), [HazardKind::Members]);
+    }
+
+    #[test]
+    fn a_check_is_found_by_its_whole_name() {
+        let schema = ["check paid_fits_source: check ((paid >= 0))".to_string()];
+        assert!(held_by(&schema, "paid"));
+        assert!(held_by(&schema, "Paid"));
+        assert!(!held_by(&schema, "id"));
     }
 
     #[test]
