@@ -57,7 +57,7 @@ pub enum HazardKind {
     Padding,
     /// Trailing spaces that the source drops.
     TrailingSpaces,
-    /// Labels the source's ENUM lacks.
+    /// Labels the source's ENUM or enum type lacks.
     Members,
     /// A source column an insert must fill, which the spec does not carry.
     Required,
@@ -427,7 +427,7 @@ fn members(labels: &[String], target: &Limit) -> Vec<(HazardKind, String)> {
                 return Vec::new();
             }
             format!(
-                "the target holds {}, which the source's ENUM lacks",
+                "the target holds {}, which the source's labels lack",
                 extra.join(", ")
             )
         }

@@ -284,3 +284,43 @@ fn the_printed_checks_make_the_target_refuse_what_cannot_go_back(layout: Layout)
     assert_eq!(d.count("target.db", "accounts"), 1);
 }
 each_layout!(the_printed_checks_make_the_target_refuse_what_cannot_go_back: [pg_to_pg, my_to_pg, pg_to_my, my_to_my]);
+
+/// A MySQL `ENUM` under a PostgreSQL enum type: a hazard only where the
+/// type has a label the source lacks, and the label is named.
+fn an_enum_under_an_enum_warns_only_of_labels_the_source_lacks(layout: Layout) {
+    let d = Dir::on(layout, "hazards-enums");
+    d.spec(
+        &Spec::new()
+            .table(Table::new("wider").key(["id"]).copy("kind"))
+            .table(Table::new("same").key(["id"]).copy("kind")),
+    );
+    d.create_db(
+        "source.db",
+        "CREATE TABLE wider (id BIGINT PRIMARY KEY, kind ENUM('a','b') NOT NULL);
+         CREATE TABLE same (id BIGINT PRIMARY KEY, kind ENUM('a','b') NOT NULL);",
+    );
+    d.create_db(
+        "target.db",
+        "CREATE TYPE wider_kind AS ENUM ('a', 'b', 'c');
+         CREATE TYPE same_kind AS ENUM ('b', 'a');
+         CREATE TABLE wider (id bigint PRIMARY KEY, kind wider_kind NOT NULL);
+         CREATE TABLE same (id bigint PRIMARY KEY, kind same_kind NOT NULL);",
+    );
+    let json = d.json(&["check"], 0);
+    let hazards = json["hazards"].as_array().expect("hazards");
+    assert_eq!(hazards.len(), 1, "{json:#}");
+    let h = &hazards[0];
+    assert_eq!(
+        (&h["table"], &h["kind"]),
+        (&"wider".into(), &"members".into()),
+        "{json:#}"
+    );
+    assert!(
+        h["why"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("the target holds c,"),
+        "{json:#}"
+    );
+}
+each_layout!(an_enum_under_an_enum_warns_only_of_labels_the_source_lacks: [my_to_pg]);

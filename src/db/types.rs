@@ -71,7 +71,7 @@ pub enum Limit {
         fraction: u32,
         years: Option<(i32, i32)>,
     },
-    /// One of these labels (MySQL's `ENUM`).
+    /// One of these labels (MySQL's `ENUM`, a PostgreSQL enum type).
     Members(Vec<String>),
 }
 

@@ -48,7 +48,9 @@ impl Catalogue for Postgres {
         let rows = self.client()?.query(
             "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod),
                     coalesce(array_position(i.indkey::int2[], a.attnum), -1) + 1,
-                    a.attnotnull AND NOT a.atthasdef AND a.attidentity = '' AND a.attgenerated = ''
+                    a.attnotnull AND NOT a.atthasdef AND a.attidentity = '' AND a.attgenerated = '',
+                    (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder)
+                     FROM pg_enum e WHERE e.enumtypid = a.atttypid)
              FROM pg_attribute a
              LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
              WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
@@ -66,7 +68,11 @@ impl Catalogue for Postgres {
                 pk: r.get::<_, i32>(2) as i64,
                 labels: None,
                 unread: None,
-                limit: limit_of(r.get(1)),
+                // An enum type's labels bound it as an ENUM does.
+                limit: match r.get::<_, Option<Vec<String>>>(4) {
+                    Some(labels) => crate::db::Limit::Members(labels),
+                    None => limit_of(r.get(1)),
+                },
                 required: r.get(3),
             })
             .collect())
