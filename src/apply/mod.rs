@@ -770,15 +770,8 @@ impl<'a> Engine<'a> {
                 Ok(true) => return Ok(Ok(Effect::Written)),
                 Ok(false) => {}
                 // The database refused the row the change expected (a
-                // UNIQUE value taken, a CHECK): the row's conflict, as the
-                // long way would find it.
-                Err(e) => match crate::db::constraint_violation(&e) {
-                    Some(msg) => {
-                        let reason = format!("{} refuses the row: {msg}", self.db.location());
-                        return Ok(Err(self.conflict(c, reason, None, None, None)));
-                    }
-                    None => return Err(e),
-                },
+                // UNIQUE value taken, a CHECK): as the long way would.
+                Err(e) => return self.refused(c, e, None).map(Err),
             }
         }
         let here = match self.current(table, c.table, &c.key, true)? {
@@ -1308,19 +1301,21 @@ impl<'a> Engine<'a> {
                 }
                 Ok(Ok(Effect::Written))
             }
-            // The database refuses the row (say a UNIQUE index of the source
-            // that the new row would break): a conflict on this row, for the
-            // operator to settle, not a failure of the tool.
-            Err(e) => match crate::db::constraint_violation(&e) {
-                Some(msg) => Ok(Err(self.conflict(
-                    c,
-                    format!("{} refuses the row: {msg}", self.db.location()),
-                    None,
-                    None,
-                    here,
-                ))),
-                None => Err(e.context(ctx())),
-            },
+            Err(e) => self.refused(c, e.context(ctx()), here).map(Err),
+        }
+    }
+
+    /// The database refused the row of change `c` (say a UNIQUE index of
+    /// the source that the new row would break): a conflict on this row,
+    /// for the operator to settle, not a failure of the tool; any other
+    /// error is the tool's.
+    fn refused(&self, c: &Change, e: anyhow::Error, here: Option<&Row>) -> Result<Box<Conflict>> {
+        match crate::db::constraint_violation(&e) {
+            Some(msg) => {
+                let reason = format!("{} refuses the row: {msg}", self.db.location());
+                Ok(self.conflict(c, reason, None, None, here))
+            }
+            None => Err(e),
         }
     }
 

@@ -10,21 +10,14 @@ use super::Limit;
 pub fn postgres(table: &str, column: &str, limit: &Limit) -> Option<String> {
     let c = super::postgres::quote_ident(column);
     let clause = match limit {
-        Limit::Time { fraction, years } => {
-            let mut parts = Vec::new();
-            if *fraction < 6 {
-                parts.push(format!(
-                    "extract(microseconds FROM {c})::bigint % {} = 0",
-                    10i64.pow(6 - fraction)
-                ));
-            }
-            if let Some((from, to)) = years {
-                parts.push(format!(
-                    "{c} >= '{from}-01-01 00:00:01+00' AND {c} < '{to}-01-19 03:14:08+00'"
-                ));
-            }
-            (!parts.is_empty()).then(|| parts.join(" AND "))?
-        }
+        &Limit::Time { fraction, years } => time(
+            fraction,
+            years,
+            |unit| format!("extract(microseconds FROM {c})::bigint % {unit} = 0"),
+            |from, to| {
+                format!("{c} >= '{from}-01-01 00:00:01+00' AND {c} < '{to}-01-19 03:14:08+00'")
+            },
+        )?,
         other => shared(&c, other, "char_length")?,
     };
     Some(add(&super::postgres::quote_ident(table), column, &clause))
@@ -35,24 +28,32 @@ pub fn postgres(table: &str, column: &str, limit: &Limit) -> Option<String> {
 pub fn mysql(table: &str, column: &str, limit: &Limit) -> Option<String> {
     let c = super::mysql::quote_ident(column);
     let clause = match limit {
-        Limit::Time { fraction, years } => {
-            let mut parts = Vec::new();
-            if *fraction < 6 {
-                parts.push(format!(
-                    "MICROSECOND({c}) % {} = 0",
-                    10i64.pow(6 - fraction)
-                ));
-            }
-            if let Some((from, to)) = years {
-                parts.push(format!(
-                    "{c} BETWEEN '{from}-01-01 00:00:01' AND '{to}-01-19 03:14:07'"
-                ));
-            }
-            (!parts.is_empty()).then(|| parts.join(" AND "))?
-        }
+        &Limit::Time { fraction, years } => time(
+            fraction,
+            years,
+            |unit| format!("MICROSECOND({c}) % {unit} = 0"),
+            |from, to| format!("{c} BETWEEN '{from}-01-01 00:00:01' AND '{to}-01-19 03:14:07'"),
+        )?,
         other => shared(&c, other, "CHAR_LENGTH")?,
     };
     Some(add(&super::mysql::quote_ident(table), column, &clause))
+}
+
+/// A time's clause from the engine's two tests: the microseconds a whole
+/// multiple of `unit` (10^(6 - fraction)), and the years between `from`
+/// and `to` (a MySQL `TIMESTAMP`'s range); `None` when neither bounds it.
+fn time(
+    fraction: u32,
+    years: Option<(i32, i32)>,
+    micro: impl Fn(i64) -> String,
+    span: impl Fn(i32, i32) -> String,
+) -> Option<String> {
+    let parts: Vec<String> = (fraction < 6)
+        .then(|| micro(10i64.pow(6 - fraction)))
+        .into_iter()
+        .chain(years.map(|(from, to)| span(from, to)))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(" AND "))
 }
 
 /// SQLite adds a CHECK only in a table's definition: the clause to put

@@ -28,12 +28,14 @@ use crate::value::{Value, key_cmp};
 /// here.
 fn same(kind: Kind, col: &str, n: usize) -> Option<String> {
     Some(match kind {
-        Kind::Bool | Kind::Int2 | Kind::Int4 | Kind::Int8 | Kind::Bytea => {
-            format!("{col} IS NOT DISTINCT FROM ${n}")
-        }
-        Kind::Date | Kind::Timestamp | Kind::Timestamptz => {
-            format!("{col} IS NOT DISTINCT FROM ${n}")
-        }
+        Kind::Bool
+        | Kind::Int2
+        | Kind::Int4
+        | Kind::Int8
+        | Kind::Bytea
+        | Kind::Date
+        | Kind::Timestamp
+        | Kind::Timestamptz => format!("{col} IS NOT DISTINCT FROM ${n}"),
         Kind::Text => format!("{col} IS NOT DISTINCT FROM (${n} COLLATE \"C\")"),
         Kind::Float4 => format!("float4send({col}) IS NOT DISTINCT FROM float4send(${n}::float4)"),
         Kind::Float8 => format!("float8send({col}) IS NOT DISTINCT FROM float8send(${n}::float8)"),
@@ -99,22 +101,6 @@ fn texts(plan: &Plan, sql: &TableSql) -> Option<Texts> {
     })
 }
 
-/// A value bound for a comparison: a `numeric` at any scale (the scale is
-/// compared, not checked); `None` when its column's type cannot hold it,
-/// so no row holds it.
-fn compared(kind: Kind, v: &Value) -> Option<Bound> {
-    let kind = match kind {
-        Kind::Numeric(_) => Kind::Numeric(None),
-        k => k,
-    };
-    if matches!(v, Value::Null) {
-        return Some(Bound(None));
-    }
-    let mut raw = Vec::new();
-    types::encode(kind, v.as_cell(), &mut raw).ok()?;
-    Some(Bound(Some(raw)))
-}
-
 /// A value bound for a write; `None` when its column cannot hold it (the
 /// long way names it).
 fn written(kind: Kind, v: &Value) -> Option<Bound> {
@@ -124,6 +110,16 @@ fn written(kind: Kind, v: &Value) -> Option<Bound> {
     let mut raw = Vec::new();
     types::encode(kind, v.as_cell(), &mut raw).ok()?;
     Some(Bound(Some(raw)))
+}
+
+/// A value bound for a comparison: a `numeric` at any scale (the scale is
+/// compared, not checked); `None` when its column's type cannot hold it,
+/// so no row holds it.
+fn compared(kind: Kind, v: &Value) -> Option<Bound> {
+    match kind {
+        Kind::Numeric(_) => written(Kind::Numeric(None), v),
+        k => written(k, v),
+    }
 }
 
 /// A table's conditional statements, prepared on first use.
