@@ -1335,3 +1335,55 @@ fn a_write_under_lock_tables_is_journaled_or_refused() {
         .unwrap();
     assert!(entries(&db, 0).iter().any(|e| entry_key(e) == 41));
 }
+
+/// A UNIQUE value changed on a row whose `TIMESTAMP(6)` holds a fraction
+/// of a second is journaled: the update trigger's check that the row was
+/// written compares each column with `=` and `IS NULL`, since MariaDB
+/// 10.11 answers `t.col <=> NEW.col` false there (a lost write once).
+#[test]
+fn a_unique_value_changed_beside_a_fractional_timestamp_is_journaled() {
+    let Some(my) = TestDb::new("mysql_journal_stamp") else {
+        return;
+    };
+    my.exec(
+        "CREATE TABLE customers (id BIGINT NOT NULL PRIMARY KEY, email VARCHAR(120) NOT NULL UNIQUE,
+             seen TIMESTAMP(6) NULL, avatar BLOB) ENGINE = InnoDB",
+    );
+    let dir = tempfile::tempdir().expect("a folder");
+    rusqlite::Connection::open(dir.path().join("source.db"))
+        .expect("the source")
+        .execute_batch(
+            "CREATE TABLE customers (id INTEGER PRIMARY KEY, email TEXT NOT NULL UNIQUE, seen TEXT, avatar BLOB);
+             INSERT INTO customers VALUES (1, 'a@x', '2020-01-01 00:00:01.5+00', x'0102'),
+                                          (7, 'b@x', NULL, NULL);",
+        )
+        .expect("the source's rows");
+    std::fs::write(
+        dir.path().join("spec.toml"),
+        format!(
+            "[source]\nurl = \"sqlite://source.db\"\n[target]\nurl = \"{}\"\n[[tables]]\nname = \"customers\"\nkey = [\"id\"]\n[[tables.columns]]\nsource = \"email\"\n[[tables.columns]]\nsource = \"seen\"\n[[tables.columns]]\nsource = \"avatar\"\n",
+            my.url
+        ),
+    )
+    .expect("the spec");
+    cutover_in(dir.path(), &["load"]).expect(0);
+    cutover_in(dir.path(), &["journal", "install"]).expect(0);
+    my.app_user()
+        .exec(
+            "UPDATE customers SET email = 'moved1@x' WHERE id = 1;
+             UPDATE customers SET email = 'moved7@x' WHERE id = 7;",
+        )
+        .unwrap();
+    let db = Db::open(&Location::Server(my.url.clone()), Access::Read, "target")
+        .expect("opening the target");
+    let columns = image_columns(&db);
+    let email = columns.iter().position(|c| c == "email").expect("email");
+    let got: Vec<(i64, Option<Value>)> = entries(&db, 0)
+        .iter()
+        .map(|e| (entry_key(e), e.new.as_ref().map(|n| n[email].clone())))
+        .collect();
+    assert_eq!(
+        got,
+        [(1, Some(text("moved1@x"))), (7, Some(text("moved7@x")))]
+    );
+}
