@@ -39,6 +39,25 @@ pub struct Hazard {
     pub why: String,
     /// What to do before the switch.
     pub fixes: Vec<String>,
+    /// The spec accepts it (`source_limit = "watch"`): `watch` counts each
+    /// write that crosses it, and `journal install` goes ahead.
+    pub accepted: bool,
+}
+
+impl Hazard {
+    /// The spec's words that accept it.
+    pub fn acceptance(&self) -> String {
+        match self.target_column {
+            Some(_) => format!(
+                "source_limit = \"watch\" in the [[tables.columns]] entry of source column '{}'",
+                self.column
+            ),
+            None => format!(
+                "source_limit = {{ {} = \"watch\" }} in table '{}'",
+                self.column, self.table
+            ),
+        }
+    }
 }
 
 /// What kind of value crosses.
@@ -86,6 +105,7 @@ impl HazardKind {
 /// columns in the spec's order, then the source's columns it leaves out.
 pub fn of(spec: &Spec, source: &Db, target: &Db) -> Result<Vec<Hazard>> {
     let mut out = Vec::new();
+    let policy = crate::side_effects::Policy::read(spec, source)?;
     for t in &spec.tables {
         let s_cols = source.catalogue().table_columns(&t.source_table)?;
         let t_cols = target.catalogue().table_columns(&t.target_table)?;
@@ -133,6 +153,7 @@ pub fn of(spec: &Spec, source: &Db, target: &Db) -> Result<Vec<Hazard>> {
                 target_type: tc.decl_type.clone(),
                 why,
                 fixes,
+                accepted: false,
             };
             if s_generated.iter().any(|g| g.name == s.name)
                 && !t_generated.iter().any(|g| g.name == tc.name)
@@ -173,9 +194,28 @@ pub fn of(spec: &Spec, source: &Db, target: &Db) -> Result<Vec<Hazard>> {
                 out.push(at(kind, why, fixes));
             }
         }
-        out.extend(required(t, &s_cols, &s_generated));
+        let filled = policy.filled_on_insert(&t.source_table);
+        out.extend(required(t, &s_cols, &s_generated, &filled));
     }
-    Ok(out)
+    Ok(out.into_iter().map(|h| decided(spec, h)).collect())
+}
+
+/// The hazard with the spec's decision, and the fix that accepts it.
+fn decided(spec: &Spec, mut h: Hazard) -> Hazard {
+    h.accepted = spec
+        .table(&h.table)
+        .is_some_and(|t| t.watched.contains(&h.column));
+    let accept = h.acceptance();
+    h.fixes.push(format!(
+        "or accept it, and have watch count each write that crosses it: {accept}"
+    ));
+    h
+}
+
+/// The hazards the spec has not decided: `journal install` refuses while
+/// there is one.
+pub fn undecided(hazards: &[Hazard]) -> impl Iterator<Item = &Hazard> {
+    hazards.iter().filter(|h| !h.accepted)
 }
 
 /// Whether a part of the target table's schema (lower case) names the
@@ -190,12 +230,13 @@ fn held_by(schema: &[String], column: &str) -> bool {
 
 /// The source's columns that an insert must fill and the spec does not
 /// carry: every row the application inserts after the switch.
-fn required(t: &Table, s_cols: &[ColumnInfo], generated: &[crate::db::Generated]) -> Vec<Hazard> {
-    s_cols
-        .iter()
-        .filter(|s| s.required && s.unread.is_none())
-        .filter(|s| !t.columns.iter().any(|c| c.source == s.name))
-        .filter(|s| !generated.iter().any(|g| g.name == s.name))
+fn required(
+    t: &Table,
+    s_cols: &[ColumnInfo],
+    generated: &[crate::db::Generated],
+    filled: &[String],
+) -> Vec<Hazard> {
+    uncarried_required(t, s_cols, generated, filled)
         .map(|s| Hazard {
             table: t.name.clone(),
             column: s.name.clone(),
@@ -214,8 +255,41 @@ fn required(t: &Table, s_cols: &[ColumnInfo], generated: &[crate::db::Generated]
                     t.target_table
                 ),
             ],
+            accepted: false,
         })
         .collect()
+}
+
+/// Neither carried, nor generated, nor `filled` by a trigger that fires on
+/// replay's inserts.
+fn uncarried_required<'c>(
+    t: &Table,
+    s_cols: &'c [ColumnInfo],
+    generated: &[crate::db::Generated],
+    filled: &[String],
+) -> impl Iterator<Item = &'c ColumnInfo> {
+    s_cols
+        .iter()
+        .filter(|s| s.required && s.unread.is_none())
+        .filter(|s| !t.columns.iter().any(|c| c.source == s.name))
+        .filter(|s| !generated.iter().any(|g| g.name == s.name))
+        .filter(|s| !filled.contains(&s.name))
+}
+
+/// The names of the source table's columns that an insert must fill and
+/// neither the spec nor a trigger of `policy` does: replay cannot insert a
+/// row there.
+pub fn required_columns(
+    t: &Table,
+    source: &Db,
+    policy: &crate::side_effects::Policy,
+) -> Result<Vec<String>> {
+    let s_cols = source.catalogue().table_columns(&t.source_table)?;
+    let generated = source.catalogue().generated_columns(&t.source_table)?;
+    let filled = policy.filled_on_insert(&t.source_table);
+    Ok(uncarried_required(t, &s_cols, &generated, &filled)
+        .map(|c| c.name.clone())
+        .collect())
 }
 
 /// The source column's bound in the target column's terms, through the
@@ -246,7 +320,8 @@ fn image(source: &Limit, transform: &Transform) -> Option<Limit> {
     }
 }
 
-/// Each hazard as a `WARN` line, then its fixes.
+/// Each hazard as a `WARN` line, then its fixes; one the spec accepts as
+/// a `note` line.
 pub fn render(hazards: &[Hazard]) -> String {
     let mut text = String::new();
     for h in hazards {
@@ -257,6 +332,15 @@ pub fn render(hazards: &[Hazard]) -> String {
             ),
             None => format!("source column '{}' ({})", h.column, h.source_type),
         };
+        if h.accepted {
+            text.push_str(&format!(
+                "note: table '{}': {at}: {} hazard accepted (source_limit = \"watch\"): {}; watch counts each write that crosses it, and replay refuses such a write as a conflict\n",
+                h.table,
+                h.kind.name(),
+                h.why
+            ));
+            continue;
+        }
         text.push_str(&format!(
             "WARN table '{}': {at}: {} hazard: {}\n",
             h.table,

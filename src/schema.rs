@@ -422,6 +422,17 @@ impl Spec {
                 }
                 notes.irreversible.push((t.name.clone(), i.clone()));
             }
+            for w in &t.watched {
+                if !s_names.contains(w.as_str()) {
+                    problems.push(format!(
+                        "spec {}: table '{}': source_limit names column '{w}', which does not exist in source table '{}'; it has {}",
+                        self.path.display(),
+                        t.name,
+                        t.source_table,
+                        join(&s_names)
+                    ));
+                }
+            }
             // Columns `sync --evolve` added to the target are carried as
             // copy by sync until the spec maps them.
             let evolved = target.progress().evolved_columns(&t.name)?;

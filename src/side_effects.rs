@@ -45,6 +45,18 @@ pub struct Decided {
     pub cannot: Option<String>,
 }
 
+/// A trigger that sets carried columns to the statement's time, on a spec
+/// table: replay writes under a session clock set to the row's value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Clock {
+    pub trigger: String,
+    /// It fires on an insert, on an update.
+    pub insert: bool,
+    pub update: bool,
+    /// The spec columns it sets.
+    pub columns: Vec<usize>,
+}
+
 /// The source's side effects on every spec table, decided.
 #[derive(Debug, Default, Serialize)]
 pub struct Policy {
@@ -137,6 +149,24 @@ impl Policy {
             .collect()
     }
 
+    /// The columns of source table `table` that a trigger left to fire on
+    /// replay's inserts sets itself (a `tsvector` kept from carried text):
+    /// an insert need not carry them.
+    pub fn filled_on_insert(&self, table: &str) -> Vec<String> {
+        self.decided
+            .iter()
+            .filter(|d| {
+                d.effect.table == table
+                    && d.effect.enabled
+                    && d.effect.kind == SideEffectKind::Trigger
+                    && d.decision == Decision::Fire
+                    && d.cannot.is_none()
+                    && d.effect.when.to_ascii_uppercase().contains("INSERT")
+            })
+            .flat_map(|d| d.effect.writes.iter().flatten().cloned())
+            .collect()
+    }
+
     /// Per spec table, the triggers and rules that act on replay's writes,
     /// as a swallowed write's conflict names them.
     pub fn acting(&self, spec: &Spec) -> Vec<Vec<String>> {
@@ -152,6 +182,41 @@ impl Policy {
                             && d.decision == Decision::Fire
                     })
                     .map(|d| format!("{} '{}' ({})", d.effect.kind, d.effect.name, d.effect.when))
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Per spec table, the triggers that fire on replay's writes and set
+    /// carried columns to the statement's time, which replay holds by
+    /// setting its session's clock to the row's journaled value.
+    pub fn clocks(&self, spec: &Spec) -> Vec<Vec<Clock>> {
+        spec.tables
+            .iter()
+            .map(|t| {
+                self.decided
+                    .iter()
+                    .filter(|d| {
+                        d.effect.table == t.source_table
+                            && d.effect.enabled
+                            && d.decision == Decision::Fire
+                            && self.powers.clock_held
+                    })
+                    .filter_map(|d| {
+                        let columns = d
+                            .effect
+                            .clock
+                            .iter()
+                            .map(|c| t.columns.iter().position(|x| x.source == *c))
+                            .collect::<Option<Vec<usize>>>()?;
+                        let when = d.effect.when.to_ascii_uppercase();
+                        (!columns.is_empty()).then(|| Clock {
+                            trigger: d.effect.name.clone(),
+                            insert: when.contains("INSERT"),
+                            update: when.contains("UPDATE"),
+                            columns,
+                        })
+                    })
                     .collect()
             })
             .collect()
@@ -216,7 +281,16 @@ fn decide(t: &Table, e: SideEffect, powers: &Powers) -> Decided {
             ),
             Some(cols) => {
                 let kept: Vec<&String> = cols.iter().filter(|c| !carries(t, c)).collect();
-                if kept.is_empty() {
+                if kept.is_empty() && powers.clock_held && !e.clock.is_empty() {
+                    (
+                        Decision::Fire,
+                        format!(
+                            "it sets only columns the spec carries ({}), to the statement's time: replay sets its session's clock to each row's journaled value, so the trigger writes the journal's value",
+                            cols.join(", ")
+                        ),
+                        false,
+                    )
+                } else if kept.is_empty() {
                     (
                         Decision::Suppress,
                         if cols.is_empty() {
@@ -284,7 +358,7 @@ fn cannot_hold(e: &SideEffect, d: Decision, p: &Powers) -> Option<String> {
             if p.role.is_empty() { "ROLE" } else { &p.role }
         )),
         (_, Decision::Suppress) if p.triggers_fixed => Some(format!(
-            "this engine cannot switch a trigger off for one connection, and the policy suppresses this {} ({}): choose before the switch, either let it fire on replay's writes (say fire for '{}' in the table's replay_policy) or drop it for the rollback and create it again once replay is done (RUNBOOK.md, \"A MySQL source\")",
+            "this engine cannot switch a trigger off for one connection, and the policy suppresses this {} ({}): choose before the switch, either let it fire on replay's writes (say fire for '{}' in the table's replay_policy) or drop it for the rollback and create it again once replay is done (RUNBOOK.md, \"A MySQL source\"); a trigger that only sets carried columns to NOW() or CURRENT_TIMESTAMP needs neither, replay holds it with its session's clock (SYSDATE() reads the wall clock, which no session sets: write NOW() there)",
             e.kind, e.when, e.name
         )),
         (_, Decision::Fire) if p.triggers_fixed => None,

@@ -60,6 +60,10 @@ struct RawTable {
     /// name, where the default does not fit.
     #[serde(default)]
     replay_policy: BTreeMap<String, Decision>,
+    /// Hazards accepted, by source column: a column the spec does not
+    /// carry, or one it does (its entry may say it instead).
+    #[serde(default)]
+    source_limit: BTreeMap<String, SourceLimit>,
     #[serde(default)]
     columns: Vec<RawColumn>,
 }
@@ -83,6 +87,8 @@ struct RawColumn {
     codes: Option<String>,
     /// A `set_to_array` column's SET labels, in declaration order.
     labels: Option<Vec<String>>,
+    /// The column's hazards accepted (`"watch"`).
+    source_limit: Option<SourceLimit>,
     integer: Option<bool>,
     min: Option<i64>,
     values: Option<Vec<String>>,
@@ -266,6 +272,21 @@ pub struct Table {
     /// Replay's decision for a trigger or rule of the source table, by
     /// name (`replay_policy = { touch = "fire" }`), overriding the default.
     pub replay_policy: BTreeMap<String, Decision>,
+    /// Source columns whose hazards the spec accepts (`source_limit =
+    /// "watch"`): `check` notes them, `journal install` goes ahead, and
+    /// `watch` counts each write that crosses one.
+    pub watched: BTreeSet<String>,
+}
+
+/// What the spec decides about a hazard of a source column
+/// (crate::hazards): the only decision is to accept it and watch it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceLimit {
+    /// The target may hold what the source cannot; `watch` counts each
+    /// write that crosses the source's limit, and such a write is a
+    /// conflict at the rollback.
+    Watch,
 }
 
 /// What replay does about one trigger or rule of the source.
@@ -458,7 +479,13 @@ pub fn load(path: &Path) -> Result<Spec> {
             path.display()
         )
     })?;
-    let raw: RawSpec = toml::from_str(&text).map_err(|e| {
+    from_text(&text, path)
+}
+
+/// Checks a spec's text as the file `path` would hold it: messages name
+/// `path`, and relative paths in it are relative to its folder.
+pub fn from_text(text: &str, path: &Path) -> Result<Spec> {
+    let raw: RawSpec = toml::from_str(text).map_err(|e| {
         anyhow::anyhow!(
             "spec {} is not valid: {}",
             path.display(),
@@ -545,7 +572,17 @@ fn resolve_table(t: RawTable) -> Result<Table> {
         })
         .collect();
     let mut target_defaults = Vec::new();
+    let mut watched: BTreeSet<String> = t.source_limit.keys().cloned().collect();
     for c in t.columns {
+        if c.source_limit.is_some() {
+            match &c.source {
+                Some(s) => watched.insert(s.clone()),
+                None => bail!(
+                    "column '{}': source_limit = … decides about a source column's limit; a target-only column has none",
+                    c.target.as_deref().unwrap_or("?")
+                ),
+            };
+        }
         if c.default == Some(true) {
             let Some(target) = c.target.clone() else {
                 bail!(
@@ -661,6 +698,7 @@ fn resolve_table(t: RawTable) -> Result<Table> {
         target_defaults,
         on_change,
         replay_policy: t.replay_policy,
+        watched,
     })
 }
 

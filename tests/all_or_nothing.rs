@@ -604,7 +604,13 @@ fn a_value_the_source_column_rounds_makes_a_replay_that_writes_nothing(layout: L
     let c = Case::new(
         layout,
         "rounds",
-        &Spec::new().table(Table::new("events").key(["id"]).copy("at").copy("note")),
+        &Spec::new().table(
+            Table::new("events")
+                .key(["id"])
+                .copy("at")
+                .copy("note")
+                .watch(["at"]),
+        ),
         "CREATE TABLE events (id bigserial PRIMARY KEY, at timestamp(0) NOT NULL, note text NOT NULL);
          INSERT INTO events (at, note) VALUES ('2025-01-01 10:00:00', 'one'), ('2025-01-02 10:00:00', 'two');",
         target,
@@ -724,7 +730,8 @@ fn a_value_the_source_column_would_change_is_a_conflict_before_writing(layout: L
                 .copy("tag")
                 .copy("amount")
                 .copy("small")
-                .copy("kind"),
+                .copy("kind")
+                .watch(["at", "code", "tag", "amount", "small", "kind"]),
         ),
         source,
         target,
@@ -954,7 +961,8 @@ fn watch_and_the_rehearsal_find_the_same_writes(layout: Layout) {
                     .copy("customer_id")
                     .copy("amount")
                     .copy("note")
-                    .constant("currency", "USD"),
+                    .constant("currency", "USD")
+                    .watch(["note"]),
             ),
         &format!(
             "{customers}

@@ -270,11 +270,13 @@ fn every_engine_interface_is_small() {
         big.is_empty(),
         "interfaces of more than 15 methods: {big:?}"
     );
-    // What a new engine must write, all of it, default methods included.
+    // What a new engine must write, all of it, default methods included
+    // (SideEffects::hold_clock, MySQL's session clock, is one no other
+    // engine writes).
     let total: usize = found.iter().map(|(_, n)| n).sum();
     assert!(
-        total <= 60,
-        "the engine interfaces have {total} methods in all, more than 60: {found:?}"
+        total <= 61,
+        "the engine interfaces have {total} methods in all, more than 61: {found:?}"
     );
     assert!(
         total > 30,

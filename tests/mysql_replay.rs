@@ -7,8 +7,10 @@
 //! install`, the application writing to PostgreSQL through `psql` as a
 //! role that is not a superuser, `fence on`, `replay`; then every table of
 //! the MySQL database compared with an oracle the test computes from the
-//! writes it made. Also: the touch trigger, which the policy suppresses and
-//! MySQL cannot switch off, refused before anything is written; the
+//! writes it made. Also: the touch trigger (`SET NEW.updated_at =
+//! CURRENT_TIMESTAMP(6)`) held through the replay by the session's clock,
+//! installed and unchanged; the same trigger stamping with `SYSDATE(6)`,
+//! which no session clock sets, refused before anything is written; the
 //! rehearsal and the dry run changing nothing; a second replay applying
 //! nothing; a replay killed three times resuming exactly; and the orphans a
 //! replayed delete leaves in a child table failing replay.
@@ -81,6 +83,7 @@ const SPEC: &str = r#"
 [[tables]]
 name = "customers"
 key = ["id"]
+source_limit = { name = "watch", balance = "watch" }
 
 [[tables.columns]]
 source = "name"
@@ -172,13 +175,12 @@ impl Rollback {
     }
 
     /// Load, journal, the application's writes: the state a rollback
-    /// starts from (the touch trigger dropped for it, as RUNBOOK says).
+    /// starts from, the touch trigger installed.
     fn switched(test: &str) -> Option<Rollback> {
         let r = Rollback::new(test)?;
         cutover_in(r.path(), &["load"]).expect(0);
         cutover_in(r.path(), &["journal", "install"]).expect(0);
         r.application_writes(PG_WRITES);
-        r.my.exec("DROP TRIGGER customers_touch");
         Some(r)
     }
 
@@ -245,18 +247,30 @@ fn a_mysql_source_is_rolled_back_exactly_and_once() {
     let Some(r) = Rollback::new("mysql_rollback") else {
         return;
     };
-    // The touch trigger sets a column the spec carries: the policy
-    // suppresses it, which MySQL cannot do for one connection. `check`
-    // names it before the switch.
+    // The touch trigger sets a carried column to the statement's time:
+    // replay lets it fire under a session clock set to the journal's value.
     cutover_in(r.path(), &["check"])
-        .expect(1)
-        .assert_mentions(&["customers_touch", "CANNOT HOLD", "drop it for the rollback"]);
+        .expect(0)
+        .assert_mentions(&["customers_touch", "session's clock"]);
     cutover_in(r.path(), &["load"]).expect(0);
     cutover_in(r.path(), &["journal", "install"]).expect(0);
     r.application_writes(PG_WRITES);
 
-    // Refused before anything is written while the trigger stands: not
-    // even cutover's own tables are made.
+    // The same trigger stamping with SYSDATE(6), which reads the wall
+    // clock: named before the switch, and refused before anything is
+    // written, not even cutover's own tables made.
+    let touch = r.my.value(
+        "SELECT ACTION_STATEMENT FROM information_schema.TRIGGERS
+         WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME = 'customers_touch'",
+    );
+    r.my.exec(
+        "DROP TRIGGER customers_touch;
+         CREATE TRIGGER customers_touch BEFORE UPDATE ON customers
+             FOR EACH ROW SET NEW.updated_at = SYSDATE(6);",
+    );
+    cutover_in(r.path(), &["check"])
+        .expect(1)
+        .assert_mentions(&["customers_touch", "CANNOT HOLD", "SYSDATE()"]);
     let before = (r.dump(), r.tables());
     cutover_in(r.path(), &["replay", "--rehearse"])
         .expect(2)
@@ -266,11 +280,15 @@ fn a_mysql_source_is_rolled_back_exactly_and_once() {
         before,
         "the refusal changed the source"
     );
+    r.my.exec(&format!(
+        "DROP TRIGGER customers_touch;
+         CREATE TRIGGER customers_touch BEFORE UPDATE ON customers FOR EACH ROW {touch};"
+    ));
 
-    // The operator drops it for the rollback; the rehearsal then passes
-    // and leaves the source's tables exactly as they were.
-    r.my.exec("DROP TRIGGER customers_touch");
+    // With the application's trigger as it was, the rehearsal passes and
+    // leaves the source's tables, and the trigger, exactly as they were.
     let before = r.dump();
+    assert!(before.contains("customers_touch"), "{before}");
     cutover_in(r.path(), &["replay", "--rehearse"]).expect(0);
     assert_eq!(r.dump(), before, "the rehearsal changed the source");
     cutover_in(r.path(), &["watch"]).expect(0);
@@ -281,10 +299,22 @@ fn a_mysql_source_is_rolled_back_exactly_and_once() {
     cutover_in(r.path(), &["replay", "--dry-run"]).expect(0);
     assert_eq!(r.dump(), before, "the dry run changed the source");
 
+    let triggers = r.my.exec(
+        "SELECT TRIGGER_NAME, EVENT_MANIPULATION, ACTION_TIMING, ACTION_STATEMENT
+         FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() ORDER BY 1",
+    );
     let out = cutover_in(r.path(), &["--format", "json", "replay"]).expect(0);
     let rep = out.json();
     assert_eq!(rep["verdict"], "pass", "{out}");
     assert_eq!(r.customers(), EXPECTED);
+    assert_eq!(
+        r.my.exec(
+            "SELECT TRIGGER_NAME, EVENT_MANIPULATION, ACTION_TIMING, ACTION_STATEMENT
+             FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() ORDER BY 1",
+        ),
+        triggers,
+        "the application's triggers after the replay"
+    );
     assert_eq!(r.others(), OTHERS, "tables outside the spec");
     let next = r.auto_increment();
     assert!(
@@ -300,6 +330,20 @@ fn a_mysql_source_is_rolled_back_exactly_and_once() {
     assert_eq!(again["applied"], 0, "{again}");
     assert_eq!(r.dump(), before);
     cutover_in(r.path(), &["status"]).expect(0);
+
+    // A trigger replay cannot hold (an audit writer), created again once
+    // every entry is in, acts on no write of a replay with nothing left:
+    // that replay applies nothing and passes.
+    r.my.exec(
+        "CREATE TRIGGER customers_audit AFTER UPDATE ON customers
+             FOR EACH ROW INSERT INTO audit (what) VALUES ('update')",
+    );
+    let after = cutover_in(r.path(), &["--format", "json", "replay"])
+        .expect(0)
+        .json();
+    assert_eq!(after["applied"], 0, "{after}");
+    assert_eq!(r.others(), OTHERS, "tables outside the spec");
+    r.my.exec("DROP TRIGGER customers_audit");
 
     // The source is the application's again: its next id is a new one.
     let app = r.my.app_user();

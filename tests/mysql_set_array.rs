@@ -100,6 +100,8 @@ impl Migration {
             spec.to_str().expect("a UTF-8 path"),
         ])
         .expect(0);
+        // The id the target widens from SMALLINT UNSIGNED: accepted.
+        support::accept_drafted_hazards(&spec);
         Some(Migration {
             my,
             pg,
@@ -184,8 +186,14 @@ fn a_set_goes_to_a_text_array_and_back_exactly() {
             ),
         "{draft}"
     );
+    // The one decision: the hazards of the ids and titles the target
+    // widens, accepted (`Migration::new`).
     assert!(
-        !draft.contains("# DECIDE:") && draft.contains("film.fulltext is generated"),
+        draft.matches("# DECIDE:").count() == 1
+            && draft.contains("#   film_id: range hazard")
+            && draft
+                .contains("\nsource_limit = { \"film_id\" = \"watch\", \"title\" = \"watch\" }")
+            && draft.contains("film.fulltext is generated"),
         "{draft}"
     );
     let source_before = m.source();

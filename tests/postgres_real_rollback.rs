@@ -627,6 +627,7 @@ url = \"TARGET_URL\"
 [[tables]]
 name = \"parent\"
 key = [\"id\"]
+source_limit = { id = \"watch\" }
 [[tables.columns]]
 source = \"name\"
 ";
@@ -1024,6 +1025,7 @@ url = \"TARGET_URL\"
 [[tables]]
 name = \"account\"
 key = [\"id\"]
+source_limit = { id = \"watch\" }
 [[tables.columns]]
 source = \"active\"
 transform = \"map\"
@@ -1173,6 +1175,7 @@ url = \"TARGET_URL\"
 [[tables]]
 name = \"person\"
 key = [\"id\"]
+source_limit = { id = \"watch\", initials = \"watch\" }
 [[tables.columns]]
 source = \"first\"
 [[tables.columns]]
@@ -1259,6 +1262,7 @@ url = \"TARGET_URL\"
 [[tables]]
 name = \"payment\"
 key = [\"id\"]
+source_limit = { id = \"watch\", amount = \"watch\" }
 [[tables.columns]]
 source = \"paid_on\"
 [[tables.columns]]

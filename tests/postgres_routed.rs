@@ -100,6 +100,7 @@ url = "TARGET_URL"
 [[tables]]
 name = "payment"
 key = ["payment_id"]
+source_limit = { payment_id = "watch", customer_id = "watch", amount = "watch" }
 
 [[tables.columns]]
 source = "customer_id"

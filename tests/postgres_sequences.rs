@@ -37,6 +37,7 @@ source = "dollars"
 target = "cents"
 transform = "decimal_to_minor"
 scale = 2
+source_limit = "watch"
 
 [[tables.columns]]
 target = "search"

@@ -833,7 +833,7 @@ fn a_sqlite_source_generated_column_is_carried_and_left_to_the_source_on_replay(
         "target.db",
         "CREATE TABLE t (id INTEGER PRIMARY KEY, first TEXT, label TEXT);",
     );
-    let spec = "[source]\nurl = \"sqlite://source.db\"\n[target]\nurl = \"sqlite://target.db\"\n[[tables]]\nname = \"t\"\nkey = [\"id\"]\n[[tables.columns]]\nsource = \"first\"\n[[tables.columns]]\nsource = \"label\"\n";
+    let spec = "[source]\nurl = \"sqlite://source.db\"\n[target]\nurl = \"sqlite://target.db\"\n[[tables]]\nname = \"t\"\nkey = [\"id\"]\nsource_limit = { label = \"watch\" }\n[[tables.columns]]\nsource = \"first\"\n[[tables.columns]]\nsource = \"label\"\n";
     d.write("spec.toml", spec);
     d.run(&["check"], 0);
     d.run(&["load"], 0);

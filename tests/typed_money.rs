@@ -110,7 +110,8 @@ fn typed_money(layout: Layout, name: &str, decl: &str, places: usize, bad: &str,
         &Spec::new().table(
             Table::new("payments")
                 .key(["id"])
-                .decimal("amount", "cents", 2),
+                .decimal("amount", "cents", 2)
+                .watch(["amount"]),
         ),
     );
     d.create_db(
@@ -198,7 +199,8 @@ fn replay_writes_cents_back_into_money_at_four_places_exactly(layout: Layout) {
         &Spec::new().table(
             Table::new("payments")
                 .key(["id"])
-                .decimal("amount", "cents", 2),
+                .decimal("amount", "cents", 2)
+                .watch(["amount"]),
         ),
     );
     d.create_db(

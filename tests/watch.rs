@@ -42,6 +42,7 @@ target = "name"
 [[tables]]
 name = "orders"
 key = ["id"]
+source_limit = { ref = "watch" }
 
 [[tables.columns]]
 source = "customer_id"

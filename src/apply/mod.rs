@@ -377,6 +377,10 @@ pub struct Engine<'a> {
     /// column would round, cut, pad or refuse is a conflict before it is
     /// written, never a changed value.
     holding: std::cell::RefCell<std::collections::HashMap<(usize, Vec<usize>), Holding<'a>>>,
+    /// Per table, the database's triggers that set columns to the
+    /// statement's time, which each write holds by setting the session's
+    /// clock to the row's value in them ([`Engine::clock`]).
+    clocks: Vec<Vec<crate::side_effects::Clock>>,
 }
 
 /// A table's conditional writes on one database.
@@ -412,7 +416,82 @@ impl<'a> Engine<'a> {
             acting: Vec::new(),
             partial: std::cell::RefCell::default(),
             holding: std::cell::RefCell::default(),
+            clocks: vec![Vec::new(); tables.len()],
         }
+    }
+
+    /// The same engine, told which triggers of the database set columns
+    /// of each table to the statement's time (in the order of `tables`):
+    /// each insert and update they fire on is written under a session
+    /// clock set to the row's value.
+    pub fn clocks(mut self, clocks: Vec<Vec<crate::side_effects::Clock>>) -> Engine<'a> {
+        self.clocks = clocks;
+        self
+    }
+
+    /// Sets the session's clock for a write of `row` (as stored) to table
+    /// `ti`, an insert or an update, when a trigger that fires on it sets
+    /// columns to the statement's time: `Ok(true)` when set (the caller
+    /// gives the clock back after the write), `Ok(false)` when no trigger
+    /// needs it, a conflict when the row's values cannot be one clock's.
+    fn clock(
+        &self,
+        c: &Change,
+        ti: usize,
+        insert: bool,
+        row: &[Value],
+    ) -> Result<Result<bool, Box<Conflict>>> {
+        let table = &self.tables[ti];
+        let mut at: Option<(&Value, usize)> = None;
+        for k in self.clocks[ti]
+            .iter()
+            .filter(|k| if insert { k.insert } else { k.update })
+        {
+            for &col in &k.columns {
+                let v = &row[col];
+                let differs = at.is_some_and(|(a, _)| a != v);
+                if matches!(v, Value::Null) || differs {
+                    let why = match at {
+                        Some((_, first)) if differs => format!(
+                            "source trigger '{}' sets '{}' to the statement's time, which replay sets to the journal's value, and the row holds another time in '{}' ({} and {})",
+                            k.trigger,
+                            table.columns[col].source,
+                            table.columns[first].source,
+                            v,
+                            row[first]
+                        ),
+                        _ => format!(
+                            "source trigger '{}' sets '{}' to the statement's time, and the row holds NULL there, which no clock reads",
+                            k.trigger, table.columns[col].source
+                        ),
+                    };
+                    return Ok(Err(self.conflict(
+                        c,
+                        why,
+                        Some(table.columns[col].target.clone()),
+                        None,
+                        None,
+                    )));
+                }
+                at.get_or_insert((v, col));
+            }
+        }
+        let Some((v, col)) = at else {
+            return Ok(Ok(false));
+        };
+        if !self.db.side_effects().hold_clock(Some(v))? {
+            return Ok(Err(self.conflict(
+                c,
+                format!(
+                    "a source trigger sets '{}' to the statement's time, and the session's clock cannot be set to {v} (it runs from 1970 to 2038)",
+                    table.columns[col].source
+                ),
+                Some(table.columns[col].target.clone()),
+                None,
+                None,
+            )));
+        }
+        Ok(Ok(true))
     }
 
     /// The same engine, told which triggers and rules of the database act
@@ -922,10 +1001,24 @@ impl<'a> Engine<'a> {
         {
             return Ok(false);
         }
-        match &mut self.writers.borrow_mut()[c.table] {
+        let clocked = match (b, a) {
+            (_, Some(a)) if !self.clocks[c.table].is_empty() => {
+                match self.clock(c, c.table, b.is_none(), a)? {
+                    Ok(set) => set,
+                    // The long way names the conflict.
+                    Err(_) => return Ok(false),
+                }
+            }
+            _ => false,
+        };
+        let wrote = match &mut self.writers.borrow_mut()[c.table] {
             Some(w) => w.write_if(b, a),
             None => Ok(false),
+        };
+        if clocked {
+            self.db.side_effects().hold_clock(None)?;
         }
+        wrote
     }
 
     /// On the source: whether the row change `c` leaves cannot be written
@@ -1234,6 +1327,18 @@ impl<'a> Engine<'a> {
         if keeps && here.is_some() && after.is_none() {
             self.keep_ignored(table, c, &key_text())?;
         }
+        let clocked = match &stored {
+            Some(row) if !self.clocks[c.table].is_empty() => {
+                match self.clock(c, c.table, here.is_none(), row)? {
+                    Ok(set) => set,
+                    Err(mut conflict) => {
+                        conflict.found = here.map(|r| row_json(table, r));
+                        return Ok(Err(conflict));
+                    }
+                }
+            }
+            _ => false,
+        };
         let done = if c.unrecorded.is_empty() {
             let sql = &self.sql[c.table];
             match (here, &stored) {
@@ -1271,6 +1376,9 @@ impl<'a> Engine<'a> {
                 && stored.is_some()
                 && matches!(self.current(table, c.table, &c.key, false)?, Ok(Some(r)) if same_recorded(Some(&r), after, &c.unrecorded)))
         };
+        if clocked {
+            self.db.side_effects().hold_clock(None)?;
+        }
         let done = if routed(&done)? { Ok(1) } else { done };
         match done {
             // A write that changed no row (a trigger or rule of the

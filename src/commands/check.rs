@@ -332,10 +332,10 @@ pub fn render(rep: &CheckReport) -> String {
     }
     text.push_str(&crate::hazards::render(&rep.hazards));
     render_findings(rep, &mut text);
-    if !rep.hazards.is_empty() {
+    let open = crate::hazards::undecided(&rep.hazards).count();
+    if open > 0 {
         text.push_str(&format!(
-            "{} hazard(s): the target can hold values the source cannot store exactly; after the switch such a write cannot go back (WARN above: fix each before the switch)\n",
-            rep.hazards.len()
+            "{open} hazard(s) undecided: the target can hold values the source cannot store exactly; after the switch such a write cannot go back, and journal install refuses until each is decided (WARN above: fix or accept each before the switch)\n"
         ));
     }
     text.push_str(&if rep.holds() {

@@ -1,7 +1,7 @@
 //! `cutover journal install|remove|status`: the journal (src/journal/) put
 //! on the target's tables, taken off, or counted, and the report each gives.
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use serde::Serialize;
 
 use crate::db::{Access, Db, JournalLogExt};
@@ -62,11 +62,35 @@ impl Report for JournalReport {
 
 pub fn install(spec: &Spec) -> Result<JournalReport> {
     let (source, target, _) = schema::open(spec, Access::Read, Access::Write)?;
+    refuse_undecided(spec, &source, &target)?;
     let (changed, renewed) = crate::journal::install::install(spec, &source, &target)?;
     let mut rep = status_report(spec, &target, Action::Install)?;
     rep.triggers_changed = changed;
     rep.renewed = renewed;
     Ok(rep)
+}
+
+/// Refuses, before anything is written, while `check` names a hazard the
+/// spec has not decided: after the switch a write that crosses it cannot
+/// go back, and nobody said so was acceptable.
+fn refuse_undecided(spec: &Spec, source: &Db, target: &Db) -> Result<()> {
+    let hazards = crate::hazards::of(spec, source, target)?;
+    let open: Vec<_> = crate::hazards::undecided(&hazards).collect();
+    let Some(first) = open.first() else {
+        return Ok(());
+    };
+    bail!(
+        "spec {}: {} hazard(s) undecided, the first: table '{}', source column '{}' ({}): {} hazard: {}. After the switch such a write cannot go back. Decide each before installing the journal: widen the source column, add the target CHECK that `cutover check --spec {}` prints, or accept it with {}; nothing was changed",
+        spec.path.display(),
+        open.len(),
+        first.table,
+        first.column,
+        first.source_type,
+        first.kind.name(),
+        first.why,
+        spec.path.display(),
+        first.acceptance()
+    )
 }
 
 pub fn remove(spec: &Spec) -> Result<JournalReport> {

@@ -198,6 +198,25 @@ pub fn render(rep: &WatchReport) -> String {
         ));
         text.push('\n');
     }
+    if !p.watched.is_empty() {
+        text.push_str("\nhazards the spec accepts (source_limit = \"watch\"): writes that crossed each, so far\n");
+        text.push_str(&report::table(
+            &["table", "source column", "hazard", "writes"],
+            p.watched.iter().map(|w| {
+                vec![
+                    w.table.clone(),
+                    w.column.clone(),
+                    w.kinds
+                        .iter()
+                        .map(|k| k.name())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    w.crossed.to_string(),
+                ]
+            }),
+        ));
+        text.push('\n');
+    }
     if !p.unjudged.is_empty() {
         text.push_str(&format!(
             "\nonly a write judges these ({}):\n",

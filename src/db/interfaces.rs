@@ -402,6 +402,14 @@ pub trait SideEffects {
     ) -> Result<Vec<String>>;
     /// The tables (in this database) that declare a foreign key to `table`.
     fn referencing_tables(&self, table: &str) -> Result<Vec<String>>;
+    /// Sets the statement time of this session to `at` (a time in the
+    /// engine's text, as a row holds it), which the statement-time
+    /// functions of the triggers then return; `None` gives the session the
+    /// server's clock back. `false`: the engine has no such clock, or it
+    /// cannot hold `at` (MySQL's runs from 1970 to 2038).
+    fn hold_clock(&self, at: Option<&Value>) -> Result<bool> {
+        Ok(at.is_none())
+    }
 }
 
 /// An engine: every interface, on one connection that can move to a reader

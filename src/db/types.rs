@@ -640,6 +640,12 @@ pub struct SideEffect {
     /// Whether it acts at all when the application writes (a disabled
     /// trigger never does, and replay leaves it so).
     pub enabled: bool,
+    /// The columns of the row it sets to the statement's time and nothing
+    /// else (MySQL's `SET NEW.created = NOW()`): an engine whose session
+    /// clock replay can set ([`Powers::clock_held`]) makes it write the
+    /// journal's value.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub clock: Vec<String>,
     /// For a foreign-key action: the table whose rows it changes, its
     /// columns, and the referenced columns of `table`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -702,4 +708,8 @@ pub struct Powers {
     /// suppresses cannot be held, and the operator lets it fire or drops it
     /// for the rollback.
     pub triggers_fixed: bool,
+    /// Replay can set the statement time of its own session (MySQL's
+    /// `timestamp`), so that a trigger setting a column to it writes the
+    /// journal's value.
+    pub clock_held: bool,
 }

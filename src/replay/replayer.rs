@@ -108,7 +108,11 @@ impl Replayer<'_> {
         // The source's triggers, rules and foreign-key actions: what the role
         // cannot hold is refused before anything is written.
         let policy = Policy::read(spec, &source)?;
-        refuse_unheld(&policy, &source)?;
+        // A trigger created again once every entry is in (RUNBOOK.md, "A
+        // MySQL source") acts on no write of a replay with nothing left.
+        if at.last_applied < at.boundary {
+            refuse_unheld(&policy, &source)?;
+        }
         if policy.live_actions().next().is_some() {
             let refused = refused_by_actions(
                 spec,

@@ -233,6 +233,7 @@ impl Applying<'_> {
         let fires = acting.iter().map(|a| !a.is_empty()).collect();
         let engine = Engine::for_journal(&spec.tables, source, at.journal.as_str())
             .acting(acting)
+            .clocks(self.policy.clocks(spec))
             .within();
         let replaying = Replaying {
             spec,

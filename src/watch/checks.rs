@@ -54,6 +54,9 @@ pub struct Checker<'a> {
     /// replay's writes, as messages name them: there a write is never
     /// merged into the next one, and only a write judges what they do.
     acting: Vec<Vec<String>>,
+    /// Per spec table, the source columns an insert must fill that the
+    /// spec does not carry: no row new to the source can go back there.
+    required: Vec<Vec<String>>,
 }
 
 /// Whether whole rows go both ways as they are.
@@ -69,7 +72,13 @@ impl<'a> Checker<'a> {
         for t in &spec.tables {
             parents.push(Self::parents_of(spec, source, t)?);
         }
-        let acting = crate::side_effects::Policy::read(spec, source)?.acting(spec);
+        let policy = crate::side_effects::Policy::read(spec, source)?;
+        let acting = policy.acting(spec);
+        let required = spec
+            .tables
+            .iter()
+            .map(|t| crate::hazards::required_columns(t, source, &policy))
+            .collect::<Result<_>>()?;
         Ok(Checker {
             spec,
             source,
@@ -77,6 +86,7 @@ impl<'a> Checker<'a> {
             parents,
             holding: Default::default(),
             acting,
+            required,
         })
     }
 
@@ -235,6 +245,23 @@ impl<'a> Checker<'a> {
                 why,
                 Fix::Source(format!(
                     "let source column '{column}' of table '{}' hold the value (widen its type, drop the NOT NULL), or correct the row in the target",
+                    t.source_table
+                )),
+            ));
+        }
+        if let (Some(a), None, Some(column)) = (&e.after, &e.before, self.required[e.table].first())
+            && carried.is_some()
+        {
+            out.push(finding(
+                Kind::SourceColumn,
+                a,
+                Some(column.clone()),
+                Some("NULL".into()),
+                format!(
+                    "source column '{column}' is NOT NULL without a default and the spec does not carry it: replay cannot insert the row"
+                ),
+                Fix::Source(format!(
+                    "give source column '{column}' of table '{}' a default, or let it hold NULL",
                     t.source_table
                 )),
             ));

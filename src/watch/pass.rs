@@ -61,6 +61,22 @@ pub struct Pass {
     /// before the first.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rehearsed: Option<Rehearsed>,
+    /// The hazards the spec accepts (`source_limit = "watch"`), each with
+    /// the writes so far that cross it.
+    pub watched: Vec<Watched>,
+}
+
+/// A source column whose hazards the spec accepts, and the journaled
+/// writes that crossed its limit: each cannot go back.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Watched {
+    pub table: String,
+    pub column: String,
+    /// The hazards' kinds, as `check` names them.
+    pub kinds: Vec<crate::hazards::HazardKind>,
+    /// Entries among the open findings whose value this column cannot
+    /// hold.
+    pub crossed: i64,
 }
 
 /// The last `replay --rehearse` of this pair of databases.
@@ -217,6 +233,7 @@ fn run(
         .len() as i64;
     file.set_meta("irreversible", &irreversible.to_string())?;
     let rate = file.latest_rate()?;
+    let watched = watched(spec, source, target, &findings)?;
     Ok(Pass {
         journal: journal.to_string(),
         state: file.path().to_string(),
@@ -237,7 +254,44 @@ fn run(
         estimate: estimate(rate.as_ref(), entries, target_rows),
         unjudged: checker.unjudged()?,
         rehearsed: rehearsed(file, target, now_last)?,
+        watched,
     })
+}
+
+/// The accepted hazards, by source column, with the open findings that
+/// cross each.
+fn watched(spec: &Spec, source: &Db, target: &Db, findings: &[Finding]) -> Result<Vec<Watched>> {
+    let mut out: Vec<Watched> = Vec::new();
+    for h in crate::hazards::of(spec, source, target)?
+        .into_iter()
+        .filter(|h| h.accepted)
+    {
+        let kind = h.kind;
+        if let Some(w) = out
+            .iter_mut()
+            .find(|w| w.table == h.table && w.column == h.column)
+        {
+            w.kinds.push(kind);
+            continue;
+        }
+        let crossed = findings
+            .iter()
+            .filter(|f| {
+                f.kind == Kind::SourceColumn
+                    && f.table == h.table
+                    && f.column.as_deref() == Some(h.column.as_str())
+            })
+            .map(|f| f.seq)
+            .collect::<BTreeSet<_>>()
+            .len() as i64;
+        out.push(Watched {
+            table: h.table,
+            column: h.column,
+            kinds: vec![kind],
+            crossed,
+        });
+    }
+    Ok(out)
 }
 
 /// The last rehearsal, as `replay --rehearse` recorded it in the file

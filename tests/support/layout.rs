@@ -209,7 +209,17 @@ impl Engine for Layered {
 
     fn create(&self, db: &str, sql: &str) {
         let on = self.on(db);
-        self.of(db).create(db, sql);
+        // Each side's types as a migration engineer would pair them, so
+        // that the target holds nothing the source cannot (no hazard for
+        // `journal install` to refuse): a PostgreSQL target of MySQL text
+        // at the source's width, a PostgreSQL source's integers as wide as
+        // SQLite's.
+        let sql = match (self.layout, on) {
+            (Layout::MyToPg, On::Pg) => super::retyped(sql, "text", "varchar(191)"),
+            (Layout::PgToSqlite, On::Pg) => super::retyped(sql, "integer", "bigint"),
+            _ => sql.to_string(),
+        };
+        self.of(db).create(db, &sql);
         self.place(db, on);
     }
 

@@ -94,6 +94,45 @@ pub const ORDERS_SOURCE: &str = include_str!("../../fixtures/orders/source.sql")
 pub const ORDERS_TARGET: &str = include_str!("../../fixtures/orders/target.sql");
 pub const ORDERS_APP_WRITES: &str = include_str!("../../fixtures/orders/app_writes.sql");
 
+/// A schema script with every word `from` (a type name, any case) written
+/// `to`; quoted literals are left as written.
+pub fn retyped(sql: &str, from: &str, to: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut quoted = false;
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        if word.eq_ignore_ascii_case(from) {
+            out.push_str(to);
+        } else {
+            out.push_str(word);
+        }
+        word.clear();
+    };
+    for c in sql.chars() {
+        if quoted {
+            out.push(c);
+            quoted = c != '\'';
+        } else if c.is_ascii_alphanumeric() || c == '_' {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            quoted = c == '\'';
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
+}
+
+/// A spec `init` drafted, with the hazards its `DECIDE` comments name
+/// accepted: each commented `# source_limit = …` line it wrote taken in,
+/// as the operator who read them would.
+pub fn accept_drafted_hazards(spec: &Path) {
+    let draft = std::fs::read_to_string(spec).expect("the drafted spec");
+    let accepted = draft.replace("\n# source_limit = ", "\nsource_limit = ");
+    std::fs::write(spec, accepted).expect("the spec");
+}
+
 /// The spec file name every `Dir` uses.
 pub const SPEC: &str = "spec.toml";
 

@@ -369,7 +369,8 @@ pub fn hex_upper(bytes: &[u8]) -> String {
 /// The spec of the MySQL tests' `orders` table from `source` to `target`:
 /// `dollars` (DECIMAL) to `cents` by `decimal_to_minor`, the `status` ENUM
 /// mapped `A`/`C` to `active`/`closed`, each of `copies` carried as it is,
-/// then `more` (further `[[tables]]`) as written.
+/// then `more` (further `[[tables]]`) as written. The cents a `BIGINT`
+/// holds past the DECIMAL's digits are accepted (`source_limit`).
 pub fn orders_spec(source: &str, target: &str, copies: &[&str], more: &str) -> String {
     let copies: String = copies
         .iter()
@@ -391,6 +392,7 @@ source = "dollars"
 target = "cents"
 transform = "decimal_to_minor"
 scale = 2
+source_limit = "watch"
 
 [[tables.columns]]
 source = "status"
@@ -567,31 +569,7 @@ fn run_all(c: &mut mysql::Conn, sql: &str) -> Result<(), String> {
 /// holds), since MySQL keys and indexes no `TEXT` without a prefix length
 /// and the scenarios key on text. Quoted literals are left as written.
 pub fn keyable(sql: &str) -> String {
-    let mut out = String::with_capacity(sql.len());
-    let mut quoted = false;
-    let mut word = String::new();
-    let flush = |word: &mut String, out: &mut String| {
-        if word.eq_ignore_ascii_case("text") {
-            out.push_str("VARCHAR(191)");
-        } else {
-            out.push_str(word);
-        }
-        word.clear();
-    };
-    for c in sql.chars() {
-        if quoted {
-            out.push(c);
-            quoted = c != '\'';
-        } else if c.is_ascii_alphanumeric() || c == '_' {
-            word.push(c);
-        } else {
-            flush(&mut word, &mut out);
-            quoted = c == '\'';
-            out.push(c);
-        }
-    }
-    flush(&mut word, &mut out);
-    out
+    super::retyped(sql, "text", "VARCHAR(191)")
 }
 
 /// A value of the text protocol in the storage class of its column.

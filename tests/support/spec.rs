@@ -178,6 +178,7 @@ pub struct Table {
     on_change: Option<String>,
     watermark: Option<String>,
     lookback: Option<Lit>,
+    watched: Vec<String>,
     columns: Vec<Column>,
 }
 
@@ -195,6 +196,7 @@ impl Table {
             on_change: None,
             watermark: None,
             lookback: None,
+            watched: Vec::new(),
             columns: Vec::new(),
         }
     }
@@ -263,6 +265,17 @@ impl Table {
     /// `lookback`: a number, or a duration text (`"30m"`, `"2d"`).
     pub fn lookback(mut self, window: impl Into<Lit>) -> Table {
         self.lookback = Some(window.into());
+        self
+    }
+
+    /// `source_limit = { column = "watch" }`: the column's hazards
+    /// accepted, each source column named once.
+    pub fn watch(mut self, columns: impl IntoIterator<Item = impl AsRef<str>>) -> Table {
+        for c in strings(columns) {
+            if !self.watched.contains(&c) {
+                self.watched.push(c);
+            }
+        }
         self
     }
 
@@ -347,6 +360,14 @@ impl Table {
         }
         if let Some(l) = &self.lookback {
             let _ = writeln!(s, "lookback = {}", l.toml());
+        }
+        if !self.watched.is_empty() {
+            let pairs: Vec<String> = self
+                .watched
+                .iter()
+                .map(|c| format!("{} = \"watch\"", quoted(c)))
+                .collect();
+            let _ = writeln!(s, "source_limit = {{ {} }}", pairs.join(", "));
         }
         for c in &self.columns {
             c.render(s);

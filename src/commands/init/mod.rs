@@ -124,6 +124,7 @@ pub fn run(source_url: &str, target_url: &str, out: Option<&Path>) -> Result<Ini
     }
     // The draft must itself be valid TOML.
     toml::from_str::<toml::Value>(&toml).context("the drafted spec is not valid TOML (a bug)")?;
+    let toml = hazards(toml, &source, &target, &mut to_decide);
     if let Some(p) = out {
         write_new(p, &toml)?;
     }
@@ -135,6 +136,64 @@ pub fn run(source_url: &str, target_url: &str, out: Option<&Path>) -> Result<Ini
         to_decide,
         toml,
     })
+}
+
+/// The draft with, under each table's key, a `DECIDE` comment naming the
+/// hazards `check` will warn of there (docs/spec.md, "Hazards") and the
+/// commented line that accepts them. A draft that does not load yet (a
+/// table without a key, say) gets none: `check` names them once it does.
+fn hazards(toml: String, source: &Db, target: &Db, to_decide: &mut usize) -> String {
+    let Ok(spec) = crate::spec::from_text(&toml, Path::new("draft.toml")) else {
+        return toml;
+    };
+    let Ok(found) = crate::hazards::of(&spec, source, target) else {
+        return toml;
+    };
+    let mut out = toml;
+    for t in &spec.tables {
+        let here: Vec<&crate::hazards::Hazard> =
+            found.iter().filter(|h| h.table == t.name).collect();
+        if here.is_empty() {
+            continue;
+        }
+        let mut columns: Vec<&str> = here.iter().map(|h| h.column.as_str()).collect();
+        columns.dedup();
+        let mut note = String::from(
+            "# DECIDE: the target can hold values these source columns cannot store exactly
+# (docs/spec.md, \"Hazards\"); after the switch such a write cannot go back:
+",
+        );
+        for h in &here {
+            note.push_str(&format!(
+                "#   {}: {} hazard: {}
+",
+                h.column,
+                h.kind.name(),
+                h.why
+            ));
+        }
+        let accepted: Vec<String> = columns
+            .iter()
+            .map(|c| format!("{} = \"watch\"", draft::lit(c)))
+            .collect();
+        note.push_str(&format!(
+            "# widen the source, add the target CHECKs `cutover check` prints, or accept them:
+# source_limit = {{ {} }}
+",
+            accepted.join(", ")
+        ));
+        let head = format!("\n[[tables]]\nname = {}\n", draft::lit(&t.name));
+        let Some(at) = out.find(&head) else {
+            continue;
+        };
+        let Some(key) = out[at..].find("\nkey = ").map(|k| at + k + 1) else {
+            continue;
+        };
+        let end = out[key..].find('\n').map_or(out.len(), |e| key + e + 1);
+        out.insert_str(end, &note);
+        *to_decide += 1;
+    }
+    out
 }
 
 /// Writes the draft to `p`, which must not exist: never overwrites, even a

@@ -498,12 +498,11 @@ pub fn column_kind(c: &Column) -> ColumnKind {
 }
 
 /// The bound of a column's type, for `check`'s hazards; a `TINYINT(1)`,
-/// read as a boolean, has none.
+/// read as a boolean, holds what any `TINYINT` holds.
 fn limit_of(kind: Option<&Kind>, c: &Column) -> crate::db::Limit {
     use crate::db::Limit;
     let time = |fraction, years| Limit::Time { fraction, years };
     match kind {
-        Some(_) if column_kind(c) == ColumnKind::Boolean => Limit::None,
         Some(&Kind::Int { bytes, unsigned }) => {
             let bits = 8 * u32::from(bytes);
             if unsigned {

@@ -27,18 +27,31 @@ fn acts(rule: &str) -> bool {
 }
 
 fn trigger_effect(table: &str, t: Trigger, columns: &[String]) -> SideEffect {
-    let writes = trigger_writes(&t.timing, &t.event, &t.statement).map(|cols| {
-        // Column names are not case-sensitive: each as the table declares it.
-        cols.into_iter()
-            .map(|c| {
-                columns
-                    .iter()
-                    .find(|k| k.eq_ignore_ascii_case(&c))
-                    .cloned()
-                    .unwrap_or(c)
-            })
-            .collect()
+    // Column names are not case-sensitive: each as the table declares it.
+    let declared = |c: String| {
+        columns
+            .iter()
+            .find(|k| k.eq_ignore_ascii_case(&c))
+            .cloned()
+            .unwrap_or(c)
+    };
+    let sets = trigger_writes(&t.timing, &t.event, &t.statement);
+    let writes = sets.as_ref().map(|sets| {
+        let mut out: Vec<String> = Vec::new();
+        for (c, _) in sets {
+            if !out.iter().any(|o| o.eq_ignore_ascii_case(c)) {
+                out.push(declared(c.clone()));
+            }
+        }
+        out
     });
+    // Every assignment the statement's time: the session clock holds it.
+    let clock = match &sets {
+        Some(sets) if !sets.is_empty() && sets.iter().all(|(_, e)| is_clock(e)) => {
+            writes.clone().unwrap_or_default()
+        }
+        _ => Vec::new(),
+    };
     SideEffect {
         table: table.to_string(),
         kind: SideEffectKind::Trigger,
@@ -47,15 +60,34 @@ fn trigger_effect(table: &str, t: Trigger, columns: &[String]) -> SideEffect {
         writes,
         routes: false,
         enabled: true,
+        clock,
         action: None,
     }
 }
 
-/// The columns of the row a trigger sets: only a `BEFORE INSERT` or
-/// `BEFORE UPDATE` trigger can (`SET NEW.col = …`, each assignment of a
-/// `SET` list); `None` when that cannot be told from its body (a value
-/// `SELECT … INTO` or a procedure's `OUT` parameter could set one).
-fn trigger_writes(timing: &str, event: &str, body: &str) -> Option<Vec<String>> {
+/// Whether an expression is the statement's time, which the session's
+/// `timestamp` sets: `NOW()`, `CURRENT_TIMESTAMP`, `LOCALTIME`,
+/// `LOCALTIMESTAMP` and `UTC_TIMESTAMP`, with or without a precision
+/// (`UTC_TIMESTAMP` is the same in replay's `+00:00` session). Not
+/// `SYSDATE()`, which reads the wall clock whatever the session says.
+fn is_clock(expr: &str) -> bool {
+    static CLOCK: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    CLOCK
+        .get_or_init(|| {
+            regex::Regex::new(
+                r"(?i)^\s*(now|current_timestamp|localtime|localtimestamp|utc_timestamp)\s*(\(\s*[0-6]?\s*\))?\s*$",
+            )
+            .expect("a valid pattern")
+        })
+        .is_match(expr)
+}
+
+/// The columns of the row a trigger sets, each with the expression it
+/// sets it to: only a `BEFORE INSERT` or `BEFORE UPDATE` trigger can (`SET
+/// NEW.col = …`, each assignment of a `SET` list); `None` when that cannot
+/// be told from its body (a value `SELECT … INTO` or a procedure's `OUT`
+/// parameter could set one).
+fn trigger_writes(timing: &str, event: &str, body: &str) -> Option<Vec<(String, String)>> {
     if !timing.eq_ignore_ascii_case("BEFORE") || event.eq_ignore_ascii_case("DELETE") {
         return Some(Vec::new());
     }
@@ -80,7 +112,7 @@ fn trigger_writes(timing: &str, event: &str, body: &str) -> Option<Vec<String>> 
         )
         .expect("a valid pattern")
     });
-    let mut out: Vec<String> = Vec::new();
+    let mut out: Vec<(String, String)> = Vec::new();
     for m in set.find_iter(&clean) {
         // The assignments of one SET: up to the `;` (or the end) that ends
         // it, split at the commas outside parentheses.
@@ -119,9 +151,8 @@ fn trigger_writes(timing: &str, event: &str, body: &str) -> Option<Vec<String>> 
             } else {
                 raw.to_string()
             };
-            if !out.iter().any(|o| o.eq_ignore_ascii_case(&name)) {
-                out.push(name);
-            }
+            let expr = part[c.get(0).map_or(0, |m| m.end())..].trim().to_string();
+            out.push((name, expr));
         }
     }
     Some(out)
@@ -160,6 +191,7 @@ impl SideEffects for MySql {
                 writes: Some(Vec::new()),
                 routes: false,
                 enabled: true,
+                clock: Vec::new(),
                 action: Some(ForeignKeyAction {
                     child,
                     columns: fk.columns,
@@ -186,6 +218,7 @@ impl SideEffects for MySql {
             triggers_always_fire: false,
             actions_off: true,
             triggers_fixed: true,
+            clock_held: true,
         })
     }
 
@@ -290,15 +323,49 @@ impl SideEffects for MySql {
         out.dedup();
         Ok(out)
     }
+
+    /// `SET timestamp`: `NOW()`, `CURRENT_TIMESTAMP` and their kin return
+    /// `at` in this session (whose `time_zone` is `+00:00`, so a DATETIME's
+    /// text and a TIMESTAMP's UTC are read alike) until it is set back to
+    /// `DEFAULT`. MySQL's clock runs from 1970-01-01 00:00:01 to
+    /// 2038-01-19 03:14:07, and `0` would mean the server's clock.
+    fn hold_clock(&self, at: Option<&Value>) -> Result<bool> {
+        let statement = match at {
+            None => "SET timestamp = DEFAULT".to_string(),
+            Some(Value::Text(t)) => {
+                let text = t.strip_suffix("+00").unwrap_or(t);
+                let Ok(time) = chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f")
+                else {
+                    return Ok(false);
+                };
+                let utc = time.and_utc();
+                let seconds = utc.timestamp();
+                if !(1..=i64::from(i32::MAX)).contains(&seconds) {
+                    return Ok(false);
+                }
+                format!(
+                    "SET timestamp = {seconds}.{:06}",
+                    utc.timestamp_subsec_micros()
+                )
+            }
+            Some(_) => return Ok(false),
+        };
+        self.conn()?
+            .query_drop(&statement)
+            .map_err(|e| self.failed("setting the session's clock", &e))?;
+        Ok(true)
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::trigger_writes;
+    use super::{is_clock, trigger_writes};
 
     #[test]
     fn a_before_trigger_sets_the_columns_its_set_lists_assign() {
-        let w = |t, e, b| trigger_writes(t, e, b);
+        let w = |t, e, b| {
+            trigger_writes(t, e, b).map(|s| s.into_iter().map(|(c, _)| c).collect::<Vec<_>>())
+        };
         assert_eq!(
             w(
                 "BEFORE",
@@ -319,5 +386,40 @@ mod tests {
         assert_eq!(w("BEFORE", "DELETE", "SET @n = OLD.id"), Some(vec![]));
         assert_eq!(w("BEFORE", "UPDATE", "SELECT 1 INTO NEW.x"), None);
         assert_eq!(w("BEFORE", "UPDATE", "CALL touch(NEW.x)"), None);
+    }
+
+    #[test]
+    fn the_statement_time_is_a_clock_the_session_sets_and_sysdate_is_not() {
+        let sets = trigger_writes(
+            "BEFORE",
+            "INSERT",
+            "BEGIN SET NEW.created = NOW(), NEW.`updated` := current_timestamp(6); END",
+        )
+        .unwrap();
+        assert_eq!(
+            sets,
+            [
+                ("created".to_string(), "NOW()".to_string()),
+                ("updated".to_string(), "current_timestamp(6)".to_string())
+            ]
+        );
+        for clock in [
+            "NOW()",
+            "now( 3 )",
+            "CURRENT_TIMESTAMP",
+            "LocalTimestamp()",
+            "UTC_TIMESTAMP(6)",
+        ] {
+            assert!(is_clock(clock), "{clock}");
+        }
+        for not in [
+            "SYSDATE()",
+            "NOW() + INTERVAL 1 DAY",
+            "NEW.created",
+            "'2024-01-01'",
+            "COALESCE(NEW.c, NOW())",
+        ] {
+            assert!(!is_clock(not), "{not}");
+        }
     }
 }

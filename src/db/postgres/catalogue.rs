@@ -760,6 +760,8 @@ fn limit_of(type_name: &str) -> crate::db::Limit {
         "smallint" => return int(16),
         "integer" => return int(32),
         "bigint" => return int(64),
+        // Read as 0 and 1.
+        "boolean" => return Limit::Integer { min: 0, max: 1 },
         _ => {}
     }
     let time = |fraction| Limit::Time {

@@ -194,6 +194,7 @@ impl Postgres {
                     writes: trigger_writes(tgtype, &function, r.get(4), r.get(5), &args),
                     routes: trigger_routes(tgtype, r.get(4), r.get(5), &children),
                     enabled: state != "D",
+                    clock: Vec::new(),
                     action: None,
                 }
             })
@@ -233,6 +234,7 @@ impl Postgres {
                     writes: Some(Vec::new()),
                     routes,
                     enabled: state != "D",
+                    clock: Vec::new(),
                     action: None,
                 }
             })
@@ -284,6 +286,7 @@ impl Postgres {
                     writes: Some(Vec::new()),
                     routes: false,
                     enabled: true,
+                    clock: Vec::new(),
                     action: Some(ForeignKeyAction {
                         child,
                         columns,
@@ -383,6 +386,7 @@ impl SideEffects for Postgres {
             triggers_always_fire: false,
             actions_off: false,
             triggers_fixed: false,
+            clock_held: false,
         })
     }
 

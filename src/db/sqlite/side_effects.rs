@@ -25,6 +25,7 @@ impl SideEffects for Sqlite {
                 writes: None,
                 routes: false,
                 enabled: true,
+                clock: Vec::new(),
                 action: None,
             });
         }
@@ -77,6 +78,7 @@ impl SideEffects for Sqlite {
                 writes: Some(Vec::new()),
                 routes: false,
                 enabled: true,
+                clock: Vec::new(),
                 action: Some(ForeignKeyAction {
                     child,
                     columns: vec![from],
@@ -113,6 +115,7 @@ impl SideEffects for Sqlite {
             triggers_always_fire: true,
             actions_off: false,
             triggers_fixed: false,
+            clock_held: false,
         })
     }
 

@@ -172,7 +172,11 @@ fn set_up_on(dir: &Path, servers: &Servers, keep: bool) -> Result<Vec<ServerSide
     let mut spec = SPEC.to_string();
     match &servers.source {
         Some(url) => {
-            let at = on_server(url, "source", SOURCE, keep, &mut made)?;
+            // A server's INTEGER holds 32 bits, SQLite's 64: keyed on
+            // BIGINT, the source holds every key a target can, and `check`
+            // names no hazard.
+            let source = SOURCE.replace("INTEGER PRIMARY KEY", "BIGINT PRIMARY KEY");
+            let at = on_server(url, "source", &source, keep, &mut made)?;
             spec = spec.replace("sqlite://source.db", &at);
         }
         None => Db::create(&dir.join("source.db"), SOURCE)?,
