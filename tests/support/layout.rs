@@ -46,6 +46,8 @@ pub enum Layout {
     MyToMy,
     /// A SQLite source, a MySQL target.
     SqliteToMy,
+    /// A MySQL source, a SQLite target.
+    MyToSqlite,
 }
 
 impl Layout {
@@ -60,6 +62,7 @@ impl Layout {
             "pg_to_my" => Layout::PgToMy,
             "my_to_my" => Layout::MyToMy,
             "sqlite_to_my" => Layout::SqliteToMy,
+            "my_to_sqlite" => Layout::MyToSqlite,
             other => panic!("no layout {other}"),
         }
     }
@@ -75,6 +78,7 @@ impl Layout {
             Layout::PgToMy => (On::Pg, On::My),
             Layout::MyToMy => (On::My, On::My),
             Layout::SqliteToMy => (On::Sqlite, On::My),
+            Layout::MyToSqlite => (On::My, On::Sqlite),
         }
     }
 
@@ -139,6 +143,7 @@ impl fmt::Display for Layout {
             Layout::PgToMy => "pg→my",
             Layout::MyToMy => "my→my",
             Layout::SqliteToMy => "sqlite→my",
+            Layout::MyToSqlite => "my→sqlite",
         })
     }
 }
@@ -196,6 +201,7 @@ impl Engine for Layered {
             Layout::PgToMy => "pg→my",
             Layout::MyToMy => "my→my",
             Layout::SqliteToMy => "sqlite→my",
+            Layout::MyToSqlite => "my→sqlite",
         }
     }
 
