@@ -390,6 +390,7 @@ pub struct Column {
     pattern: Option<String>,
     default: Option<bool>,
     value: Option<Lit>,
+    labels: Option<Vec<String>>,
 }
 
 impl Column {
@@ -434,7 +435,15 @@ impl Column {
             pattern: None,
             default: None,
             value: None,
+            labels: None,
         }
+    }
+
+    /// `transform = "set_to_array"` with the SET's `labels`.
+    pub fn set_to_array(mut self, labels: impl IntoIterator<Item = impl AsRef<str>>) -> Column {
+        self.transform = Some("set_to_array".into());
+        self.labels = Some(strings(labels));
+        self
     }
 
     /// `target`: the target column, when it is named otherwise.
@@ -524,6 +533,9 @@ impl Column {
         }
         if let Some(scale) = self.scale {
             let _ = writeln!(s, "scale = {scale}");
+        }
+        if let Some(labels) = &self.labels {
+            let _ = writeln!(s, "labels = {}", list(labels));
         }
         if let Some(map) = &self.map {
             let pairs: Vec<String> = map
