@@ -385,3 +385,59 @@ fn journal_install_refuses_an_undecided_hazard_and_watch_counts_an_accepted_one(
     assert_eq!(crossed, want, "{watch:#}");
 }
 each_layout!(journal_install_refuses_an_undecided_hazard_and_watch_counts_an_accepted_one: [pg_to_pg, my_to_pg, pg_to_my, my_to_my]);
+
+/// The MySQL sample's `address.location`: a `POINT NOT NULL` column
+/// without a default, which cutover does not read and the spec ignores.
+/// `check` names it a `required` hazard; accepted, `watch` counts the
+/// address the application inserts after the switch (not a PASS), and the
+/// dry run names it as the entry's conflict, exit 1, with nothing written.
+fn an_ignored_geometry_without_a_default_is_a_required_hazard(layout: Layout) {
+    let d = Dir::on(layout, "hazards-geometry");
+    let spec = |accepted: bool| {
+        let t = Table::new("address")
+            .key(["id"])
+            .copy("address")
+            .ignore(["location"]);
+        Spec::new().table(if accepted { t.watch(["location"]) } else { t })
+    };
+    d.spec(&spec(false));
+    d.create_db(
+        "source.db",
+        "CREATE TABLE address (id BIGINT PRIMARY KEY, address VARCHAR(50) NOT NULL,
+             location POINT NOT NULL);
+         INSERT INTO address VALUES (1, 'one', POINT(1, 2)), (2, 'two', POINT(3, 4));",
+    );
+    d.create_db(
+        "target.db",
+        "CREATE TABLE address (id bigint PRIMARY KEY, address varchar(50) NOT NULL);",
+    );
+    let json = d.json(&["check"], 0);
+    assert_eq!(
+        found(&json),
+        owned([("location", "required")].into()),
+        "{json:#}"
+    );
+    d.run(&["load"], 0);
+    d.run(&["journal", "install"], 2);
+    d.spec(&spec(true));
+    d.run(&["journal", "install"], 0);
+    d.client(
+        "target.db",
+        "INSERT INTO address VALUES (3, 'three'); UPDATE address SET address = 'uno' WHERE id = 1;",
+    );
+    let watch = d.json(&["watch"], 1);
+    assert_eq!(watch["watched"][0]["column"], "location", "{watch:#}");
+    assert_eq!(watch["watched"][0]["crossed"], 1, "{watch:#}");
+    d.run(&["fence", "on"], 0);
+    let before = d.query("source.db", "SELECT id, address FROM address ORDER BY id");
+    let dry = d.json(&["replay", "--dry-run"], 1);
+    assert!(
+        dry.to_string().contains("location"),
+        "the conflict names the column: {dry:#}"
+    );
+    assert_eq!(
+        d.query("source.db", "SELECT id, address FROM address ORDER BY id"),
+        before
+    );
+}
+each_layout!(an_ignored_geometry_without_a_default_is_a_required_hazard: [my_to_pg]);
