@@ -441,3 +441,56 @@ fn an_ignored_geometry_without_a_default_is_a_required_hazard(layout: Layout) {
     );
 }
 each_layout!(an_ignored_geometry_without_a_default_is_a_required_hazard: [my_to_pg]);
+
+/// `init` marks what `check` will ask to be decided, each with the line
+/// that decides it commented out: the hazards of a column the target
+/// widens, and a trigger of the source replay cannot hold (an audit
+/// writer, on MySQL). With those lines taken in, `check` passes and the
+/// journal goes in; without them, `check` fails on the trigger.
+fn init_marks_each_decision_check_will_ask_for(layout: Layout) {
+    let d = Dir::on(layout, "hazards-init");
+    d.create_db(
+        "source.db",
+        "CREATE TABLE t (id BIGINT PRIMARY KEY, name VARCHAR(20) NOT NULL);
+         CREATE TABLE audit (id INT AUTO_INCREMENT PRIMARY KEY, what VARCHAR(20) NOT NULL);
+         CREATE TRIGGER t_audit AFTER UPDATE ON t FOR EACH ROW INSERT INTO audit (what) VALUES ('u');
+         INSERT INTO t VALUES (1, 'one');",
+    );
+    d.create_db(
+        "target.db",
+        "CREATE TABLE t (id bigint PRIMARY KEY, name text NOT NULL);",
+    );
+    let (source, target) = (d.engine().url("source.db"), d.engine().url("target.db"));
+    d.command(&[
+        "init",
+        "--source",
+        &source,
+        "--target",
+        &target,
+        "--out",
+        "spec.toml",
+    ])
+    .expect(0);
+    let draft = std::fs::read_to_string(d.join("spec.toml")).unwrap();
+    for line in [
+        "#   name: length hazard",
+        "# source_limit = { \"name\" = \"watch\" }",
+        "trigger 't_audit' (AFTER UPDATE FOR EACH ROW)",
+        "# replay_policy = { \"t_audit\" = \"fire\" }",
+    ] {
+        assert!(draft.contains(line), "{line}: {draft}");
+    }
+    d.run(&["check"], 1)
+        .assert_mentions(&["t_audit", "CANNOT HOLD"]);
+    std::fs::write(
+        d.join("spec.toml"),
+        draft
+            .replace("\n# source_limit = ", "\nsource_limit = ")
+            .replace("\n# replay_policy = ", "\nreplay_policy = "),
+    )
+    .unwrap();
+    d.run(&["check"], 0);
+    d.run(&["load"], 0);
+    d.run(&["journal", "install"], 0);
+}
+each_layout!(init_marks_each_decision_check_will_ask_for: [my_to_pg]);

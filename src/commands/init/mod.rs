@@ -124,7 +124,7 @@ pub fn run(source_url: &str, target_url: &str, out: Option<&Path>) -> Result<Ini
     }
     // The draft must itself be valid TOML.
     toml::from_str::<toml::Value>(&toml).context("the drafted spec is not valid TOML (a bug)")?;
-    let toml = hazards(toml, &source, &target, &mut to_decide);
+    let toml = decisions(toml, &source, &target, &mut to_decide);
     if let Some(p) = out {
         write_new(p, &toml)?;
     }
@@ -138,50 +138,72 @@ pub fn run(source_url: &str, target_url: &str, out: Option<&Path>) -> Result<Ini
     })
 }
 
-/// The draft with, under each table's key, a `DECIDE` comment naming the
-/// hazards `check` will warn of there (docs/spec.md, "Hazards") and the
-/// commented line that accepts them. A draft that does not load yet (a
-/// table without a key, say) gets none: `check` names them once it does.
-fn hazards(toml: String, source: &Db, target: &Db, to_decide: &mut usize) -> String {
+/// The draft with, under each table's key, a `DECIDE` comment for what
+/// `check` will ask to be decided there: the hazards (docs/spec.md,
+/// "Hazards"), with the commented line that accepts them, and the source's
+/// triggers replay cannot hold as the policy decides (docs/spec.md,
+/// "Triggers, rules and foreign-key actions of the source"), with the line
+/// that lets each fire. A draft that does not load yet (a table without a
+/// key, say) gets none: `check` names them once it does.
+fn decisions(toml: String, source: &Db, target: &Db, to_decide: &mut usize) -> String {
     let Ok(spec) = crate::spec::from_text(&toml, Path::new("draft.toml")) else {
         return toml;
     };
-    let Ok(found) = crate::hazards::of(&spec, source, target) else {
-        return toml;
-    };
+    let found = crate::hazards::of(&spec, source, target).unwrap_or_default();
+    let policy = crate::side_effects::Policy::read(&spec, source).unwrap_or_default();
     let mut out = toml;
     for t in &spec.tables {
+        let mut note = String::new();
         let here: Vec<&crate::hazards::Hazard> =
             found.iter().filter(|h| h.table == t.name).collect();
-        if here.is_empty() {
-            continue;
-        }
-        let mut columns: Vec<&str> = here.iter().map(|h| h.column.as_str()).collect();
-        columns.dedup();
-        let mut note = String::from(
-            "# DECIDE: the target can hold values these source columns cannot store exactly
-# (docs/spec.md, \"Hazards\"); after the switch such a write cannot go back:
-",
-        );
-        for h in &here {
+        if !here.is_empty() {
+            note.push_str("# DECIDE: the target can hold values these source columns cannot store exactly\n# (docs/spec.md, \"Hazards\"); after the switch such a write cannot go back:\n");
+            for h in &here {
+                note.push_str(&format!(
+                    "#   {}: {} hazard: {}\n",
+                    h.column,
+                    h.kind.name(),
+                    h.why
+                ));
+            }
+            let mut columns: Vec<&str> = here.iter().map(|h| h.column.as_str()).collect();
+            columns.dedup();
+            let accepted: Vec<String> = columns
+                .iter()
+                .map(|c| format!("{} = \"watch\"", draft::lit(c)))
+                .collect();
             note.push_str(&format!(
-                "#   {}: {} hazard: {}
-",
-                h.column,
-                h.kind.name(),
-                h.why
+                "# widen the source, add the target CHECKs `cutover check` prints, or accept them:\n# source_limit = {{ {} }}\n",
+                accepted.join(", ")
             ));
         }
-        let accepted: Vec<String> = columns
-            .iter()
-            .map(|c| format!("{} = \"watch\"", draft::lit(c)))
+        let unheld: Vec<&crate::side_effects::Decided> = policy
+            .unheld_triggers()
+            .filter(|d| d.effect.table == t.source_table)
             .collect();
-        note.push_str(&format!(
-            "# widen the source, add the target CHECKs `cutover check` prints, or accept them:
-# source_limit = {{ {} }}
-",
-            accepted.join(", ")
-        ));
+        if !unheld.is_empty() {
+            note.push_str("# DECIDE: replay cannot hold these source triggers as decided (`cutover check` says CANNOT HOLD):\n");
+            for d in &unheld {
+                note.push_str(&format!(
+                    "#   {} '{}' ({}): {}\n",
+                    d.effect.kind,
+                    d.effect.name,
+                    d.effect.when,
+                    d.cannot.as_deref().unwrap_or_default()
+                ));
+            }
+            let fire: Vec<String> = unheld
+                .iter()
+                .map(|d| format!("{} = \"fire\"", draft::lit(&d.effect.name)))
+                .collect();
+            note.push_str(&format!(
+                "# let them fire on replay's writes, or drop them for the rollback (RUNBOOK.md, \"A MySQL source\"):\n# replay_policy = {{ {} }}\n",
+                fire.join(", ")
+            ));
+        }
+        if note.is_empty() {
+            continue;
+        }
         let head = format!("\n[[tables]]\nname = {}\n", draft::lit(&t.name));
         let Some(at) = out.find(&head) else {
             continue;
