@@ -49,6 +49,37 @@ fn a_misspelled_column_is_refused_naming_spec_table_and_column() {
 }
 
 #[test]
+fn a_source_limit_naming_no_source_column_is_refused_naming_the_columns_there() {
+    let d = Dir::orders("source-limit-column");
+    d.spec(&ORDERS_SPEC.replace(
+        "key = [\"id\"]",
+        "key = [\"id\"]\nsource_limit = { dolars = \"watch\" }",
+    ));
+    for args in EVERY_COMMAND {
+        let out = refused(&d, args, 2);
+        out.assert_mentions(&[SPEC, "'orders'", "source_limit", "'dolars'", "dollars"]);
+    }
+}
+
+#[test]
+fn a_source_limit_other_than_watch_is_refused_naming_the_one_it_takes() {
+    let d = Dir::orders("source-limit-value");
+    d.spec(&ORDERS_SPEC.replace("scale = 2", "scale = 2\nsource_limit = \"ignore\""));
+    let out = refused(&d, &["check"], 2);
+    out.assert_mentions(&[SPEC, "ignore", "watch"]);
+}
+
+#[test]
+fn a_source_limit_on_a_target_only_column_is_refused() {
+    let d = Dir::orders("source-limit-target-only");
+    d.spec(&format!(
+        "{ORDERS_SPEC}\n[[tables.columns]]\ntarget = \"currency\"\nvalue = \"USD\"\nsource_limit = \"watch\"\n"
+    ));
+    let out = refused(&d, &["check"], 2);
+    out.assert_mentions(&[SPEC, "'currency'", "source_limit", "target-only"]);
+}
+
+#[test]
 fn a_misspelled_target_column_is_refused_naming_it() {
     let d = Dir::orders("misspelled-target-column");
     d.spec(&ORDERS_SPEC.replace("target = \"cents\"", "target = \"cent\""));
