@@ -318,6 +318,8 @@ fn decide(t: &Table, e: SideEffect, powers: &Powers) -> Decided {
     };
     let cannot = if !e.enabled {
         None
+    } else if let Some(why) = stamps_unheld(t, &e, powers, from_spec) {
+        Some(why)
     } else {
         cannot_hold(&e, decision, powers)
     };
@@ -328,6 +330,24 @@ fn decide(t: &Table, e: SideEffect, powers: &Powers) -> Decided {
         from_spec,
         cannot,
     }
+}
+
+/// Why a trigger that sets carried columns to the time cannot be held on
+/// an engine whose triggers always fire and whose sessions have no clock
+/// to set (SQLite): replay would write its own time over the journal's.
+fn stamps_unheld(t: &Table, e: &SideEffect, powers: &Powers, from_spec: bool) -> Option<String> {
+    let stamped: Vec<String> = e
+        .clock
+        .iter()
+        .filter(|c| carries(t, c))
+        .map(|c| format!("'{c}'"))
+        .collect();
+    (powers.triggers_always_fire && !from_spec && !stamped.is_empty()).then(|| {
+        format!(
+            "this engine cannot switch a trigger off for one connection nor set its clock, and this trigger sets carried column(s) {} to the time: on replay's writes it would write the time of the replay over the journal's values. Drop it for the rollback (keep its CREATE TRIGGER statement) and create it again once replay is done",
+            stamped.join(", ")
+        )
+    })
 }
 
 /// Whether the spec carries a source column of the table.

@@ -494,3 +494,61 @@ fn init_marks_each_decision_check_will_ask_for(layout: Layout) {
     d.run(&["journal", "install"], 0);
 }
 each_layout!(init_marks_each_decision_check_will_ask_for: [my_to_pg]);
+
+/// A SQLite source whose trigger sets a carried column to the time (`UPDATE
+/// orders SET updated_at = strftime(…, 'now')`): no SQLite connection can
+/// switch it off or set its clock, so `check` says CANNOT HOLD (exit 1)
+/// with the fix that works there, and replay refuses (exit 2) with the
+/// source unchanged. Dropped for the rollback, the replay goes through; a
+/// replay after it is created again applies nothing and passes.
+fn a_sqlite_trigger_stamping_a_carried_column_cannot_be_held(layout: Layout) {
+    let touch = "CREATE TRIGGER orders_touch AFTER UPDATE ON orders
+             WHEN NEW.updated_at IS OLD.updated_at BEGIN
+             UPDATE orders SET updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now') WHERE id = NEW.id;
+         END;";
+    let d = Dir::on(layout, "hazards-sqlite-stamp");
+    d.spec(&Spec::new().table(Table::orders().copy("updated_at")));
+    d.create_db(
+        "source.db",
+        &format!(
+            "CREATE TABLE orders (id INTEGER PRIMARY KEY, dollars TEXT NOT NULL, status TEXT NOT NULL,
+                                  updated_at TEXT NOT NULL);
+             INSERT INTO orders VALUES (101, '12.50', 'A', '2024-01-01 00:00:00.000'),
+                                       (102, '7.50', 'C', '2024-01-02 00:00:00.000');
+             {touch}"
+        ),
+    );
+    d.create_db(
+        "target.db",
+        "CREATE TABLE orders (id INTEGER PRIMARY KEY, cents INTEGER NOT NULL, status TEXT NOT NULL,
+                              updated_at TEXT NOT NULL);",
+    );
+    d.run(&["check"], 1).assert_mentions(&[
+        "orders_touch",
+        "CANNOT HOLD",
+        "Drop it for the rollback",
+    ]);
+    d.run(&["load"], 0);
+    d.run(&["journal", "install"], 0);
+    d.client(
+        "target.db",
+        "UPDATE orders SET cents = 1300, updated_at = '2024-06-01 10:00:00.500' WHERE id = 101;",
+    );
+    d.run(&["fence", "on"], 0);
+    let before = d.dump("source.db", "orders");
+    d.run(&["replay"], 2)
+        .assert_mentions(&["orders_touch", "wrote nothing"]);
+    assert_eq!(d.dump("source.db", "orders"), before);
+    d.exec("source.db", "DROP TRIGGER orders_touch");
+    d.run(&["replay"], 0);
+    let at: Vec<String> = d
+        .query("source.db", "SELECT updated_at FROM orders WHERE id = 101")
+        .into_iter()
+        .map(|r| format!("{:?}", r[0]))
+        .collect();
+    assert_eq!(at, [r#"Text("2024-06-01 10:00:00.500")"#]);
+    d.exec("source.db", touch);
+    let again = d.json(&["replay"], 0);
+    assert_eq!(again["applied"], 0, "{again:#}");
+}
+each_layout!(a_sqlite_trigger_stamping_a_carried_column_cannot_be_held: [sqlite, sqlite_to_pg]);

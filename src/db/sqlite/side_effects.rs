@@ -25,7 +25,7 @@ impl SideEffects for Sqlite {
                 writes: None,
                 routes: false,
                 enabled: true,
-                clock: Vec::new(),
+                clock: stamped(&sql, table),
                 action: None,
             });
         }
@@ -170,6 +170,63 @@ impl SideEffects for Sqlite {
 }
 
 /// `BEFORE UPDATE`, `AFTER INSERT`, … as the trigger's text says.
+/// The columns of `table` a trigger sets to the time, `UPDATE table SET
+/// col = CURRENT_TIMESTAMP` (or `datetime('now')`, `strftime(…, 'now')`,
+/// `unixepoch()`, …) in its body: on replay's writes it would write
+/// replay's clock over the journal's value, and no SQLite connection can
+/// switch it off or set its clock.
+fn stamped(sql: &str, table: &str) -> Vec<String> {
+    static UPDATE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let update = UPDATE.get_or_init(|| {
+        regex::Regex::new(
+            r#"(?is)\bUPDATE\s+(?:OR\s+\w+\s+)?("(?:[^"]|"")+"|`[^`]+`|\[[^\]]+\]|[\w$]+)\s+SET\s+(.*?)(?:\bWHERE\b|\bFROM\b|;|\bEND\b)"#,
+        )
+        .expect("a valid pattern")
+    });
+    static TIME: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let time = TIME.get_or_init(|| {
+        regex::Regex::new(r"(?i)\bcurrent_(timestamp|time|date)\b|'now'|\bunixepoch\s*\(")
+            .expect("a valid pattern")
+    });
+    let unquote = |n: &str| {
+        let n = n.trim();
+        match (n.chars().next(), n.chars().last()) {
+            (Some('"'), Some('"')) => n[1..n.len() - 1].replace("\"\"", "\""),
+            (Some('`'), Some('`')) | (Some('['), Some(']')) => n[1..n.len() - 1].to_string(),
+            _ => n.to_string(),
+        }
+    };
+    let mut out = Vec::new();
+    for c in update.captures_iter(sql) {
+        if !unquote(&c[1]).eq_ignore_ascii_case(table) {
+            continue;
+        }
+        // The assignments, split at the commas outside parentheses.
+        let (mut depth, mut start, set) = (0i32, 0usize, &c[2]);
+        let mut parts = Vec::new();
+        for (i, ch) in set.char_indices() {
+            match ch {
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                ',' if depth == 0 => {
+                    parts.push(&set[start..i]);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        parts.push(&set[start..]);
+        for part in parts {
+            if let Some((column, expr)) = part.split_once('=')
+                && time.is_match(expr)
+            {
+                out.push(unquote(column));
+            }
+        }
+    }
+    out
+}
+
 fn trigger_when(sql: &str) -> String {
     let upper = sql.to_uppercase();
     let timing = ["INSTEAD OF", "BEFORE", "AFTER"]
@@ -181,4 +238,23 @@ fn trigger_when(sql: &str) -> String {
         .find(|e| upper.contains(&format!(" {e} ")) || upper.contains(&format!(" {e}\n")))
         .unwrap_or("");
     format!("{timing} {event}").trim().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stamped;
+
+    #[test]
+    fn a_trigger_setting_its_tables_columns_to_the_time_stamps_them() {
+        let sql = "CREATE TRIGGER t AFTER UPDATE ON orders BEGIN
+            UPDATE \"Orders\" SET updated_at = datetime('now'), n = n + 1,
+                seen = strftime('%Y-%m-%d %H:%M:%f', 'now') WHERE id = NEW.id;
+            UPDATE other SET at = CURRENT_TIMESTAMP;
+        END";
+        assert_eq!(stamped(sql, "orders"), ["updated_at", "seen"]);
+        assert_eq!(stamped(sql, "other"), ["at"]);
+        let counter = "CREATE TRIGGER t AFTER UPDATE ON orders BEGIN
+            UPDATE orders SET rev = OLD.rev + 1 WHERE id = NEW.id; END";
+        assert!(stamped(counter, "orders").is_empty());
+    }
 }
