@@ -1,7 +1,8 @@
 //! The matrix: every command on every engine pair (SQLite, PostgreSQL and
 //! MySQL/MariaDB as source and as target, nine pairs), on a schema shaped
 //! like a real one — an identity or `AUTO_INCREMENT` key, a UNIQUE email, a
-//! child table with `ON DELETE CASCADE`, a touch trigger on the source —
+//! child table with `ON DELETE CASCADE`, a touch trigger on the source and,
+//! on MySQL, a `BEFORE INSERT` one stamping the creation time —
 //! over a battery of the column types real schemas use: `varchar(n)`,
 //! `text`, `numeric(19,4)`, money as cents, `smallint`/`integer`,
 //! `boolean`/`TINYINT(1)`, `date`, `timestamp(6)`/`DATETIME(6)`,
@@ -259,8 +260,8 @@ fn bigint(on: On) -> &'static str {
     }
 }
 
-/// The schema of one side: the source's with `price` and a touch trigger
-/// (on the servers), the target's with `price_cents`.
+/// The schema of one side: the source's with `price`, the target's with
+/// `price_cents`.
 fn schema(layout: Layout, on: On, target: bool) -> String {
     let mut customers = vec![format!("id {}", key_type(on))];
     for c in CUSTOMERS {
@@ -296,24 +297,11 @@ fn schema(layout: Layout, on: On, target: bool) -> String {
         (Layout::MyToPg, true) => "CREATE TYPE kind_t AS ENUM ('a', 'b', 'c');\n",
         _ => "",
     };
-    let mut sql = format!(
+    format!(
         "{types}CREATE TABLE customers ({});\nCREATE TABLE orders ({});\n",
         customers.join(", "),
         orders.join(", ")
-    );
-    if !target {
-        sql.push_str(match on {
-            On::Pg => {
-                "CREATE FUNCTION touch() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN NEW.updated := localtimestamp; RETURN NEW; END $$;
-                 CREATE TRIGGER customers_touch BEFORE UPDATE ON customers FOR EACH ROW EXECUTE FUNCTION touch();\n"
-            }
-            On::My => {
-                "CREATE TRIGGER customers_touch BEFORE UPDATE ON customers FOR EACH ROW SET NEW.updated = NOW(6);\n"
-            }
-            On::Sqlite => "",
-        });
-    }
-    sql
+    )
 }
 
 /// A value as the generator makes it, in canonical spelling.
@@ -467,6 +455,23 @@ fn names(cols: &[Col], target: bool) -> Vec<&'static str> {
             (n, _) => n,
         })
         .collect()
+}
+
+/// The application's triggers of a source on a server, made once its rows
+/// are in: a touch of `updated` on update and, on MySQL, a stamp of
+/// `created` on insert.
+fn triggers(on: On) -> &'static str {
+    match on {
+        On::Pg => {
+            "CREATE FUNCTION touch() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN NEW.updated := localtimestamp; RETURN NEW; END $$;
+             CREATE TRIGGER customers_touch BEFORE UPDATE ON customers FOR EACH ROW EXECUTE FUNCTION touch();"
+        }
+        On::My => {
+            "CREATE TRIGGER customers_touch BEFORE UPDATE ON customers FOR EACH ROW SET NEW.updated = NOW(6);
+             CREATE TRIGGER customers_created BEFORE INSERT ON customers FOR EACH ROW SET NEW.created = NOW(6);"
+        }
+        On::Sqlite => "",
+    }
 }
 
 /// INSERT statements of customers `ids` and of one order each, in chunks.
@@ -728,6 +733,9 @@ fn matrix(layout: Layout) {
     // In parts, each within a server's packet.
     for part in ids.chunks(500) {
         d.exec("source.db", &inserts(layout, source, false, part, 0));
+    }
+    if source != On::Sqlite {
+        d.exec("source.db", triggers(source));
     }
     d.create_db("target.db", &schema(layout, target, true));
 
