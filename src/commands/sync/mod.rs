@@ -186,6 +186,22 @@ pub fn run(spec: &Spec, o: &Options<'_>) -> Result<SyncReport> {
     Ok(rep)
 }
 
+/// The source table's columns sync surveys for drift: a generated column
+/// belongs to its database, so one the spec does not map is left out (as
+/// `check` has it, docs/spec.md).
+fn surveyed_columns(source: &Db, t: &Table) -> Result<Vec<crate::db::ColumnInfo>> {
+    let generated = source.catalogue().generated_columns(&t.source_table)?;
+    Ok(source
+        .catalogue()
+        .table_columns(&t.source_table)?
+        .into_iter()
+        .filter(|c| {
+            !generated.iter().any(|g| g.name == c.name)
+                || t.columns.iter().any(|m| m.source == c.name)
+        })
+        .collect())
+}
+
 /// Checks one table before anything is written: journaled or missing,
 /// drift, the lookback that fits, and the survey (quality, late rows). The
 /// table as checked, and its report so far; a finding fails `verdict`.
@@ -208,7 +224,7 @@ fn check_table<'a>(
             target.location()
         );
     }
-    let source_cols = source.catalogue().table_columns(&t.source_table)?;
+    let source_cols = surveyed_columns(source, t)?;
     if source_cols.is_empty() {
         bail!(
             "source {} has no table '{}'; fix the table name in the spec",
