@@ -149,17 +149,24 @@ impl Policy {
             .collect()
     }
 
+    /// The triggers and rules of source table `table` that fire on
+    /// replay's writes.
+    fn firing<'s>(&'s self, table: &'s str) -> impl Iterator<Item = &'s Decided> {
+        self.decided.iter().filter(move |d| {
+            d.effect.table == table
+                && d.effect.enabled
+                && d.effect.kind != SideEffectKind::ForeignKeyAction
+                && d.decision == Decision::Fire
+        })
+    }
+
     /// The columns of source table `table` that a trigger left to fire on
     /// replay's inserts sets itself (a `tsvector` kept from carried text):
     /// an insert need not carry them.
     pub fn filled_on_insert(&self, table: &str) -> Vec<String> {
-        self.decided
-            .iter()
+        self.firing(table)
             .filter(|d| {
-                d.effect.table == table
-                    && d.effect.enabled
-                    && d.effect.kind == SideEffectKind::Trigger
-                    && d.decision == Decision::Fire
+                d.effect.kind == SideEffectKind::Trigger
                     && d.cannot.is_none()
                     && d.effect.when.to_ascii_uppercase().contains("INSERT")
             })
@@ -173,14 +180,7 @@ impl Policy {
         spec.tables
             .iter()
             .map(|t| {
-                self.decided
-                    .iter()
-                    .filter(|d| {
-                        d.effect.table == t.source_table
-                            && d.effect.enabled
-                            && d.effect.kind != SideEffectKind::ForeignKeyAction
-                            && d.decision == Decision::Fire
-                    })
+                self.firing(&t.source_table)
                     .map(|d| format!("{} '{}' ({})", d.effect.kind, d.effect.name, d.effect.when))
                     .collect()
             })
@@ -194,14 +194,8 @@ impl Policy {
         spec.tables
             .iter()
             .map(|t| {
-                self.decided
-                    .iter()
-                    .filter(|d| {
-                        d.effect.table == t.source_table
-                            && d.effect.enabled
-                            && d.decision == Decision::Fire
-                            && self.powers.clock_held
-                    })
+                self.firing(&t.source_table)
+                    .filter(|_| self.powers.clock_held)
                     .filter_map(|d| {
                         let columns = d
                             .effect

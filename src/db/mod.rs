@@ -482,6 +482,34 @@ pub fn damage_behind(err: &anyhow::Error) -> Option<String> {
     sqlite::damage_behind(err)
 }
 
+/// The assignments of a trigger body's `SET` list (`a = 1, b = f(x, y)`),
+/// up to the `;` outside parentheses that ends it, or the end: each split
+/// at the commas outside parentheses. Both engines that read a trigger's
+/// writes from its text (MySQL's `SET NEW.col = …`, SQLite's `UPDATE … SET
+/// col = …`) read the list alike.
+pub(crate) fn set_list(text: &str) -> Vec<&str> {
+    let mut depth = 0i32;
+    let mut start = 0usize;
+    let mut parts = Vec::new();
+    for (i, ch) in text.char_indices() {
+        match ch {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&text[start..i]);
+                start = i + 1;
+            }
+            ';' if depth <= 0 => {
+                parts.push(&text[start..i]);
+                return parts;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&text[start..]);
+    parts
+}
+
 pub fn constraint_violation(err: &anyhow::Error) -> Option<String> {
     if let Some(v) = err.chain().find_map(|e| e.downcast_ref::<ValueRefused>()) {
         return Some(v.0.clone());

@@ -116,30 +116,7 @@ fn trigger_writes(timing: &str, event: &str, body: &str) -> Option<Vec<(String, 
     for m in set.find_iter(&clean) {
         // The assignments of one SET: up to the `;` (or the end) that ends
         // it, split at the commas outside parentheses.
-        let rest = &clean[m.end()..];
-        let mut depth = 0i32;
-        let mut start = 0usize;
-        let mut parts: Vec<&str> = Vec::new();
-        for (i, ch) in rest.char_indices() {
-            match ch {
-                '(' => depth += 1,
-                ')' => depth -= 1,
-                ',' if depth == 0 => {
-                    parts.push(&rest[start..i]);
-                    start = i + 1;
-                }
-                ';' if depth <= 0 => {
-                    parts.push(&rest[start..i]);
-                    start = rest.len();
-                    break;
-                }
-                _ => {}
-            }
-        }
-        if start < rest.len() {
-            parts.push(&rest[start..]);
-        }
-        for part in parts {
+        for part in crate::db::set_list(&clean[m.end()..]) {
             let Some(c) = target.captures(part) else {
                 continue;
             };

@@ -201,22 +201,7 @@ fn stamped(sql: &str, table: &str) -> Vec<String> {
         if !unquote(&c[1]).eq_ignore_ascii_case(table) {
             continue;
         }
-        // The assignments, split at the commas outside parentheses.
-        let (mut depth, mut start, set) = (0i32, 0usize, &c[2]);
-        let mut parts = Vec::new();
-        for (i, ch) in set.char_indices() {
-            match ch {
-                '(' => depth += 1,
-                ')' => depth -= 1,
-                ',' if depth == 0 => {
-                    parts.push(&set[start..i]);
-                    start = i + 1;
-                }
-                _ => {}
-            }
-        }
-        parts.push(&set[start..]);
-        for part in parts {
+        for part in crate::db::set_list(&c[2]) {
             if let Some((column, expr)) = part.split_once('=')
                 && time.is_match(expr)
             {
