@@ -56,32 +56,7 @@ fn source_state_but(d: &Dir, skip: &[&str]) -> SourceState {
     }
     // An applied set made empty holds what an absent one holds: nothing.
     tables.entry("_cutover_applied".into()).or_default();
-    let counters = match d.engine_of(db) {
-        "postgres" => {
-            let mut out = Vec::new();
-            for r in d.query(
-                db,
-                "SELECT sequencename::text FROM pg_sequences
-                 WHERE schemaname = current_schema() ORDER BY 1",
-            ) {
-                let Value::Text(name) = &r[0] else {
-                    panic!("a sequence name read as {r:?}")
-                };
-                out.extend(d.query(
-                    db,
-                    &format!("SELECT '{name}', last_value, is_called FROM \"{name}\""),
-                ));
-            }
-            out
-        }
-        "mysql" => d.query(
-            db,
-            "SELECT TABLE_NAME, AUTO_INCREMENT FROM information_schema.TABLES
-             WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME NOT LIKE '\\_cutover\\_%'
-             ORDER BY TABLE_NAME",
-        ),
-        _ => Vec::new(),
-    };
+    let counters = d.counters(db);
     SourceState { tables, counters }
 }
 

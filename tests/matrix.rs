@@ -773,6 +773,20 @@ fn client(d: &Dir, db: &str, ids: &[i64], sql: impl Fn(&[i64]) -> String) {
     }
 }
 
+/// Runs `args`, expecting exit `code`; after a non-zero exit every
+/// database of the folder must be as it was, rows, schema and id counters.
+fn run(d: &Dir, args: &[&str], code: i32) {
+    if code == 0 {
+        d.run(args, 0);
+        return;
+    }
+    let counters = |d: &Dir| (d.counters("source.db"), d.counters("target.db"));
+    let (before, counted) = (d.snapshot(), counters(d));
+    d.run(args, code);
+    d.assert_unchanged(&before, &args.join(" "));
+    assert_eq!(counters(d), counted, "{}: the id counters", args.join(" "));
+}
+
 fn matrix(layout: Layout) {
     let (source, target) = layout.sides();
     let n = rows();
@@ -814,13 +828,10 @@ fn matrix(layout: Layout) {
         .collect();
     assert_eq!(hazards, said, "hazards on {layout}: {named:?}");
     if hazards > 0 {
-        d.run(&["journal", "install"], 2);
+        run(&d, &["journal", "install"], 2);
     }
     d.spec(&spec(layout, &watched));
-    let step = |args: &[&str], column: &str| {
-        let want = code(&doc[column]);
-        d.run(args, want);
-    };
+    let step = |args: &[&str], column: &str| run(&d, args, code(&doc[column]));
     step(&["check"], "check");
     step(&["load", "--batch", "500"], "load");
     if target == On::My {

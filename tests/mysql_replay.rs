@@ -18,7 +18,6 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use support::mysql::TestDb as MyDb;
 use support::postgres::TestDb as PgDb;
@@ -159,19 +158,7 @@ impl Rollback {
 
     /// The application's writes to PostgreSQL, through `psql` as its role.
     fn application_writes(&self, sql: &str) {
-        let (scheme, rest) = self.pg.url.split_once("://").expect("a URL");
-        let (_, host) = rest.split_once('@').expect("a URL with a user");
-        let url = format!("{scheme}://{}@{host}", self.app_role);
-        let out = Command::new("psql")
-            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", &url, "-c", sql])
-            .stdin(Stdio::null())
-            .output()
-            .expect("running psql");
-        assert!(
-            out.status.success(),
-            "the application's writes: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        self.pg.psql_as(&self.app_role, sql);
     }
 
     /// Load, journal, the application's writes: the state a rollback

@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 
 use support::mysql::TestDb as MyDb;
 use support::postgres::TestDb as PgDb;
-use support::run::{cutover, cutover_in};
+use support::run::cutover_in;
 
 const MY_SCHEMA: &str = "
 CREATE TABLE film (
@@ -90,18 +90,8 @@ impl Migration {
             .expect("the target");
         let dir = tempfile::tempdir().expect("a folder");
         let spec = dir.path().join("spec.toml");
-        cutover(&[
-            "init",
-            "--source",
-            &my.url,
-            "--target",
-            &format!("{}?schema=public", pg.url),
-            "--out",
-            spec.to_str().expect("a UTF-8 path"),
-        ])
-        .expect(0);
         // The id the target widens from SMALLINT UNSIGNED: accepted.
-        support::accept_drafted_hazards(&spec);
+        support::init_and_decide(&my.url, &format!("{}?schema=public", pg.url), &spec);
         Some(Migration {
             my,
             pg,
@@ -116,19 +106,7 @@ impl Migration {
 
     /// The application's writes, through `psql` as its role.
     fn application_writes(&self, sql: &str) {
-        let (scheme, rest) = self.pg.url.split_once("://").expect("a URL");
-        let (_, host) = rest.split_once('@').expect("a URL with a user");
-        let url = format!("{scheme}://{}@{host}", self.app_role);
-        let out = Command::new("psql")
-            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", &url, "-c", sql])
-            .stdin(Stdio::null())
-            .output()
-            .expect("running psql");
-        assert!(
-            out.status.success(),
-            "the application's writes: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        self.pg.psql_as(&self.app_role, sql);
     }
 
     /// The target's films as `psql` prints them, with the second label.

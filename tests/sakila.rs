@@ -18,11 +18,10 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use support::mysql::TestDb as MyDb;
 use support::postgres::TestDb as PgDb;
-use support::run::{cutover, cutover_in};
+use support::run::cutover_in;
 
 const TARGET: &str = r#"
 CREATE TYPE mpaa_rating AS ENUM ('G', 'PG', 'PG-13', 'R', 'NC-17');
@@ -238,27 +237,10 @@ fn the_runbook_rolls_the_dvd_rental_sample_back_exactly() {
         .expect("the target");
     let folder = tempfile::tempdir().expect("a folder");
     let spec = folder.path().join("spec.toml");
-    cutover(&[
-        "init",
-        "--source",
-        &my.url,
-        "--target",
-        &format!("{}?schema=public", pg.url),
-        "--out",
-        spec.to_str().expect("a UTF-8 path"),
-    ])
-    .expect(0);
     // Only what the draft's DECIDE comments name: the hazards accepted,
     // the film_text triggers let fire.
-    let draft = std::fs::read_to_string(&spec).unwrap();
+    let draft = support::init_and_decide(&my.url, &format!("{}?schema=public", pg.url), &spec);
     assert!(draft.contains("# replay_policy = "), "{draft}");
-    std::fs::write(
-        &spec,
-        draft
-            .replace("\n# source_limit = ", "\nsource_limit = ")
-            .replace("\n# replay_policy = ", "\nreplay_policy = "),
-    )
-    .unwrap();
     let at = folder.path();
     cutover_in(at, &["check"]).expect(0);
     cutover_in(at, &["load"]).expect(0);
@@ -270,27 +252,7 @@ fn the_runbook_rolls_the_dvd_rental_sample_back_exactly() {
     );
     let before = dump(&my);
 
-    let (scheme, rest) = pg.url.split_once("://").expect("a URL");
-    let (_, host) = rest.split_once('@').expect("a URL with a user");
-    let out = Command::new("psql")
-        .args([
-            "-X",
-            "-q",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-d",
-            &format!("{scheme}://{app}@{host}"),
-        ])
-        .arg("-c")
-        .arg(WRITES)
-        .stdin(Stdio::null())
-        .output()
-        .expect("running psql");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    pg.psql_as(&app, WRITES);
 
     cutover_in(at, &["watch"]).expect(0);
     cutover_in(at, &["replay", "--rehearse"]).expect(0);

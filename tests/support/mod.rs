@@ -124,13 +124,28 @@ pub fn retyped(sql: &str, from: &str, to: &str) -> String {
     out
 }
 
-/// A spec `init` drafted, with the hazards its `DECIDE` comments name
-/// accepted: each commented `# source_limit = …` line it wrote taken in,
-/// as the operator who read them would.
-pub fn accept_drafted_hazards(spec: &Path) {
+/// Drafts `spec` with `cutover init` from `source` to `target`, then takes
+/// in the lines its `DECIDE` comments offer, as the operator who read them
+/// would: each commented `# source_limit = …` (the hazards accepted) and
+/// `# replay_policy = …` (the triggers let fire). The draft as `init`
+/// wrote it is returned.
+pub fn init_and_decide(source: &str, target: &str, spec: &Path) -> String {
+    run::cutover(&[
+        "init",
+        "--source",
+        source,
+        "--target",
+        target,
+        "--out",
+        spec.to_str().expect("a UTF-8 path"),
+    ])
+    .expect(0);
     let draft = std::fs::read_to_string(spec).expect("the drafted spec");
-    let accepted = draft.replace("\n# source_limit = ", "\nsource_limit = ");
-    std::fs::write(spec, accepted).expect("the spec");
+    let decided = draft
+        .replace("\n# source_limit = ", "\nsource_limit = ")
+        .replace("\n# replay_policy = ", "\nreplay_policy = ");
+    std::fs::write(spec, decided).expect("the spec");
+    draft
 }
 
 /// The spec file name every `Dir` uses.
@@ -356,6 +371,39 @@ impl Dir {
     /// A table's whole content, ordered by its primary key.
     pub fn dump(&self, name: &str, table: &str) -> Rows {
         self.engine.dump(name, table)
+    }
+
+    /// The id counters a database keeps outside its tables: each
+    /// sequence's `last_value` and `is_called` on PostgreSQL, each table's
+    /// `AUTO_INCREMENT` on MySQL (cutover's own aside); none on SQLite,
+    /// whose `sqlite_sequence` is a table.
+    pub fn counters(&self, name: &str) -> Rows {
+        match self.engine_of(name) {
+            "postgres" => {
+                let mut out = Vec::new();
+                for r in self.query(
+                    name,
+                    "SELECT sequencename::text FROM pg_sequences
+                     WHERE schemaname = current_schema() ORDER BY 1",
+                ) {
+                    let Value::Text(seq) = &r[0] else {
+                        panic!("a sequence name read as {r:?}")
+                    };
+                    out.extend(self.query(
+                        name,
+                        &format!("SELECT '{seq}', last_value, is_called FROM \"{seq}\""),
+                    ));
+                }
+                out
+            }
+            "mysql" => self.query(
+                name,
+                "SELECT TABLE_NAME, AUTO_INCREMENT FROM information_schema.TABLES
+                 WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME NOT LIKE '\\_cutover\\_%'
+                 ORDER BY TABLE_NAME",
+            ),
+            _ => Vec::new(),
+        }
     }
 
     /// The rows of a table; 0 when the table does not exist.

@@ -584,6 +584,25 @@ impl TestDb {
         })
     }
 
+    /// Runs `sql` through `psql` as login role `role` of this database,
+    /// as the application writes; panics with the client's message.
+    #[track_caller]
+    pub fn psql_as(&self, role: &str, sql: &str) {
+        let (scheme, rest) = self.url.split_once("://").expect("a URL");
+        let (_, host) = rest.split_once('@').expect("a URL with a user");
+        let url = format!("{scheme}://{role}@{host}");
+        let out = Command::new("psql")
+            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", &url, "-c", sql])
+            .stdin(Stdio::null())
+            .output()
+            .expect("running psql");
+        assert!(
+            out.status.success(),
+            "psql as {role}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// A plain client of the test database, as an application has.
     pub fn client(&self) -> Client {
         Client::connect(&self.url).expect("connecting to the test database")
