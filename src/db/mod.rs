@@ -14,6 +14,7 @@ pub mod control;
 pub mod credentials;
 pub mod csv;
 pub mod engines;
+mod image_journal;
 pub mod interfaces;
 mod journal_merge;
 mod journal_proof;
