@@ -20,6 +20,7 @@ mod journal_merge;
 mod journal_proof;
 pub mod mysql;
 pub mod postgres;
+mod segments;
 pub mod snapshot;
 pub mod sqlite;
 pub mod transaction;

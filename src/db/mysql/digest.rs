@@ -38,8 +38,6 @@
 //! expressions ([`super::types::Kind::order`]); the texts of a map or a
 //! constant are written as hexadecimal literals, never as quoted text.
 
-use std::collections::BTreeMap;
-
 use anyhow::{Context, Result, bail};
 use mysql::Value as My;
 use mysql::prelude::Queryable;
@@ -47,9 +45,9 @@ use mysql::prelude::Queryable;
 use super::table_sql::Plan;
 use super::types::{self, Kind};
 use super::{MySql, quote_ident};
+use crate::db::segments::{self, Group};
 use crate::db::{
-    Catalogue, CellForm, ColumnForm, Digests, KeyRange, MoneyGroup, SegmentDigest, TableForm,
-    TableSql,
+    Catalogue, CellForm, ColumnForm, Digests, KeyRange, SegmentDigest, TableForm, TableSql,
 };
 use crate::value::{Block, Row, Value};
 
@@ -633,19 +631,7 @@ impl Digests for MySql {
             let (Some(My::Int(lo)), Some(My::Int(hi))) = ends.unwrap_or((None, None)) else {
                 return Ok(Vec::new());
             };
-            let (lo, width, parts) = (lo as i128, hi as i128 - lo as i128 + 1, parts as i128);
-            let mut keys: Vec<Row> = Vec::new();
-            for i in 1..parts {
-                let key = lo + width * i / parts;
-                if key > lo
-                    && keys
-                        .last()
-                        .is_none_or(|l| l[0] != Value::Integer(key as i64))
-                {
-                    keys.push(vec![Value::Integer(key as i64)]);
-                }
-            }
-            return Ok(keys);
+            return Ok(segments::equal_width(lo, hi, parts));
         }
         // Other keys are cut at every n-th key of an ordered pass.
         q.push(&format!(
@@ -722,45 +708,31 @@ impl Digests for MySql {
         range_sql(&mut q, &plan, &exprs, range)?;
         q.push(" GROUP BY 1, 2, 3");
         let groups = self.rows_of(q, &format!("digesting table '{}'", plan.table))?;
-        let n = bounds.len() + 1;
-        let mut hashes = vec![0i128; n];
-        type MoneyBy = BTreeMap<(Vec<u8>, Vec<u8>), (Value, Vec<(u64, i128)>)>;
-        let mut money: Vec<MoneyBy> = vec![BTreeMap::new(); n];
-        let mut out = vec![SegmentDigest::default(); n];
-        for g in groups {
+        let money = form.money.len();
+        let groups = groups.iter().map(|g| {
             let at = |i: usize| g.as_ref(i).cloned().unwrap_or(My::NULL);
-            let seg = usize::try_from(integer(&at(0))?)?;
-            let (Some(d), Some(h)) = (out.get_mut(seg), hashes.get_mut(seg)) else {
-                bail!("table '{}': a segment {seg} out of range", plan.table);
+            let currency = if money == 0 {
+                Value::Null
+            } else {
+                currency_value(&at(1), &at(2))?
             };
-            d.rows += u64::try_from(integer(&at(3))?)?;
-            d.notes += u64::try_from(integer(&at(4))?)?;
-            *h += integer(&at(5))?;
-            if form.money.is_empty() {
-                continue;
-            }
-            let raw = |v: My| match v {
-                My::Bytes(b) => b,
-                My::NULL => Vec::new(),
-                other => types::raw(&other).into_bytes(),
-            };
-            let (tag, payload) = (at(1), at(2));
-            let currency = currency_value(&tag, &payload)?;
-            let entry = money[seg]
-                .entry((raw(tag), raw(payload)))
-                .or_insert_with(|| (currency, vec![(0, 0); form.money.len()]));
-            for (j, sum) in entry.1.iter_mut().enumerate() {
-                sum.0 += u64::try_from(integer(&at(6 + 2 * j))?)?;
-                sum.1 += integer(&at(7 + 2 * j))?;
-            }
-        }
-        for ((d, h), groups) in out.iter_mut().zip(hashes).zip(money) {
-            d.digest = h.to_le_bytes().to_vec();
-            for (_, (currency, sums)) in groups {
-                d.money.push(MoneyGroup { currency, sums });
-            }
-        }
-        Ok(out)
+            Ok(Group {
+                seg: usize::try_from(integer(&at(0))?)?,
+                currency,
+                rows: u64::try_from(integer(&at(3))?)?,
+                notes: u64::try_from(integer(&at(4))?)?,
+                hash: integer(&at(5))?,
+                sums: (0..money)
+                    .map(|j| {
+                        Ok((
+                            u64::try_from(integer(&at(6 + 2 * j))?)?,
+                            integer(&at(7 + 2 * j))?,
+                        ))
+                    })
+                    .collect::<Result<_>>()?,
+            })
+        });
+        segments::fold(&plan.table, bounds.len() + 1, money, groups)
     }
 
     fn scan_range(

@@ -26,17 +26,14 @@
 //! with the key order expressions of the table's plan, which order as
 //! cutover does.
 
-use std::collections::BTreeMap;
-
 use anyhow::{Context, Result, bail};
 
 use super::scan::Raw;
 use super::table_sql::{Plan, literal};
 use super::types::{self, Kind};
 use super::{Postgres, quote_literal};
-use crate::db::{
-    CellForm, ColumnForm, Digests, KeyRange, MoneyGroup, SegmentDigest, TableForm, TableSql,
-};
+use crate::db::segments::{self, Group};
+use crate::db::{CellForm, ColumnForm, Digests, KeyRange, SegmentDigest, TableForm, TableSql};
 use crate::value::{Block, Row, Value};
 
 /// Rows of a sample per key range a whole table is first cut into.
@@ -413,10 +410,6 @@ fn int_text(t: &str) -> Result<i128> {
         .with_context(|| format!("a sum '{t}' that is not an integer"))
 }
 
-/// A segment's money sums (count and sum per money column) by the
-/// currency's canonical tag and payload, in a fixed order.
-type MoneyBy = BTreeMap<(String, Option<String>), Vec<(u64, i128)>>;
-
 /// The canonical currency value of a money group, from its tag and payload.
 fn currency_value(tag: &str, payload: Option<String>) -> Result<Value> {
     Ok(match (tag, payload) {
@@ -548,23 +541,7 @@ impl Digests for Postgres {
             else {
                 return Ok(Vec::new());
             };
-            let (lo, width, parts) = (
-                lo as i128,
-                hi as i128 - lo as i128 + 1,
-                parts.max(1) as i128,
-            );
-            let mut keys: Vec<Row> = Vec::new();
-            for i in 1..parts {
-                let key = lo + width * i / parts;
-                if key > lo
-                    && keys
-                        .last()
-                        .is_none_or(|l| l[0] != Value::Integer(key as i64))
-                {
-                    keys.push(vec![Value::Integer(key as i64)]);
-                }
-            }
-            return Ok(keys);
+            return Ok(crate::db::segments::equal_width(lo, hi, parts));
         }
         // Other keys of a whole large table are cut at keys of a sample of
         // its rows (`SAMPLE_ROWS_PER_PART` rows a part), not at keys of an
@@ -676,38 +653,29 @@ impl Digests for Postgres {
             .client()?
             .query(query.as_str(), &[])
             .with_context(|| format!("digesting table '{}' in {}", plan.table, self.shown))?;
-        let mut hashes = vec![0i128; bounds.len() + 1];
-        let mut money: Vec<MoneyBy> = vec![BTreeMap::new(); bounds.len() + 1];
-        let mut out = vec![SegmentDigest::default(); bounds.len() + 1];
-        for g in groups {
-            let seg = usize::try_from(g.get::<_, i32>(0))?;
-            let (Some(d), Some(h)) = (out.get_mut(seg), hashes.get_mut(seg)) else {
-                bail!("table '{}': a segment {seg} out of range", plan.table);
+        let groups = groups.iter().map(|g| {
+            let currency = if form.money.is_empty() {
+                Value::Null
+            } else {
+                currency_value(g.get(1), g.get(2))?
             };
-            d.rows += g.get::<_, i64>(3) as u64;
-            d.notes += g.get::<_, i64>(4) as u64;
-            *h += int_text(g.get(5))?;
-            if form.money.is_empty() {
-                continue;
-            }
-            let sums = money[seg]
-                .entry((g.get(1), g.get(2)))
-                .or_insert_with(|| vec![(0, 0); form.money.len()]);
-            for (j, sum) in sums.iter_mut().enumerate() {
-                sum.0 += g.get::<_, i64>(6 + 2 * j) as u64;
-                sum.1 += int_text(g.get(7 + 2 * j))?;
-            }
-        }
-        for ((d, h), groups) in out.iter_mut().zip(hashes).zip(money) {
-            d.digest = h.to_le_bytes().to_vec();
-            for ((tag, payload), sums) in groups {
-                d.money.push(MoneyGroup {
-                    currency: currency_value(&tag, payload)?,
-                    sums,
-                });
-            }
-        }
-        Ok(out)
+            Ok(Group {
+                seg: usize::try_from(g.get::<_, i32>(0))?,
+                currency,
+                rows: g.get::<_, i64>(3) as u64,
+                notes: g.get::<_, i64>(4) as u64,
+                hash: int_text(g.get(5))?,
+                sums: (0..form.money.len())
+                    .map(|j| {
+                        Ok((
+                            g.get::<_, i64>(6 + 2 * j) as u64,
+                            int_text(g.get(7 + 2 * j))?,
+                        ))
+                    })
+                    .collect::<Result<_>>()?,
+            })
+        });
+        segments::fold(&plan.table, bounds.len() + 1, form.money.len(), groups)
     }
 
     fn scan_range(
