@@ -41,8 +41,8 @@ use super::catalogue::Column;
 use super::client::{Flavor, code};
 use super::journal_log::image_table;
 use super::{MySql, quote_ident};
-use crate::db::{Capture, Journaled, Rows, RowsExt, Unproven};
-use crate::value::Value;
+use crate::db::journal_proof::{self, ProofWrites};
+use crate::db::{Capture, JournalEntry, Journaled, Unproven};
 
 const CONTROL: &str = include_str!("../../../sql/mysql/journal_control.sql");
 const TRIGGERS: &str = include_str!("../../../sql/mysql/journal_triggers.sql");
@@ -683,18 +683,6 @@ impl MySql {
         Ok(())
     }
 
-    /// The largest seq this session can see handed out (0 when none).
-    fn last_seq_now(&self) -> Result<i64> {
-        let n: Option<i64> = self
-            .conn()?
-            .query_first(format!(
-                "SELECT COALESCE(MAX(seq), 0) FROM {}",
-                self.qualified("_cutover_journal_seq")
-            ))
-            .map_err(|e| self.failed("reading the journal's last seq", &e))?;
-        Ok(n.unwrap_or(0))
-    }
-
     /// Runs `f` in a savepoint that is always rolled back, in the open
     /// transaction, or in a transaction of its own when none is open (a
     /// schema change before it committed the caller's).
@@ -728,66 +716,6 @@ impl MySql {
         r
     }
 
-    /// The proof's writes on one table, inside the rolled-back savepoint:
-    /// the first row (by key) deleted, inserted again and updated to
-    /// itself, as the application writes them (its triggers fire, its
-    /// foreign keys hold). The journal's entries of this connection since
-    /// must be exactly those, each image the row as the table held it
-    /// around that write. A row other rows refer to cannot be deleted:
-    /// then only the update is proved.
-    fn prove_writes(
-        &self,
-        name: &str,
-        img: i64,
-        table: &str,
-        columns: &[&str],
-        key_len: usize,
-    ) -> Result<()> {
-        self.compile_journal(img, table, columns)?;
-        if self.is_fenced(table)? {
-            return Ok(());
-        }
-        let sql = self.table_sql(table, columns, key_len, None);
-        let mut first = None;
-        self.scan_into(&sql, None, 1, &mut |b| {
-            first = Some(b.values(0, b.width()));
-            Ok(false)
-        })?;
-        let Some(row) = first else { return Ok(()) };
-        let key: Vec<Value> = row[..key_len].to_vec();
-        let start = self.last_seq_now()?;
-        self.execute("SAVEPOINT cutover_prove_rows", Vec::new())?;
-        let all = (|| -> Result<(usize, usize)> {
-            let gone = self.delete_row(&sql, &key)?;
-            let back = self.insert_row(&sql, &row)?;
-            Ok((gone, back))
-        })();
-        let expect: &[&str] = match all {
-            Ok((1, 1)) => &["delete", "insert", "update"],
-            Ok((gone, back)) => bail!(
-                "deleting and inserting again one row of '{name}' wrote {gone} and {back} rows"
-            ),
-            // A row other rows refer to (errors 1451, 1217): the update alone.
-            Err(e) if referenced(&e) => {
-                self.execute("ROLLBACK TO SAVEPOINT cutover_prove_rows", Vec::new())?;
-                &["update"]
-            }
-            Err(e) => return Err(e),
-        };
-        let before = self.get_row(&sql, &key)?.with_context(|| {
-            format!("the row of '{name}' inserted again is not there under its key")
-        })?;
-        let changed = self.update_row(&sql, &key, &before)?;
-        if changed != 1 {
-            bail!("updating one row of '{name}' to itself matched {changed} rows");
-        }
-        let after = self.get_row(&sql, &key)?.with_context(|| {
-            format!("the row of '{name}' updated to itself is not there under its key")
-        })?;
-        let entries = self.entries_of_this_connection(img, start)?;
-        super::super::journal_proof::check(name, expect, &row, &before, &after, &entries)
-    }
-
     /// Writes through one table's journal triggers inside a savepoint that
     /// is always rolled back (see `prove_writes`).
     fn prove_journal(&self, t: &Journaled<'_>) -> Result<()> {
@@ -797,7 +725,13 @@ impl MySql {
                 t.table
             );
         };
-        self.rolled_back_savepoint(|| self.prove_writes(t.name, img, t.table, t.columns, t.key_len))
+        self.rolled_back_savepoint(|| {
+            self.compile_journal(img, t.table, t.columns)?;
+            if self.is_fenced(t.table)? {
+                return Ok(());
+            }
+            journal_proof::prove_writes(self, t.name, img, t.table, t.columns, t.key_len)
+        })
     }
 
     /// How many of a table's journal triggers exist.
@@ -843,6 +777,29 @@ fn lock_timed_out(e: &anyhow::Error) -> bool {
 fn referenced(e: &anyhow::Error) -> bool {
     let s = e.to_string();
     s.contains("(error 1451)") || s.contains("(error 1217)")
+}
+
+impl ProofWrites for MySql {
+    /// The largest seq this session can see handed out (0 when none).
+    fn last_seq(&self) -> Result<i64> {
+        let n: Option<i64> = self
+            .conn()?
+            .query_first(format!(
+                "SELECT COALESCE(MAX(seq), 0) FROM {}",
+                self.qualified("_cutover_journal_seq")
+            ))
+            .map_err(|e| self.failed("reading the journal's last seq", &e))?;
+        Ok(n.unwrap_or(0))
+    }
+
+    fn entries_written_here(&self, img: i64, after: i64) -> Result<Vec<JournalEntry>> {
+        crate::db::image_journal::written_here(self, img, after)
+    }
+
+    /// A row other rows refer to (errors 1451, 1217).
+    fn cannot_write_back(&self, e: &anyhow::Error) -> bool {
+        referenced(e)
+    }
 }
 
 impl Capture for MySql {

@@ -13,9 +13,7 @@ use super::types::{self, Kind};
 use super::{MySql, quote_ident};
 use crate::db::control::Control;
 use crate::db::image_journal::{self, Image, ImageColumn, ImageTables, Stored, Writer};
-use crate::db::{
-    Extent, JournalCount, JournalEntry, JournalLog, JournalTable, Run, RunShape, SeqRange,
-};
+use crate::db::{Extent, JournalCount, JournalLog, JournalTable, Run, RunShape, SeqRange};
 use crate::value::Row;
 
 pub(super) use crate::db::image_journal::image_table;
@@ -115,16 +113,6 @@ impl ImageTables for MySql {
 }
 
 impl MySql {
-    /// The entries of image `img` this connection journaled after seq
-    /// `after`, in seq order (the journal's proof, inside its transaction).
-    pub(super) fn entries_of_this_connection(
-        &self,
-        img: i64,
-        after: i64,
-    ) -> Result<Vec<JournalEntry>> {
-        image_journal::written_here(self, img, after)
-    }
-
     /// Every journaled table (and earlier column lists of the same table).
     pub(super) fn journal_tables(&self) -> Result<Vec<JournalTable>> {
         crate::db::JournalIdentity(self.image_control())

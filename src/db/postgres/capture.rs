@@ -17,8 +17,8 @@ use tokio_postgres::error::SqlState;
 
 use super::journal_log::image_table;
 use super::{Postgres, quote_ident, quote_literal};
-use crate::db::{Capture, Journaled, Rows, RowsExt, Unproven};
-use crate::value::{Row, Value};
+use crate::db::journal_proof::{self, ProofWrites};
+use crate::db::{Capture, JournalEntry, Journaled, Unproven};
 
 const CONTROL: &str = include_str!("../../../sql/postgres/journal_control.sql");
 const TRIGGERS: &str = include_str!("../../../sql/postgres/journal_triggers.sql");
@@ -554,94 +554,6 @@ impl Postgres {
         Ok(())
     }
 
-    /// The proof's writes: the first row (by key) deleted, inserted again
-    /// and updated to itself, written as the application writes them —
-    /// its triggers fire, its foreign keys hold — inside the caller's
-    /// rolled-back savepoint. The journal's entries of this transaction for
-    /// the table must be exactly those, each image the row as the table
-    /// held it around that write (read back, so a trigger of the
-    /// application that fills or touches a column is journaled as stored).
-    /// A row that other rows refer to cannot be deleted, and a key
-    /// generated ALWAYS cannot be inserted again: then only the update is
-    /// proved.
-    fn prove_writes(
-        &self,
-        name: &str,
-        img: i64,
-        table: &str,
-        columns: &[&str],
-        key_len: usize,
-    ) -> Result<()> {
-        self.compile_journal(img, table, columns)?;
-        if self.is_fenced(table)? {
-            return Ok(());
-        }
-        let sql = self.table_sql(table, columns, key_len, None);
-        let mut first = None;
-        self.scan_into(&sql, None, 1, &mut |b| {
-            first = Some(b.values(0, b.width()));
-            Ok(false)
-        })?;
-        let Some(row) = first else { return Ok(()) };
-        let key: Vec<Value> = row[..key_len].to_vec();
-        let start = self.last_seq_now()?;
-        let all = self.nested("cutover_prove_rows", true, || {
-            let gone = self.delete_row(&sql, &key)?;
-            let mut back = self.insert_row(&sql, &row)?;
-            // A rule that routes the insert into a table inheriting from
-            // this one reports no row written: the row is there all the same.
-            if back == 0 && self.get_row(&sql, &key)?.is_some() {
-                back = 1;
-            }
-            Ok((gone, back))
-        });
-        let (expect, before): (&[&str], Row) = match all {
-            Ok((1, 1)) => (
-                &["delete", "insert", "update"],
-                self.get_row(&sql, &key)?.with_context(|| {
-                    format!("the row of '{name}' inserted again is not there under its key")
-                })?,
-            ),
-            Ok((gone, back)) => bail!(
-                "deleting and inserting again one row of '{name}' wrote {gone} and {back} rows"
-            ),
-            // A row other rows refer to, or a key the table generates
-            // ALWAYS, which an insert cannot write back: the update alone.
-            Err(e)
-                if matches!(
-                    sql_state(&e),
-                    Some(
-                        SqlState::FOREIGN_KEY_VIOLATION
-                            | SqlState::RESTRICT_VIOLATION
-                            | SqlState::GENERATED_ALWAYS
-                    )
-                ) =>
-            {
-                (&["update"], row.clone())
-            }
-            Err(e) => return Err(e),
-        };
-        let changed = self.update_row(&sql, &key, &before)?;
-        if changed != 1 {
-            bail!("updating one row of '{name}' to itself wrote {changed} rows");
-        }
-        let after = self.get_row(&sql, &key)?.with_context(|| {
-            format!("the row of '{name}' updated to itself is not there under its key")
-        })?;
-        let entries = self.entries_of_this_transaction(img, start)?;
-        super::super::journal_proof::check(name, expect, &row, &before, &after, &entries)
-    }
-
-    /// The sequence's last value as this session can know it (0 when it
-    /// has handed out none).
-    fn last_seq_now(&self) -> Result<i64> {
-        let row = self.client()?.query_one(
-            "SELECT coalesce(last_value, 0) FROM pg_sequences WHERE schemaname = $1 AND sequencename = '_cutover_journal_seq'",
-            &[&self.schema],
-        )?;
-        Ok(row.get(0))
-    }
-
     /// The functions of the images of `table` other than `keep`, which no
     /// trigger calls once the table's triggers call `keep`'s.
     fn drop_other_functions(&self, table: &str, keep: Option<i64>) -> Result<()> {
@@ -802,7 +714,9 @@ impl Postgres {
     }
 
     /// Writes through one table's journal triggers inside a savepoint that
-    /// is always rolled back (see `prove_writes`).
+    /// is always rolled back ([`journal_proof::prove_writes`]), once the
+    /// statements its triggers run compile; nothing on a fenced table,
+    /// which refuses every write.
     fn prove_journal(&self, t: &Journaled<'_>) -> Result<()> {
         let Some(img) = self.find_image(t.name, t.table, t.columns)? else {
             bail!(
@@ -811,8 +725,40 @@ impl Postgres {
             );
         };
         self.nested("cutover_prove", false, || {
-            self.prove_writes(t.name, img, t.table, t.columns, t.key_len)
+            self.compile_journal(img, t.table, t.columns)?;
+            if self.is_fenced(t.table)? {
+                return Ok(());
+            }
+            journal_proof::prove_writes(self, t.name, img, t.table, t.columns, t.key_len)
         })
+    }
+}
+
+impl ProofWrites for Postgres {
+    /// The sequence's last value as this session can know it (0 when it
+    /// has handed out none).
+    fn last_seq(&self) -> Result<i64> {
+        let row = self.client()?.query_one(
+            "SELECT coalesce(last_value, 0) FROM pg_sequences WHERE schemaname = $1 AND sequencename = '_cutover_journal_seq'",
+            &[&self.schema],
+        )?;
+        Ok(row.get(0))
+    }
+
+    fn entries_written_here(&self, img: i64, after: i64) -> Result<Vec<JournalEntry>> {
+        crate::db::image_journal::written_here(self, img, after)
+    }
+
+    /// A row other rows refer to, or a key the table generates ALWAYS.
+    fn cannot_write_back(&self, e: &anyhow::Error) -> bool {
+        matches!(
+            sql_state(e),
+            Some(
+                SqlState::FOREIGN_KEY_VIOLATION
+                    | SqlState::RESTRICT_VIOLATION
+                    | SqlState::GENERATED_ALWAYS
+            )
+        )
     }
 }
 

@@ -12,7 +12,7 @@ use super::scan::Raw;
 use super::types::{self, Kind};
 use crate::db::control::Control;
 use crate::db::image_journal::{self, Image, ImageColumn, ImageTables, Stored, Writer};
-use crate::db::{Extent, JournalCount, JournalEntry, JournalLog, Run, RunShape, SeqRange};
+use crate::db::{Extent, JournalCount, JournalLog, Run, RunShape, SeqRange};
 use crate::value::{Row, Value};
 
 pub(super) use crate::db::image_journal::image_table;
@@ -91,16 +91,6 @@ impl ImageTables for Postgres {
 }
 
 impl Postgres {
-    /// The entries of image `img` this transaction journaled after seq
-    /// `after`, in seq order (the journal's proof).
-    pub(super) fn entries_of_this_transaction(
-        &self,
-        img: i64,
-        after: i64,
-    ) -> Result<Vec<JournalEntry>> {
-        image_journal::written_here(self, img, after)
-    }
-
     /// Every journaled table (and earlier column lists of the same table).
     pub(super) fn journal_tables(&self) -> Result<Vec<crate::db::JournalTable>> {
         crate::db::JournalIdentity(self.image_control()).images()
