@@ -19,21 +19,6 @@ pub struct Capabilities {
     /// A URL names a schema of a database (`?schema=NAME`), which a drill
     /// can make for itself and drop afterwards.
     pub schemas: bool,
-    /// The database computes the gate's digests itself
-    /// ([`super::Digests`]).
-    pub digests: bool,
-    /// One statement writes a row only if the row stored is the one
-    /// expected ([`super::ConditionalWrite`]).
-    pub conditional_writes: bool,
-    /// A source of this engine can be written back: replay (its dry run
-    /// and rehearsal too), the copy of the fence record and the replay
-    /// verdicts a source keeps, and a feed applied `--into source`.
-    pub replayed_into: bool,
-    /// A target of this engine can be written: load, sync, the journal,
-    /// the fence, a feed applied into the target, the gate's rehearsal.
-    /// An engine without either is refused by each command that would
-    /// write it before anything is opened, so nothing is half-installed.
-    pub target: bool,
     /// A column of a date or time type holds only dates or times and is
     /// ordered as them, whatever the width of their text (a server drops a
     /// fraction's trailing zeros). SQLite's `DATE` or `TIMESTAMP` column
@@ -89,10 +74,6 @@ pub static SQLITE: Engine = Engine {
     capabilities: Capabilities {
         transactional_ddl: true,
         schemas: false,
-        digests: false,
-        conditional_writes: true,
-        replayed_into: true,
-        target: true,
         typed_times: false,
     },
     bound_check: super::bounds::sqlite,
@@ -115,10 +96,6 @@ pub static POSTGRES: Engine = Engine {
     capabilities: Capabilities {
         transactional_ddl: true,
         schemas: true,
-        digests: true,
-        conditional_writes: true,
-        replayed_into: true,
-        target: true,
         typed_times: true,
     },
     bound_check: super::bounds::postgres,
@@ -145,10 +122,6 @@ pub static MYSQL: Engine = Engine {
     capabilities: Capabilities {
         transactional_ddl: false,
         schemas: false,
-        digests: true,
-        conditional_writes: true,
-        replayed_into: true,
-        target: true,
         typed_times: true,
     },
     bound_check: super::bounds::mysql,
