@@ -1418,7 +1418,7 @@ impl<'a> Engine<'a> {
     /// for the operator to settle, not a failure of the tool; any other
     /// error is the tool's.
     fn refused(&self, c: &Change, e: anyhow::Error, here: Option<&Row>) -> Result<Box<Conflict>> {
-        match crate::db::constraint_violation(&e) {
+        match crate::db::constraint_violation(self.db.engine(), &e) {
             Some(msg) => {
                 let reason = format!("{} refuses the row: {msg}", self.db.location());
                 Ok(self.conflict(c, reason, None, None, here))

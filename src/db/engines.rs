@@ -43,6 +43,10 @@ pub struct Engine {
     /// the other side's bound (table, column, bound): what `check` prints
     /// beside a hazard ([`super::bounds`]); `None` where it has none.
     pub bound_check: fn(&str, &str, &super::Limit) -> Option<String>,
+    /// When an error is the server refusing a row (a constraint, a value
+    /// its column cannot hold, a trigger raising one), what it said:
+    /// [`super::constraint_violation`] asks it.
+    pub refusal: fn(&anyhow::Error) -> Option<String>,
     /// Opens a database of this engine at a location of its kind.
     open: fn(&Location, Access, &str) -> Result<Db>,
 }
@@ -77,6 +81,7 @@ pub static SQLITE: Engine = Engine {
         typed_times: false,
     },
     bound_check: super::bounds::sqlite,
+    refusal: sqlite::constraint_violation,
     open: |location, access, role| match location {
         Location::Sqlite(path) => {
             let db = sqlite::Sqlite::open(path, access, role)?;
@@ -99,6 +104,7 @@ pub static POSTGRES: Engine = Engine {
         typed_times: true,
     },
     bound_check: super::bounds::postgres,
+    refusal: postgres::constraint_violation,
     open: |location, access, role| match location {
         Location::Server(url) => {
             let db = postgres::Postgres::open(url, access, role)?;
@@ -125,6 +131,9 @@ pub static MYSQL: Engine = Engine {
         typed_times: true,
     },
     bound_check: super::bounds::mysql,
+    // Every refused row is a `ValueRefused` already, made where the
+    // engine writes (`mysql::rows`).
+    refusal: |_| None,
     open: |location, access, role| match location {
         Location::Server(url) => {
             let db = mysql::MySql::open(url, access, role)?;

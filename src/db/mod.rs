@@ -512,11 +512,16 @@ pub(crate) fn set_list(text: &str) -> Vec<&str> {
     parts
 }
 
-pub fn constraint_violation(err: &anyhow::Error) -> Option<String> {
+/// When `err` is the database refusing a row (a constraint, a value its
+/// column cannot hold, a trigger raising an error) rather than a failure
+/// of the tool, what it said: a value an engine refused before the server
+/// saw it ([`ValueRefused`]), or the server's refusal as the engine's
+/// [`engines::Engine::refusal`] reads it.
+pub fn constraint_violation(engine: &engines::Engine, err: &anyhow::Error) -> Option<String> {
     if let Some(v) = err.chain().find_map(|e| e.downcast_ref::<ValueRefused>()) {
         return Some(v.0.clone());
     }
-    sqlite::constraint_violation(err).or_else(|| postgres::constraint_violation(err))
+    (engine.refusal)(err)
 }
 
 /// A value the column it is written to cannot hold exactly (too long, past

@@ -246,7 +246,7 @@ fn kept(target: &Db, write: impl FnOnce(&Db) -> Result<()>) -> Result<bool> {
             attempt.release()?;
             Ok(true)
         }
-        Err(e) if crate::db::constraint_violation(&e).is_some() => Ok(false),
+        Err(e) if crate::db::constraint_violation(target.engine(), &e).is_some() => Ok(false),
         Err(e) => Err(e),
     }
 }
