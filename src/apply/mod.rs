@@ -37,6 +37,8 @@ mod expect;
 mod plain;
 mod revision;
 mod rows;
+#[cfg(test)]
+mod tests;
 mod write;
 
 pub use checkpoint::{
