@@ -876,3 +876,43 @@ fn no_function_is_long() {
         fits.join("\n")
     );
 }
+
+/// Every `Result` inside a `Result` in the code under `src/`, as
+/// `path:line: text`: an outcome with more than two ends is an enum that
+/// names them.
+fn results_in_results(files: &[PathBuf]) -> Vec<String> {
+    let mut found = Vec::new();
+    for f in files {
+        let code = code_of(&std::fs::read_to_string(f).expect("reading a source file"));
+        for (n, line) in code.lines().enumerate() {
+            let squeezed: String = line.chars().filter(|c| !c.is_whitespace()).collect();
+            if squeezed.contains("Result<Result<") || squeezed.contains("Result<anyhow::Result<")
+            {
+                found.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_result_is_wrapped_in_another() {
+    let src = repo_path("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let found = results_in_results(&files);
+    assert!(
+        found.is_empty(),
+        "a Result inside a Result (name the outcomes in an enum):\n{}",
+        found.join("\n")
+    );
+    // The scan can fail: it finds one where one is written.
+    let dir = tempfile::tempdir().expect("a folder");
+    let planted = dir.path().join("planted.rs");
+    std::fs::write(
+        &planted,
+        "fn f() -> Result<Result<(), String>> {\n    Ok(Ok(()))\n}\n",
+    )
+    .expect("writing");
+    assert_eq!(results_in_results(&[planted]).len(), 1);
+}

@@ -7,7 +7,7 @@ use serde::Serialize;
 use crate::db::{Access, Db, JournalLogExt};
 use crate::fence::{
     Before, Copy, FenceRow, copy_missing, copy_of, install, journal_tables, keep_copy_or_say, lift,
-    orphaned, read, replay_passed, stand, take_off,
+    orphaned, read, replay_not_passed, stand, take_off,
 };
 use crate::report::{self, Report};
 use crate::schema;
@@ -314,13 +314,13 @@ pub fn off(spec: &Spec, force: bool) -> Result<FenceReport> {
             existing.boundary
         );
     }
-    let passed = match &journal {
-        Some(j) => replay_passed(source.fence_records(), j, existing.boundary)?,
+    let not_passed = match &journal {
+        Some(j) => replay_not_passed(source.fence_records(), j, existing.boundary)?,
         None => {
-            Err("the target's journal has no identity, so no replay of it is recorded".to_string())
+            Some("the target's journal has no identity, so no replay of it is recorded".to_string())
         }
     };
-    if let Err(why) = passed
+    if let Some(why) = not_passed
         && !force
     {
         bail!(

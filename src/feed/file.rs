@@ -74,13 +74,17 @@ pub fn read_lines(
     Ok(())
 }
 
+/// What pass one found of a feed file.
+pub enum Validated {
+    /// Every line valid: the deliveries in order.
+    Deliveries(Vec<DeliveryInfo>),
+    /// The lines refused (at most the number asked for).
+    Rejected(Vec<Rejection>),
+}
+
 /// Pass one: every line valid, deliveries contiguous and single-feed,
-/// positions consecutive within a delivery. Returns the deliveries in order.
-pub fn validate(
-    path: &Path,
-    spec: &Spec,
-    max_errors: usize,
-) -> Result<Result<Vec<DeliveryInfo>, Vec<Rejection>>> {
+/// positions consecutive within a delivery.
+pub fn validate(path: &Path, spec: &Spec, max_errors: usize) -> Result<Validated> {
     let mut errors = Vec::new();
     let mut found = 0usize;
     let mut deliveries: Vec<DeliveryInfo> = Vec::new();
@@ -144,12 +148,12 @@ pub fn validate(
         d.digest = hex::encode(hasher.finalize());
     }
     if found > 0 {
-        return Ok(Err(errors));
+        return Ok(Validated::Rejected(errors));
     }
     if deliveries.is_empty() {
         bail!("feed {} holds no changes", path.display());
     }
-    Ok(Ok(deliveries))
+    Ok(Validated::Deliveries(deliveries))
 }
 
 /// A rejection of line `l`, pointing at `field`.

@@ -16,5 +16,5 @@
 pub mod file;
 pub mod line;
 
-pub use file::{DeliveryInfo, read_lines, validate};
+pub use file::{DeliveryInfo, Validated, read_lines, validate};
 pub use line::{Line, Rejection, entry_line, parse_line};

@@ -16,7 +16,7 @@
 //!
 //! Its parts: [`fingerprint`] (what the fence protects, as hashed into its
 //! record), [`record`] (the fence row and the copy of it the source keeps),
-//! [`breach`] (whether the target still matches its fence), [`watch`]
+//! [`breach`] (whether the target still matches its fence), [`sentry`]
 //! (replay's watch over the fence while it writes), [`verdict`] (how the
 //! last replay ended, which `fence off` and `status` go by) and [`set`]
 //! (the fence put on, proven from another connection, and taken off).
@@ -28,16 +28,16 @@ use crate::db::Capture;
 pub mod breach;
 pub mod fingerprint;
 pub mod record;
+pub mod sentry;
 pub mod set;
 pub mod verdict;
-pub mod watch;
 
 pub use breach::orphaned;
 pub use fingerprint::Fingerprint;
 pub use record::{Copy, FenceRow, copy_missing, copy_of, keep_copy_or_say, read};
+pub use sentry::{Posted, Sentry};
 pub use set::{Before, install, lift, stand, take_off};
-pub use verdict::{ACCEPTED, ReplayEnd, record_replay, replay_passed};
-pub use watch::Watch;
+pub use verdict::{ACCEPTED, ReplayEnd, record_replay, replay_not_passed};
 
 pub const FENCE_TABLE: &str = "_cutover_fence";
 

@@ -5,21 +5,21 @@ use anyhow::Result;
 
 use crate::db::{Db, FenceRecords, JournalId};
 
-/// Whether the last replay of `journal` reconciled clean at `boundary`; if
-/// not, what the source records instead.
-pub fn replay_passed(
+/// Why the rollback of `journal` is not done at `boundary`, as the source
+/// records its last replay; `None` when that replay reconciled clean there.
+pub fn replay_not_passed(
     source: FenceRecords<'_>,
     journal: &JournalId,
     boundary: i64,
-) -> Result<Result<(), String>> {
+) -> Result<Option<String>> {
     Ok(match source.last_verdict(journal)? {
-        Some(v) if v.passed && v.boundary == boundary => Ok(()),
-        Some(v) if v.passed => Err(format!(
+        Some(v) if v.passed && v.boundary == boundary => None,
+        Some(v) if v.passed => Some(format!(
             "the last replay reconciled clean at boundary {}, not at this fence's {boundary}",
             v.boundary
         )),
-        Some(v) => Err(format!("the last replay FAILED at {}: {}", v.at, v.detail)),
-        None => Err("no replay has reconciled the source with the target yet".to_string()),
+        Some(v) => Some(format!("the last replay FAILED at {}: {}", v.at, v.detail)),
+        None => Some("no replay has reconciled the source with the target yet".to_string()),
     })
 }
 

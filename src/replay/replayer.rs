@@ -19,7 +19,7 @@ use super::steps::{
 };
 use crate::apply::{Fault, crash_at};
 use crate::db::{Access, Db};
-use crate::fence::Watch;
+use crate::fence::Sentry;
 use crate::progress::Progress;
 use crate::replay::{
     Plan, carry_sequences, foreign_key_violations, refuse_unheld, refused_by_actions,
@@ -280,7 +280,7 @@ fn control_tables_ahead(source: &Db) -> Result<bool> {
 struct Prepared {
     source: Db,
     target: Db,
-    watch: Option<Box<Watch>>,
+    watch: Option<Box<Sentry>>,
     at: Start,
     /// The source's foreign-key violations before anything was written.
     fk_before: Vec<String>,

@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 use super::report::{DryRunReport, DryRunTried, Replay, ReplayReport, breached};
 use crate::apply::{BatchOutcome, Change, Conflict, Engine, JournalCheckpoint};
 use crate::db::{Db, JournalId, JournalLogExt};
-use crate::fence::Watch;
+use crate::fence::{Posted, Sentry};
 use crate::progress::Progress;
 use crate::reconcile::{self, DiffKind};
 use crate::replay::{
@@ -21,7 +21,7 @@ use crate::spec::Spec;
 pub(super) enum Fenced {
     /// Watched from the target's connection (none for a rehearsal, which
     /// has no fence), with the boundary the replay goes to.
-    Watched(Option<Box<Watch>>, i64),
+    Watched(Option<Box<Sentry>>, i64),
     /// Found breached before anything is planned: the replay's report of it.
     Breached(Replay),
 }
@@ -33,18 +33,18 @@ pub(super) fn watch(spec: &Spec, source: &Db, target: &Db) -> Result<Fenced> {
         // A table dropped or altered behind the fence shows as a schema
         // error; it is a breach (exit 1), not a spec to fix.
         if crate::fence::read(target.fence_records())?.is_some()
-            && let Ok(Err(breach)) = Watch::start(target, spec)
+            && let Ok(Posted::Breached(breach)) = Sentry::post(target, spec)
         {
             return breached_report(target, breach);
         }
         return Err(e);
     }
-    match Watch::start(target, spec)? {
-        Ok(w) => {
+    match Sentry::post(target, spec)? {
+        Posted::Standing(w) => {
             let b = w.fence().boundary;
-            Ok(Fenced::Watched(Some(Box::new(w)), b))
+            Ok(Fenced::Watched(Some(w), b))
         }
-        Err(breach) => breached_report(target, breach),
+        Posted::Breached(breach) => breached_report(target, breach),
     }
 }
 
@@ -215,7 +215,7 @@ pub(super) struct Applying<'a> {
     pub(super) accept_findings: bool,
     pub(super) bar: &'a Progress,
     /// The fence watched; none for a rehearsal.
-    pub(super) watch: Option<&'a mut Watch>,
+    pub(super) watch: Option<&'a mut Sentry>,
     pub(super) rep: &'a mut ReplayReport,
     /// How long applying and closing took.
     pub(super) timing: &'a mut super::rehearse::Timing,
@@ -290,7 +290,7 @@ impl Replaying<'_> {
     pub(super) fn apply_runs(
         &self,
         engine: &Engine<'_>,
-        mut watch: Option<&mut Watch>,
+        mut watch: Option<&mut Sentry>,
         batch: usize,
         bar: &Progress,
         rep: &mut ReplayReport,

@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 
 use crate::apply::{Applied, BatchOutcome, Change, DeliveryCheckpoint, Engine, FailedChange};
 use crate::db::{Access, Receipts};
-use crate::feed::{DeliveryInfo, Line, Rejection, read_lines, validate};
+use crate::feed::{DeliveryInfo, Line, Rejection, Validated, read_lines, validate};
 use crate::report::{BatchStatus, Report, Verdict};
 use crate::schema;
 use crate::spec::{Side, Spec};
@@ -158,8 +158,8 @@ pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<ApplyReport> {
         checkpoints: BTreeMap::new(),
     };
     let infos = match validate(path, spec, 20)? {
-        Ok(d) => d,
-        Err(rejections) => {
+        Validated::Deliveries(d) => d,
+        Validated::Rejected(rejections) => {
             rep.rejected_lines = rejections;
             return with_checkpoints(rep, db.receipts());
         }

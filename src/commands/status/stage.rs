@@ -144,8 +144,10 @@ pub(super) fn fenced(
         _ => f.breach(target, spec)?,
     };
     let passed = match &journal {
-        Some(j) => crate::fence::replay_passed(source.fence_records(), j, f.boundary)?,
-        None => Err(String::new()),
+        Some(j) => {
+            crate::fence::replay_not_passed(source.fence_records(), j, f.boundary)?.is_none()
+        }
+        None => false,
     };
     let record_copy = if copy == Copy::Missing {
         format!(
@@ -178,7 +180,7 @@ pub(super) fn fenced(
             ),
             n,
         )
-    } else if replayed >= n && passed.is_ok() {
+    } else if replayed >= n && passed {
         rolled_back(f, verdict.as_ref(), (replayed, n), &record_copy)
     } else if replayed >= n {
         (

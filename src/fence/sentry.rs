@@ -9,22 +9,30 @@ use crate::db::{Access, Db};
 use crate::spec::Spec;
 
 /// Watches a fence from a reader's connection during a replay.
-pub struct Watch {
+pub struct Sentry {
     fence: FenceRow,
     at_start: Fingerprint,
     change_token: i64,
 }
 
-impl Watch {
+/// How a fence was found when its sentry was posted.
+pub enum Posted {
+    /// Standing, and watched from now on.
+    Standing(Box<Sentry>),
+    /// Breached: what was found, for the replay's report.
+    Breached(String),
+}
+
+impl Sentry {
     /// Verifies the fence now, and its record against the copy the source
-    /// keeps; `Err` when there is none (or no copy, or a check could not be
-    /// made), `Ok(Err(why))` when it was breached.
-    pub fn start(target: &Db, spec: &Spec) -> Result<Result<Watch, String>> {
+    /// keeps; an error when there is none (or no copy, or a check could not
+    /// be made).
+    pub fn post(target: &Db, spec: &Spec) -> Result<Posted> {
         let fence = read(target.fence_records())?;
         if fence.is_none()
             && let Some(what) = orphaned(target, spec)?
         {
-            return Ok(Err(format!(
+            return Ok(Posted::Breached(format!(
                 "fence breached: {what}; nothing was replayed. Find what wrote to the target, then re-plan the rollback"
             )));
         }
@@ -39,7 +47,7 @@ impl Watch {
             Copy::Kept => {}
             Copy::Missing => bail!("{}; nothing was replayed", copy_missing(spec)),
             Copy::Differs(what) => {
-                return Ok(Err(format!(
+                return Ok(Posted::Breached(format!(
                     "fence breached: {what}; nothing was replayed. Find what rewrote it, then re-plan the rollback"
                 )));
             }
@@ -48,16 +56,16 @@ impl Watch {
         let change_token = target.fence().change_token()?;
         let now = Fingerprint::read_beside(target, spec, fence.format)?;
         if let Some(what) = fence.judge(target.connection(), &now)? {
-            return Ok(Err(format!(
+            return Ok(Posted::Breached(format!(
                 "fence breached: {what} (fenced at {}); nothing was replayed. Find what wrote to the target, then re-plan the rollback",
                 fence.fenced_at
             )));
         }
-        Ok(Ok(Watch {
+        Ok(Posted::Standing(Box::new(Sentry {
             fence,
             at_start: now,
             change_token,
-        }))
+        })))
     }
 
     pub fn fence(&self) -> &FenceRow {
