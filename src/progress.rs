@@ -24,13 +24,13 @@ pub fn visible() -> bool {
 }
 
 /// A bar, or nothing when it would not be seen.
-pub struct Progress(Option<ProgressBar>);
+pub struct Bar(Option<ProgressBar>);
 
-impl Progress {
+impl Bar {
     /// `total`: the rows (or entries) expected, when known.
-    pub fn new(label: &str, total: Option<u64>) -> Progress {
+    pub fn new(label: &str, total: Option<u64>) -> Bar {
         if !visible() {
-            return Progress(None);
+            return Bar(None);
         }
         let bar = match total {
             Some(n) => {
@@ -50,12 +50,12 @@ impl Progress {
                 ),
         };
         bar.set_message(label.to_string());
-        Progress(Some(bar))
+        Bar(Some(bar))
     }
 
     /// No bar: work in the background, beside one that is shown.
-    pub fn hidden() -> Progress {
-        Progress(None)
+    pub fn hidden() -> Bar {
+        Bar(None)
     }
 
     pub fn add(&self, n: u64) {
@@ -65,7 +65,7 @@ impl Progress {
     }
 }
 
-impl Drop for Progress {
+impl Drop for Bar {
     fn drop(&mut self) {
         if let Some(b) = &self.0 {
             b.finish_and_clear();

@@ -13,8 +13,8 @@ use anyhow::{Result, anyhow, bail};
 use serde::Serialize;
 use serde_json::Value as Json;
 
-use crate::db::{Db, Rows as DbRows, RowsExt, TableSql};
-use crate::progress::{self, Progress};
+use crate::db::{Db, Rows, RowsExt, TableSql};
+use crate::progress::{self, Bar};
 use crate::spec::{Spec, Table};
 use crate::value::{Block, CellRef, Row, Value, key_json};
 
@@ -312,7 +312,7 @@ pub(crate) fn reader<'scope, 'env, T: Send + 'scope>(
 }
 
 /// [`reader`] over any engine's [`Rows`].
-pub(crate) fn reader_of<'scope, 'env, T: Send + 'scope, E: DbRows + Send + ?Sized>(
+pub(crate) fn reader_of<'scope, 'env, T: Send + 'scope, E: Rows + Send + ?Sized>(
     db: &'scope mut E,
     sql: TableSql,
     map: impl Fn(Block) -> T + Send + 'scope,
@@ -373,17 +373,19 @@ pub(crate) struct Cursor<T> {
     side: &'static str,
 }
 
-pub(crate) trait Rows {
+/// What a reader thread hands the merge: a block of rows, alone or with
+/// what the reader knows of it.
+pub(crate) trait HoldsBlock {
     fn block(&self) -> &Block;
 }
 
-impl Rows for Block {
+impl HoldsBlock for Block {
     fn block(&self) -> &Block {
         self
     }
 }
 
-impl<T: Rows> Cursor<T> {
+impl<T: HoldsBlock> Cursor<T> {
     pub(crate) fn new(rx: Receiver<T>, side: &'static str) -> Self {
         let mut c = Cursor {
             rx,
@@ -564,10 +566,10 @@ pub fn scan_source(
     let mut prev_last: Option<Row> = None;
     let bar = match shown {
         true if progress::visible() => {
-            Progress::new(&table.name, Some(source.rows().count_rows(&sql)? as u64))
+            Bar::new(&table.name, Some(source.rows().count_rows(&sql)? as u64))
         }
-        true => Progress::new(&table.name, None),
-        false => Progress::hidden(),
+        true => Bar::new(&table.name, None),
+        false => Bar::hidden(),
     };
     std::thread::scope(|scope| -> Result<()> {
         let (rx, reading) = reader(source, sql, |b| b, scope);
@@ -616,12 +618,12 @@ pub fn scan_source(
 }
 
 /// The statements of a spec table as the source holds it, on any engine.
-pub(crate) fn source_sql_of<E: DbRows + ?Sized>(db: &E, t: &Table) -> TableSql {
+pub(crate) fn source_sql_of<E: Rows + ?Sized>(db: &E, t: &Table) -> TableSql {
     db.table_sql(&t.source_table, &t.source_names(), t.key_len, None)
 }
 
 /// The statements of a spec table as the target holds it, on any engine.
-pub(crate) fn target_sql_of<E: DbRows + ?Sized>(db: &E, t: &Table) -> TableSql {
+pub(crate) fn target_sql_of<E: Rows + ?Sized>(db: &E, t: &Table) -> TableSql {
     db.table_sql(&t.target_table, &t.target_names(), t.key_len, None)
 }
 
@@ -838,8 +840,8 @@ pub(crate) fn reconcile_table<S, T>(
     digest: bool,
 ) -> Result<(TableReport, Option<String>)>
 where
-    S: DbRows + Send + ?Sized,
-    T: DbRows + Send + ?Sized,
+    S: Rows + Send + ?Sized,
+    T: Rows + Send + ?Sized,
 {
     use sha2::Digest;
     let hasher = std::sync::Mutex::new(sha2::Sha256::new());
@@ -860,7 +862,7 @@ where
     } else {
         None
     };
-    let bar = Progress::new(&table.name, total);
+    let bar = Bar::new(&table.name, total);
     std::thread::scope(|scope| -> Result<()> {
         // Both readers only read; the transform runs here, in the merge,
         // which balances the work across cores (the source's SQLite scan is

@@ -886,8 +886,7 @@ fn results_in_results(files: &[PathBuf]) -> Vec<String> {
         let code = code_of(&std::fs::read_to_string(f).expect("reading a source file"));
         for (n, line) in code.lines().enumerate() {
             let squeezed: String = line.chars().filter(|c| !c.is_whitespace()).collect();
-            if squeezed.contains("Result<Result<") || squeezed.contains("Result<anyhow::Result<")
-            {
+            if squeezed.contains("Result<Result<") || squeezed.contains("Result<anyhow::Result<") {
                 found.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
             }
         }

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use anyhow::{Context, Result};
 
 use super::{
-    Applied, Batch, BatchOutcome, Change, Checkpoint, Effect, Engine, FailedChange, Fault, Rule,
+    Applied, Applier, Batch, BatchOutcome, Change, Checkpoint, Effect, FailedChange, Fault, Rule,
     crash_at, sql_key_names,
 };
 use crate::spec::Side;
@@ -35,8 +35,8 @@ impl Tally {
     }
 }
 
-impl Engine<'_> {
-    /// The batch, inside the transaction (or savepoint) [`Engine::run`]
+impl Applier<'_> {
+    /// The batch, inside the transaction (or savepoint) [`Applier::run`]
     /// opened.
     pub(super) fn apply_inside(
         &self,

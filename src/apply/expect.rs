@@ -9,12 +9,12 @@ use anyhow::Result;
 
 use super::rows::{first_difference, row_json_of, same_recorded, source_form};
 use super::write::Current;
-use super::{Change, Conflict, Effect, Engine};
+use super::{Applier, Change, Conflict, Effect};
 use crate::db::control::receipts::{Evidence, EvidenceKind, Revision};
 use crate::spec::Side;
 use crate::value::{Row, Value, key_cmp, key_json};
 
-/// Whether a write's session clock was set ([`Engine::clock`]).
+/// Whether a write's session clock was set ([`Applier::clock`]).
 pub(super) enum Clocked {
     /// No trigger of the table stamps on this write.
     Unset,
@@ -24,7 +24,7 @@ pub(super) enum Clocked {
     Conflict(Box<Conflict>),
 }
 
-impl Engine<'_> {
+impl Applier<'_> {
     /// The replay rule in one statement, where the engine has one: the
     /// write happens only if the stored row is exactly `before` in the form
     /// this side stores it, and then the rule would have written it too, so

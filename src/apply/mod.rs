@@ -1,6 +1,6 @@
 //! The apply engine: the one place that writes rows and the bookkeeping that
 //! proves what was written. Load, replay and change-feed apply all go through
-//! [`Engine::apply_batch`].
+//! [`Applier::apply_batch`].
 //!
 //! The contract (docs/feed.md, "How a feed is applied"):
 //!
@@ -286,7 +286,7 @@ enum Effect {
 }
 
 /// The engine bound to one database of the migration.
-pub struct Engine<'a> {
+pub struct Applier<'a> {
     /// The tables changes name by index (`Change::table`).
     tables: &'a [Table],
     db: &'a Db,
@@ -299,20 +299,20 @@ pub struct Engine<'a> {
     /// Batches are savepoints of a transaction the caller opened, and
     /// commits or rolls back whole (replay, its dry run, the rehearsal).
     within: bool,
-    /// The transaction opened by [`Engine::hold`], whose savepoints the
-    /// batches are until [`Engine::commit_held`] commits it: load holds its
+    /// The transaction opened by [`Applier::hold`], whose savepoints the
+    /// batches are until [`Applier::commit_held`] commits it: load holds its
     /// first commit until every source row has been validated.
     held: std::cell::RefCell<Option<Transaction<'a>>>,
-    /// The held batches wait for the end of the run ([`Engine::hold_whole`]).
+    /// The held batches wait for the end of the run ([`Applier::hold_whole`]).
     whole: std::cell::Cell<bool>,
-    /// [`Engine::hold`] made the control tables the held batches write,
+    /// [`Applier::hold`] made the control tables the held batches write,
     /// outside their transaction (a schema change commits at once): rolled
     /// back, the batches leave them empty, and they are taken away again.
     made: std::cell::Cell<bool>,
     /// The source row of the change being applied, as stored (storage
     /// classes included), kept only for tables with money columns: a money
     /// value written back keeps the class the row had (see
-    /// [`Engine::stored_form`]).
+    /// [`Applier::stored_form`]).
     stored: std::cell::RefCell<Option<Row>>,
     /// Each table's conditional writes (`None`: the database has none).
     writers: std::cell::RefCell<Vec<Option<Writer<'a>>>>,
@@ -329,17 +329,17 @@ pub struct Engine<'a> {
     holding: std::cell::RefCell<std::collections::HashMap<(usize, Vec<usize>), Holding<'a>>>,
     /// Per table, the database's triggers that set columns to the
     /// statement's time, which each write holds by setting the session's
-    /// clock to the row's value in them ([`Engine::clock`]).
+    /// clock to the row's value in them ([`Applier::clock`]).
     clocks: Vec<Vec<crate::side_effects::Clock>>,
 }
 
 /// A table's conditional writes on one database.
 type Writer<'a> = Box<dyn ConditionalWrite + 'a>;
 
-impl<'a> Engine<'a> {
+impl<'a> Applier<'a> {
     /// The engine writing `tables` (a spec's, or sync's plan of one) into
     /// `db`, the database on `side`.
-    pub fn new(tables: &'a [Table], db: &'a Db, side: Side) -> Engine<'a> {
+    pub fn new(tables: &'a [Table], db: &'a Db, side: Side) -> Applier<'a> {
         let sql: Vec<TableSql> = tables
             .iter()
             .map(|t| match side {
@@ -351,7 +351,7 @@ impl<'a> Engine<'a> {
             .iter()
             .map(|s| db.rows().conditional_writer(s))
             .collect();
-        Engine {
+        Applier {
             tables,
             db,
             side,
@@ -374,7 +374,7 @@ impl<'a> Engine<'a> {
     /// of each table to the statement's time (in the order of `tables`):
     /// each insert and update they fire on is written under a session
     /// clock set to the row's value.
-    pub fn clocks(mut self, clocks: Vec<Vec<crate::side_effects::Clock>>) -> Engine<'a> {
+    pub fn clocks(mut self, clocks: Vec<Vec<crate::side_effects::Clock>>) -> Applier<'a> {
         self.clocks = clocks;
         self
     }
@@ -382,22 +382,22 @@ impl<'a> Engine<'a> {
     /// The same engine, told which triggers and rules of the database act
     /// on its writes to each table (in the order of `tables`), so that a
     /// swallowed write is named by what can swallow it.
-    pub fn acting(mut self, acting: Vec<Vec<String>>) -> Engine<'a> {
+    pub fn acting(mut self, acting: Vec<Vec<String>>) -> Applier<'a> {
         self.acting = acting;
         self
     }
 
     /// The same engine writing inside the caller's transaction, each batch
-    /// a savepoint of it (see [`Engine::run`]): the caller commits or rolls
+    /// a savepoint of it (see [`Applier::run`]): the caller commits or rolls
     /// back every batch at once, and carries the id generators after its
     /// commit.
-    pub fn within(mut self) -> Engine<'a> {
+    pub fn within(mut self) -> Applier<'a> {
         self.within = true;
         self
     }
 
     /// Opens a transaction that the next batches join, uncommitted, until
-    /// [`Engine::commit_held`] or [`Engine::rollback_held`].
+    /// [`Applier::commit_held`] or [`Applier::rollback_held`].
     pub fn hold(&self) -> Result<()> {
         // Where a schema change commits at once, the control tables the
         // batches write are made first: made inside, they would commit
@@ -412,7 +412,7 @@ impl<'a> Engine<'a> {
         Ok(())
     }
 
-    /// [`Engine::hold`] until [`Engine::commit_held`] whatever happens
+    /// [`Applier::hold`] until [`Applier::commit_held`] whatever happens
     /// meanwhile, the transaction's deferrable foreign keys checked at its
     /// commit only: load's tables whose keys refer to each other in a
     /// cycle are written whole, in any order, or not at all.
@@ -426,7 +426,7 @@ impl<'a> Engine<'a> {
     }
 
     /// Whether the held batches wait for the end of the run
-    /// ([`Engine::hold_whole`]).
+    /// ([`Applier::hold_whole`]).
     pub fn holds_whole(&self) -> bool {
         self.whole.get()
     }
@@ -451,7 +451,7 @@ impl<'a> Engine<'a> {
     /// Rolls back the held batches: none of them was ever committed.
     pub fn rollback_held(&self) {
         self.held.borrow_mut().take();
-        // The transaction is over: dropping the empty tables [`Engine::hold`]
+        // The transaction is over: dropping the empty tables [`Applier::hold`]
         // made commits nothing else. Should it fail, they stay, empty,
         // as the next run would make them.
         if self.made.take() {
@@ -463,8 +463,8 @@ impl<'a> Engine<'a> {
     }
 
     /// The engine for replaying journal `journal` into the source.
-    pub fn for_journal(tables: &'a [Table], db: &'a Db, journal: &str) -> Engine<'a> {
-        let mut e = Engine::new(tables, db, Side::Source);
+    pub fn for_journal(tables: &'a [Table], db: &'a Db, journal: &str) -> Applier<'a> {
+        let mut e = Applier::new(tables, db, Side::Source);
         e.journal = journal.to_string();
         // The source row is read only to be compared with the before-image
         // (which the journal reader digests alike): the large values of the

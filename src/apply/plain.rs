@@ -8,11 +8,11 @@ use std::cmp::Ordering;
 use anyhow::Result;
 
 use super::rows::first_difference;
-use super::{Change, Effect, Engine};
+use super::{Applier, Change, Effect};
 use crate::spec::OnChange;
 use crate::value::Row;
 
-impl Engine<'_> {
+impl Applier<'_> {
     /// The plain rule, on the row stored under the change's key (`here`).
     pub(super) fn plain(&self, c: &Change, here: Option<Row>) -> Result<Effect> {
         let table = &self.tables[c.table];

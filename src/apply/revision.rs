@@ -5,7 +5,7 @@
 use anyhow::{Result, bail};
 
 use super::rows::{first_difference, row_from_json, row_json};
-use super::{Change, Effect, Engine};
+use super::{Applier, Change, Effect};
 use crate::db::control::receipts::{Evidence, EvidenceKind, Revision};
 use crate::value::{Row, Value, key_json};
 
@@ -19,7 +19,7 @@ struct Revised<'c> {
     delivery: &'c str,
 }
 
-impl Engine<'_> {
+impl Applier<'_> {
     /// The revision rule, on the row stored under the change's key
     /// (`here`).
     pub(super) fn revision(

@@ -4,7 +4,7 @@
 
 use anyhow::Result;
 
-use super::{Applied, BatchOutcome, Change, Checkpoint, Conflict, Engine, Rule};
+use super::{Applied, Applier, BatchOutcome, Change, Checkpoint, Conflict, Rule};
 use crate::db::{Access, Db, RowsExt};
 use crate::spec::{Side, Spec};
 use crate::value::{Row, Value};
@@ -110,8 +110,8 @@ fn target() -> Target {
 }
 
 impl Target {
-    fn engine(&self) -> Engine<'_> {
-        Engine::new(&self.spec.tables, &self.db, Side::Target)
+    fn engine(&self) -> Applier<'_> {
+        Applier::new(&self.spec.tables, &self.db, Side::Target)
     }
 
     fn apply(&self, changes: &[Change]) -> BatchOutcome {

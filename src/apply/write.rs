@@ -9,14 +9,14 @@ use serde_json::Value as Json;
 
 use super::expect::Clocked;
 use super::rows::{check_row, keep_class, reverse_column, row_json, same_recorded, source_form};
-use super::{Change, Conflict, Effect, Engine, sql_key_names};
+use super::{Applier, Change, Conflict, Effect, sql_key_names};
 use crate::canonical::canonical;
 use crate::db::{RowsExt, TableSql};
 use crate::spec::{Side, Table};
 use crate::transform::Transform;
 use crate::value::{Row, Value, display_key, key_json};
 
-/// The row stored under a key, as [`Engine::current`] reads it.
+/// The row stored under a key, as [`Applier::current`] reads it.
 pub(super) enum Current {
     /// In canonical form; `None` when no row holds the key.
     Row(Option<Row>),
@@ -24,7 +24,7 @@ pub(super) enum Current {
     Unreadable { column: String, why: String },
 }
 
-impl Engine<'_> {
+impl Applier<'_> {
     /// Writes `after` where `here` is (insert, update, or delete).
     pub(super) fn write(
         &self,
@@ -239,7 +239,7 @@ impl Engine<'_> {
     /// The row under `key` in canonical form, or why the stored row cannot
     /// be read canonically.
     /// `keep`: this is the row the change writes, whose storage classes
-    /// [`Engine::stored_form`] keeps.
+    /// [`Applier::stored_form`] keeps.
     pub(super) fn current(
         &self,
         table: &Table,

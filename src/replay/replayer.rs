@@ -20,7 +20,7 @@ use super::steps::{
 use crate::apply::{Fault, crash_at};
 use crate::db::{Access, Db};
 use crate::fence::Sentry;
-use crate::progress::Progress;
+use crate::progress::Bar;
 use crate::replay::{
     Plan, carry_sequences, foreign_key_violations, refuse_unheld, refused_by_actions,
 };
@@ -163,7 +163,7 @@ impl Replayer<'_> {
             &spec.tables,
             crate::spec::Side::Source,
         )?;
-        let bar = Progress::new("replay", Some((at.entries - at.applied_rows).max(0) as u64));
+        let bar = Bar::new("replay", Some((at.entries - at.applied_rows).max(0) as u64));
         let mut timing = Timing::start();
         let mut applying = Applying {
             spec,

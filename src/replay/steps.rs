@@ -5,10 +5,10 @@
 use anyhow::{Context, Result, bail};
 
 use super::report::{DryRunReport, DryRunTried, Replay, ReplayReport, breached};
-use crate::apply::{BatchOutcome, Change, Conflict, Engine, JournalCheckpoint};
+use crate::apply::{Applier, BatchOutcome, Change, Conflict, JournalCheckpoint};
 use crate::db::{Db, JournalId, JournalLogExt};
 use crate::fence::{Posted, Sentry};
-use crate::progress::Progress;
+use crate::progress::Bar;
 use crate::reconcile::{self, DiffKind};
 use crate::replay::{
     Plan, bridge, causes, fold, record_keys, to_change, unjournaled, violations_since,
@@ -169,7 +169,7 @@ const WIDEST_RUN: usize = 1 << 20;
 /// of the boundary (`full`): the record's next write, which may set the
 /// row right ([`bridge`]), may lie past it. `None`: the conflict stands.
 fn wider_run(
-    engine: &Engine<'_>,
+    engine: &Applier<'_>,
     changes: &[Change],
     conflict: &Conflict,
     full: bool,
@@ -213,7 +213,7 @@ pub(super) struct Applying<'a> {
     /// `--accept-findings`: closing differences and rows left without
     /// their parent are accepted, listed, instead of failing the replay.
     pub(super) accept_findings: bool,
-    pub(super) bar: &'a Progress,
+    pub(super) bar: &'a Bar,
     /// The fence watched; none for a rehearsal.
     pub(super) watch: Option<&'a mut Sentry>,
     pub(super) rep: &'a mut ReplayReport,
@@ -231,7 +231,7 @@ impl Applying<'_> {
         let (spec, at) = (self.spec, self.at);
         let acting = self.policy.acting(spec);
         let fires = acting.iter().map(|a| !a.is_empty()).collect();
-        let engine = Engine::for_journal(&spec.tables, source, at.journal.as_str())
+        let engine = Applier::for_journal(&spec.tables, source, at.journal.as_str())
             .acting(acting)
             .clocks(self.policy.clocks(spec))
             .within();
@@ -269,7 +269,7 @@ impl Replaying<'_> {
     /// write merged into it ([`bridge`]), swapped keys folded ([`fold`]).
     fn changes(
         &self,
-        engine: &Engine<'_>,
+        engine: &Applier<'_>,
         run: Vec<(i64, Change)>,
         poisoned: &std::collections::HashSet<(usize, String)>,
     ) -> Result<Vec<Change>> {
@@ -289,10 +289,10 @@ impl Replaying<'_> {
     /// conflict or a breach; the conflicts a dry run went on past.
     pub(super) fn apply_runs(
         &self,
-        engine: &Engine<'_>,
+        engine: &Applier<'_>,
         mut watch: Option<&mut Sentry>,
         batch: usize,
-        bar: &Progress,
+        bar: &Bar,
         rep: &mut ReplayReport,
     ) -> Result<Vec<Conflict>> {
         let (spec, source, target) = (self.spec, self.source, self.target);

@@ -13,7 +13,7 @@ use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::apply::{Applied, BatchOutcome, Change, DeliveryCheckpoint, Engine, FailedChange};
+use crate::apply::{Applied, Applier, BatchOutcome, Change, DeliveryCheckpoint, FailedChange};
 use crate::db::{Access, Receipts};
 use crate::feed::{DeliveryInfo, Line, Rejection, Validated, read_lines, validate};
 use crate::report::{BatchStatus, Report, Verdict};
@@ -85,7 +85,7 @@ impl Report for ApplyReport {
 fn hold_whole(
     spec: &Spec,
     db: &crate::db::Db,
-    engine: &Engine<'_>,
+    engine: &Applier<'_>,
     into: Side,
 ) -> Result<Option<crate::apply::Sequences>> {
     if into != Side::Source {
@@ -104,7 +104,7 @@ struct Whole<'a, 'e> {
     spec: &'a Spec,
     db: &'a crate::db::Db,
     target: &'a crate::db::Db,
-    engine: &'a Engine<'e>,
+    engine: &'a Applier<'e>,
 }
 
 impl Whole<'_, '_> {
@@ -164,7 +164,7 @@ pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<ApplyReport> {
             return with_checkpoints(rep, db.receipts());
         }
     };
-    let engine = Engine::new(&spec.tables, db, into);
+    let engine = Applier::new(&spec.tables, db, into);
     let sequences = hold_whole(spec, db, &engine, into)?;
     let mut pending: Vec<Line> = Vec::new();
     let mut idx = 0usize;
@@ -222,7 +222,7 @@ pub fn apply(spec: &Spec, path: &Path, into: Side) -> Result<ApplyReport> {
 /// Applies one delivery, `lines` as read again, in one transaction with its
 /// receipt; whether the next may follow.
 fn deliver(
-    engine: &Engine<'_>,
+    engine: &Applier<'_>,
     path: &Path,
     info: &DeliveryInfo,
     lines: &mut Vec<Line>,

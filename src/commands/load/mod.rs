@@ -12,7 +12,7 @@
 use anyhow::{Result, bail};
 use serde::{Serialize, Serializer};
 
-use crate::apply::Engine;
+use crate::apply::Applier;
 use crate::canonical::Note;
 use crate::db::{Access, Db};
 use crate::reconcile;
@@ -101,7 +101,7 @@ pub fn run(spec: &Spec, batch: usize, replace: bool) -> Result<LoadReport> {
     if !beside && let Some(bad) = validate(spec, &mut source)? {
         return Ok(LoadReport::invalid(bad));
     }
-    let engine = Engine::new(&spec.tables, &target, Side::Target);
+    let engine = Applier::new(&spec.tables, &target, Side::Target);
     let rep = std::thread::scope(|scope| {
         let mut validation = Validation::Done;
         if !cycles.is_empty() {

@@ -7,10 +7,10 @@
 use anyhow::{Result, bail};
 
 use super::{Invalid, InvalidRow, TableLoad};
-use crate::apply::{BatchOutcome, Engine, LoadCheckpoint};
+use crate::apply::{Applier, BatchOutcome, LoadCheckpoint};
 use crate::canonical::{self, Note};
 use crate::db::{CatalogueExt, Db, RowsExt, TableSql};
-use crate::progress::{self, Progress};
+use crate::progress::{self, Bar};
 use crate::reconcile;
 use crate::spec::{Spec, Table};
 use crate::value::{Block, display_key, key_from_json, key_json};
@@ -38,7 +38,7 @@ impl Validation<'_> {
 
     /// Between batches: once the validation has ended clean, the held
     /// batches commit and each later batch commits on its own.
-    fn poll(&mut self, engine: &Engine) -> Result<()> {
+    fn poll(&mut self, engine: &Applier) -> Result<()> {
         if let Validation::Running(h) = self
             && h.is_finished()
         {
@@ -58,7 +58,7 @@ pub(super) fn load_tables(
     spec: &Spec,
     source: &mut Db,
     target: &Db,
-    engine: &Engine,
+    engine: &Applier,
     batch: usize,
     replace: bool,
     validation: &mut Validation,
@@ -201,7 +201,7 @@ fn start(t: &Table, target: &Db, t_sql: &TableSql, replace: bool) -> Result<Star
 
 /// One table's batches as they are written, and where its load stands.
 struct Batches<'a, 'e> {
-    engine: &'a Engine<'e>,
+    engine: &'a Applier<'e>,
     target: &'a Db,
     ti: usize,
     t: &'a Table,
@@ -290,7 +290,7 @@ impl Batches<'_, '_> {
         } else {
             None
         };
-        let bar = Progress::new(&format!("load {}", t.name), total);
+        let bar = Bar::new(&format!("load {}", t.name), total);
         // Blocks no larger than a batch, so a batch is whole blocks, and
         // small, so a batch passes its size by less than a block.
         let block_rows = batch.min(BATCH_BLOCK_ROWS);

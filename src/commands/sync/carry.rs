@@ -8,7 +8,7 @@ use anyhow::{Result, bail};
 use sha2::{Digest, Sha256};
 
 use super::{BatchReport, Options, TableSync};
-use crate::apply::{BatchOutcome, Change, Engine, Rule, SyncCheckpoint};
+use crate::apply::{Applier, BatchOutcome, Change, Rule, SyncCheckpoint};
 use crate::canonical::{self, Note};
 use crate::db::{ColumnInfo, Db};
 use crate::provenance::Cursor;
@@ -57,7 +57,7 @@ pub(super) fn sync_table(
         ts.cursor_after = ts.cursor_before.clone();
         return Ok(());
     };
-    let engine = Engine::new(std::slice::from_ref(p), target, Side::Target);
+    let engine = Applier::new(std::slice::from_ref(p), target, Side::Target);
     let s_sql = match wm {
         Some(w) => source
             .rows()
@@ -152,7 +152,7 @@ fn carry_from(planned: &Planned<'_>) -> Option<Option<Value>> {
 /// Applies the rows pending as one batch, with the cursor row; whether the
 /// next batch may follow (not after a conflict).
 fn flush(
-    engine: &Engine<'_>,
+    engine: &Applier<'_>,
     planned: &Planned<'_>,
     pending: &mut Vec<Change>,
     ts: &mut TableSync,
