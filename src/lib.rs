@@ -321,8 +321,8 @@ fn rollback(command: &Command) -> Result<Outcome> {
                     out,
                     delivery_size,
                 } => {
-                    let rep = commands::feed::export(&load(spec)?, out, *delivery_size)?;
-                    return Outcome::of(&rep, commands::feed::render_export(&rep));
+                    let rep = commands::journal::export(&load(spec)?, out, *delivery_size)?;
+                    return Outcome::of(&rep, commands::journal::render_export(&rep));
                 }
             };
             Outcome::of(&rep, commands::journal::render(&rep))
@@ -368,8 +368,8 @@ fn rollback(command: &Command) -> Result<Outcome> {
                 cli::IntoSide::Source => spec::Side::Source,
                 cli::IntoSide::Target => spec::Side::Target,
             };
-            let rep = commands::feed::apply(&load(spec)?, file, side)?;
-            Outcome::of(&rep, commands::feed::render(&rep))
+            let rep = commands::apply::apply(&load(spec)?, file, side)?;
+            Outcome::of(&rep, commands::apply::render(&rep))
         }
         _ => unreachable!("execute hands only the rollback's commands here"),
     }

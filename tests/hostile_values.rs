@@ -953,7 +953,7 @@ fn a_feed_position_at_the_i64_limit_alone_is_refused_as_from_the_future() {
 }
 
 // Regression test. Until 3092b6f: a delivery whose first line is at position i64::MAX
-// and has a second line panics ('attempt to add with overflow', src/commands/feed.rs validate)
+// and has a second line panics ('attempt to add with overflow', src/feed/file.rs validate)
 // instead of rejecting the line.
 #[test]
 fn a_feed_position_past_the_i64_limit_within_a_delivery_is_rejected_without_panic() {

@@ -6,9 +6,9 @@
 //! (`tests/engine_seam.rs` keeps it so). The drill, which rehearses the
 //! runbook, runs the commands themselves.
 
+pub mod apply;
 pub mod check;
 pub mod drill;
-pub mod feed;
 pub mod fence;
 pub mod gate;
 pub mod init;

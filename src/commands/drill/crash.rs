@@ -93,7 +93,7 @@ fn prepare(dir: &Path, op: &str) -> Result<()> {
     }
     if op == "apply" {
         let spec = crate::spec::load(&dir.join("spec.toml"))?;
-        crate::commands::feed::export(&spec, &dir.join("feed.jsonl"), 1000)?;
+        crate::commands::journal::export(&spec, &dir.join("feed.jsonl"), 1000)?;
     }
     Ok(())
 }

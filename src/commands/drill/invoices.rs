@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::{DrillVerdict, Recorder, Transcript, child};
-use crate::commands::feed::ApplyReport;
+use crate::commands::apply::ApplyReport;
 use crate::db::{Access, Db};
 use crate::reconcile;
 use crate::report::{self, BatchStatus};

@@ -1,6 +1,5 @@
-//! `cutover apply` and `cutover journal export`: a change feed
-//! (src/feed/, format in docs/feed.md) applied through the apply engine with
-//! the delivery contract, or the fenced journal written as one.
+//! `cutover apply`: a change feed (src/feed/, format in docs/feed.md)
+//! applied through the apply engine with the delivery contract.
 //!
 //! A feed is validated whole before anything is written. Then it is applied
 //! one delivery at a time, each delivery one transaction with its receipt,
@@ -20,10 +19,8 @@ use crate::report::{BatchStatus, Report, Verdict};
 use crate::schema;
 use crate::spec::{Side, Spec};
 
-mod export;
 mod render;
 
-pub use export::{ExportReport, export, render_export};
 pub use render::render;
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -10,6 +10,10 @@ use crate::report::{self, Report};
 use crate::schema;
 use crate::spec::Spec;
 
+mod export;
+
+pub use export::{ExportReport, export, render_export};
+
 #[derive(Debug, Serialize)]
 pub struct TableStatus {
     pub name: String,
