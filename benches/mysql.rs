@@ -342,7 +342,8 @@ fn main() {
     );
     let (user, host, port) = server();
     let url = |db: &str| format!("mysql://{user}@{host}:{port}/{db}");
-    let engine = MySql::open(&url(&src.0), Access::Read, "source").expect("opening");
+    let engine =
+        MySql::open(&url(&src.0), Access::Read, cutover::spec::Side::Source).expect("opening");
     // Warm the buffer pool, so that every run below reads from memory.
     for (db, t) in [(&src.0, "orders"), (&tgt.0, "orders"), (&tgt.0, "same")] {
         sql(

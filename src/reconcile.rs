@@ -1066,8 +1066,8 @@ mod tests {
     fn run(n: i64, max_diffs: usize) -> Result<Reconciliation> {
         let dir = tempfile::tempdir()?;
         let spec = fixture(dir.path(), n)?;
-        let mut s = Db::open(&spec.source, Access::Read, "source")?;
-        let mut t = Db::open(&spec.target, Access::Read, "target")?;
+        let mut s = Db::open(&spec.source, Access::Read, crate::spec::Side::Source)?;
+        let mut t = Db::open(&spec.target, Access::Read, crate::spec::Side::Target)?;
         reconcile(&spec, &mut s, &mut t, max_diffs)
     }
 

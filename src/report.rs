@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
 use crate::reconcile::{Diff, Reconciliation};
+use crate::spec::Side;
 
 /// A command's verdict: everything it checked holds (`pass`, exit 0) or not
 /// (`fail`, exit 1).
@@ -256,9 +257,9 @@ pub struct TableDigest {
 pub fn fingerprints(spec_path: &std::path::Path, taken: &str) -> anyhow::Result<Vec<Fingerprint>> {
     let spec = crate::spec::load(spec_path)?;
     let mut out = Vec::new();
-    for (role, loc) in [("source", &spec.source), ("target", &spec.target)] {
+    for (side, loc) in [(Side::Source, &spec.source), (Side::Target, &spec.target)] {
         let mut f = Fingerprint {
-            role: role.to_string(),
+            role: side.to_string(),
             taken: taken.to_string(),
             location: loc.display(),
             identity: Vec::new(),
@@ -269,7 +270,7 @@ pub fn fingerprints(spec_path: &std::path::Path, taken: &str) -> anyhow::Result<
         if let Some(path) = loc.path() {
             f.file_sha256 = file_digest(path).ok().map(|(_, d)| d);
         }
-        if let Err(e) = fill(&spec, loc, role, &mut f) {
+        if let Err(e) = fill(&spec, loc, side, &mut f) {
             f.unreadable = Some(format!("{e:#}"));
         }
         out.push(f);
@@ -280,15 +281,15 @@ pub fn fingerprints(spec_path: &std::path::Path, taken: &str) -> anyhow::Result<
 fn fill(
     spec: &crate::spec::Spec,
     loc: &crate::spec::Location,
-    role: &str,
+    side: Side,
     f: &mut Fingerprint,
 ) -> anyhow::Result<()> {
-    let db = crate::db::Db::open(loc, crate::db::Access::Read, role)?;
+    let db = crate::db::Db::open(loc, crate::db::Access::Read, side)?;
     f.identity = db.connection().facts()?.identity;
     for t in &spec.tables {
-        let sql = match role {
-            "source" => db.source_sql(t),
-            _ => db.target_sql(t),
+        let sql = match side {
+            Side::Source => db.source_sql(t),
+            Side::Target => db.target_sql(t),
         };
         f.tables.push(TableDigest {
             table: t.name.clone(),
@@ -386,10 +387,14 @@ pub fn write_report(path: &std::path::Path, run: &Run<'_>, out: &Outcome) -> any
             }
         }
         provenance.insert("databases".into(), Json::Array(databases));
-        let journal = crate::db::Db::open(&loaded.target, crate::db::Access::Read, "target")
-            .and_then(|t| t.identity().id())
-            .map(|j| j.map_or_else(|| "none installed".to_string(), |j| j.as_str().to_string()))
-            .unwrap_or_else(|e| format!("unreadable ({e:#})"));
+        let journal = crate::db::Db::open(
+            &loaded.target,
+            crate::db::Access::Read,
+            crate::spec::Side::Target,
+        )
+        .and_then(|t| t.identity().id())
+        .map(|j| j.map_or_else(|| "none installed".to_string(), |j| j.as_str().to_string()))
+        .unwrap_or_else(|e| format!("unreadable ({e:#})"));
         provenance.insert("journal".into(), Json::String(journal));
         fingerprints.extend(fingerprints_after(spec_path)?);
     }

@@ -436,16 +436,6 @@ pub enum Side {
 }
 
 impl Side {
-    /// The side a database's role names (`source`, `target`); `None` for
-    /// a role that is neither.
-    pub fn of_role(role: &str) -> Option<Side> {
-        match role {
-            "source" => Some(Side::Source),
-            "target" => Some(Side::Target),
-            _ => None,
-        }
-    }
-
     /// The variable that gives this side's password, whatever its engine
     /// (docs/engines.md).
     pub fn password_variable(self) -> &'static str {

@@ -1248,7 +1248,11 @@ fn an_applied_set_of_single_entries_gains_runs_on_sqlite() -> anyhow::Result<()>
 /// A new, empty SQLite database in `d`, opened for writing.
 fn empty_sqlite(d: &Dir) -> anyhow::Result<cutover::db::Db> {
     std::fs::write(d.join("fresh.db"), b"")?;
-    cutover::db::Db::open_file(&d.join("fresh.db"), cutover::db::Access::Write, "source")
+    cutover::db::Db::open_file(
+        &d.join("fresh.db"),
+        cutover::db::Access::Write,
+        cutover::spec::Side::Source,
+    )
 }
 
 /// Into the source, the rollback of an exported journal applies whole or

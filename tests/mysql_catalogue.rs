@@ -62,7 +62,7 @@ fn tables_columns_and_defaults_are_as_declared() -> Result<()> {
         return Ok(());
     };
     db.exec(SCHEMA);
-    let e = MySql::open(&db.url, Access::Read, "source")?;
+    let e = MySql::open(&db.url, Access::Read, cutover::spec::Side::Source)?;
     let tables = e.tables()?;
     let t: Vec<(&str, Option<&str>)> = tables
         .iter()
@@ -148,7 +148,7 @@ fn keys_say_which_collations_fold_values_into_one_key() -> Result<()> {
         return Ok(());
     };
     db.exec(SCHEMA);
-    let e = MySql::open(&db.url, Access::Read, "source")?;
+    let e = MySql::open(&db.url, Access::Read, cutover::spec::Side::Source)?;
     let keys = e.keys("parent")?;
     assert_eq!(
         names(&keys.iter().map(|k| k.name.clone()).collect::<Vec<_>>()),
@@ -220,7 +220,7 @@ fn foreign_keys_both_ways_triggers_in_order_and_auto_increment() -> Result<()> {
         "CREATE TABLE ext (id INT PRIMARY KEY, p INT, FOREIGN KEY ext_p (p) REFERENCES `{}`.parent (id) ON DELETE RESTRICT)",
         db.name
     ));
-    let e = MySql::open(&db.url, Access::Read, "source")?;
+    let e = MySql::open(&db.url, Access::Read, cutover::spec::Side::Source)?;
     let fk = e.foreign_keys("child")?;
     assert_eq!(
         fk.declared,

@@ -27,7 +27,7 @@ fn every_session_is_strict_utc_utf8mb4_and_untimed() -> Result<()> {
     };
     let version = db.value("SELECT VERSION()");
     for access in [Access::Read, Access::Write] {
-        let e = MySql::open(&db.url, access, "source")?;
+        let e = MySql::open(&db.url, access, cutover::spec::Side::Source)?;
         assert_eq!(e.server().version_text, version);
         assert_eq!(
             e.server().flavor == Flavor::MariaDb,
@@ -88,7 +88,7 @@ fn a_reader_writes_nothing_and_reads_one_snapshot() -> Result<()> {
     db.exec("CREATE TABLE t (id INT PRIMARY KEY); INSERT INTO t VALUES (1), (2)");
     let app = db.app_user();
     // The application's grants are enough to read.
-    let reader = MySql::open(&app.url(), Access::Read, "source")?;
+    let reader = MySql::open(&app.url(), Access::Read, cutover::spec::Side::Source)?;
     let e = reader
         .execute("INSERT INTO t VALUES (?)", vec![3.into()])
         .expect_err("a reader's session is read-only");
@@ -124,7 +124,7 @@ fn a_reader_writes_nothing_and_reads_one_snapshot() -> Result<()> {
     reader.commit()?;
     assert_eq!(reader.count("t")?, 3);
     // A writer with the same grants writes, in a transaction it commits.
-    let writer = MySql::open(&app.url(), Access::Write, "target")?;
+    let writer = MySql::open(&app.url(), Access::Write, cutover::spec::Side::Target)?;
     writer.begin()?;
     writer.execute("INSERT INTO t VALUES (?)", vec![4.into()])?;
     writer.rollback();
@@ -141,7 +141,7 @@ fn failures_are_one_line_naming_the_url_without_its_password() -> Result<()> {
     let bad = app.url().replace(&app.password, "not-the-password");
     let e = format!(
         "{:#}",
-        MySql::open(&bad, Access::Read, "source")
+        MySql::open(&bad, Access::Read, cutover::spec::Side::Source)
             .err()
             .expect("refused")
     );
@@ -160,11 +160,11 @@ fn failures_are_one_line_naming_the_url_without_its_password() -> Result<()> {
     let no_pw = app.url().replace(&format!(":{}@", app.password), "@");
     let env = |pw: &str| Env::given(&[("MYSQL_PWD", pw)], None, "login");
     let u = MyUrl::resolve(&no_pw, &env(&app.password))?;
-    MySql::open_url(&u, Access::Read, "source")?;
+    MySql::open_url(&u, Access::Read, cutover::spec::Side::Source)?;
     let u = MyUrl::resolve(&no_pw, &env("wrong"))?;
     let e = format!(
         "{:#}",
-        MySql::open_url(&u, Access::Read, "source")
+        MySql::open_url(&u, Access::Read, cutover::spec::Side::Source)
             .err()
             .expect("refused")
     );
@@ -175,7 +175,7 @@ fn failures_are_one_line_naming_the_url_without_its_password() -> Result<()> {
     let missing = db.url.replace(&db.name, "cutover_no_such_db");
     let e = format!(
         "{:#}",
-        MySql::open(&missing, Access::Read, "target")
+        MySql::open(&missing, Access::Read, cutover::spec::Side::Target)
             .err()
             .expect("no db")
     );
@@ -185,9 +185,13 @@ fn failures_are_one_line_naming_the_url_without_its_password() -> Result<()> {
     );
     let e = format!(
         "{:#}",
-        MySql::open("mysql://root@127.0.0.1:1/test", Access::Read, "source")
-            .err()
-            .expect("no server")
+        MySql::open(
+            "mysql://root@127.0.0.1:1/test",
+            Access::Read,
+            cutover::spec::Side::Source
+        )
+        .err()
+        .expect("no server")
     );
     assert!(
         e.contains("127.0.0.1:1") && e.contains("is the server running"),
@@ -203,14 +207,14 @@ fn tls_modes_are_honoured_and_said() -> Result<()> {
     };
     let have_ssl = db.value("SELECT @@have_ssl") == "YES";
     let with = |mode: &str| format!("{}?ssl-mode={mode}", db.url);
-    let plain = MySql::open(&with("DISABLED"), Access::Read, "source")?;
+    let plain = MySql::open(&with("DISABLED"), Access::Read, cutover::spec::Side::Source)?;
     assert!(
         plain
             .transport()?
             .contains("not encrypted, ssl-mode=DISABLED")
     );
-    let preferred = MySql::open(&db.url, Access::Read, "source")?;
-    let required = MySql::open(&with("REQUIRED"), Access::Read, "source");
+    let preferred = MySql::open(&db.url, Access::Read, cutover::spec::Side::Source)?;
+    let required = MySql::open(&with("REQUIRED"), Access::Read, cutover::spec::Side::Source);
     if have_ssl {
         assert!(
             preferred.transport()?.contains(" encrypted ("),
@@ -237,9 +241,13 @@ fn tls_modes_are_honoured_and_said() -> Result<()> {
         );
         let e = format!(
             "{:#}",
-            MySql::open(&with("VERIFY_IDENTITY"), Access::Read, "source")
-                .err()
-                .expect("refused")
+            MySql::open(
+                &with("VERIFY_IDENTITY"),
+                Access::Read,
+                cutover::spec::Side::Source
+            )
+            .err()
+            .expect("refused")
         );
         assert!(e.contains("ssl-mode=VERIFY_IDENTITY"), "{e}");
     }
@@ -261,7 +269,7 @@ fn a_unix_socket_connects_and_is_never_encrypted() -> Result<()> {
         "mysql://{}:{}@/{}?socket={socket}",
         app.name, app.password, db.name
     );
-    let e = MySql::open(&url, Access::Read, "source")?;
+    let e = MySql::open(&url, Access::Read, cutover::spec::Side::Source)?;
     assert_eq!(
         one(&e, "SELECT CURRENT_USER()")?,
         Some(format!("{}@localhost", app.name))

@@ -890,7 +890,7 @@ fn the_change_token_moves_across_every_route_around_the_triggers() {
     let db = cutover::db::Db::open(
         &cutover::spec::Location::Server(p.target.url.clone()),
         cutover::db::Access::Read,
-        "target",
+        cutover::spec::Side::Target,
     )
     .expect("opening the target");
     let app = p.target.app_user();

@@ -101,7 +101,7 @@ impl Setup {
         Db::open(
             &Location::Server(self.my.url.clone()),
             Access::Read,
-            "target",
+            cutover::spec::Side::Target,
         )
         .expect("opening the target")
     }
@@ -1155,8 +1155,12 @@ fn every_type_is_journaled_as_a_scan_reads_it() {
         "id", "ti", "flag", "mi", "bi", "dec6", "fl", "db", "ch", "vc", "tx", "js", "en", "st",
         "bn", "vb", "bl", "d", "dt", "ts", "tm", "yr", "bt",
     ];
-    let db = Db::open(&Location::Server(my.url.clone()), Access::Write, "target")
-        .expect("opening the target");
+    let db = Db::open(
+        &Location::Server(my.url.clone()),
+        Access::Write,
+        cutover::spec::Side::Target,
+    )
+    .expect("opening the target");
     db.capture()
         .image_for("kinds", "kinds", &columns)
         .expect("the image");
@@ -1374,8 +1378,12 @@ fn a_unique_value_changed_beside_a_fractional_timestamp_is_journaled() {
              UPDATE customers SET email = 'moved7@x' WHERE id = 7;",
         )
         .unwrap();
-    let db = Db::open(&Location::Server(my.url.clone()), Access::Read, "target")
-        .expect("opening the target");
+    let db = Db::open(
+        &Location::Server(my.url.clone()),
+        Access::Read,
+        cutover::spec::Side::Target,
+    )
+    .expect("opening the target");
     let columns = image_columns(&db);
     let email = columns.iter().position(|c| c == "email").expect("email");
     let got: Vec<(i64, Option<Value>)> = entries(&db, 0)

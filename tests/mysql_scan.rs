@@ -91,7 +91,7 @@ fn text_keys_come_in_byte_order_whatever_the_collation() -> Result<()> {
             .join(", ")
     ))
     .expect("latin1 keys");
-    let engine = MySql::open(&db.url, Access::Read, "source")?;
+    let engine = MySql::open(&db.url, Access::Read, cutover::spec::Side::Source)?;
 
     let mut want: Vec<&str> = HARD.to_vec();
     want.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
@@ -152,7 +152,7 @@ fn bytes_numbers_and_text_made_from_numbers_keep_cutovers_order() -> Result<()> 
          INSERT INTO neg VALUES (-9223372036854775808, 0), (-1, 0), (0, 0), (9223372036854775807, 0);",
     )
     .expect("the keys");
-    let engine = MySql::open(&db.url, Access::Read, "source")?;
+    let engine = MySql::open(&db.url, Access::Read, cutover::spec::Side::Source)?;
     let blob = |b: &[u8]| vec![Value::Blob(b.to_vec())];
     let mut bytes: Vec<Vec<u8>> = vec![
         vec![0x62],
@@ -219,7 +219,7 @@ fn a_long_scan_streams_in_blocks_stops_when_asked_and_resumes() -> Result<()> {
          INSERT INTO big SELECT seq, seq % 7, CONCAT('row ', seq) FROM seq_1_to_20000;",
     );
     assert_eq!(db.value("SELECT COUNT(*) FROM big"), "20000");
-    let engine = MySql::open(&db.url, Access::Read, "source")?;
+    let engine = MySql::open(&db.url, Access::Read, cutover::spec::Side::Source)?;
     assert_eq!(engine.count("big")?, 20000);
     let scan = Scan::new(&engine, "big", &["id", "g", "s"], 1)?;
     // Stopped after three blocks of 7: 21 rows, then nothing more.
@@ -278,7 +278,7 @@ fn a_scan_names_what_it_cannot_read_and_a_key_it_cannot_resume_after() -> Result
         return Ok(());
     };
     db.exec("CREATE TABLE p (id INT PRIMARY KEY, j JSON, g POINT)");
-    let engine = MySql::open(&db.url, Access::Read, "source")?;
+    let engine = MySql::open(&db.url, Access::Read, cutover::spec::Side::Source)?;
     let e = format!(
         "{:#}",
         Scan::new(&engine, "p", &["id", "nope"], 1).expect_err("no column")

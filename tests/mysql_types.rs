@@ -225,7 +225,7 @@ fn every_type_reads_as_the_value_it_holds() -> Result<()> {
     db.exec(TABLE);
     let app = db.app_user();
     app.exec(ROWS).expect("the application's rows");
-    let engine = MySql::open(&db.url, Access::Read, "source")?;
+    let engine = MySql::open(&db.url, Access::Read, cutover::spec::Side::Source)?;
     let rows = read_all(&engine, "t", COLUMNS, 1, 3)?;
     let want = expected();
     assert_eq!(rows.len(), want.len());
@@ -254,9 +254,9 @@ fn values_written_back_through_the_engine_are_the_values_read() -> Result<()> {
     db.exec(TABLE);
     db.exec("CREATE TABLE t2 LIKE t");
     db.app_user().exec(ROWS).expect("the application's rows");
-    let reader = MySql::open(&db.url, Access::Read, "source")?;
+    let reader = MySql::open(&db.url, Access::Read, cutover::spec::Side::Source)?;
     let rows = read_all(&reader, "t", COLUMNS, 1, 100)?;
-    let writer = MySql::open(&db.url, Access::Write, "target")?;
+    let writer = MySql::open(&db.url, Access::Write, cutover::spec::Side::Target)?;
     let kinds: Vec<Kind> = writer
         .columns("t2")?
         .iter()
@@ -297,7 +297,7 @@ fn the_session_refuses_what_it_would_truncate_and_the_engine_what_it_would_round
         return Ok(());
     };
     db.exec("CREATE TABLE w (id INT PRIMARY KEY, vc VARCHAR(3), m DECIMAL(5,2), dt DATETIME)");
-    let writer = MySql::open(&db.url, Access::Write, "target")?;
+    let writer = MySql::open(&db.url, Access::Write, cutover::spec::Side::Target)?;
     let e = writer
         .execute(
             "INSERT INTO w (id, vc) VALUES (?, ?)",
@@ -354,7 +354,7 @@ fn zero_dates_are_reported_naming_table_key_and_column() -> Result<()> {
              INSERT INTO z VALUES (1, '2024-01-01', '2024-01-01 10:00:00'), (2, '2024-01-02', '0000-00-00 00:00:00');",
         )
         .expect("non-strict rows");
-    let engine = MySql::open(&db.url, Access::Read, "source")?;
+    let engine = MySql::open(&db.url, Access::Read, cutover::spec::Side::Source)?;
     let bad = bad_value(&engine, "z", &["id", "d", "dt"]);
     assert_eq!(
         (bad.table.as_str(), bad.key.as_str(), bad.column.as_str()),
@@ -404,7 +404,7 @@ fn unsigned_integers_past_the_signed_range_are_refused_with_their_value() -> Res
     db.app_user()
         .exec("INSERT INTO u VALUES (1, 9223372036854775807, b'0'), (2, 9223372036854775808, b'0')")
         .expect("rows");
-    let engine = MySql::open(&db.url, Access::Read, "source")?;
+    let engine = MySql::open(&db.url, Access::Read, cutover::spec::Side::Source)?;
     let bad = bad_value(&engine, "u", &["id", "n", "b"]);
     assert_eq!((bad.key.as_str(), bad.column.as_str()), ("2", "n"));
     assert_eq!(bad.value, "9223372036854775808");

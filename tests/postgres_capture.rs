@@ -139,7 +139,7 @@ fn writes_from_other_connections_are_journaled_exactly() -> Result<()> {
     let Some(t) = TestDb::new("writes_from_other_connections_are_journaled_exactly") else {
         return Ok(());
     };
-    let db = t.db(Access::Write, "target");
+    let db = t.db(Access::Write, cutover::spec::Side::Target);
     let mut app = t.client();
     app.batch_execute(ITEMS)?;
     assert!(install(&db, "items", &ITEM_COLS)? > 0);
@@ -249,7 +249,7 @@ fn a_key_change_is_an_update_from_the_old_key_to_the_new() -> Result<()> {
     let Some(t) = TestDb::new("a_key_change_is_an_update_from_the_old_key_to_the_new") else {
         return Ok(());
     };
-    let db = t.db(Access::Write, "target");
+    let db = t.db(Access::Write, cutover::spec::Side::Target);
     let mut app = t.client();
     app.batch_execute(ITEMS)?;
     install(&db, "items", &ITEM_COLS)?;
@@ -350,7 +350,7 @@ fn sixteen_concurrent_writers_replay_to_the_final_table() -> Result<()> {
         return Ok(());
     };
     let cols = ["id", "amount", "note", "data", "at", "flag"];
-    let db = t.db(Access::Write, "target");
+    let db = t.db(Access::Write, cutover::spec::Side::Target);
     t.client().batch_execute(
         "CREATE TABLE acct (id bigint PRIMARY KEY, amount numeric(14,2), note text, data bytea, at timestamptz, flag boolean);
          INSERT INTO acct SELECT g, g * 1.25, 'start ' || g, decode(lpad(to_hex(g), 4, '0'), 'hex'),
@@ -416,7 +416,7 @@ fn the_digest_changes_when_an_entry_is_tampered_with() -> Result<()> {
     let Some(t) = TestDb::new("the_digest_changes_when_an_entry_is_tampered_with") else {
         return Ok(());
     };
-    let db = t.db(Access::Write, "target");
+    let db = t.db(Access::Write, cutover::spec::Side::Target);
     let mut app = t.client();
     app.batch_execute(ITEMS)?;
     let empty = db.journal().journal_digest()?;
@@ -462,7 +462,7 @@ fn truncate_journals_every_row_as_a_delete_in_read_committed_only() -> Result<()
     else {
         return Ok(());
     };
-    let db = t.db(Access::Write, "target");
+    let db = t.db(Access::Write, cutover::spec::Side::Target);
     let mut app = t.client();
     app.batch_execute(ITEMS)?;
     install(&db, "items", &ITEM_COLS)?;
@@ -498,7 +498,7 @@ fn the_proof_writes_through_the_triggers_and_leaves_nothing() -> Result<()> {
     let Some(t) = TestDb::new("the_proof_writes_through_the_triggers_and_leaves_nothing") else {
         return Ok(());
     };
-    let db = t.db(Access::Write, "target");
+    let db = t.db(Access::Write, cutover::spec::Side::Target);
     let mut app = t.client();
     app.batch_execute(ITEMS)?;
     app.batch_execute(
@@ -558,7 +558,7 @@ fn stale_triggers_are_named_and_installed_again() -> Result<()> {
     let Some(t) = TestDb::new("stale_triggers_are_named_and_installed_again") else {
         return Ok(());
     };
-    let db = t.db(Access::Write, "target");
+    let db = t.db(Access::Write, cutover::spec::Side::Target);
     let mut app = t.client();
     app.batch_execute(ITEMS)?;
     let stale = db.stale_journal_triggers("items", "items", &ITEM_COLS, 1)?;
@@ -649,7 +649,7 @@ fn a_locked_table_is_named_with_the_sessions_holding_it() -> Result<()> {
     let Some(t) = TestDb::new("a_locked_table_is_named_with_the_sessions_holding_it") else {
         return Ok(());
     };
-    let db = t.db(Access::Write, "target");
+    let db = t.db(Access::Write, cutover::spec::Side::Target);
     let mut app = t.client();
     app.batch_execute(ITEMS)?;
     let mut holder = t.client();
@@ -690,7 +690,7 @@ fn identity_and_column_lists() -> Result<()> {
     let Some(t) = TestDb::new("identity_and_column_lists") else {
         return Ok(());
     };
-    let db = t.db(Access::Write, "target");
+    let db = t.db(Access::Write, cutover::spec::Side::Target);
     let mut app = t.client();
     app.batch_execute(ITEMS)?;
     assert!(db.identity().get()?.is_none());
@@ -766,7 +766,7 @@ fn other_types_are_journaled_as_a_scan_reads_them() -> Result<()> {
     let Some(t) = TestDb::new("other_types_are_journaled_as_a_scan_reads_them") else {
         return Ok(());
     };
-    let db = t.db(Access::Write, "target");
+    let db = t.db(Access::Write, cutover::spec::Side::Target);
     let mut app = t.client();
     app.batch_execute(
         "CREATE TYPE mood AS ENUM ('sad', 'ok');
@@ -858,7 +858,7 @@ fn a_role_that_may_only_write_the_table_is_journaled() -> Result<()> {
         return Ok(());
     };
     let role = Role::new(&t, "app")?;
-    let db = t.db(Access::Write, "target");
+    let db = t.db(Access::Write, cutover::spec::Side::Target);
     let mut admin = t.client();
     admin.batch_execute(ITEMS)?;
     admin.batch_execute(&format!(
@@ -896,7 +896,11 @@ fn an_owner_without_superuser_proves_a_referenced_row_by_its_update() -> Result<
         "CREATE TABLE child (id int PRIMARY KEY, item bigint REFERENCES items (id));
          INSERT INTO child VALUES (1, 1);",
     )?;
-    let db = support::postgres::as_db(Postgres::open(&role.url(&t), Access::Write, "target")?);
+    let db = support::postgres::as_db(Postgres::open(
+        &role.url(&t),
+        Access::Write,
+        cutover::spec::Side::Target,
+    )?);
     install(&db, "items", &ITEM_COLS)?;
     assert_eq!(
         db.journal()
@@ -921,7 +925,7 @@ fn an_identity_key_generated_always_is_proved() -> Result<()> {
     let Some(t) = TestDb::new("an_identity_key_generated_always_is_proved") else {
         return Ok(());
     };
-    let db = t.db(Access::Write, "target");
+    let db = t.db(Access::Write, cutover::spec::Side::Target);
     let mut app = t.client();
     app.batch_execute(
         "CREATE TABLE gen (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v text);

@@ -45,7 +45,7 @@ fn the_applied_set_records_each_entry_once() -> Result<()> {
     let Some(t) = TestDb::new("the_applied_set_records_each_entry_once") else {
         return Ok(());
     };
-    let db = t.db(Access::Write, "target");
+    let db = t.db(Access::Write, cutover::spec::Side::Target);
     support::applied_set_contract(&db)?;
 
     let mut c = t.client();
@@ -67,11 +67,11 @@ fn overlapping_runs_from_two_sessions_are_recorded_once() -> Result<()> {
     let Some(t) = TestDb::new("overlapping_runs_from_two_sessions_are_recorded_once") else {
         return Ok(());
     };
-    let first = t.db(Access::Write, "source");
+    let first = t.db(Access::Write, cutover::spec::Side::Source);
     first.write(|| first.applied_set().ensure())?;
     let tx = first.begin_write()?;
     assert_eq!(first.applied_set().record_run("j1", &[1, 2, 3], "a")?, 3);
-    let second = t.db(Access::Write, "source");
+    let second = t.db(Access::Write, cutover::spec::Side::Source);
     let racing = std::thread::spawn(move || -> Result<(usize, Instant)> {
         let tx = second.begin_write()?;
         let n = second.applied_set().record_run("j1", &[2, 3, 4, 5], "b")?;
@@ -103,7 +103,7 @@ fn an_applied_set_of_single_entries_gains_runs() -> Result<()> {
     let Some(t) = TestDb::new("an_applied_set_of_single_entries_gains_runs") else {
         return Ok(());
     };
-    support::older_applied_set_upgrades(&t.db(Access::Write, "target"))
+    support::older_applied_set_upgrades(&t.db(Access::Write, cutover::spec::Side::Target))
 }
 
 #[test]
@@ -111,7 +111,7 @@ fn an_applied_set_without_journal_identities_is_refused() -> Result<()> {
     let Some(t) = TestDb::new("an_applied_set_without_journal_identities_is_refused") else {
         return Ok(());
     };
-    let db = t.db(Access::Write, "target");
+    let db = t.db(Access::Write, cutover::spec::Side::Target);
     db.fixtures()
         .execute_script("CREATE TABLE _cutover_applied (seq bigint PRIMARY KEY)")?;
     let err = db.applied_set().ensure().unwrap_err().to_string();
@@ -125,7 +125,7 @@ fn control_tables_live_in_the_specs_schema() -> Result<()> {
     let Some(t) = TestDb::new("control_tables_live_in_the_specs_schema") else {
         return Ok(());
     };
-    t.engine(Access::Write, "target")
+    t.engine(Access::Write, cutover::spec::Side::Target)
         .execute_script("CREATE SCHEMA \"Mig ration\"")?;
     let db = support::postgres::as_db(t.engine_in("Mig ration", Access::Write)?);
     db.write(|| {
@@ -167,7 +167,7 @@ fn control_tables_live_in_the_specs_schema() -> Result<()> {
     assert!(!db.control().has("_cutover_nothing")?);
 
     // Created inside the caller's transaction: rolled back with it.
-    let other = t.db(Access::Write, "target");
+    let other = t.db(Access::Write, cutover::spec::Side::Target);
     let tx = other.begin_write()?;
     other.progress().ensure_control_tables()?;
     tx.rollback();
@@ -197,7 +197,7 @@ fn control_times_are_utc_text() -> Result<()> {
     let Some(t) = TestDb::new("control_times_are_utc_text") else {
         return Ok(());
     };
-    let db = t.db(Access::Write, "target");
+    let db = t.db(Access::Write, cutover::spec::Side::Target);
     db.write(|| {
         db.receipts().ensure()?;
         db.receipts().insert(&Receipt {
@@ -242,7 +242,7 @@ fn sync_watermarks_are_kept_as_kind_and_text() -> Result<()> {
     let Some(t) = TestDb::new("sync_watermarks_are_kept_as_kind_and_text") else {
         return Ok(());
     };
-    let db = t.db(Access::Write, "target");
+    let db = t.db(Access::Write, cutover::spec::Side::Target);
     db.write(|| {
         db.progress().ensure_sync_tables()?;
         db.progress().record_sync_batch(
@@ -287,7 +287,7 @@ fn evolved_columns_take_the_closest_type() -> Result<()> {
     let Some(t) = TestDb::new("evolved_columns_take_the_closest_type") else {
         return Ok(());
     };
-    let db = t.db(Access::Write, "target");
+    let db = t.db(Access::Write, cutover::spec::Side::Target);
     db.fixtures()
         .execute_script("CREATE TABLE customer (id bigint PRIMARY KEY)")?;
     // The source columns as a SQLite source's catalogue describes them.
@@ -298,7 +298,7 @@ fn evolved_columns_take_the_closest_type() -> Result<()> {
         "CREATE TABLE customer (id INTEGER PRIMARY KEY, tier INTEGER, \"Joined On\" DATETIME,
              ratio REAL, code varchar(12), big UNSIGNED BIG INT, price numeric(10,2), any)",
     )?;
-    let source = Db::open_file(&file, Access::Read, "source")?;
+    let source = Db::open_file(&file, Access::Read, cutover::spec::Side::Source)?;
     let cols = source.catalogue().table_columns("customer")?;
     db.write(|| {
         for c in &cols[1..7] {
@@ -337,7 +337,7 @@ fn evolved_columns_take_the_closest_type() -> Result<()> {
 
 /// A fenced table `t` (with a child `c` referring to it) and a fence row.
 fn fenced(t: &TestDb) -> Result<Db> {
-    let db = t.db(Access::Write, "target");
+    let db = t.db(Access::Write, cutover::spec::Side::Target);
     db.fixtures().execute_script(
         "CREATE TABLE t (id int PRIMARY KEY, v text, g int GENERATED ALWAYS AS (id * 2) STORED);
          CREATE TABLE c (id int PRIMARY KEY, t_id int REFERENCES t (id));
@@ -414,7 +414,7 @@ fn the_fence_refuses_every_write_from_every_session() -> Result<()> {
     other.batch_execute("RESET session_replication_role")?;
 
     // The probes, from another connection, are refused too and leave nothing.
-    let probe = t.engine(Access::Write, "target");
+    let probe = t.engine(Access::Write, cutover::spec::Side::Target);
     let probes = probe.probe_writes("t")?;
     let labels: Vec<&str> = probes.iter().map(|p| p.write).collect();
     assert_eq!(labels, ["insert", "update", "delete", "truncate"]);
@@ -544,7 +544,7 @@ fn installing_the_fence_waits_for_writers_in_flight_and_names_them() -> Result<(
     else {
         return Ok(());
     };
-    let db = t.db(Access::Write, "target");
+    let db = t.db(Access::Write, cutover::spec::Side::Target);
     db.fixtures().execute_script(
         "CREATE TABLE t (id int PRIMARY KEY); CREATE TABLE u (id int PRIMARY KEY)",
     )?;

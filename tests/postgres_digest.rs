@@ -228,13 +228,13 @@ fn digest_mode_equals_stream_mode_and_reads_fewer_rows() -> Result<()> {
         return Ok(());
     };
     fixtures(
-        &s.engine(Access::Write, "source"),
-        &t.engine(Access::Write, "target"),
+        &s.engine(Access::Write, cutover::spec::Side::Source),
+        &t.engine(Access::Write, cutover::spec::Side::Target),
     )?;
     let dir = tempfile::tempdir()?;
     let spec = spec(dir.path(), ORDERS)?;
-    let mut src = s.engine(Access::Read, "source");
-    let mut tgt = t.engine(Access::Read, "target");
+    let mut src = s.engine(Access::Read, cutover::spec::Side::Source);
+    let mut tgt = t.engine(Access::Read, cutover::spec::Side::Target);
     for max_diffs in [0, 3, 10_000] {
         let stream = digest::reconcile_engines(&spec, &mut src, &mut tgt, max_diffs, Mode::Stream)?;
         let dig = digest::reconcile_engines(&spec, &mut src, &mut tgt, max_diffs, Mode::Digest)?;
@@ -322,12 +322,14 @@ fn equal_databases_pass_by_digests_alone() -> Result<()> {
     let schema = "CREATE TABLE orders (id int PRIMARY KEY, dollars numeric(12,2), status text);
          INSERT INTO orders SELECT g, g / 100.0, CASE WHEN g % 2 = 0 THEN 'A' ELSE 'C' END
          FROM generate_series(1, 20000) g;";
-    s.engine(Access::Write, "source").execute_script(schema)?;
-    t.engine(Access::Write, "target").execute_script(
-        "CREATE TABLE orders (id int PRIMARY KEY, cents bigint, status text);
+    s.engine(Access::Write, cutover::spec::Side::Source)
+        .execute_script(schema)?;
+    t.engine(Access::Write, cutover::spec::Side::Target)
+        .execute_script(
+            "CREATE TABLE orders (id int PRIMARY KEY, cents bigint, status text);
          INSERT INTO orders SELECT g, g, CASE WHEN g % 2 = 0 THEN 'active' ELSE 'closed' END
          FROM generate_series(1, 20000) g;",
-    )?;
+        )?;
     let dir = tempfile::tempdir()?;
     let spec = spec(
         dir.path(),
@@ -347,8 +349,8 @@ transform = "map"
 map = { A = "active", C = "closed" }
 "#,
     )?;
-    let mut src = s.engine(Access::Read, "source");
-    let mut tgt = t.engine(Access::Read, "target");
+    let mut src = s.engine(Access::Read, cutover::spec::Side::Source);
+    let mut tgt = t.engine(Access::Read, cutover::spec::Side::Target);
     let stream = digest::reconcile_engines(&spec, &mut src, &mut tgt, 20, Mode::Stream)?;
     let dig = digest::reconcile_engines(&spec, &mut src, &mut tgt, 20, Mode::Auto)?;
     assert_eq!(comparable(&dig), comparable(&stream));
@@ -368,22 +370,24 @@ fn tables_the_databases_cannot_digest_are_streamed_and_say_why() -> Result<()> {
     let Some((s, t)) = pair("tables_the_databases_cannot_digest_are_streamed_and_say_why") else {
         return Ok(());
     };
-    s.engine(Access::Write, "source").execute_script(
-        "CREATE TABLE codes (id int PRIMARY KEY, code text);
+    s.engine(Access::Write, cutover::spec::Side::Source)
+        .execute_script(
+            "CREATE TABLE codes (id int PRIMARY KEY, code text);
          INSERT INTO codes VALUES (1, 'EUR'), (2, 'usd');
          CREATE TABLE loose (id int, v text);
          INSERT INTO loose VALUES (1, 'a'), (2, 'b');
          CREATE TABLE reals (r double precision PRIMARY KEY, v text);
          INSERT INTO reals VALUES ('-0', 'a');",
-    )?;
-    t.engine(Access::Write, "target").execute_script(
-        "CREATE TABLE codes (id int PRIMARY KEY, code text);
+        )?;
+    t.engine(Access::Write, cutover::spec::Side::Target)
+        .execute_script(
+            "CREATE TABLE codes (id int PRIMARY KEY, code text);
          INSERT INTO codes VALUES (1, 'EUR'), (2, 'usd');
          CREATE TABLE loose (id int PRIMARY KEY, v text);
          INSERT INTO loose VALUES (1, 'a'), (2, 'c');
          CREATE TABLE reals (r double precision PRIMARY KEY, v text);
          INSERT INTO reals VALUES ('0', 'a');",
-    )?;
+        )?;
     let dir = tempfile::tempdir()?;
     let spec = spec(
         dir.path(),
@@ -410,8 +414,8 @@ key = ["r"]
 source = "v"
 "#,
     )?;
-    let mut src = s.engine(Access::Read, "source");
-    let mut tgt = t.engine(Access::Read, "target");
+    let mut src = s.engine(Access::Read, cutover::spec::Side::Source);
+    let mut tgt = t.engine(Access::Read, cutover::spec::Side::Target);
     let stream = digest::reconcile_engines(&spec, &mut src, &mut tgt, 20, Mode::Stream)?;
     let dig = digest::reconcile_engines(&spec, &mut src, &mut tgt, 20, Mode::Digest)?;
     assert_eq!(comparable(&dig), comparable(&stream));
@@ -446,8 +450,8 @@ fn digest_mode_is_refused_where_a_database_cannot_digest() -> Result<()> {
         dir.path(),
         "[[tables]]\nname = \"refs\"\nkey = [\"id\"]\n\n[[tables.columns]]\nsource = \"ref\"\n",
     )?;
-    let mut s = Db::open(&spec.source, Access::Read, "source")?;
-    let mut t = Db::open(&spec.target, Access::Read, "target")?;
+    let mut s = Db::open(&spec.source, Access::Read, cutover::spec::Side::Source)?;
+    let mut t = Db::open(&spec.target, Access::Read, cutover::spec::Side::Target)?;
     assert!(s.rows().digests().is_none());
     let err = digest::reconcile(&spec, &mut s, &mut t, 20, Mode::Digest).unwrap_err();
     assert!(err.to_string().contains("--mode digest"), "{err:#}");

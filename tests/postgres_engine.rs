@@ -105,7 +105,7 @@ fn numeric_is_read_and_written_exactly() -> Result<()> {
     let Some(t) = TestDb::new("numeric_is_read_and_written_exactly") else {
         return Ok(());
     };
-    let db = t.engine(Access::Write, "target");
+    let db = t.engine(Access::Write, cutover::spec::Side::Target);
     db.execute_script(
         "CREATE TABLE money (id int PRIMARY KEY, amount numeric(16,2), free numeric);
          INSERT INTO money VALUES
@@ -174,7 +174,7 @@ fn integers_of_every_width_and_booleans_keep_their_bounds() -> Result<()> {
     let Some(t) = TestDb::new("integers_of_every_width_and_booleans_keep_their_bounds") else {
         return Ok(());
     };
-    let db = t.engine(Access::Write, "target");
+    let db = t.engine(Access::Write, cutover::spec::Side::Target);
     db.execute_script(
         "CREATE TABLE ints (id bigint PRIMARY KEY, s smallint, i integer, b bigint, f boolean);
          INSERT INTO ints VALUES
@@ -225,7 +225,7 @@ fn text_keys_are_ordered_by_bytes() -> Result<()> {
     let Some(t) = TestDb::new("text_keys_are_ordered_by_bytes") else {
         return Ok(());
     };
-    let db = t.engine(Access::Write, "target");
+    let db = t.engine(Access::Write, cutover::spec::Side::Target);
     let keys = [
         "z",
         "é",
@@ -285,7 +285,7 @@ fn composite_and_typed_keys_follow_cutovers_order() -> Result<()> {
     let Some(t) = TestDb::new("composite_and_typed_keys_follow_cutovers_order") else {
         return Ok(());
     };
-    let db = t.engine(Access::Write, "target");
+    let db = t.engine(Access::Write, cutover::spec::Side::Target);
     db.execute_script(
         "CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy');
          CREATE TABLE k (region char(3), code varchar(10), amount numeric(8,2), day date,
@@ -328,7 +328,7 @@ fn bytes_nulls_floats_and_other_types_are_read_as_stored() -> Result<()> {
     let Some(t) = TestDb::new("bytes_nulls_floats_and_other_types_are_read_as_stored") else {
         return Ok(());
     };
-    let db = t.engine(Access::Write, "target");
+    let db = t.engine(Access::Write, cutover::spec::Side::Target);
     db.execute_script(
         "CREATE TABLE b (k bytea UNIQUE, r real, d double precision, t text, u uuid, j jsonb);
          INSERT INTO b VALUES ('\\x00ff', 0.5, '-0', 'x', '00000000-0000-0000-0000-000000000001', '{\"a\": 1}'),
@@ -409,7 +409,7 @@ fn dates_and_timestamps_read_as_the_server_prints_them_in_utc() -> Result<()> {
     let Some(t) = TestDb::new("dates_and_timestamps_read_as_the_server_prints_them_in_utc") else {
         return Ok(());
     };
-    let db = t.engine(Access::Write, "target");
+    let db = t.engine(Access::Write, cutover::spec::Side::Target);
     db.execute_script(
         "BEGIN; SET LOCAL TimeZone = 'Europe/Paris';
          CREATE TABLE ts (id int PRIMARY KEY, d date, t timestamp, z timestamptz);
@@ -457,7 +457,7 @@ fn a_hundred_thousand_rows_stream_in_blocks() -> Result<()> {
     let Some(t) = TestDb::new("a_hundred_thousand_rows_stream_in_blocks") else {
         return Ok(());
     };
-    let db = t.engine(Access::Write, "target");
+    let db = t.engine(Access::Write, cutover::spec::Side::Target);
     db.execute_script(
         "CREATE TABLE big (id bigint PRIMARY KEY, name text NOT NULL, amount numeric(12,2));
          INSERT INTO big SELECT g, 'name ' || g, g / 100.0 FROM generate_series(1, 100000) g;",
@@ -526,7 +526,7 @@ fn a_failed_load_in_a_transaction_leaves_nothing() -> Result<()> {
     let Some(t) = TestDb::new("a_failed_load_in_a_transaction_leaves_nothing") else {
         return Ok(());
     };
-    let db = t.engine(Access::Write, "target");
+    let db = t.engine(Access::Write, cutover::spec::Side::Target);
     db.execute_script("CREATE TABLE p (id int PRIMARY KEY, v text NOT NULL)")?;
     let sql = db.table_sql("p", &["id", "v"], 1, None);
     let first = block_of(&[
@@ -551,7 +551,7 @@ fn a_failed_load_in_a_transaction_leaves_nothing() -> Result<()> {
     write(&db, || db.copy_in(&sql, [&first]))?;
     assert_eq!(db.count_rows(&sql)?, 2);
     // A reader's transactions cannot write.
-    let reader = t.engine(Access::Read, "target");
+    let reader = t.engine(Access::Read, cutover::spec::Side::Target);
     let rsql = reader.table_sql("p", &["id", "v"], 1, None);
     assert!(reader.copy_in(&rsql, [&dup]).is_err());
     Ok(())
@@ -562,7 +562,7 @@ fn a_bulk_insert_that_collides_writes_nothing_and_leaves_the_transaction_usable(
     let Some(t) = TestDb::new("bulk_insert_collides") else {
         return Ok(());
     };
-    let db = t.engine(Access::Write, "target");
+    let db = t.engine(Access::Write, cutover::spec::Side::Target);
     db.execute_script("CREATE TABLE p (id int PRIMARY KEY, v text NOT NULL)")?;
     let sql = db.table_sql("p", &["id", "v"], 1, None);
     let first = block_of(&[
@@ -594,7 +594,7 @@ fn the_catalogue_describes_the_schema() -> Result<()> {
     let Some(t) = TestDb::new("the_catalogue_describes_the_schema") else {
         return Ok(());
     };
-    let db = t.engine(Access::Write, "target");
+    let db = t.engine(Access::Write, cutover::spec::Side::Target);
     db.execute_script(
         "CREATE TABLE parent (a int, b text, note text, PRIMARY KEY (b, a));
          CREATE TABLE child (id int PRIMARY KEY, pa int, pb text, email text, code text,
@@ -694,7 +694,7 @@ fn the_url_schema_chooses_the_tables() -> Result<()> {
     let Some(t) = TestDb::new("the_url_schema_chooses_the_tables") else {
         return Ok(());
     };
-    let db = t.engine(Access::Write, "target");
+    let db = t.engine(Access::Write, cutover::spec::Side::Target);
     db.execute_script(
         "CREATE SCHEMA \"Sales Q\";
          CREATE TABLE public.t (id int PRIMARY KEY, v text);
@@ -727,9 +727,13 @@ fn the_url_schema_chooses_the_tables() -> Result<()> {
         err.to_string().contains("schema 'nowhere' does not exist"),
         "{err:#}"
     );
-    let err = Postgres::open("postgres://nobody@127.0.0.1:1/x", Access::Read, "source")
-        .err()
-        .expect("no server on port 1");
+    let err = Postgres::open(
+        "postgres://nobody@127.0.0.1:1/x",
+        Access::Read,
+        cutover::spec::Side::Source,
+    )
+    .err()
+    .expect("no server on port 1");
     assert!(
         err.to_string().contains("connecting to source database"),
         "{err:#}"
@@ -742,7 +746,7 @@ fn keyed_reads_match_exactly() -> Result<()> {
     let Some(t) = TestDb::new("keyed_reads_match_exactly") else {
         return Ok(());
     };
-    let db = t.engine(Access::Write, "target");
+    let db = t.engine(Access::Write, cutover::spec::Side::Target);
     db.execute_script(
         "CREATE TABLE m (amount numeric(10,2), who text, v int, PRIMARY KEY (amount, who));
          INSERT INTO m VALUES (12.50, 'a', 1), (12.50, 'A', 2);",
@@ -764,7 +768,7 @@ fn keyed_writes_and_row_by_row_inserts() -> Result<()> {
     let Some(t) = TestDb::new("keyed_writes_and_row_by_row_inserts") else {
         return Ok(());
     };
-    let db = t.engine(Access::Write, "target");
+    let db = t.engine(Access::Write, cutover::spec::Side::Target);
     db.execute_script(
         "CREATE TABLE acct (id int PRIMARY KEY, amount numeric(10,2), tag uuid, note text, seen_at timestamp);
          INSERT INTO acct VALUES (1, 1.00, NULL, 'one', '2024-01-01 00:00:00');",
@@ -865,7 +869,7 @@ fn a_watermark_orders_the_scan_before_the_key() -> Result<()> {
     let Some(t) = TestDb::new("a_watermark_orders_the_scan_before_the_key") else {
         return Ok(());
     };
-    let db = t.engine(Access::Write, "target");
+    let db = t.engine(Access::Write, cutover::spec::Side::Target);
     db.execute_script(
         "CREATE TABLE ev (id int PRIMARY KEY, updated timestamp);
          INSERT INTO ev VALUES (1, '2024-01-03 00:00:00'), (2, '2024-01-01 00:00:00'),
@@ -886,7 +890,7 @@ fn transactions_savepoints_and_the_change_token() -> Result<()> {
     let Some(t) = TestDb::new("transactions_savepoints_and_the_change_token") else {
         return Ok(());
     };
-    let db = t.engine(Access::Write, "target");
+    let db = t.engine(Access::Write, cutover::spec::Side::Target);
     db.execute_script("CREATE TABLE s (id int PRIMARY KEY)")?;
     let sql = db.table_sql("s", &["id"], 1, None);
     let tx = Transaction::begin(&db, true)?;
@@ -910,7 +914,7 @@ fn transactions_savepoints_and_the_change_token() -> Result<()> {
     // switched off or a table changed moves it.
     let before = db.change_token()?;
     assert_eq!(db.change_token()?, before);
-    let other = t.engine(Access::Write, "target");
+    let other = t.engine(Access::Write, cutover::spec::Side::Target);
     other.execute_script("INSERT INTO s VALUES (9)")?;
     assert_eq!(db.change_token()?, before);
     other.execute_script(
@@ -942,7 +946,7 @@ fn violations_schema_text_sequences_and_snapshots() -> Result<()> {
     let Some(t) = TestDb::new("violations_schema_text_sequences_and_snapshots") else {
         return Ok(());
     };
-    let db = t.engine(Access::Write, "target");
+    let db = t.engine(Access::Write, cutover::spec::Side::Target);
     db.execute_script(
         "CREATE TABLE artist (id int GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY, name text);
          CREATE TABLE album (code text PRIMARY KEY, artist_id int REFERENCES artist (id));
@@ -999,7 +1003,7 @@ fn conditional_writes_match_only_the_row_read_back_exactly() -> Result<()> {
     let Some(t) = TestDb::new("conditional_writes_match_exactly") else {
         return Ok(());
     };
-    let db = t.engine(Access::Write, "target");
+    let db = t.engine(Access::Write, cutover::spec::Side::Target);
     db.execute_script(
         "CREATE TABLE cw (id int PRIMARY KEY, free numeric, f float8, t text COLLATE \"und-x-icu\");
          INSERT INTO cw VALUES (1, 12.50, 0, 'a');

@@ -26,14 +26,13 @@ pub struct Env {
 }
 
 impl Env {
-    /// The process's environment, for the database `role` names (`source`,
-    /// `target`, or another role that is neither).
-    pub fn process(role: &str) -> Env {
+    /// The process's environment, for the database of `side`.
+    pub fn process(side: Side) -> Env {
         Env {
             var: Box::new(|k| std::env::var(k).ok().filter(|v| !v.is_empty())),
             home: std::env::home_dir(),
             login: whoami::username().ok(),
-            side: Side::of_role(role),
+            side: Some(side),
         }
     }
 

@@ -2,6 +2,7 @@
 //! do: the one place a location is matched to an engine. Another engine is
 //! one entry here and the type that implements [`super::Database`].
 
+use crate::spec::Side;
 use anyhow::{Result, bail};
 
 use super::control::Dialect;
@@ -48,7 +49,7 @@ pub struct Engine {
     /// [`super::constraint_violation`] asks it.
     pub refusal: fn(&anyhow::Error) -> Option<String>,
     /// Opens a database of this engine at a location of its kind.
-    open: fn(&Location, Access, &str) -> Result<Db>,
+    open: fn(&Location, Access, Side) -> Result<Db>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -63,9 +64,9 @@ impl Engine {
         &'static self,
         location: &Location,
         access: Access,
-        role: &str,
+        side: Side,
     ) -> Result<Db> {
-        (self.open)(location, access, role)
+        (self.open)(location, access, side)
     }
 }
 
@@ -82,13 +83,13 @@ pub static SQLITE: Engine = Engine {
     },
     bound_check: super::bounds::sqlite,
     refusal: sqlite::constraint_violation,
-    open: |location, access, role| match location {
+    open: |location, access, side| match location {
         Location::Sqlite(path) => {
-            let db = sqlite::Sqlite::open(path, access, role)?;
+            let db = sqlite::Sqlite::open(path, access, side)?;
             let at = db.location().to_string();
             Ok(Db::new(db, &SQLITE, at))
         }
-        other => bail!("{role} {} is not a SQLite file", other.display()),
+        other => bail!("{side} {} is not a SQLite file", other.display()),
     },
 };
 
@@ -105,13 +106,13 @@ pub static POSTGRES: Engine = Engine {
     },
     bound_check: super::bounds::postgres,
     refusal: postgres::constraint_violation,
-    open: |location, access, role| match location {
+    open: |location, access, side| match location {
         Location::Server(url) => {
-            let db = postgres::Postgres::open(url, access, role)?;
+            let db = postgres::Postgres::open(url, access, side)?;
             let at = db.location().to_string();
             Ok(Db::new(db, &POSTGRES, at))
         }
-        other => bail!("{role} {} is not a PostgreSQL URL", other.display()),
+        other => bail!("{side} {} is not a PostgreSQL URL", other.display()),
     },
 };
 
@@ -134,13 +135,13 @@ pub static MYSQL: Engine = Engine {
     // Every refused row is a `ValueRefused` already, made where the
     // engine writes (`mysql::rows`).
     refusal: |_| None,
-    open: |location, access, role| match location {
+    open: |location, access, side| match location {
         Location::Server(url) => {
-            let db = mysql::MySql::open(url, access, role)?;
+            let db = mysql::MySql::open(url, access, side)?;
             let at = db.location().to_string();
             Ok(Db::new(db, &MYSQL, at))
         }
-        other => bail!("{role} {} is not a MySQL URL", other.display()),
+        other => bail!("{side} {} is not a MySQL URL", other.display()),
     },
 };
 
@@ -157,19 +158,19 @@ pub fn for_url(url: &str) -> Option<&'static Engine> {
 
 /// The engine of a location (a CSV snapshot has none: it is read into a
 /// temporary SQLite database first).
-pub fn for_location(location: &Location, role: &str) -> Result<&'static Engine> {
+pub fn for_location(location: &Location, side: Side) -> Result<&'static Engine> {
     match location {
         Location::Sqlite(_) => Ok(&SQLITE),
         Location::Server(url) => match for_url(url) {
             Some(e) => Ok(e),
             None => bail!(
-                "{role} url '{}' is not supported; write {}",
+                "{side} url '{}' is not supported; write {}",
                 location.display(),
                 forms()
             ),
         },
         Location::Csv(path) => bail!(
-            "{role} {} is a CSV snapshot, not a database; only a source can be one",
+            "{side} {} is a CSV snapshot, not a database; only a source can be one",
             path.display()
         ),
     }
@@ -204,8 +205,11 @@ mod tests {
 
     #[test]
     fn an_unknown_scheme_is_refused_naming_what_to_write() {
-        let e = for_location(&Location::Server("mssql://u:pw@h/db".into()), "source")
-            .expect_err("no such engine");
+        let e = for_location(
+            &Location::Server("mssql://u:pw@h/db".into()),
+            crate::spec::Side::Source,
+        )
+        .expect_err("no such engine");
         let text = e.to_string();
         assert!(text.contains("mssql://u:***@h/db"), "{text}");
         assert!(

@@ -27,6 +27,7 @@ pub mod transaction;
 pub mod types;
 pub mod watch_state;
 
+use crate::spec::Side;
 use std::path::Path;
 
 use anyhow::Result;
@@ -64,8 +65,8 @@ impl Db {
     /// Opens an existing database. A missing one is an error, never a new
     /// empty database; a writer refuses settings under which a crash could
     /// leave half a batch behind.
-    pub fn open(location: &Location, access: Access, role: &str) -> Result<Db> {
-        engines::for_location(location, role)?.open(location, access, role)
+    pub fn open(location: &Location, access: Access, side: Side) -> Result<Db> {
+        engines::for_location(location, side)?.open(location, access, side)
     }
 
     /// The engine this database is, with what it can do.
@@ -156,8 +157,8 @@ impl Db {
     }
 
     /// Opens a SQLite file (drill fixtures).
-    pub fn open_file(path: &Path, access: Access, role: &str) -> Result<Db> {
-        Db::open(&Location::Sqlite(path.to_path_buf()), access, role)
+    pub fn open_file(path: &Path, access: Access, side: Side) -> Result<Db> {
+        Db::open(&Location::Sqlite(path.to_path_buf()), access, side)
     }
 
     /// Creates a new database from a script (drill and test fixtures).

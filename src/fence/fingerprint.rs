@@ -100,7 +100,11 @@ impl Fingerprint {
     pub fn read_beside(db: &Db, spec: &Spec, format: u32) -> Result<Fingerprint> {
         std::thread::scope(|scope| {
             let journal = scope.spawn(|| -> Result<Part<String>> {
-                let other = Db::open(&spec.target, crate::db::Access::Read, "target")?;
+                let other = Db::open(
+                    &spec.target,
+                    crate::db::Access::Read,
+                    crate::spec::Side::Target,
+                )?;
                 Ok(Fingerprint::journal_digest(&other))
             });
             let content = Fingerprint::content(db, spec, format);

@@ -221,7 +221,7 @@ impl<'scope, 'env, T: Send + 'scope> RunsAhead<'scope, 'env, T> {
         let (spent_tx, spent) = std::sync::mpsc::channel::<Vec<T>>();
         scope.spawn(move || {
             let read = || -> Result<(Db, Reader)> {
-                let target = Db::open(&spec.target, Access::Read, "target")?;
+                let target = Db::open(&spec.target, Access::Read, crate::spec::Side::Target)?;
                 let reader = Reader::new(spec, &target)?;
                 Ok((target, reader))
             };

@@ -76,7 +76,7 @@ impl Replayer<'_> {
         // every check the replay makes, on the state the replay would leave.
         let dry_run = mode.rolls_back();
         let source = schema::open_source(spec, None, Access::Write)?;
-        let target = Db::open(&spec.target, Access::Read, "target")?;
+        let target = Db::open(&spec.target, Access::Read, crate::spec::Side::Target)?;
         let (watch, boundary) = match self.fenced(&source, &target)? {
             Fenced::Watched(w, b) => (w, b),
             Fenced::Breached(report) => return Ok(Ran { report, pace: None }),

@@ -207,8 +207,12 @@ impl Subject {
             Place::MySql(t) => {
                 let user = t.app_user_with(password);
                 return Some(
-                    Db::open(&Location::Server(user.url()), Access::Write, "target")
-                        .expect("opening the database"),
+                    Db::open(
+                        &Location::Server(user.url()),
+                        Access::Write,
+                        cutover::spec::Side::Target,
+                    )
+                    .expect("opening the database"),
                 );
             }
             Place::Sqlite { .. } => return None,
@@ -217,8 +221,12 @@ impl Subject {
         let (user, server) = rest.split_once('@')?;
         let url = format!("{scheme}://{user}:{password}@{server}");
         Some(
-            Db::open(&Location::Server(url), Access::Write, "target")
-                .expect("opening the database"),
+            Db::open(
+                &Location::Server(url),
+                Access::Write,
+                cutover::spec::Side::Target,
+            )
+            .expect("opening the database"),
         )
     }
 
@@ -284,7 +292,7 @@ fn open(place: &Place) -> Db {
         Place::Postgres(t) => Location::Server(t.url.clone()),
         Place::MySql(t) => Location::Server(t.url.clone()),
     };
-    Db::open(&location, Access::Write, "target").expect("opening the database")
+    Db::open(&location, Access::Write, cutover::spec::Side::Target).expect("opening the database")
 }
 
 /// Runs `contract` on a subject made by `make`; a subject that cannot be

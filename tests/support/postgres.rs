@@ -612,16 +612,16 @@ impl TestDb {
     pub fn engine(
         &self,
         access: cutover::db::Access,
-        role: &str,
+        side: cutover::spec::Side,
     ) -> cutover::db::postgres::Postgres {
-        cutover::db::postgres::Postgres::open(&self.url, access, role)
+        cutover::db::postgres::Postgres::open(&self.url, access, side)
             .expect("opening the test database")
     }
 
     /// The test database's `public` schema opened as the tool opens a
     /// database, with the control store above its engine.
-    pub fn db(&self, access: cutover::db::Access, role: &str) -> cutover::db::Db {
-        as_db(self.engine(access, role))
+    pub fn db(&self, access: cutover::db::Access, side: cutover::spec::Side) -> cutover::db::Db {
+        as_db(self.engine(access, side))
     }
 
     /// The engine on one schema of the test database.
@@ -633,7 +633,7 @@ impl TestDb {
         cutover::db::postgres::Postgres::open(
             &format!("{}?schema={schema}", self.url),
             access,
-            "target",
+            cutover::spec::Side::Target,
         )
     }
 }

@@ -15,6 +15,7 @@ use super::{DrillVerdict, Recorder, Transcript, child, orders};
 use crate::cli::Step;
 use crate::db::{Access, Db};
 use crate::report;
+use crate::spec::Side;
 
 const POINTS: [&str; 3] = ["mid-batch", "before-commit", "after-commit"];
 const OPERATIONS: [&str; 3] = ["load", "replay", "apply"];
@@ -38,10 +39,10 @@ pub struct Cell {
 
 fn snapshot(dir: &Path) -> Result<Snapshot> {
     let mut out = Vec::new();
-    for db in ["source.db", "target.db"] {
+    for (db, side) in [("source.db", Side::Source), ("target.db", Side::Target)] {
         out.push((
             db.to_string(),
-            Db::open_file(&dir.join(db), Access::Read, db)?.snapshot()?,
+            Db::open_file(&dir.join(db), Access::Read, side)?.snapshot()?,
         ));
     }
     Ok(out)

@@ -15,6 +15,7 @@ use super::{DrillVerdict, Recorder, Transcript};
 use crate::commands::sync;
 use crate::db::{Access, Db};
 use crate::report::Report;
+use crate::spec::Side;
 
 const SPEC: &str = include_str!("../../../fixtures/customers/spec.toml");
 const TARGET: &str = include_str!("../../../fixtures/customers/target.sql");
@@ -130,7 +131,7 @@ pub(super) fn run(
     let mut all_ok = true;
     let mut steps = Vec::new();
     for s in &STEPS {
-        let before = Db::open_file(&dir.join("target.db"), Access::Read, "target")?.snapshot()?;
+        let before = target_rows(dir)?;
         let snapshot = dir.join(s.snapshot);
         let options = options(s, &snapshot);
         let shown = format!(
@@ -159,8 +160,7 @@ pub(super) fn run(
             anyhow::bail!("sync reported no table 'customers'");
         };
         let (changed, unchanged, late) = (t.changed, t.unchanged, t.late);
-        let unchanged_db =
-            Db::open_file(&dir.join("target.db"), Access::Read, "target")?.snapshot()? == before;
+        let unchanged_db = target_rows(dir)? == before;
         let drift = t.drift.new.clone();
         let evolved = t.drift.evolved.clone();
         let failures = t.quality.failures();
@@ -189,7 +189,7 @@ pub(super) fn run(
             target_unchanged: unchanged_db,
         });
     }
-    let rows = Db::open_file(&dir.join("target.db"), Access::Read, "target")?.snapshot()?;
+    let rows = target_rows(dir)?;
     let customers = rows
         .iter()
         .find(|(t, _)| t == "customers")
@@ -201,6 +201,11 @@ pub(super) fn run(
             steps,
         },
     ))
+}
+
+/// Every table of the drill's target with its rows.
+fn target_rows(dir: &Path) -> Result<Vec<(String, Vec<String>)>> {
+    Db::open_file(&dir.join("target.db"), Access::Read, Side::Target)?.snapshot()
 }
 
 /// What a sync step reports, in the transcript's words.

@@ -9,6 +9,7 @@
 //! does not match is a commented line to decide on. The draft is a proposal:
 //! `cutover check` is what proves it.
 
+use crate::spec::Side;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -42,10 +43,10 @@ impl Report for InitReport {
     }
 }
 
-fn open(url: &str, role: &str) -> Result<Db> {
+fn open(url: &str, side: Side) -> Result<Db> {
     let location =
-        crate::spec::database(Path::new(""), url).with_context(|| format!("--{role}"))?;
-    Db::open(&location, Access::Read, role)
+        crate::spec::database(Path::new(""), url).with_context(|| format!("--{side}"))?;
+    Db::open(&location, Access::Read, side)
 }
 
 pub fn run(source_url: &str, target_url: &str, out: Option<&Path>) -> Result<InitReport> {
@@ -57,8 +58,8 @@ pub fn run(source_url: &str, target_url: &str, out: Option<&Path>) -> Result<Ini
             p.display()
         );
     }
-    let source = open(source_url, "source")?;
-    let target = open(target_url, "target")?;
+    let source = open(source_url, crate::spec::Side::Source)?;
+    let target = open(target_url, crate::spec::Side::Target)?;
     let s_tables = source.catalogue().tables(false)?;
     let t_tables = target.catalogue().tables(false)?;
     let mut toml = String::new();

@@ -27,6 +27,7 @@
 //! Waits for row and metadata locks keep the server's own settings
 //! (`innodb_lock_wait_timeout`, `lock_wait_timeout`).
 
+use crate::spec::Side;
 use std::cell::{RefCell, RefMut};
 
 use anyhow::{Context, Result, bail};
@@ -223,7 +224,7 @@ fn options(u: &MyUrl, tls: bool) -> OptsBuilder {
 /// Connects as `u` says. Under `PREFERRED`, a server that offers no TLS, or
 /// a handshake that fails, is tried again in plaintext, as the `mysql`
 /// client does.
-fn connect(u: &MyUrl, role: &str) -> Result<Conn> {
+fn connect(u: &MyUrl, side: Side) -> Result<Conn> {
     let first = Conn::new(options(u, true));
     let conn = match first {
         Err(e) if u.ssl_mode == SslMode::Preferred && code(&e).is_none() => {
@@ -233,7 +234,7 @@ fn connect(u: &MyUrl, role: &str) -> Result<Conn> {
     };
     conn.map_err(|e| {
         anyhow::anyhow!(
-            "connecting to {role} database {} at {} with ssl-mode={}: {}; {}",
+            "connecting to {side} database {} at {} with ssl-mode={}: {}; {}",
             u.shown,
             u.endpoint,
             u.ssl_mode.shown(),
@@ -269,29 +270,29 @@ pub(super) type Plans =
 impl MySql {
     /// Connects to the database of `url` and sets the session up; `role`
     /// (`source`, `target`) is how messages name it.
-    pub fn open(url: &str, access: Access, role: &str) -> Result<MySql> {
-        let u = MyUrl::parse(url, role).with_context(|| format!("{role} database"))?;
-        MySql::open_url(&u, access, role)
+    pub fn open(url: &str, access: Access, side: Side) -> Result<MySql> {
+        let u = MyUrl::parse(url, side).with_context(|| format!("{side} database"))?;
+        MySql::open_url(&u, access, side)
     }
 
     /// [`MySql::open`] with a URL already parsed.
-    pub fn open_url(u: &MyUrl, access: Access, role: &str) -> Result<MySql> {
+    pub fn open_url(u: &MyUrl, access: Access, side: Side) -> Result<MySql> {
         // An option file not read is said now: the connection may fail for
         // want of its password.
         for w in &u.warnings {
             crate::db::credentials::warn_once(w);
         }
-        let mut conn = connect(u, role)?;
+        let mut conn = connect(u, side)?;
         let fail = |e: mysql::Error| {
             anyhow::anyhow!(
-                "setting up the session on {role} database {}: {}",
+                "setting up the session on {side} database {}: {}",
                 u.shown,
                 said(&e)
             )
         };
         let version: Option<String> = conn.query_first("SELECT VERSION()").map_err(fail)?;
         let server = ServerInfo::of(version.unwrap_or_default())
-            .with_context(|| format!("{role} database {}", u.shown))?;
+            .with_context(|| format!("{side} database {}", u.shown))?;
         for sql in session_sql(server.flavor, access) {
             conn.query_drop(&sql).map_err(fail)?;
         }

@@ -37,6 +37,7 @@ use anyhow::{Context, Result, bail};
 
 use super::option_file;
 use crate::db::credentials::Env;
+use crate::spec::Side;
 
 /// How a connection uses TLS (`ssl-mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -339,8 +340,8 @@ impl Credentials {
 impl MyUrl {
     /// Parses `url` of the database `role` names; what it leaves out
     /// comes from the process's environment and option file.
-    pub fn parse(url: &str, role: &str) -> Result<MyUrl> {
-        MyUrl::resolve(url, &Env::process(role))
+    pub fn parse(url: &str, side: Side) -> Result<MyUrl> {
+        MyUrl::resolve(url, &Env::process(side))
     }
 
     /// Parses `url`, completing it from `env`.

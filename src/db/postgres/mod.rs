@@ -18,6 +18,7 @@
 //! binary, except the key a scan resumes after, which COPY cannot take as a
 //! parameter and which goes through [`quote_literal`].
 
+use crate::spec::Side;
 use std::cell::{RefCell, RefMut};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -68,19 +69,16 @@ pub fn quote_literal(text: &str) -> Result<String> {
     Ok(format!("'{}'", text.replace('\'', "''")))
 }
 
-/// The variables that would give `role`'s password.
-fn password_variables(role: &str) -> String {
-    match crate::spec::Side::of_role(role) {
-        Some(side) => format!("{} or PGPASSWORD", side.password_variable()),
-        None => "PGPASSWORD".to_string(),
-    }
+/// The variables that would give `side`'s password.
+fn password_variables(side: Side) -> String {
+    format!("{} or PGPASSWORD", side.password_variable())
 }
 
 /// Why a connection failed, in one line: the server, the TLS mode and
 /// what failed, never the password nor the driver's chain of errors.
-fn connect_failure(e: &tokio_postgres::Error, u: &PgUrl, role: &str) -> String {
+fn connect_failure(e: &tokio_postgres::Error, u: &PgUrl, side: Side) -> String {
     let head = format!(
-        "connecting to {role} database {} at {} with sslmode={}",
+        "connecting to {side} database {} at {} with sslmode={}",
         u.shown,
         u.server,
         u.tls.shown()
@@ -94,7 +92,7 @@ fn connect_failure(e: &tokio_postgres::Error, u: &PgUrl, role: &str) -> String {
             if db.code() == &tokio_postgres::error::SqlState::INVALID_PASSWORD {
                 m.push_str(&match &u.password_from {
                     Some(from) => format!(" (the password came from {})", from.shown()),
-                    None => format!(" (no password was given: set {}, or add a line to ~/.pgpass; see docs/engines.md, Connecting)", password_variables(role)),
+                    None => format!(" (no password was given: set {}, or add a line to ~/.pgpass; see docs/engines.md, Connecting)", password_variables(side)),
                 });
             }
             m
@@ -113,7 +111,7 @@ fn connect_failure(e: &tokio_postgres::Error, u: &PgUrl, role: &str) -> String {
             if m.contains("password missing") {
                 format!(
                     "{m}: the server asks for a password and none was given (set {}, or add a line to ~/.pgpass; see docs/engines.md, Connecting)",
-                    password_variables(role)
+                    password_variables(side)
                 )
             } else {
                 format!("{m}; is the server running and the URL right?")
@@ -175,8 +173,8 @@ pub struct Postgres {
 impl Postgres {
     /// Connects to the database of `url` and checks that its schema exists.
     /// A reader's transactions are read-only (`default_transaction_read_only`).
-    pub fn open(url: &str, access: Access, role: &str) -> Result<Postgres> {
-        let u = PgUrl::parse(url, role).with_context(|| format!("{role} database"))?;
+    pub fn open(url: &str, access: Access, side: Side) -> Result<Postgres> {
+        let u = PgUrl::parse(url, side).with_context(|| format!("{side} database"))?;
         for w in &u.warnings {
             crate::db::credentials::warn_once(w);
         }
@@ -184,16 +182,16 @@ impl Postgres {
             Ok(c) => c,
             Err(client::Connect::Setup(e)) => {
                 return Err(e.context(format!(
-                    "{role} database {} (sslmode={})",
+                    "{side} database {} (sslmode={})",
                     u.shown,
                     u.tls.shown()
                 )));
             }
-            Err(client::Connect::Server(e)) => bail!("{}", connect_failure(&e, &u, role)),
+            Err(client::Connect::Server(e)) => bail!("{}", connect_failure(&e, &u, side)),
         };
         client
             .batch_execute(&session_sql(&u.schema, access))
-            .with_context(|| format!("setting up the session on {role} database {}", u.shown))?;
+            .with_context(|| format!("setting up the session on {side} database {}", u.shown))?;
         let found = client.query_opt(
             "SELECT 1 FROM pg_namespace WHERE nspname = $1",
             &[&u.schema],
@@ -208,7 +206,7 @@ impl Postgres {
                 .map(|r| r.get(0))
                 .collect();
             bail!(
-                "{role} database {}: schema '{}' does not exist (it has: {})",
+                "{side} database {}: schema '{}' does not exist (it has: {})",
                 u.shown,
                 u.schema,
                 names.join(", ")

@@ -17,6 +17,7 @@
 //! `~/.postgresql/root.crt`, `postgresql.crt` and `postgresql.key`, each
 //! used when it exists.
 
+use crate::spec::Side;
 use std::path::PathBuf;
 use std::str::FromStr;
 
@@ -132,8 +133,8 @@ fn default_host() -> String {
 impl PgUrl {
     /// Parses `url` of the database `role` names, completing it from the
     /// process's environment.
-    pub fn parse(url: &str, role: &str) -> Result<PgUrl> {
-        PgUrl::resolve(url, &Env::process(role))
+    pub fn parse(url: &str, side: Side) -> Result<PgUrl> {
+        PgUrl::resolve(url, &Env::process(side))
     }
 
     /// Parses `url`, completing it from `env`.

@@ -3,6 +3,7 @@
 //! `synchronous=FULL`), and the
 //! connection's transactions and change token.
 
+use crate::spec::Side;
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
@@ -183,16 +184,16 @@ impl Sqlite {
     /// new empty database. A connection opened to write refuses a rollback
     /// journal that a crash could leave half-applied (`OFF`, `MEMORY`) and runs
     /// with `synchronous=FULL`.
-    pub(crate) fn open(path: &Path, access: Access, role: &str) -> Result<Sqlite> {
+    pub(crate) fn open(path: &Path, access: Access, side: Side) -> Result<Sqlite> {
         if !path.exists() {
             bail!(
-                "{role} database {} does not exist; check the url in the spec (paths are relative to the spec file)",
+                "{side} database {} does not exist; check the url in the spec (paths are relative to the spec file)",
                 path.display()
             );
         }
         if path.is_dir() {
             bail!(
-                "{role} database {} is a directory, not a SQLite file",
+                "{side} database {} is a directory, not a SQLite file",
                 path.display()
             );
         }
@@ -204,17 +205,17 @@ impl Sqlite {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX
             | OpenFlags::SQLITE_OPEN_URI;
         let conn = rusqlite::Connection::open_with_flags(path, flags)
-            .with_context(|| format!("opening {role} database {}", path.display()))?;
+            .with_context(|| format!("opening {side} database {}", path.display()))?;
         let db = Sqlite::wrap(conn, path.display().to_string(), None);
         OPENED
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push((role.to_string(), path.to_path_buf()));
-        db.configure(access, role)?;
+            .push((side.to_string(), path.to_path_buf()));
+        db.configure(access, side)?;
         Ok(db)
     }
 
-    pub(super) fn configure(&self, access: Access, role: &str) -> Result<()> {
+    pub(super) fn configure(&self, access: Access, side: Side) -> Result<()> {
         let c = &self.conn;
         c.busy_timeout(busy_timeout())?;
         // A misspelled column in double quotes must be an error, not a string.
@@ -235,13 +236,13 @@ impl Sqlite {
                 if f.code == rusqlite::ErrorCode::DatabaseBusy || f.code == rusqlite::ErrorCode::DatabaseLocked);
             let why = if locked {
                 format!(
-                    "{role} database {} is locked by another process (waited {} ms); retry when it is done, or raise CUTOVER_BUSY_TIMEOUT_MS",
+                    "{side} database {} is locked by another process (waited {} ms); retry when it is done, or raise CUTOVER_BUSY_TIMEOUT_MS",
                     self.location,
                     busy_timeout().as_millis()
                 )
             } else {
                 format!(
-                    "{role} database {} could not be read; is it a SQLite database?",
+                    "{side} database {} could not be read; is it a SQLite database?",
                     self.location
                 )
             };
@@ -254,7 +255,7 @@ impl Sqlite {
             let mode = self.journal_mode()?;
             if mode.eq_ignore_ascii_case("off") || mode.eq_ignore_ascii_case("memory") {
                 bail!(
-                    "{role} database {} uses journal_mode={mode}: a crash there would leave half a batch behind; set PRAGMA journal_mode=WAL (or DELETE) first",
+                    "{side} database {} uses journal_mode={mode}: a crash there would leave half a batch behind; set PRAGMA journal_mode=WAL (or DELETE) first",
                     self.location
                 );
             }

@@ -172,7 +172,7 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let p = dir.path().join("t.db");
         Sqlite::create(&p, "CREATE TABLE \"we ird\" (\"k\" PRIMARY KEY, \"v\")")?;
-        let db = Sqlite::open(&p, Access::Write, "target")?;
+        let db = Sqlite::open(&p, Access::Write, crate::spec::Side::Target)?;
         let sql = db.table_sql("we ird", &["k", "v"], 1, None);
         db.insert_row(&sql, &[Value::Text("1".into()), Value::Text("1250".into())])?;
         assert_eq!(
@@ -187,7 +187,9 @@ mod tests {
     fn missing_file_is_refused_not_created() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("nope.db");
-        let err = Sqlite::open(&p, Access::Write, "source").err().unwrap();
+        let err = Sqlite::open(&p, Access::Write, crate::spec::Side::Source)
+            .err()
+            .unwrap();
         assert!(err.to_string().contains("does not exist"));
         assert!(!p.exists());
     }

@@ -338,7 +338,7 @@ mod tests {
              CREATE TRIGGER app_t AFTER UPDATE ON t BEGIN SELECT 1; END;",
         )
         .unwrap();
-        let db = Sqlite::open(&p, Access::Write, "target").unwrap();
+        let db = Sqlite::open(&p, Access::Write, crate::spec::Side::Target).unwrap();
         (dir, db)
     }
 

@@ -8,7 +8,7 @@ use serde_json::Value as Json;
 use super::{DrillVerdict, Recorder, Servers, StepRecord, Transcript};
 use crate::cli::Step;
 use crate::db::{Access, Db};
-use crate::spec::{Location, Spec};
+use crate::spec::{Location, Side, Spec};
 
 mod steps;
 
@@ -65,6 +65,8 @@ impl Drill<'_> {
 /// kept.
 struct ServerSide {
     url: String,
+    /// The side it was made for, whose credentials drop it.
+    side: Side,
     /// What drops it, run on `url`.
     drop: String,
     keep: bool,
@@ -76,7 +78,7 @@ impl Drop for ServerSide {
             return;
         }
         let base = Location::Server(self.url.clone());
-        if let Ok(db) = Db::open(&base, Access::Write, "drill") {
+        if let Ok(db) = Db::open(&base, Access::Write, self.side) {
             let _ = db.fixtures().execute_script(&self.drop);
         }
     }
@@ -88,7 +90,7 @@ impl Drop for ServerSide {
 /// server beside the one `url` names.
 fn on_server(
     url: &str,
-    side: &str,
+    side: Side,
     script: &str,
     keep: bool,
     made: &mut Vec<ServerSide>,
@@ -111,6 +113,7 @@ fn on_server(
             .execute_script(&format!("CREATE DATABASE \"{name}\""))?;
         made.push(ServerSide {
             url: url.to_string(),
+            side,
             drop: format!("DROP DATABASE IF EXISTS \"{name}\""),
             keep,
         });
@@ -132,6 +135,7 @@ fn on_server(
         .execute_script(&format!("CREATE SCHEMA \"{schema}\""))?;
     made.push(ServerSide {
         url: url.to_string(),
+        side,
         drop: format!("DROP SCHEMA \"{schema}\" CASCADE"),
         keep,
     });
@@ -176,14 +180,14 @@ fn set_up_on(dir: &Path, servers: &Servers, keep: bool) -> Result<Vec<ServerSide
             // BIGINT, the source holds every key a target can, and `check`
             // names no hazard.
             let source = SOURCE.replace("INTEGER PRIMARY KEY", "BIGINT PRIMARY KEY");
-            let at = on_server(url, "source", &source, keep, &mut made)?;
+            let at = on_server(url, Side::Source, &source, keep, &mut made)?;
             spec = spec.replace("sqlite://source.db", &at);
         }
         None => Db::create(&dir.join("source.db"), SOURCE)?,
     }
     match &servers.target {
         Some(url) => {
-            let at = on_server(url, "target", TARGET, keep, &mut made)?;
+            let at = on_server(url, Side::Target, TARGET, keep, &mut made)?;
             spec = spec.replace("sqlite://target.db", &at);
         }
         None => Db::create(&dir.join("target.db"), TARGET)?,
@@ -195,7 +199,7 @@ fn set_up_on(dir: &Path, servers: &Servers, keep: bool) -> Result<Vec<ServerSide
 /// The target of the drill's spec, opened to write as the application does.
 fn application(dir: &Path) -> Result<Db> {
     let spec = crate::spec::load(&dir.join("spec.toml"))?;
-    Db::open(&spec.target, Access::Write, "target")
+    Db::open(&spec.target, Access::Write, crate::spec::Side::Target)
 }
 
 /// Runs the drill in `dir`; returns its verdict and transcript.
