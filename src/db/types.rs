@@ -475,6 +475,34 @@ pub struct TableSql {
     /// Per column, whether a scan or `get_row` may read its large values
     /// as digests ([`TableSql::digesting`]); empty: none.
     pub(crate) digested: Vec<bool>,
+    /// What the engine that wrote the statements knows of them (its plan,
+    /// or why the table could not be described), carried with them so
+    /// that every use finds it without a lookup; `None` for an engine
+    /// that keeps none.
+    pub(crate) plan: Option<PlanHandle>,
+}
+
+/// An engine's plan of a table's statements, of the engine's own type:
+/// made once, when the engine writes the statements, and read back by the
+/// engine alone ([`PlanHandle::get`]).
+#[derive(Clone)]
+pub(crate) struct PlanHandle(std::sync::Arc<dyn std::any::Any + Send + Sync>);
+
+impl PlanHandle {
+    pub(crate) fn new<T: std::any::Any + Send + Sync>(plan: T) -> PlanHandle {
+        PlanHandle(std::sync::Arc::new(plan))
+    }
+
+    /// The plan, when it is of type `T` (the engine's own).
+    pub(crate) fn get<T: std::any::Any>(&self) -> Option<&T> {
+        self.0.downcast_ref()
+    }
+}
+
+impl std::fmt::Debug for PlanHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PlanHandle")
+    }
 }
 
 /// An insert that does nothing when the key is taken, and an update and a

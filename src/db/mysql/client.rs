@@ -257,15 +257,7 @@ pub struct MySql {
     warnings: Vec<String>,
     /// Where the password came from (never the password).
     password_from: Option<super::url::PasswordFrom>,
-    /// The plans of the table statements this connection wrote, by scan
-    /// text ([`super::table_sql`]).
-    pub(super) plans: RefCell<Plans>,
 }
-
-/// The plans of a connection's table statements, or why a table could
-/// not be described.
-pub(super) type Plans =
-    std::collections::HashMap<String, Result<std::sync::Arc<super::table_sql::Plan>, String>>;
 
 impl MySql {
     /// Connects to the database of `url` and sets the session up; `role`
@@ -311,7 +303,6 @@ impl MySql {
                 .chain(u.password_warning())
                 .collect(),
             password_from: u.password_from.clone(),
-            plans: RefCell::default(),
         })
     }
 

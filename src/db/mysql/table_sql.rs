@@ -21,6 +21,7 @@ use super::types::{self, Kind};
 use super::{MySql, quote_ident};
 use crate::db::TableSql;
 use crate::db::types::Conditional;
+use crate::db::types::PlanHandle;
 use crate::value::{Value, display_key};
 
 /// What the engine knows of a [`TableSql`] it wrote.
@@ -297,6 +298,7 @@ impl Plan {
                 (&qualified, &matches, &insert),
             ),
             digested: Vec::new(),
+            plan: None,
         };
         let plan = Plan {
             table: table.to_string(),
@@ -334,6 +336,7 @@ impl Plan {
             count: format!("SELECT COUNT(*) FROM {q}"),
             conditional: None,
             digested: Vec::new(),
+            plan: None,
         }
     }
 
@@ -452,7 +455,7 @@ impl Plan {
 }
 
 impl MySql {
-    /// Writes the statements of a table and records their plan; when the
+    /// Writes the statements of a table with their plan; when the
     /// catalogue cannot describe the table, the plan is the reason, which
     /// every use of the statements reports.
     pub(super) fn write_table_sql(
@@ -465,27 +468,30 @@ impl MySql {
         let built = self
             .columns(table)
             .and_then(|known| Plan::build(self, table, columns, key_len, first, &known));
-        let (sql, plan) = match built {
+        let (mut sql, plan): (TableSql, Planned) = match built {
             Ok((plan, sql)) => (sql, Ok(Arc::new(plan))),
             Err(e) => (
                 Plan::unknown(self, table, columns, key_len),
                 Err(format!("{e:#}")),
             ),
         };
-        self.plans.borrow_mut().insert(sql.scan.clone(), plan);
+        sql.plan = Some(PlanHandle::new(plan));
         sql
     }
 
-    /// The plan of statements this connection wrote.
+    /// The plan of statements this engine wrote.
     pub(super) fn plan(&self, sql: &TableSql) -> Result<Arc<Plan>> {
-        match self.plans.borrow().get(&sql.scan) {
+        match sql.plan.as_ref().and_then(|p| p.get::<Planned>()) {
             Some(Ok(p)) => Ok(p.clone()),
             Some(Err(why)) => Err(anyhow!("{}: {why}", self.shown())),
             None => bail!(
-                "{}: the statements of table '{}' were written by another connection",
+                "{}: the statements of table '{}' were not written by MySQL",
                 self.shown(),
                 sql.table
             ),
         }
     }
 }
+
+/// A table's plan, or why the catalogue could not describe the table.
+type Planned = std::result::Result<Arc<Plan>, String>;

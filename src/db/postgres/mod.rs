@@ -21,7 +21,6 @@
 use crate::spec::Side;
 use std::cell::{RefCell, RefMut};
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use client::Client;
@@ -159,9 +158,6 @@ pub struct Postgres {
     tls: tls::Settings,
     /// Where the password came from (never the password).
     password_from: Option<url::PasswordFrom>,
-    /// The plan of every table's statements written on this connection,
-    /// by their scan text (or why the table could not be described).
-    plans: RefCell<HashMap<String, Result<Arc<table_sql::Plan>, String>>>,
     /// Statements prepared on this connection, by their text.
     prepared: RefCell<HashMap<String, Statement>>,
     /// Replay's hold on the source's side effects: what every write
@@ -219,7 +215,6 @@ impl Postgres {
             server: u.server,
             tls: u.tls,
             password_from: u.password_from,
-            plans: RefCell::default(),
             prepared: RefCell::default(),
             hold: RefCell::default(),
         })

@@ -15,6 +15,7 @@ use anyhow::{Result, anyhow, bail};
 use super::types::Kind;
 use super::{Postgres, quote_ident, quote_literal};
 use crate::db::TableSql;
+use crate::db::types::PlanHandle;
 use crate::value::{CellRef, Value};
 
 /// What the engine knows of a [`TableSql`] it wrote.
@@ -250,6 +251,7 @@ impl Plan {
             // write reads its row first.
             conditional: None,
             digested: Vec::new(),
+            plan: None,
         };
         let plan = Plan {
             table: table.to_string(),
@@ -297,6 +299,7 @@ impl Plan {
             count: format!("SELECT count(*) FROM {q}"),
             conditional: None,
             digested: Vec::new(),
+            plan: None,
         }
     }
 
@@ -401,7 +404,7 @@ pub(super) fn literal(kind: Kind, v: &Value) -> Result<String> {
 }
 
 impl Postgres {
-    /// Writes the statements of a table and records their plan; when the
+    /// Writes the statements of a table with their plan; when the
     /// catalogue cannot describe the table, the plan is the reason, which
     /// every use of the statements reports.
     pub(super) fn write_table_sql(
@@ -414,33 +417,30 @@ impl Postgres {
         let built = self
             .columns_of(table)
             .and_then(|known| Plan::build(&self.schema, table, columns, key_len, first, &known));
-        let (sql, plan) = match built {
+        let (mut sql, plan): (TableSql, Planned) = match built {
             Ok((plan, sql)) => (sql, Ok(Arc::new(plan))),
             Err(e) => (
                 Plan::unknown(&self.schema, table, columns, key_len),
                 Err(format!("{e:#}")),
             ),
         };
-        if let Ok(mut plans) = self.plans.try_borrow_mut() {
-            plans.insert(sql.scan.clone(), plan);
-        }
+        sql.plan = Some(PlanHandle::new(plan));
         sql
     }
 
-    /// The plan of statements this connection wrote.
+    /// The plan of statements this engine wrote.
     pub(super) fn plan(&self, sql: &TableSql) -> Result<Arc<Plan>> {
-        let plans = self
-            .plans
-            .try_borrow()
-            .map_err(|_| anyhow!("the table plans are being written"))?;
-        match plans.get(&sql.scan) {
+        match sql.plan.as_ref().and_then(|p| p.get::<Planned>()) {
             Some(Ok(p)) => Ok(p.clone()),
             Some(Err(why)) => Err(anyhow!("{}: {why}", self.shown)),
             None => bail!(
-                "{}: the statements of table '{}' were written by another connection",
+                "{}: the statements of table '{}' were not written by PostgreSQL",
                 self.shown,
                 sql.table
             ),
         }
     }
 }
+
+/// A table's plan, or why the catalogue could not describe the table.
+type Planned = std::result::Result<Arc<Plan>, String>;

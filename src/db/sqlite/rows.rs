@@ -341,6 +341,7 @@ fn table_sql(table: &str, columns: &[&str], key_len: usize, generated: &[String]
         conditional: (keys_written && narrow && !rest.is_empty())
             .then(|| conditional(&t, keys, &written, &rest)),
         digested: Vec::new(),
+        plan: None,
     }
 }
 
