@@ -6,11 +6,32 @@
 //! engine's own variable (`PGPASSWORD`, `MYSQL_PWD`), which both sides
 //! share, `CUTOVER_SOURCE_PASSWORD` and `CUTOVER_TARGET_PASSWORD` give one
 //! side's: below the URL's password, above the engine's variable and its
-//! password file.
+//! password file. A URL's escapes are decoded here too, alike for every
+//! server.
 
 use std::path::PathBuf;
 
+use anyhow::{Context, Result, bail};
+
 use crate::spec::Side;
+
+/// Decodes the `%XX` escapes of a part of a server's URL (a user, a
+/// password, a database or schema name, a parameter's value), named by
+/// `what` in messages, never shown. A `%` not followed by two hex digits is
+/// refused rather than kept as it is: a URL that means something else than
+/// it says is an error to fix.
+pub fn percent_decode(s: &str, what: &str) -> Result<String> {
+    let b = s.as_bytes();
+    let escape =
+        |i: usize| i + 2 < b.len() && b[i + 1].is_ascii_hexdigit() && b[i + 2].is_ascii_hexdigit();
+    if (0..b.len()).any(|i| b[i] == b'%' && !escape(i)) {
+        bail!("the {what} has a % that is not followed by two hex digits");
+    }
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8()
+        .map(|d| d.into_owned())
+        .with_context(|| format!("the {what} is not UTF-8 once decoded"))
+}
 
 /// How a variable of the environment is read.
 type Lookup = Box<dyn Fn(&str) -> Option<String>>;

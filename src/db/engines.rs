@@ -2,12 +2,11 @@
 //! do: the one place a location is matched to an engine. Another engine is
 //! one entry here and the type that implements [`super::Database`].
 
-use crate::spec::Side;
 use anyhow::{Result, bail};
 
 use super::control::Dialect;
 use super::{Access, Db, mysql, postgres, sqlite};
-use crate::spec::Location;
+use crate::spec::{Location, Side};
 
 /// What an engine can do that others cannot: the domain asks these instead
 /// of asking which engine it holds.

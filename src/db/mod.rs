@@ -27,7 +27,6 @@ pub mod transaction;
 pub mod types;
 pub mod watch_state;
 
-use crate::spec::Side;
 use std::path::Path;
 
 use anyhow::Result;
@@ -50,7 +49,7 @@ pub use types::{
     SideEffect, SideEffectKind, TableForm, TableSql, Unfit, Unproven,
 };
 
-use crate::spec::{Location, Table};
+use crate::spec::{Location, Side, Table};
 use crate::value::{Block, Row, Value};
 pub use transaction::{Savepoint, Transaction};
 

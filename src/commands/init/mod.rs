@@ -9,7 +9,6 @@
 //! does not match is a commented line to decide on. The draft is a proposal:
 //! `cutover check` is what proves it.
 
-use crate::spec::Side;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -18,6 +17,7 @@ use serde::Serialize;
 
 use crate::db::{Access, Db};
 use crate::report::Report;
+use crate::spec::Side;
 
 mod check_words;
 mod draft;

@@ -27,7 +27,6 @@
 //! Waits for row and metadata locks keep the server's own settings
 //! (`innodb_lock_wait_timeout`, `lock_wait_timeout`).
 
-use crate::spec::Side;
 use std::cell::{RefCell, RefMut};
 
 use anyhow::{Context, Result, bail};
@@ -36,6 +35,7 @@ use mysql::{Conn, OptsBuilder, SslOpts};
 
 use super::url::{Endpoint, MyUrl, SslMode};
 use crate::db::Access;
+use crate::spec::Side;
 
 /// The `sql_mode` of every session: strict for every table (transactional
 /// or not), no zero or partly zero dates, division by zero an error, no

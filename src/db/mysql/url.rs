@@ -36,7 +36,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 
 use super::option_file;
-use crate::db::credentials::Env;
+use crate::db::credentials::{Env, percent_decode};
 use crate::spec::Side;
 
 /// How a connection uses TLS (`ssl-mode`).
@@ -159,20 +159,6 @@ impl std::fmt::Debug for MyUrl {
 /// Whether `url` is one this engine opens.
 pub fn is_mysql(url: &str) -> bool {
     url.starts_with("mysql://")
-}
-
-/// Decodes `%XX` escapes; a `%` not followed by two hex digits is refused.
-fn percent_decode(s: &str, what: &str) -> Result<String> {
-    let b = s.as_bytes();
-    let escape =
-        |i: usize| i + 2 < b.len() && b[i + 1].is_ascii_hexdigit() && b[i + 2].is_ascii_hexdigit();
-    if (0..b.len()).any(|i| b[i] == b'%' && !escape(i)) {
-        bail!("the {what} has a % that is not followed by two hex digits");
-    }
-    percent_encoding::percent_decode_str(s)
-        .decode_utf8()
-        .map(|d| d.into_owned())
-        .with_context(|| format!("the {what} is not UTF-8 once decoded"))
 }
 
 /// The parameters of a URL's query, decoded, each at most once.

@@ -18,7 +18,6 @@
 //! binary, except the key a scan resumes after, which COPY cannot take as a
 //! parameter and which goes through [`quote_literal`].
 
-use crate::spec::Side;
 use std::cell::{RefCell, RefMut};
 use std::collections::HashMap;
 
@@ -27,6 +26,7 @@ use client::Client;
 use tokio_postgres::Statement;
 
 use crate::db::Access;
+use crate::spec::Side;
 
 pub mod capture;
 pub mod catalogue;

@@ -17,7 +17,6 @@
 //! `~/.postgresql/root.crt`, `postgresql.crt` and `postgresql.key`, each
 //! used when it exists.
 
-use crate::spec::Side;
 use std::path::PathBuf;
 use std::str::FromStr;
 
@@ -26,7 +25,8 @@ use tokio_postgres::config::Host;
 
 use super::pgpass;
 use super::tls::{Roots, Settings, SslMode};
-use crate::db::credentials::Env;
+use crate::db::credentials::{Env, percent_decode};
+use crate::spec::Side;
 
 /// A parsed URL: the client's configuration and the schema.
 pub struct PgUrl {
@@ -80,22 +80,6 @@ fn default_file(env: &Env, name: &str) -> Option<PathBuf> {
 /// Whether `url` is one this engine opens.
 pub fn is_postgres(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
-}
-
-/// Decodes `%XX` escapes (a schema name may hold any character). A `%`
-/// not followed by two hex digits is refused rather than kept as it is:
-/// a URL that means something else than it says is an error to fix.
-fn percent_decode(s: &str) -> Result<String> {
-    let b = s.as_bytes();
-    let escape =
-        |i: usize| i + 2 < b.len() && b[i + 1].is_ascii_hexdigit() && b[i + 2].is_ascii_hexdigit();
-    if (0..b.len()).any(|i| b[i] == b'%' && !escape(i)) {
-        bail!("'{s}' has a % that is not followed by two hex digits");
-    }
-    percent_encoding::percent_decode_str(s)
-        .decode_utf8()
-        .map(|d| d.into_owned())
-        .with_context(|| format!("'{s}' is not UTF-8 once decoded"))
 }
 
 /// The TLS parameters a URL may carry, taken out before the client sees it.
@@ -171,7 +155,7 @@ impl PgUrl {
             if slot.is_some() {
                 bail!("'{shown}' names {k} twice");
             }
-            *slot = Some(percent_decode(v)?);
+            *slot = Some(percent_decode(v, &format!("value of {k}"))?);
         }
         let schema = schema.unwrap_or_else(|| "public".to_string());
         if schema.is_empty() {

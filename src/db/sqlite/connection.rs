@@ -3,7 +3,6 @@
 //! `synchronous=FULL`), and the
 //! connection's transactions and change token.
 
-use crate::spec::Side;
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
@@ -11,6 +10,7 @@ use rusqlite::{OpenFlags, config::DbConfig};
 
 use super::*;
 use crate::db::transaction::Step;
+use crate::spec::Side;
 
 impl Sqlite {
     /// What messages call the database: the file's path.
