@@ -414,3 +414,166 @@ pub fn render(policy: &Policy) -> String {
     }
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Decided, decide};
+    use crate::db::{Decision, Powers, SideEffect, SideEffectKind};
+    use crate::spec::{Spec, Table};
+
+    /// `orders(id, total, updated)` carried, `search` not; a trigger
+    /// `touch` the spec lets fire.
+    fn spec() -> (tempfile::TempDir, Spec) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spec.toml");
+        std::fs::write(
+            &path,
+            "[source]\nurl = \"sqlite://s.db\"\n[target]\nurl = \"sqlite://t.db\"\n\
+             [[tables]]\nname = \"orders\"\nkey = [\"id\"]\nreplay_policy = { touch = \"fire\" }\n\
+             [[tables.columns]]\nsource = \"total\"\ntarget = \"total\"\n\
+             [[tables.columns]]\nsource = \"updated\"\ntarget = \"updated\"\n",
+        )
+        .unwrap();
+        let spec = crate::spec::load(&path).unwrap();
+        (dir, spec)
+    }
+
+    fn trigger(name: &str, writes: Option<&[&str]>) -> SideEffect {
+        SideEffect {
+            table: "orders".into(),
+            kind: SideEffectKind::Trigger,
+            name: name.into(),
+            when: "BEFORE UPDATE FOR EACH ROW".into(),
+            writes: writes.map(|w| w.iter().map(|c| c.to_string()).collect()),
+            routes: false,
+            enabled: true,
+            clock: Vec::new(),
+            action: None,
+        }
+    }
+
+    /// A role that owns the table and may switch side effects off for its
+    /// session (PostgreSQL's replica session).
+    fn owner() -> Powers {
+        Powers {
+            role: "app".into(),
+            session_off: true,
+            owns: vec!["orders".into()],
+            ..Powers::default()
+        }
+    }
+
+    /// MySQL's: triggers cannot be switched off, foreign-key actions can,
+    /// and the session's clock can be set.
+    fn fixed() -> Powers {
+        Powers {
+            role: "app".into(),
+            actions_off: true,
+            triggers_fixed: true,
+            clock_held: true,
+            ..Powers::default()
+        }
+    }
+
+    fn decided(t: &Table, e: SideEffect, p: &Powers) -> (Decision, bool, bool) {
+        let d: Decided = decide(t, e, p);
+        (d.decision, d.from_spec, d.cannot.is_some())
+    }
+
+    #[test]
+    fn a_trigger_is_suppressed_when_it_sets_only_carried_columns_and_fires_when_it_keeps_another() {
+        let (_dir, spec) = spec();
+        let t = &spec.tables[0];
+        let carried = trigger("stamp", Some(&["updated"]));
+        assert_eq!(
+            decided(t, carried, &owner()),
+            (Decision::Suppress, false, false)
+        );
+        let keeps = trigger("index", Some(&["updated", "search"]));
+        let d = decide(t, keeps, &owner());
+        assert_eq!(d.decision, Decision::Fire);
+        assert!(d.why.contains("'search'"), "{}", d.why);
+        // Writes that cannot be told are suppressed, and the spec's policy
+        // wins over every default.
+        assert_eq!(
+            decided(t, trigger("c_func", None), &owner()).0,
+            Decision::Suppress
+        );
+        assert_eq!(
+            decided(t, trigger("touch", Some(&["updated"])), &owner()),
+            (Decision::Fire, true, false)
+        );
+    }
+
+    #[test]
+    fn a_foreign_key_action_never_acts_and_a_role_that_cannot_stop_it_is_named() {
+        let (_dir, spec) = spec();
+        let mut action = trigger("orders_customer_fkey", None);
+        action.kind = SideEffectKind::ForeignKeyAction;
+        assert_eq!(
+            decided(&spec.tables[0], action.clone(), &owner()),
+            (Decision::Suppress, false, false)
+        );
+        let plain = Powers {
+            role: "app".into(),
+            ..Powers::default()
+        };
+        let d = decide(&spec.tables[0], action, &plain);
+        assert_eq!(d.decision, Decision::Suppress);
+        let why = d.cannot.expect("a role that cannot switch actions off");
+        assert!(why.contains("role 'app'"), "{why}");
+    }
+
+    #[test]
+    fn a_rule_fires_only_when_it_routes_into_a_partition() {
+        let (_dir, spec) = spec();
+        let mut rule = trigger("archive", None);
+        rule.kind = SideEffectKind::Rule;
+        assert_eq!(
+            decided(&spec.tables[0], rule.clone(), &owner()).0,
+            Decision::Suppress
+        );
+        rule.routes = true;
+        assert_eq!(decided(&spec.tables[0], rule, &owner()).0, Decision::Fire);
+    }
+
+    #[test]
+    fn where_triggers_cannot_be_switched_off_a_stamp_fires_under_the_clock_and_a_suppression_cannot_hold()
+     {
+        let (_dir, spec) = spec();
+        let t = &spec.tables[0];
+        let mut stamp = trigger("stamp", Some(&["updated"]));
+        stamp.clock = vec!["updated".into()];
+        assert_eq!(decided(t, stamp, &fixed()), (Decision::Fire, false, false));
+        // Carried columns set to something else than the time: the
+        // decision is to suppress, which this engine cannot hold.
+        assert_eq!(
+            decided(t, trigger("copy", Some(&["total"])), &fixed()),
+            (Decision::Suppress, false, true)
+        );
+        // A disabled trigger never acts: nothing to hold.
+        let mut off = trigger("copy", Some(&["total"]));
+        off.enabled = false;
+        assert_eq!(
+            decided(t, off, &fixed()),
+            (Decision::Suppress, false, false)
+        );
+    }
+
+    #[test]
+    fn a_role_that_neither_owns_the_table_nor_runs_a_replica_session_cannot_suppress() {
+        let (_dir, spec) = spec();
+        let stranger = Powers {
+            role: "guest".into(),
+            ..Powers::default()
+        };
+        let d = decide(
+            &spec.tables[0],
+            trigger("stamp", Some(&["updated"])),
+            &stranger,
+        );
+        assert_eq!(d.decision, Decision::Suppress);
+        let why = d.cannot.expect("a role that cannot hold it");
+        assert!(why.contains("neither owns table 'orders'"), "{why}");
+    }
+}

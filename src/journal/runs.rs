@@ -52,7 +52,10 @@ pub fn next_run(
     run_within(spec, target, reader, after, boundary, limit, bytes, reading)
 }
 
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "next_run's arguments, and the bytes that cut the run"
+)]
 fn run_within(
     spec: &Spec,
     target: &Db,
@@ -105,25 +108,8 @@ fn run_within(
     if complete && run.len() <= limit {
         return Ok(run);
     }
-    // The longest cut of at most `limit` (and of the entries read whole)
-    // whose seqs are the smallest ones; failing that, the shortest longer
-    // one.
-    let cap = limit.min(within);
-    let mut sorted: Vec<i64> = run.iter().map(|e| e.seq).collect();
-    sorted.sort_unstable();
-    let mut max = i64::MIN;
-    let mut best = None;
-    for (k, e) in run.iter().enumerate() {
-        max = max.max(e.seq);
-        let valid = max == sorted[k];
-        if valid && (k < cap || best.is_none()) {
-            best = Some(k + 1);
-        }
-        if valid && k + 1 >= cap {
-            break;
-        }
-    }
-    let cut = best.unwrap_or(run.len());
+    let seqs: Vec<i64> = run.iter().map(|e| e.seq).collect();
+    let cut = prefix_cut(&seqs, limit.min(within));
     if cut > within {
         // A pair to put in causal order straddles the entries read whole:
         // those up to the end of the pair, read whole.
@@ -140,6 +126,29 @@ fn run_within(
     }
     run.truncate(cut);
     Ok(run)
+}
+
+/// Where to cut a run whose entries have `seqs` (in the order they
+/// replay): the longest cut of at most `cap` entries whose seqs are the
+/// smallest ones, so that the applied set stays a prefix of the journal;
+/// failing that (a pair put in causal order straddles `cap`), the shortest
+/// longer one.
+fn prefix_cut(seqs: &[i64], cap: usize) -> usize {
+    let mut sorted = seqs.to_vec();
+    sorted.sort_unstable();
+    let mut max = i64::MIN;
+    let mut best = None;
+    for (k, &seq) in seqs.iter().enumerate() {
+        max = max.max(seq);
+        let valid = max == sorted[k];
+        if valid && (k < cap || best.is_none()) {
+            best = Some(k + 1);
+        }
+        if valid && k + 1 >= cap {
+            break;
+        }
+    }
+    best.unwrap_or(seqs.len())
 }
 
 /// Puts each pair of entries of one row that the journal holds out of the
@@ -330,5 +339,55 @@ impl<'scope, 'env, T: Send + 'scope> RunsAhead<'scope, 'env, T> {
             .map_err(|_| anyhow::anyhow!("the journal reader stopped"))??;
         self.from = run.iter().map(|(seq, _)| *seq).max().unwrap_or(after);
         Ok(run)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Entry, causal_order, prefix_cut};
+    use crate::db::Op;
+    use crate::value::{Row, Value};
+
+    fn row(v: i64) -> Option<Row> {
+        Some(vec![Value::Integer(1), Value::Integer(v)])
+    }
+
+    fn update(seq: i64, before: i64, after: i64) -> Entry {
+        Entry {
+            seq,
+            table: 0,
+            op: Op::Update,
+            before: row(before),
+            after: row(after),
+            unrecorded: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_cut_keeps_the_run_a_prefix_of_the_journal() {
+        assert_eq!(prefix_cut(&[1, 2, 3, 4], 2), 2);
+        assert_eq!(prefix_cut(&[1, 2, 3], 10), 3);
+        // 3 and 2 swapped into causal order: a cut between them would leave
+        // seq 2 out of a run that holds 3.
+        assert_eq!(prefix_cut(&[1, 3, 2, 4], 2), 1);
+        // Nothing shorter keeps the prefix: the shortest longer cut.
+        assert_eq!(prefix_cut(&[3, 2, 1, 4], 1), 3);
+    }
+
+    #[test]
+    fn a_nested_write_journaled_first_is_put_after_the_write_that_fired_it() {
+        // The application's update A→B fired a touch trigger B→C, which
+        // SQLite journaled first.
+        let mut run = vec![update(1, 2, 3), update(2, 1, 2)];
+        causal_order(&mut run);
+        assert_eq!(run.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2, 1]);
+        // Images that do not prove it stay as the journal holds them.
+        let mut plain = vec![update(1, 1, 2), update(2, 2, 3)];
+        causal_order(&mut plain);
+        assert_eq!(plain.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2]);
+        // A write and its undo (A→B, B→A) prove no order either.
+        let mut undo = vec![update(1, 1, 2), update(2, 2, 1)];
+        causal_order(&mut undo);
+        assert_eq!(undo.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2]);
     }
 }
