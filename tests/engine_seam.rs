@@ -915,3 +915,108 @@ fn no_result_is_wrapped_in_another() {
     .expect("writing");
     assert_eq!(results_in_results(&[planted]).len(), 1);
 }
+
+/// The rows of the first Markdown table under `heading` (or of the first
+/// table of the file when `heading` is empty), each as its cells, the
+/// header and the separator left out.
+fn doc_table(doc: &str, heading: &str) -> Vec<Vec<String>> {
+    let text = std::fs::read_to_string(repo_path(doc)).expect("reading the doc");
+    let from = if heading.is_empty() {
+        0
+    } else {
+        text.find(heading).expect("the doc has the heading")
+    };
+    text[from..]
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .map(|l| {
+            l.trim_matches('|')
+                .split(" | ")
+                .map(|c| c.trim().to_string())
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn the_engine_table_of_the_docs_is_the_registry() {
+    let rows = doc_table("docs/engines.md", "");
+    let mut documented: Vec<String> = Vec::new();
+    for row in &rows {
+        // Every scheme a row names, in backquotes: `sqlite://PATH`, `postgresql://`.
+        for (i, part) in row[0].split('`').enumerate() {
+            if i % 2 == 1
+                && let Some((scheme, _)) = part.split_once("://")
+            {
+                documented.push(scheme.to_string());
+            }
+        }
+    }
+    for engine in cutover::db::engines::all() {
+        assert!(
+            rows.iter()
+                .any(|r| r[0].contains(&format!("`{}`", engine.form))),
+            "docs/engines.md's first table has no row for {} ({})",
+            engine.name,
+            engine.form
+        );
+        for scheme in engine.schemes {
+            assert!(
+                documented.iter().any(|d| d == scheme),
+                "docs/engines.md's first table does not name {}'s scheme {scheme}://",
+                engine.name
+            );
+        }
+    }
+    // A CSV snapshot is read into a SQLite database: the one scheme there
+    // that is no engine's.
+    let unknown: Vec<&String> = documented
+        .iter()
+        .filter(|d| *d != "csv" && cutover::db::engines::for_url(&format!("{d}://x")).is_none())
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "docs/engines.md names schemes no engine answers to: {unknown:?}"
+    );
+}
+
+#[test]
+fn the_interface_table_of_the_docs_is_the_seam() {
+    let rows = doc_table("docs/architecture.md", "| interface | what it does |");
+    let documented: Vec<String> = rows
+        .iter()
+        .flat_map(|r| {
+            r[0].split('`')
+                .enumerate()
+                .filter(|(i, _)| i % 2 == 1)
+                .map(|(_, n)| n.to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let seam = std::fs::read_to_string(repo_path("src/db/interfaces.rs")).expect("the seam");
+    let traits: Vec<String> = seam
+        .lines()
+        .filter_map(|l| l.strip_prefix("pub trait "))
+        .map(|l| {
+            l.split(|c: char| !c.is_alphanumeric())
+                .next()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .filter(|t| t != "Database")
+        .collect();
+    assert!(
+        traits.len() > 8,
+        "the scan finds the interfaces: {traits:?}"
+    );
+    let mut missing: Vec<&String> = traits.iter().filter(|t| !documented.contains(t)).collect();
+    let mut stale: Vec<&String> = documented.iter().filter(|d| !traits.contains(d)).collect();
+    missing.sort();
+    stale.sort();
+    assert!(
+        missing.is_empty() && stale.is_empty(),
+        "docs/architecture.md's interface table: missing {missing:?}, no longer in src/db/interfaces.rs {stale:?}"
+    );
+}

@@ -147,6 +147,11 @@ pub static MYSQL: Engine = Engine {
 /// Every engine, in the order messages list them.
 static ENGINES: [&Engine; 3] = [&SQLITE, &POSTGRES, &MYSQL];
 
+/// Every engine cutover opens, in the order messages list them.
+pub fn all() -> impl Iterator<Item = &'static Engine> {
+    ENGINES.into_iter()
+}
+
 /// The engine a URL's scheme names; `None` when no engine answers to it.
 pub fn for_url(url: &str) -> Option<&'static Engine> {
     let (scheme, _) = url.split_once("://")?;
