@@ -9,6 +9,7 @@ use crate::fence::{
     Before, Copy, FenceRow, copy_missing, copy_of, install, journal_tables, keep_copy_or_say, lift,
     orphaned, read, replay_not_passed, stand, take_off,
 };
+use crate::journal::Drift;
 use crate::report::{self, Report};
 use crate::schema;
 use crate::spec::Spec;
@@ -32,7 +33,7 @@ pub struct FenceReport {
     pub breach: Option<String>,
     /// How the target's schema and journal triggers differ from the spec.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub drift: Vec<String>,
+    pub drift: Vec<Drift>,
     #[serde(flatten)]
     pub fence: Option<FenceRow>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -248,7 +249,7 @@ fn already_on(
     spec: &Spec,
     target: &Db,
     existing: FenceRow,
-    drift: Vec<String>,
+    drift: Vec<Drift>,
 ) -> Result<FenceReport> {
     let mut rep = FenceReport::of(Action::On, Some(existing.clone()));
     rep.drift = drift;

@@ -17,7 +17,7 @@ pub mod install;
 pub mod reader;
 pub mod runs;
 
-pub use drift::{drift, installed, stale};
+pub use drift::{Drift, Since, drift, installed, stale};
 pub use reader::{Entry, Reader};
 pub use runs::{RUN_BYTES, Reading, RunsAhead, next_run};
 

@@ -5,6 +5,7 @@ use anyhow::Result;
 use serde::Serialize;
 
 use crate::apply::Conflict;
+use crate::journal::Drift;
 use crate::reconcile;
 use crate::replay::Plan;
 use crate::report::{Report, Verdict};
@@ -60,7 +61,7 @@ pub struct ReplayReport {
     /// How the target drifted from what the journal expects, found when
     /// the source would not reconcile: the differences' likely cause.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub drift: Vec<String>,
+    pub drift: Vec<Drift>,
 }
 
 /// What `cutover replay` reports.
@@ -117,7 +118,7 @@ pub struct DryRunTried {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reconciliation: Option<reconcile::Reconciliation>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub drift: Vec<String>,
+    pub drift: Vec<Drift>,
 }
 
 pub(crate) fn breached(breach: String, boundary: i64, entries: i64) -> Result<Replay> {

@@ -7,6 +7,7 @@ use anyhow::Result;
 use serde::Serialize;
 
 use crate::db::Access;
+use crate::journal::Drift;
 use crate::provenance::Cursor;
 use crate::report::{self, Report};
 use crate::schema;
@@ -33,7 +34,7 @@ pub struct StatusReport {
     pub to_replay: i64,
     /// How the target differs from the spec and journal (an alarm).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub drift: Vec<String>,
+    pub drift: Vec<Drift>,
     /// Per synced table: its sync batches so far and where the cursor is.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub sync: Vec<SyncState>,
@@ -148,7 +149,14 @@ pub fn run(spec: &Spec) -> Result<StatusReport> {
         (phase, next)
     } else {
         (
-            format!("ALARM: {} ({phase})", drift.join("; ")),
+            format!(
+                "ALARM: {} ({phase})",
+                drift
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
             format!(
                 "if the cutover is failing: cutover fence on {spec_arg} (it fences the target as it is); otherwise carry the change into the spec and run cutover journal install {spec_arg}"
             ),

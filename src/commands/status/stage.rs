@@ -7,6 +7,7 @@ use anyhow::Result;
 use super::Stage;
 use crate::db::{Db, JournalLogExt, RowsExt};
 use crate::fence::Copy;
+use crate::journal::Drift;
 use crate::spec::Spec;
 
 /// What status reads before it decides the stage.
@@ -24,7 +25,7 @@ pub(super) struct Seen {
     pub(super) orphaned: Option<String>,
     /// How the target differs from the spec and the journal, once a
     /// journal exists.
-    pub(super) drift: Vec<String>,
+    pub(super) drift: Vec<Drift>,
 }
 
 impl Seen {
