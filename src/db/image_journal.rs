@@ -16,7 +16,9 @@ use sha2::{Digest, Sha256};
 use super::control::identity::JournalIdentity;
 use super::control::{Control, Kind as ParamKind, P, int, text};
 use super::journal_merge::merge_runs;
-use super::{Extent, JournalCount, JournalEntry, JournalTable, Op, Run, RunShape, SeqRange};
+use super::{
+    Extent, JournalCount, JournalEntry, JournalLog, JournalTable, Op, Run, RunShape, SeqRange,
+};
 use crate::value::{Row, hash_cell};
 
 /// The image table of image `img`.
@@ -347,4 +349,24 @@ pub(crate) fn digest<D: ImageTables + ?Sized>(db: &D) -> Result<String> {
         }
     }
     Ok(hex::encode(h.finalize()))
+}
+
+/// An engine that keeps its journal in image tables reads it back here:
+/// it writes no [`JournalLog`] of its own.
+impl<D: ImageTables> JournalLog for D {
+    fn journal_counts(&self, range: SeqRange) -> Result<Vec<JournalCount>> {
+        counts(self, range)
+    }
+
+    fn journal_extent(&self) -> Result<Extent> {
+        extent(self)
+    }
+
+    fn journal_run(&self, after: i64, upto: i64, shape: &RunShape<'_>) -> Result<Run> {
+        run(self, after, upto, shape)
+    }
+
+    fn journal_digest(&self) -> Result<String> {
+        digest(self)
+    }
 }

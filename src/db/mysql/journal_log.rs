@@ -2,8 +2,8 @@
 //! table's columns decode — each by the engine's own [`types::decode`] for
 //! its type (`LONGTEXT` reads as a `VARCHAR` does, `LONGBLOB` as a
 //! `BINARY`: the same kinds) — and the one query that reads its rows.
-//! Pages, counts, the proof's entries and the digest are
-//! [`crate::db::image_journal`]'s.
+//! Pages, counts, the proof's entries and the digest, the whole
+//! [`crate::db::JournalLog`], are [`crate::db::image_journal`]'s.
 
 use anyhow::{Context, Result, bail};
 use mysql::Value as My;
@@ -11,9 +11,9 @@ use mysql::prelude::Queryable;
 
 use super::types::{self, Kind};
 use super::{MySql, quote_ident};
+use crate::db::JournalTable;
 use crate::db::control::Control;
-use crate::db::image_journal::{self, Image, ImageColumn, ImageTables, Stored, Writer};
-use crate::db::{Extent, JournalCount, JournalLog, JournalTable, Run, RunShape, SeqRange};
+use crate::db::image_journal::{Image, ImageColumn, ImageTables, Stored, Writer};
 use crate::value::Row;
 
 pub(super) use crate::db::image_journal::image_table;
@@ -118,23 +118,5 @@ impl MySql {
         crate::db::JournalIdentity(self.image_control())
             .images()
             .context("reading the journal's images")
-    }
-}
-
-impl JournalLog for MySql {
-    fn journal_counts(&self, range: SeqRange) -> Result<Vec<JournalCount>> {
-        image_journal::counts(self, range)
-    }
-
-    fn journal_extent(&self) -> Result<Extent> {
-        image_journal::extent(self)
-    }
-
-    fn journal_run(&self, after: i64, upto: i64, shape: &RunShape<'_>) -> Result<Run> {
-        image_journal::run(self, after, upto, shape)
-    }
-
-    fn journal_digest(&self) -> Result<String> {
-        image_journal::digest(self)
     }
 }

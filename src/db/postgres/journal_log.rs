@@ -1,7 +1,8 @@
 //! Change capture, reading side, on PostgreSQL: how a journal table's
 //! columns decode (the engine's own decoding of each column type, as a
 //! scan reads it) and the one query that reads its rows. Pages, counts,
-//! the proof's entries and the digest are [`crate::db::image_journal`]'s.
+//! the proof's entries and the digest, the whole [`crate::db::JournalLog`],
+//! are [`crate::db::image_journal`]'s.
 
 use anyhow::Result;
 use tokio_postgres::types::ToSql;
@@ -11,8 +12,7 @@ use super::quote_ident;
 use super::scan::Raw;
 use super::types::{self, Kind};
 use crate::db::control::Control;
-use crate::db::image_journal::{self, Image, ImageColumn, ImageTables, Stored, Writer};
-use crate::db::{Extent, JournalCount, JournalLog, Run, RunShape, SeqRange};
+use crate::db::image_journal::{Image, ImageColumn, ImageTables, Stored, Writer};
 use crate::value::{Row, Value};
 
 pub(super) use crate::db::image_journal::image_table;
@@ -94,23 +94,5 @@ impl Postgres {
     /// Every journaled table (and earlier column lists of the same table).
     pub(super) fn journal_tables(&self) -> Result<Vec<crate::db::JournalTable>> {
         crate::db::JournalIdentity(self.image_control()).images()
-    }
-}
-
-impl JournalLog for Postgres {
-    fn journal_counts(&self, range: SeqRange) -> Result<Vec<JournalCount>> {
-        image_journal::counts(self, range)
-    }
-
-    fn journal_extent(&self) -> Result<Extent> {
-        image_journal::extent(self)
-    }
-
-    fn journal_run(&self, after: i64, upto: i64, shape: &RunShape<'_>) -> Result<Run> {
-        image_journal::run(self, after, upto, shape)
-    }
-
-    fn journal_digest(&self) -> Result<String> {
-        image_journal::digest(self)
     }
 }
