@@ -1030,6 +1030,7 @@ fn currency_text(v: CellRef<'_>) -> String {
 mod tests {
     use super::*;
     use crate::db::Access;
+    use crate::spec::Side;
     use crate::value::BLOCK_BYTES;
 
     /// Source and target of `n` orders in which every row differs (cents
@@ -1066,8 +1067,8 @@ mod tests {
     fn run(n: i64, max_diffs: usize) -> Result<Reconciliation> {
         let dir = tempfile::tempdir()?;
         let spec = fixture(dir.path(), n)?;
-        let mut s = Db::open(&spec.source, Access::Read, crate::spec::Side::Source)?;
-        let mut t = Db::open(&spec.target, Access::Read, crate::spec::Side::Target)?;
+        let mut s = Db::open(&spec.source, Access::Read, Side::Source)?;
+        let mut t = Db::open(&spec.target, Access::Read, Side::Target)?;
         reconcile(&spec, &mut s, &mut t, max_diffs)
     }
 

@@ -387,14 +387,10 @@ pub fn write_report(path: &std::path::Path, run: &Run<'_>, out: &Outcome) -> any
             }
         }
         provenance.insert("databases".into(), Json::Array(databases));
-        let journal = crate::db::Db::open(
-            &loaded.target,
-            crate::db::Access::Read,
-            crate::spec::Side::Target,
-        )
-        .and_then(|t| t.identity().id())
-        .map(|j| j.map_or_else(|| "none installed".to_string(), |j| j.as_str().to_string()))
-        .unwrap_or_else(|e| format!("unreadable ({e:#})"));
+        let journal = crate::db::Db::open(&loaded.target, crate::db::Access::Read, Side::Target)
+            .and_then(|t| t.identity().id())
+            .map(|j| j.map_or_else(|| "none installed".to_string(), |j| j.as_str().to_string()))
+            .unwrap_or_else(|e| format!("unreadable ({e:#})"));
         provenance.insert("journal".into(), Json::String(journal));
         fingerprints.extend(fingerprints_after(spec_path)?);
     }

@@ -29,7 +29,7 @@ pub fn open_with_snapshot(
     target: crate::db::Access,
 ) -> Result<(Db, Db, SchemaNotes)> {
     let s = open_source(spec, snapshot, source)?;
-    let t = Db::open(&spec.target, target, crate::spec::Side::Target)?;
+    let t = Db::open(&spec.target, target, Side::Target)?;
     // Two spellings of one file (`./one.db`, `sub/../one.db`, a symlink,
     // a hard link) are still one database: the same device and inode.
     if let (Location::Sqlite(source), Location::Sqlite(target)) = (&spec.source, &spec.target)
@@ -48,7 +48,7 @@ pub fn open_with_snapshot(
 
 /// Opens the target of `spec` with `access`.
 pub fn open_target(spec: &Spec, access: crate::db::Access) -> Result<Db> {
-    Db::open(&spec.target, access, crate::spec::Side::Target)
+    Db::open(&spec.target, access, Side::Target)
 }
 
 #[cfg(unix)]
@@ -70,9 +70,9 @@ fn same_inode(_: &Path, _: &Path) -> bool {
 /// columns, that every command then reads like any other source.
 pub fn open_source(spec: &Spec, snapshot: Option<&Path>, access: crate::db::Access) -> Result<Db> {
     match (&spec.source, snapshot) {
-        (Location::Sqlite(_), None) => Db::open(&spec.source, access, crate::spec::Side::Source),
+        (Location::Sqlite(_), None) => Db::open(&spec.source, access, Side::Source),
         (Location::Server(_), None) => {
-            let db = Db::open(&spec.source, access, crate::spec::Side::Source)?;
+            let db = Db::open(&spec.source, access, Side::Source)?;
             mark_typed_decimals(spec, &db)?;
             Ok(db)
         }
@@ -87,11 +87,7 @@ pub fn open_source(spec: &Spec, snapshot: Option<&Path>, access: crate::db::Acce
                     spec.source.display()
                 );
             }
-            let target = Db::open(
-                &spec.target,
-                crate::db::Access::Read,
-                crate::spec::Side::Target,
-            )?;
+            let target = Db::open(&spec.target, crate::db::Access::Read, Side::Target)?;
             crate::db::csv::materialize(s.unwrap_or(csv), &spec.tables[0], &target)
         }
     }

@@ -101,7 +101,7 @@ fn target() -> Target {
     std::fs::write(&path, SPEC).unwrap();
     let spec = crate::spec::load(&path).unwrap();
     Db::create(&dir.path().join("t.db"), TABLES).unwrap();
-    let db = Db::open(&spec.target, Access::Write, crate::spec::Side::Target).unwrap();
+    let db = Db::open(&spec.target, Access::Write, Side::Target).unwrap();
     Target {
         _dir: dir,
         spec,

@@ -209,11 +209,8 @@ mod tests {
 
     #[test]
     fn an_unknown_scheme_is_refused_naming_what_to_write() {
-        let e = for_location(
-            &Location::Server("mssql://u:pw@h/db".into()),
-            crate::spec::Side::Source,
-        )
-        .expect_err("no such engine");
+        let e = for_location(&Location::Server("mssql://u:pw@h/db".into()), Side::Source)
+            .expect_err("no such engine");
         let text = e.to_string();
         assert!(text.contains("mssql://u:***@h/db"), "{text}");
         assert!(

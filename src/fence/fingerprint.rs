@@ -9,7 +9,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::db::{Catalogue, Db, Extent, FenceRecord};
-use crate::spec::Spec;
+use crate::spec::{Side, Spec};
 
 fn format_one() -> u32 {
     1
@@ -100,11 +100,7 @@ impl Fingerprint {
     pub fn read_beside(db: &Db, spec: &Spec, format: u32) -> Result<Fingerprint> {
         std::thread::scope(|scope| {
             let journal = scope.spawn(|| -> Result<Part<String>> {
-                let other = Db::open(
-                    &spec.target,
-                    crate::db::Access::Read,
-                    crate::spec::Side::Target,
-                )?;
+                let other = Db::open(&spec.target, crate::db::Access::Read, Side::Target)?;
                 Ok(Fingerprint::journal_digest(&other))
             });
             let content = Fingerprint::content(db, spec, format);

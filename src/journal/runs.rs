@@ -8,7 +8,7 @@ use anyhow::Result;
 
 use super::{Entry, Reader};
 use crate::db::{Access, Db};
-use crate::spec::Spec;
+use crate::spec::{Side, Spec};
 
 /// How [`next_run`] reads each entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -230,7 +230,7 @@ impl<'scope, 'env, T: Send + 'scope> RunsAhead<'scope, 'env, T> {
         let (spent_tx, spent) = std::sync::mpsc::channel::<Vec<T>>();
         scope.spawn(move || {
             let read = || -> Result<(Db, Reader)> {
-                let target = Db::open(&spec.target, Access::Read, crate::spec::Side::Target)?;
+                let target = Db::open(&spec.target, Access::Read, Side::Target)?;
                 let reader = Reader::new(spec, &target)?;
                 Ok((target, reader))
             };

@@ -26,7 +26,7 @@ use crate::replay::{
 };
 use crate::schema;
 use crate::side_effects::Policy;
-use crate::spec::Spec;
+use crate::spec::{Side, Spec};
 
 /// How a replay runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,7 +76,7 @@ impl Replayer<'_> {
         // every check the replay makes, on the state the replay would leave.
         let dry_run = mode.rolls_back();
         let source = schema::open_source(spec, None, Access::Write)?;
-        let target = Db::open(&spec.target, Access::Read, crate::spec::Side::Target)?;
+        let target = Db::open(&spec.target, Access::Read, Side::Target)?;
         let (watch, boundary) = match self.fenced(&source, &target)? {
             Fenced::Watched(w, b) => (w, b),
             Fenced::Breached(report) => return Ok(Ran { report, pace: None }),
@@ -158,11 +158,8 @@ impl Replayer<'_> {
             fk_before,
             policy,
         } = p;
-        let sequences = crate::apply::Sequences::mark(
-            source.catalogue(),
-            &spec.tables,
-            crate::spec::Side::Source,
-        )?;
+        let sequences =
+            crate::apply::Sequences::mark(source.catalogue(), &spec.tables, Side::Source)?;
         let bar = Bar::new("replay", Some((at.entries - at.applied_rows).max(0) as u64));
         let mut timing = Timing::start();
         let mut applying = Applying {

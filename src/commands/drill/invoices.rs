@@ -19,6 +19,7 @@ use crate::db::{Access, Db};
 use crate::reconcile;
 use crate::report::{self, BatchStatus};
 use crate::spec;
+use crate::spec::Side;
 
 const SPEC: &str = include_str!("../../../fixtures/invoices/spec.toml");
 const SOURCE: &str = include_str!("../../../fixtures/invoices/source.sql");
@@ -270,16 +271,8 @@ pub(super) fn run(dir: &Path, rec: &mut Recorder) -> Result<(DrillVerdict, Trans
 /// Target totals per currency and the feed's checkpoint, read back from the
 /// database after a stage.
 fn state(spec: &spec::Spec, dir: &Path) -> Result<(BTreeMap<String, i64>, i64)> {
-    let mut source = Db::open_file(
-        &dir.join("source.db"),
-        Access::Read,
-        crate::spec::Side::Source,
-    )?;
-    let mut target = Db::open_file(
-        &dir.join("target.db"),
-        Access::Read,
-        crate::spec::Side::Target,
-    )?;
+    let mut source = Db::open_file(&dir.join("source.db"), Access::Read, Side::Source)?;
+    let mut target = Db::open_file(&dir.join("target.db"), Access::Read, Side::Target)?;
     let rec = reconcile::reconcile(spec, &mut source, &mut target, 0)?;
     let mut totals = BTreeMap::new();
     for t in rec.tables.iter().flat_map(|t| &t.totals) {

@@ -58,8 +58,8 @@ pub fn run(source_url: &str, target_url: &str, out: Option<&Path>) -> Result<Ini
             p.display()
         );
     }
-    let source = open(source_url, crate::spec::Side::Source)?;
-    let target = open(target_url, crate::spec::Side::Target)?;
+    let source = open(source_url, Side::Source)?;
+    let target = open(target_url, Side::Target)?;
     let s_tables = source.catalogue().tables(false)?;
     let t_tables = target.catalogue().tables(false)?;
     let mut toml = String::new();
@@ -71,10 +71,7 @@ pub fn run(source_url: &str, target_url: &str, out: Option<&Path>) -> Result<Ini
         draft::lit(&crate::spec::password_removed(source_url)),
         draft::lit(&crate::spec::password_removed(target_url))
     );
-    for (side, url) in [
-        (crate::spec::Side::Source, source_url),
-        (crate::spec::Side::Target, target_url),
-    ] {
+    for (side, url) in [(Side::Source, source_url), (Side::Target, target_url)] {
         if crate::spec::password_removed(url) != url {
             let _ = writeln!(
                 toml,

@@ -11,7 +11,7 @@ use crate::journal::Drift;
 use crate::provenance::Cursor;
 use crate::report::{self, Report};
 use crate::schema;
-use crate::spec::Spec;
+use crate::spec::{Side, Spec};
 
 mod stage;
 
@@ -118,7 +118,7 @@ pub fn run(spec: &Spec) -> Result<StatusReport> {
     // No schema check: a target whose schema drifted after the switch is
     // exactly what status must report, not refuse.
     let source = schema::open_source(spec, None, Access::Read)?;
-    let target = crate::db::Db::open(&spec.target, Access::Read, crate::spec::Side::Target)?;
+    let target = crate::db::Db::open(&spec.target, Access::Read, Side::Target)?;
     if target.identity().get()?.is_none() {
         // Before the switch, a spec that does not fit is an error to fix.
         schema::open(spec, Access::Read, Access::Read)?;

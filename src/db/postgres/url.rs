@@ -568,19 +568,19 @@ mod tests {
                 "login",
             )
         };
-        let u = PgUrl::resolve(url, &sides().for_side(crate::spec::Side::Source))?;
+        let u = PgUrl::resolve(url, &sides().for_side(Side::Source))?;
         assert_eq!(pw(&u).as_deref(), Some("from-source"));
         assert_eq!(
             u.password_from,
             Some(PasswordFrom::Environment("CUTOVER_SOURCE_PASSWORD"))
         );
-        let u = PgUrl::resolve(url, &sides().for_side(crate::spec::Side::Target))?;
+        let u = PgUrl::resolve(url, &sides().for_side(Side::Target))?;
         assert_eq!(pw(&u).as_deref(), Some("from-target"));
         let u = PgUrl::resolve(url, &sides())?;
         assert_eq!(pw(&u).as_deref(), Some("from-env"));
         let u = PgUrl::resolve(
             "postgres://app:from-url@db.internal/shop",
-            &sides().for_side(crate::spec::Side::Target),
+            &sides().for_side(Side::Target),
         )?;
         assert_eq!(pw(&u).as_deref(), Some("from-url"));
         let target_only = Env::given(
@@ -591,7 +591,7 @@ mod tests {
             None,
             "login",
         );
-        let u = PgUrl::resolve(url, &target_only.for_side(crate::spec::Side::Source))?;
+        let u = PgUrl::resolve(url, &target_only.for_side(Side::Source))?;
         assert_eq!(pw(&u).as_deref(), Some("from-file"), "not the target's");
 
         let file_only = Env::given(&[("PGPASSFILE", &passfile)], None, "login");

@@ -161,6 +161,8 @@ mod tests {
     use super::*;
     use anyhow::Result;
 
+    use crate::spec::Side;
+
     #[test]
     fn quoting_survives_hostile_names() {
         assert_eq!(quote_ident("a\"b"), "\"a\"\"b\"");
@@ -172,7 +174,7 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let p = dir.path().join("t.db");
         Sqlite::create(&p, "CREATE TABLE \"we ird\" (\"k\" PRIMARY KEY, \"v\")")?;
-        let db = Sqlite::open(&p, Access::Write, crate::spec::Side::Target)?;
+        let db = Sqlite::open(&p, Access::Write, Side::Target)?;
         let sql = db.table_sql("we ird", &["k", "v"], 1, None);
         db.insert_row(&sql, &[Value::Text("1".into()), Value::Text("1250".into())])?;
         assert_eq!(
@@ -187,9 +189,7 @@ mod tests {
     fn missing_file_is_refused_not_created() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("nope.db");
-        let err = Sqlite::open(&p, Access::Write, crate::spec::Side::Source)
-            .err()
-            .unwrap();
+        let err = Sqlite::open(&p, Access::Write, Side::Source).err().unwrap();
         assert!(err.to_string().contains("does not exist"));
         assert!(!p.exists());
     }

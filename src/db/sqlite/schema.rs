@@ -327,6 +327,7 @@ impl Sqlite {
 mod tests {
     use super::*;
     use crate::db::transaction::Transaction;
+    use crate::spec::Side;
 
     fn db() -> (tempfile::TempDir, Sqlite) {
         let dir = tempfile::tempdir().unwrap();
@@ -338,7 +339,7 @@ mod tests {
              CREATE TRIGGER app_t AFTER UPDATE ON t BEGIN SELECT 1; END;",
         )
         .unwrap();
-        let db = Sqlite::open(&p, Access::Write, crate::spec::Side::Target).unwrap();
+        let db = Sqlite::open(&p, Access::Write, Side::Target).unwrap();
         (dir, db)
     }
 

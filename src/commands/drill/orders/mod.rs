@@ -199,7 +199,7 @@ fn set_up_on(dir: &Path, servers: &Servers, keep: bool) -> Result<Vec<ServerSide
 /// The target of the drill's spec, opened to write as the application does.
 fn application(dir: &Path) -> Result<Db> {
     let spec = crate::spec::load(&dir.join("spec.toml"))?;
-    Db::open(&spec.target, Access::Write, crate::spec::Side::Target)
+    Db::open(&spec.target, Access::Write, Side::Target)
 }
 
 /// Runs the drill in `dir`; returns its verdict and transcript.
