@@ -1,6 +1,7 @@
 //! The engine interfaces: what cutover asks of a database, cut by concept.
-//! An engine is one type that implements all of them ([`Database`]); each
-//! engine keeps one file per interface (`src/db/sqlite/<concept>.rs`).
+//! An engine is one type that implements all of them ([`Database`]), or,
+//! for a database cutover only reads, the read side alone ([`Source`]);
+//! each engine keeps one file per interface (`src/db/sqlite/<concept>.rs`).
 //!
 //! The cut follows what the commands need, not what SQL can do: a command
 //! that reconciles asks for key-ordered [`Rows`], one that fences asks for a
@@ -412,18 +413,19 @@ pub trait SideEffects {
     }
 }
 
-/// An engine: every interface, on one connection that can move to a reader
-/// thread.
-pub trait Database:
-    Connection
-    + Catalogue
-    + Rows
-    + ControlSql
-    + Capture
-    + JournalLog
-    + Fence
-    + Fixtures
-    + SideEffects
-    + Send
-{
-}
+/// The read side: what cutover asks of a database it only reads (a source
+/// of `check`, `load`, `gate` and `sync`). An engine that implements these
+/// alone is opened with [`super::Db::read_only`].
+pub trait Source: Connection + Catalogue + Rows + Send {}
+
+impl<T: Connection + Catalogue + Rows + Send> Source for T {}
+
+/// The write side: the control store's statements, the journal, the
+/// fence, a source's side effects and fixture SQL.
+pub trait Writes: ControlSql + Capture + JournalLog + Fence + Fixtures + SideEffects {}
+
+impl<T: ControlSql + Capture + JournalLog + Fence + Fixtures + SideEffects> Writes for T {}
+
+/// An engine that is written as well as read: both sides, on one
+/// connection that can move to a reader thread.
+pub trait Database: Source + Writes {}

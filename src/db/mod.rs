@@ -20,6 +20,7 @@ mod journal_merge;
 pub(crate) mod journal_proof;
 pub mod mysql;
 pub mod postgres;
+mod read_only;
 mod segments;
 pub mod snapshot;
 pub mod sqlite;
@@ -39,7 +40,7 @@ pub use control::progress::Progress;
 pub use control::receipts::Receipts;
 pub use interfaces::{
     BatchInsert, Capture, Catalogue, ConditionalWrite, Connection, ControlSql, Count, Database,
-    Digests, Fence, Fixtures, JournalLog, RowWrite, Rows, RunShape, SideEffects,
+    Digests, Fence, Fixtures, JournalLog, RowWrite, Rows, RunShape, SideEffects, Source, Writes,
 };
 pub use types::{
     Access, CellForm, ColumnForm, ColumnInfo, Decision, Durability, Extent, Facts, FenceRecord,
@@ -58,7 +59,37 @@ pub use transaction::{Savepoint, Transaction};
 /// function can be handed the one capability it uses; the control store's
 /// views ([`Db::applied_set`], …), the transactions' guards and the helpers
 /// that take closures live here, over those interfaces.
-pub struct Db(Box<dyn Database>, &'static engines::Engine, String);
+pub struct Db(Handle, &'static engines::Engine, String);
+
+/// The engine a [`Db`] holds: both sides, or the read side alone with a
+/// stand-in that refuses every write ([`read_only`]).
+enum Handle {
+    Both(Box<dyn Database>),
+    Read(Box<dyn Source>, read_only::ReadOnly),
+}
+
+impl Handle {
+    fn source(&self) -> &dyn Source {
+        match self {
+            Handle::Both(d) => &**d,
+            Handle::Read(s, _) => &**s,
+        }
+    }
+
+    fn source_mut(&mut self) -> &mut dyn Source {
+        match self {
+            Handle::Both(d) => &mut **d,
+            Handle::Read(s, _) => &mut **s,
+        }
+    }
+
+    fn writes(&self) -> &dyn Writes {
+        match self {
+            Handle::Both(d) => &**d,
+            Handle::Read(_, w) => w,
+        }
+    }
+}
 
 impl Db {
     /// Opens an existing database. A missing one is an error, never a new
@@ -75,42 +106,42 @@ impl Db {
 
     /// The connection: where the database is, its facts, transactions.
     pub fn connection(&self) -> &dyn Connection {
-        &*self.0
+        self.0.source()
     }
 
     /// What the database says about its tables.
     pub fn catalogue(&self) -> &dyn Catalogue {
-        &*self.0
+        self.0.source()
     }
 
     /// Key-ordered scans and keyed writes.
     pub fn rows(&self) -> &dyn Rows {
-        &*self.0
+        self.0.source()
     }
 
     /// The journal's installing side: its triggers and image tables.
     pub fn capture(&self) -> &dyn Capture {
-        &*self.0
+        self.0.writes()
     }
 
     /// The journal's entries.
     pub fn journal(&self) -> &dyn JournalLog {
-        &*self.0
+        self.0.writes()
     }
 
     /// The write fence's triggers, guard and probes.
     pub fn fence(&self) -> &dyn Fence {
-        &*self.0
+        self.0.writes()
     }
 
     /// The source's triggers, rules and foreign-key actions.
     pub fn side_effects(&self) -> &dyn SideEffects {
-        &*self.0
+        self.0.writes()
     }
 
     /// Fixture SQL, for drills and tests.
     pub fn fixtures(&self) -> &dyn Fixtures {
-        &*self.0
+        self.0.writes()
     }
 
     /// Where the database is, as messages name it.
@@ -126,7 +157,7 @@ impl Db {
 
     /// The control store on this database ([`control`]).
     pub fn control(&self) -> control::Control<'_> {
-        control::Control::new(&*self.0, &*self.0, self.1.dialect, &self.2)
+        control::Control::new(self.0.writes(), self.0.source(), self.1.dialect, &self.2)
     }
 
     /// The source's applied set.
@@ -165,6 +196,22 @@ impl Db {
         sqlite::Sqlite::create(location, script)
     }
 
+    /// Wraps an engine that implements the read side alone ([`Source`]):
+    /// cutover reads it as a source and refuses, before anything is
+    /// written, whatever would write it ([`read_only`]). `kind` is the
+    /// registry entry whose dialect and capabilities it reads by.
+    pub fn read_only(
+        engine: impl Source + 'static,
+        kind: &'static engines::Engine,
+        location: impl Into<String>,
+    ) -> Db {
+        let location = location.into();
+        let refusing = read_only::ReadOnly {
+            location: location.clone(),
+        };
+        Db(Handle::Read(Box::new(engine), refusing), kind, location)
+    }
+
     /// Wraps an engine opened by the caller (a CSV snapshot's temporary
     /// database, a test) as a `Db`, which messages call `location`.
     pub fn new(
@@ -172,12 +219,12 @@ impl Db {
         kind: &'static engines::Engine,
         location: impl Into<String>,
     ) -> Db {
-        Db(Box::new(engine), kind, location.into())
+        Db(Handle::Both(Box::new(engine)), kind, location.into())
     }
 
     /// The engine itself, to hand to a reader thread.
-    pub(crate) fn engine_mut(&mut self) -> &mut dyn Database {
-        &mut *self.0
+    pub(crate) fn engine_mut(&mut self) -> &mut dyn Source {
+        self.0.source_mut()
     }
 
     /// Runs `f` inside one write transaction: committed when it returns
@@ -204,13 +251,13 @@ impl Db {
     /// read inside it cannot change before it commits; rolled back unless
     /// committed.
     pub fn begin_write(&self) -> Result<Transaction<'_>> {
-        Transaction::begin(&*self.0, true)
+        Transaction::begin(self.0.source(), true)
     }
 
     /// Opens a transaction whose reads all see one snapshot, for a reader
     /// that asks many questions of one state; rolled back when dropped.
     pub fn begin_read(&self) -> Result<Transaction<'_>> {
-        Transaction::begin(&*self.0, false)
+        Transaction::begin(self.0.source(), false)
     }
 
     /// Runs `f` on this database inside a write transaction that is rolled
@@ -218,9 +265,9 @@ impl Db {
     /// (the gate's rehearsal, a dry run). `f` gets the database itself, to
     /// hand its engine to a reader thread.
     pub fn rolled_back<T>(&mut self, f: impl FnOnce(&mut Db) -> Result<T>) -> Result<T> {
-        self.0.transaction(transaction::Step::BeginWrite)?;
+        self.0.source().transaction(transaction::Step::BeginWrite)?;
         let r = f(self);
-        self.0.transaction(transaction::Step::Rollback)?;
+        self.0.source().transaction(transaction::Step::Rollback)?;
         r
     }
 
@@ -232,23 +279,26 @@ impl Db {
         &mut self,
         f: impl FnOnce(&mut Db) -> Result<(T, bool)>,
     ) -> Result<(T, bool)> {
-        self.0.transaction(transaction::Step::BeginWrite)?;
+        self.0.source().transaction(transaction::Step::BeginWrite)?;
         match f(self) {
             Ok((t, true)) => {
-                self.0.transaction(transaction::Step::Commit).map_err(|e| {
-                    e.context(format!(
-                        "the commit failed and was rolled back; {} is as it was before",
-                        self.location()
-                    ))
-                })?;
+                self.0
+                    .source()
+                    .transaction(transaction::Step::Commit)
+                    .map_err(|e| {
+                        e.context(format!(
+                            "the commit failed and was rolled back; {} is as it was before",
+                            self.location()
+                        ))
+                    })?;
                 Ok((t, true))
             }
             Ok((t, false)) => {
-                self.0.transaction(transaction::Step::Rollback)?;
+                self.0.source().transaction(transaction::Step::Rollback)?;
                 Ok((t, false))
             }
             Err(e) => {
-                let _ = self.0.transaction(transaction::Step::Rollback);
+                let _ = self.0.source().transaction(transaction::Step::Rollback);
                 Err(e)
             }
         }
@@ -258,27 +308,29 @@ impl Db {
     /// its reads see one snapshot (the gate in digest mode); as
     /// [`Db::rolled_back`], `f` gets the database itself.
     pub fn on_one_snapshot<T>(&mut self, f: impl FnOnce(&mut Db) -> Result<T>) -> Result<T> {
-        self.0.transaction(transaction::Step::BeginRead)?;
+        self.0.source().transaction(transaction::Step::BeginRead)?;
         let r = f(self);
-        self.0.transaction(transaction::Step::Rollback)?;
+        self.0.source().transaction(transaction::Step::Rollback)?;
         r
     }
 
     /// Opens a nested transaction inside the open one (a dry run's batch,
     /// a rehearsal's fault); undone unless released.
     pub fn savepoint(&self) -> Result<Savepoint<'_>> {
-        Savepoint::open(&*self.0)
+        Savepoint::open(self.0.source())
     }
 
     /// The statements of a spec table as the source holds it.
     pub fn source_sql(&self, t: &Table) -> TableSql {
         self.0
+            .source()
             .table_sql(&t.source_table, &t.source_names(), t.key_len, None)
     }
 
     /// The statements of a spec table as the target holds it.
     pub fn target_sql(&self, t: &Table) -> TableSql {
         self.0
+            .source()
             .table_sql(&t.target_table, &t.target_names(), t.key_len, None)
     }
 
@@ -291,7 +343,7 @@ impl Db {
         block_rows: usize,
         mut f: impl FnMut(Block) -> Result<bool>,
     ) -> Result<()> {
-        self.0.scan_into(sql, after, block_rows, &mut f)
+        self.0.source().scan_into(sql, after, block_rows, &mut f)
     }
 
     /// Streams a table in key order as owned rows (paths that are not hot).
@@ -315,7 +367,7 @@ impl Db {
     /// its kind ([`Block::hash_into`]). Reconcile's target reader computes
     /// the same digest as it goes.
     pub fn digest_rows(&self, sql: &TableSql) -> Result<String> {
-        if let Some(d) = self.0.rows_digest(sql)? {
+        if let Some(d) = self.0.source().rows_digest(sql)? {
             return Ok(d);
         }
         let ((), h) = crate::value::hashed_beside(
