@@ -308,29 +308,49 @@ pub fn run(
     }
 }
 
-/// One `#[test]` per engine for each contract:
+/// One `#[test]` per engine for each behaviour of the contract:
 ///
 /// ```ignore
-/// conformance! {
-///     rows_contract: rows_on_sqlite => sqlite, rows_on_postgres => postgres;
-/// }
+/// conformance! { rows_are_scanned_in_key_order_in_blocks, fence_contract }
 /// ```
 ///
-/// makes `rows_on_sqlite` and `rows_on_postgres`, each running
-/// `rows_contract` on a fresh database of its engine ([`Subject::sqlite`],
-/// [`Subject::postgres`]).
+/// makes a module of each name with a test per engine
+/// (`rows_are_scanned_in_key_order_in_blocks::postgres`), each running the
+/// function of that name on a fresh database of its engine
+/// ([`Subject::sqlite`], [`Subject::postgres`], [`Subject::mysql`]): a
+/// failure names the behaviour and the engine.
 macro_rules! conformance {
-    ($($contract:ident: $($test:ident => $engine:ident),+ $(,)?;)+) => {
-        $($(
-            #[test]
-            fn $test() -> anyhow::Result<()> {
-                $crate::support::conformance::run(
-                    stringify!($test),
-                    $crate::support::conformance::Subject::$engine,
-                    $contract,
-                )
+    ($($behaviour:ident),+ $(,)?) => {
+        $(
+            mod $behaviour {
+                #[test]
+                fn sqlite() -> anyhow::Result<()> {
+                    $crate::support::conformance::run(
+                        concat!(stringify!($behaviour), "_sqlite"),
+                        $crate::support::conformance::Subject::sqlite,
+                        super::$behaviour,
+                    )
+                }
+
+                #[test]
+                fn postgres() -> anyhow::Result<()> {
+                    $crate::support::conformance::run(
+                        concat!(stringify!($behaviour), "_postgres"),
+                        $crate::support::conformance::Subject::postgres,
+                        super::$behaviour,
+                    )
+                }
+
+                #[test]
+                fn mysql() -> anyhow::Result<()> {
+                    $crate::support::conformance::run(
+                        concat!(stringify!($behaviour), "_mysql"),
+                        $crate::support::conformance::Subject::mysql,
+                        super::$behaviour,
+                    )
+                }
             }
-        )+)+
+        )+
     };
 }
 pub(crate) use conformance;
