@@ -632,8 +632,8 @@ mod tests {
             }
         );
         let bigint = Limit::Integer {
-            min: i64::MIN as i128,
-            max: i64::MAX as i128,
+            min: i128::from(i64::MIN),
+            max: i128::from(i64::MAX),
         };
         assert_eq!(kinds(&bound, &bigint), [HazardKind::Range]);
         assert_eq!(kinds(&bound, &bound), []);

@@ -597,7 +597,9 @@ fn value(v: mysql::Value, col: &mysql::Column) -> Result<Value, String> {
         T::MYSQL_TYPE_FLOAT | T::MYSQL_TYPE_DOUBLE => {
             Value::Real(text()?.parse().map_err(|e| format!("{e}"))?)
         }
-        T::MYSQL_TYPE_BIT => Value::Integer(bytes.iter().fold(0i64, |a, &b| (a << 8) | b as i64)),
+        T::MYSQL_TYPE_BIT => {
+            Value::Integer(bytes.iter().fold(0i64, |a, &b| (a << 8) | i64::from(b)))
+        }
         // cutover's control tables keep names and keys as VARBINARY (byte
         // order, no case folding) and read them as text; a scenario's
         // bytes are BLOBs.

@@ -530,7 +530,7 @@ fn limit_of(kind: Option<&Kind>, c: &Column) -> crate::db::Limit {
             Limit::Chars {
                 length: c
                     .max_length
-                    .map_or(u32::MAX, |n| n.min(u32::MAX as u64) as u32),
+                    .map_or(u32::MAX, |n| n.min(u64::from(u32::MAX)) as u32),
                 padded: false,
                 cut: c.data_type == "char",
             }

@@ -70,7 +70,7 @@ pub fn raw(v: &Value) -> String {
         Value::Time(neg, days, h, mi, s, us) => format!(
             "{}{:02}:{mi:02}:{s:02}.{us:06}",
             if neg { "-" } else { "" },
-            days * 24 + h as u32
+            days * 24 + u32::from(h)
         ),
         ref other => other.as_sql(true),
     }
@@ -89,7 +89,7 @@ fn push_fraction(out: &mut String, us: u32) {
 pub fn decode(form: Form, v: &Value, out: &mut String) -> Result<(), String> {
     match (form, v) {
         (Form::Time, &Value::Time(neg, days, h, mi, s, us)) => {
-            let hours = days * 24 + h as u32;
+            let hours = days * 24 + u32::from(h);
             if hours > TIME_MAX_HOURS || mi > 59 || s > 59 || us > 999_999 {
                 return Err(format!("{} is not a TIME", raw(v)));
             }
@@ -101,7 +101,7 @@ pub fn decode(form: Form, v: &Value, out: &mut String) -> Result<(), String> {
             push_fraction(out, us);
         }
         (Form::Date | Form::DateTime | Form::Timestamp, &Value::Date(y, m, d, h, mi, s, us)) => {
-            let (y, m, d) = (y as u32, m as u32, d as u32);
+            let (y, m, d) = (u32::from(y), u32::from(m), u32::from(d));
             if y == 0 && m == 0 && d == 0 {
                 return Err(format!(
                     "{} is the zero date, which is no date: set it to NULL or a real date",

@@ -477,8 +477,8 @@ fn segment(out: &mut Bound, plan: &Plan, exprs: &[String], bounds: &[Row]) -> Re
 /// An exact integer the server printed (a `SUM` or a `COUNT`).
 fn integer(v: &My) -> Result<i128> {
     Ok(match v {
-        My::Int(i) => *i as i128,
-        My::UInt(u) => *u as i128,
+        My::Int(i) => i128::from(*i),
+        My::UInt(u) => i128::from(*u),
         My::NULL => 0,
         My::Bytes(b) => {
             let t = std::str::from_utf8(b)?;

@@ -260,7 +260,7 @@ impl Kind {
 
     /// The integer range of an integer column.
     fn range(bytes: u8, unsigned: bool) -> (i64, i64) {
-        let bits = 8 * bytes as u32;
+        let bits = 8 * u32::from(bytes);
         match (unsigned, bits) {
             (true, 64) => (0, i64::MAX),
             (true, b) => (0, (1i64 << b) - 1),
@@ -360,7 +360,7 @@ pub fn decode<R>(
             }
             f(CellRef::Text(b))
         }
-        (Kind::Float { .. }, My::Float(r)) => f(CellRef::Real(*r as f64)),
+        (Kind::Float { .. }, My::Float(r)) => f(CellRef::Real(f64::from(*r))),
         (Kind::Double { .. }, My::Double(r)) => f(CellRef::Real(*r)),
         (Kind::Char | Kind::Text | Kind::Json | Kind::Enum(_) | Kind::Set(_), My::Bytes(b)) => {
             f(CellRef::Text(b))
@@ -385,7 +385,7 @@ pub fn decode<R>(
             if b.len() > 8 {
                 return Err(format!("a BIT value of {} bytes", b.len()));
             }
-            let u = b.iter().fold(0u64, |acc, &x| (acc << 8) | x as u64);
+            let u = b.iter().fold(0u64, |acc, &x| (acc << 8) | u64::from(x));
             match i64::try_from(u) {
                 Ok(i) => f(CellRef::Integer(i)),
                 Err(_) => {
@@ -526,7 +526,7 @@ fn encode_real(kind: &Kind, cell: CellRef<'_>) -> Result<My, Why> {
     if !r.is_finite() {
         return Err(": MySQL stores no NaN or infinity".into());
     }
-    if single && (r as f32) as f64 != r {
+    if single && f64::from(r as f32) != r {
         return Err(": it would be rounded to single precision".into());
     }
     if let Some(d) = scale {

@@ -65,7 +65,7 @@ impl Catalogue for Postgres {
                 decl_type: r.get(1),
                 // indkey::int2[] starts at index 0, so the position found
                 // is already 0-based; +1 above made it 1-based (0: not in it).
-                pk: r.get::<_, i32>(2) as i64,
+                pk: i64::from(r.get::<_, i32>(2)),
                 labels: None,
                 unread: None,
                 // An enum type's labels bound it as an ENUM does.

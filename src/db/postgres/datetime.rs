@@ -78,7 +78,7 @@ pub fn decode(form: Form, raw: &[u8], out: &mut String) -> Result<()> {
                 i32::MAX => out.push_str("infinity"),
                 i32::MIN => out.push_str("-infinity"),
                 days => {
-                    if write_date(out, days as i64) {
+                    if write_date(out, i64::from(days)) {
                         out.push_str(" BC");
                     }
                 }

@@ -422,7 +422,7 @@ impl Postgres {
                 r.get::<_, String>(0) == TRIGGERS[i].0 && r.get::<_, i16>(1) == TRIGGERS[i].1
             })
         };
-        Ok(holds(0) as usize + holds(1) as usize + (holds(2) && holds(3)) as usize)
+        Ok(usize::from(holds(0)) + usize::from(holds(1)) + usize::from(holds(2) && holds(3)))
     }
 
     /// The names of the fence's event triggers for this schema (event

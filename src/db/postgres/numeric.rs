@@ -26,9 +26,9 @@ pub fn decode(raw: &[u8], out: &mut String) -> Result<()> {
         bail!("a NUMERIC of {} bytes is truncated", raw.len());
     }
     let ndigits = be16(raw, 0) as usize;
-    let weight = be16(raw, 2) as i16 as i64;
+    let weight = i64::from(be16(raw, 2) as i16);
     let sign = be16(raw, 4);
-    let dscale = be16(raw, 6) as i64;
+    let dscale = i64::from(be16(raw, 6));
     if raw.len() != 8 + 2 * ndigits {
         bail!(
             "a NUMERIC of {ndigits} digits takes {} bytes, not {}",
@@ -171,13 +171,13 @@ pub fn encode(text: &str, scale: Option<i16>, out: &mut Vec<u8>) -> Result<()> {
         // A negative scale rounds to tens, hundreds, …: those integer
         // digits must be zero.
         let low_int = if s < 0 {
-            let n = (-(s as i64)) as usize;
+            let n = (-i64::from(s)) as usize;
             let tail = &p.int[p.int.len().saturating_sub(n)..];
             tail.bytes().any(|b| b != b'0')
         } else {
             false
         };
-        if significant > (s as i64).max(0) || low_int {
+        if significant > i64::from(s).max(0) || low_int {
             bail!(
                 "'{text}' has more digits after the column's scale ({s}) than it keeps: PostgreSQL would round it"
             );
@@ -199,7 +199,7 @@ pub fn encode(text: &str, scale: Option<i16>, out: &mut Vec<u8>) -> Result<()> {
         .chain(std::iter::repeat_n(0u8, frac_pad));
     let mut acc = 0u16;
     for (i, d) in int_digits.enumerate() {
-        acc = acc * 10 + d as u16;
+        acc = acc * 10 + u16::from(d);
         if i % 4 == 3 {
             groups.push(acc);
             acc = 0;
@@ -207,7 +207,7 @@ pub fn encode(text: &str, scale: Option<i16>, out: &mut Vec<u8>) -> Result<()> {
     }
     let int_groups = groups.len() as i64;
     for (i, d) in frac_digits.enumerate() {
-        acc = acc * 10 + d as u16;
+        acc = acc * 10 + u16::from(d);
         if i % 4 == 3 {
             groups.push(acc);
             acc = 0;

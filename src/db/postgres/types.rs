@@ -128,8 +128,8 @@ impl Kind {
 
 fn int(b: &[u8]) -> Result<i64> {
     Ok(match b.len() {
-        2 => i16::from_be_bytes([b[0], b[1]]) as i64,
-        4 => i32::from_be_bytes([b[0], b[1], b[2], b[3]]) as i64,
+        2 => i64::from(i16::from_be_bytes([b[0], b[1]])),
+        4 => i64::from(i32::from_be_bytes([b[0], b[1], b[2], b[3]])),
         8 => i64::from_be_bytes(b.try_into()?),
         n => bail!("an integer of {n} bytes"),
     })
@@ -145,12 +145,12 @@ pub fn decode<R>(
 ) -> Result<R> {
     Ok(match kind {
         Kind::Bool => match raw {
-            [b] => f(CellRef::Integer((*b != 0) as i64)),
+            [b] => f(CellRef::Integer(i64::from(*b != 0))),
             _ => bail!("a boolean of {} bytes", raw.len()),
         },
         Kind::Int2 | Kind::Int4 | Kind::Int8 => f(CellRef::Integer(int(raw)?)),
         Kind::Float4 => match <[u8; 4]>::try_from(raw) {
-            Ok(b) => f(CellRef::Real(f32::from_be_bytes(b) as f64)),
+            Ok(b) => f(CellRef::Real(f64::from(f32::from_be_bytes(b)))),
             Err(_) => bail!("a real of {} bytes", raw.len()),
         },
         Kind::Float8 => match <[u8; 8]>::try_from(raw) {
@@ -214,7 +214,7 @@ pub fn encode(kind: Kind, cell: CellRef<'_>, out: &mut Vec<u8>) -> Result<()> {
         (Kind::Int8, CellRef::Integer(i)) => out.extend_from_slice(&i.to_be_bytes()),
         (Kind::Float4, CellRef::Real(r)) => {
             let v = r as f32;
-            if v as f64 != r && !r.is_nan() {
+            if f64::from(v) != r && !r.is_nan() {
                 return refuse(": it would be rounded to single precision");
             }
             out.extend_from_slice(&v.to_be_bytes());
