@@ -624,3 +624,101 @@ fn transform_fix(t: &Table, column: Option<usize>) -> Fix {
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Checker;
+    use crate::db::{Access, Db, Op};
+    use crate::journal::Entry;
+    use crate::spec::{Side, Spec};
+    use crate::value::{Row, Value};
+    use crate::watch::state::{self, Kind, Record};
+
+    /// The running example's source (orders 101, 102, 103 in dollars and
+    /// one-letter codes) beside its spec, in a temporary folder.
+    fn source() -> (tempfile::TempDir, Spec, Db) {
+        let dir = tempfile::tempdir().unwrap();
+        let spec_path = dir.path().join("spec.toml");
+        std::fs::write(&spec_path, include_str!("../../fixtures/orders/spec.toml")).unwrap();
+        Db::create(
+            &dir.path().join("source.db"),
+            include_str!("../../fixtures/orders/source.sql"),
+        )
+        .unwrap();
+        let spec = crate::spec::load(&spec_path).unwrap();
+        let db = Db::open(&spec.source, Access::Read, Side::Source).unwrap();
+        (dir, spec, db)
+    }
+
+    /// An order as the target holds it: cents and a status word.
+    fn order(id: i64, cents: i64, status: &str) -> Row {
+        vec![
+            Value::Integer(id),
+            Value::Integer(cents),
+            Value::Text(status.into()),
+        ]
+    }
+
+    fn entry(seq: i64, op: Op, before: Option<Row>, after: Option<Row>) -> Entry {
+        Entry {
+            seq,
+            table: 0,
+            op,
+            before,
+            after,
+            unrecorded: Vec::new(),
+        }
+    }
+
+    /// The kinds of the findings of `e`, read for the first time.
+    fn kinds(spec: &Spec, db: &Db, e: &Entry) -> Vec<Kind> {
+        let file = state::open(spec).unwrap();
+        let record = Record { file: &file };
+        let checker = Checker::new(spec, db).unwrap();
+        checker
+            .check(&record, e, true)
+            .unwrap()
+            .into_iter()
+            .map(|f| f.kind)
+            .collect()
+    }
+
+    #[test]
+    fn a_write_over_the_row_the_source_holds_is_clean() {
+        let (_dir, spec, db) = source();
+        let e = entry(
+            1,
+            Op::Update,
+            Some(order(101, 1250, "active")),
+            Some(order(101, 1400, "closed")),
+        );
+        assert_eq!(kinds(&spec, &db, &e), Vec::<Kind>::new());
+    }
+
+    #[test]
+    fn a_source_row_that_is_not_the_one_the_target_had_is_found() {
+        let (_dir, spec, db) = source();
+        let e = entry(
+            1,
+            Op::Update,
+            Some(order(101, 999, "active")),
+            Some(order(101, 1400, "active")),
+        );
+        assert_eq!(kinds(&spec, &db, &e), vec![Kind::SourceChanged]);
+        // An insert of a key the source already holds collides.
+        let insert = entry(2, Op::Insert, None, Some(order(102, 750, "closed")));
+        assert_eq!(kinds(&spec, &db, &insert), vec![Kind::Collision]);
+    }
+
+    #[test]
+    fn a_value_that_cannot_go_back_and_a_null_key_are_found() {
+        let (_dir, spec, db) = source();
+        // No source code maps to this status word.
+        let e = entry(1, Op::Insert, None, Some(order(200, 100, "pending")));
+        assert_eq!(kinds(&spec, &db, &e), vec![Kind::Transform]);
+        let mut nokey = order(201, 100, "active");
+        nokey[0] = Value::Null;
+        let e = entry(2, Op::Insert, None, Some(nokey));
+        assert_eq!(kinds(&spec, &db, &e), vec![Kind::NullKey]);
+    }
+}
