@@ -424,18 +424,11 @@ mod tests {
     /// `orders(id, total, updated)` carried, `search` not; a trigger
     /// `touch` the spec lets fire.
     fn spec() -> (tempfile::TempDir, Spec) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("spec.toml");
-        std::fs::write(
-            &path,
-            "[source]\nurl = \"sqlite://s.db\"\n[target]\nurl = \"sqlite://t.db\"\n\
-             [[tables]]\nname = \"orders\"\nkey = [\"id\"]\nreplay_policy = { touch = \"fire\" }\n\
+        crate::spec::in_folder(
+            "[[tables]]\nname = \"orders\"\nkey = [\"id\"]\nreplay_policy = { touch = \"fire\" }\n\
              [[tables.columns]]\nsource = \"total\"\ntarget = \"total\"\n\
              [[tables.columns]]\nsource = \"updated\"\ntarget = \"updated\"\n",
         )
-        .unwrap();
-        let spec = crate::spec::load(&path).unwrap();
-        (dir, spec)
     }
 
     fn trigger(name: &str, writes: Option<&[&str]>) -> SideEffect {

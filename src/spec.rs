@@ -808,6 +808,22 @@ fn transform_of(c: &RawColumn, what: &str) -> Result<Transform> {
     })
 }
 
+/// A spec of `text` (its tables; the source and target are the SQLite
+/// files `s.db` and `t.db` beside it) written to a temporary folder and
+/// loaded, for the unit tests of the modules that read a spec.
+#[cfg(test)]
+pub(crate) fn in_folder(tables: &str) -> (tempfile::TempDir, Spec) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spec.toml");
+    std::fs::write(
+        &path,
+        format!("[source]\nurl = \"sqlite://s.db\"\n[target]\nurl = \"sqlite://t.db\"\n{tables}"),
+    )
+    .unwrap();
+    let spec = load(&path).unwrap();
+    (dir, spec)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

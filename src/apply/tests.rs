@@ -12,11 +12,6 @@ use crate::value::{Row, Value};
 /// `plain(id, v)`; `revised(id, v, rev)` by revision `rev`; `synced(id, v,
 /// at)` by watermark `at`; `updating(id, v)` under `on_change = "update"`.
 const SPEC: &str = r#"
-[source]
-url = "sqlite://s.db"
-[target]
-url = "sqlite://t.db"
-
 [[tables]]
 name = "plain"
 key = ["id"]
@@ -96,10 +91,7 @@ struct Target {
 }
 
 fn target() -> Target {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("spec.toml");
-    std::fs::write(&path, SPEC).unwrap();
-    let spec = crate::spec::load(&path).unwrap();
+    let (dir, spec) = crate::spec::in_folder(SPEC);
     Db::create(&dir.path().join("t.db"), TABLES).unwrap();
     let db = Db::open(&spec.target, Access::Write, Side::Target).unwrap();
     Target {

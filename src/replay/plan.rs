@@ -494,17 +494,10 @@ mod tests {
     use crate::value::{Row, Value};
 
     fn spec() -> (tempfile::TempDir, Spec) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("spec.toml");
-        std::fs::write(
-            &path,
-            "[source]\nurl = \"sqlite://s.db\"\n[target]\nurl = \"sqlite://t.db\"\n\
-             [[tables]]\nname = \"t\"\nkey = [\"id\"]\n\
+        crate::spec::in_folder(
+            "[[tables]]\nname = \"t\"\nkey = [\"id\"]\n\
              [[tables.columns]]\nsource = \"v\"\ntarget = \"v\"\n",
         )
-        .unwrap();
-        let spec = crate::spec::load(&path).unwrap();
-        (dir, spec)
     }
 
     fn row(id: i64, v: &str) -> Row {
