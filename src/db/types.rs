@@ -483,19 +483,51 @@ pub struct TableSql {
 }
 
 /// An engine's plan of a table's statements, of the engine's own type:
-/// made once, when the engine writes the statements, and read back by the
-/// engine alone ([`PlanHandle::get`]).
+/// made once, when the engine writes the statements
+/// ([`TableSql::planned`]), and read back by the engine alone
+/// ([`TableSql::plan_of`]).
 #[derive(Clone)]
 pub(crate) struct PlanHandle(std::sync::Arc<dyn std::any::Any + Send + Sync>);
 
-impl PlanHandle {
-    pub(crate) fn new<T: std::any::Any + Send + Sync>(plan: T) -> PlanHandle {
-        PlanHandle(std::sync::Arc::new(plan))
+/// A plan an engine made, or why the catalogue could not describe the table.
+type Planned<P> = std::result::Result<std::sync::Arc<P>, String>;
+
+impl TableSql {
+    /// The statements an engine wrote with its plan of them (`built`); when
+    /// the catalogue could not describe the table, the `unknown` statements,
+    /// whose plan is the reason, which every use of them reports.
+    pub(crate) fn planned<P: std::any::Any + Send + Sync>(
+        built: anyhow::Result<(P, TableSql)>,
+        unknown: impl FnOnce() -> TableSql,
+    ) -> TableSql {
+        let (mut sql, plan): (TableSql, Planned<P>) = match built {
+            Ok((plan, sql)) => (sql, Ok(std::sync::Arc::new(plan))),
+            Err(e) => (unknown(), Err(format!("{e:#}"))),
+        };
+        sql.plan = Some(PlanHandle(std::sync::Arc::new(plan)));
+        sql
     }
 
-    /// The plan, when it is of type `T` (the engine's own).
-    pub(crate) fn get<T: std::any::Any>(&self) -> Option<&T> {
-        self.0.downcast_ref()
+    /// The plan of type `P` (the engine's own) these statements carry;
+    /// an error naming `location` when the table could not be described or
+    /// another engine (`engine` names this one) wrote them.
+    pub(crate) fn plan_of<P: std::any::Any>(
+        &self,
+        engine: &str,
+        location: &str,
+    ) -> anyhow::Result<std::sync::Arc<P>> {
+        match self
+            .plan
+            .as_ref()
+            .and_then(|p| p.0.downcast_ref::<Planned<P>>())
+        {
+            Some(Ok(p)) => Ok(p.clone()),
+            Some(Err(why)) => Err(anyhow::anyhow!("{location}: {why}")),
+            None => anyhow::bail!(
+                "{location}: the statements of table '{}' were not written by {engine}",
+                self.table
+            ),
+        }
     }
 }
 

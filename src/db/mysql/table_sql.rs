@@ -21,7 +21,6 @@ use super::types::{self, Kind};
 use super::{MySql, quote_ident};
 use crate::db::TableSql;
 use crate::db::types::Conditional;
-use crate::db::types::PlanHandle;
 use crate::value::{Value, display_key};
 
 /// What the engine knows of a [`TableSql`] it wrote.
@@ -468,30 +467,11 @@ impl MySql {
         let built = self
             .columns(table)
             .and_then(|known| Plan::build(self, table, columns, key_len, first, &known));
-        let (mut sql, plan): (TableSql, Planned) = match built {
-            Ok((plan, sql)) => (sql, Ok(Arc::new(plan))),
-            Err(e) => (
-                Plan::unknown(self, table, columns, key_len),
-                Err(format!("{e:#}")),
-            ),
-        };
-        sql.plan = Some(PlanHandle::new(plan));
-        sql
+        TableSql::planned(built, || Plan::unknown(self, table, columns, key_len))
     }
 
     /// The plan of statements this engine wrote.
     pub(super) fn plan(&self, sql: &TableSql) -> Result<Arc<Plan>> {
-        match sql.plan.as_ref().and_then(|p| p.get::<Planned>()) {
-            Some(Ok(p)) => Ok(p.clone()),
-            Some(Err(why)) => Err(anyhow!("{}: {why}", self.shown())),
-            None => bail!(
-                "{}: the statements of table '{}' were not written by MySQL",
-                self.shown(),
-                sql.table
-            ),
-        }
+        sql.plan_of("MySQL", self.shown())
     }
 }
-
-/// A table's plan, or why the catalogue could not describe the table.
-type Planned = std::result::Result<Arc<Plan>, String>;

@@ -10,12 +10,11 @@
 
 use std::sync::Arc;
 
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Result, bail};
 
 use super::types::Kind;
 use super::{Postgres, quote_ident, quote_literal};
 use crate::db::TableSql;
-use crate::db::types::PlanHandle;
 use crate::value::{CellRef, Value};
 
 /// What the engine knows of a [`TableSql`] it wrote.
@@ -417,30 +416,13 @@ impl Postgres {
         let built = self
             .columns_of(table)
             .and_then(|known| Plan::build(&self.schema, table, columns, key_len, first, &known));
-        let (mut sql, plan): (TableSql, Planned) = match built {
-            Ok((plan, sql)) => (sql, Ok(Arc::new(plan))),
-            Err(e) => (
-                Plan::unknown(&self.schema, table, columns, key_len),
-                Err(format!("{e:#}")),
-            ),
-        };
-        sql.plan = Some(PlanHandle::new(plan));
-        sql
+        TableSql::planned(built, || {
+            Plan::unknown(&self.schema, table, columns, key_len)
+        })
     }
 
     /// The plan of statements this engine wrote.
     pub(super) fn plan(&self, sql: &TableSql) -> Result<Arc<Plan>> {
-        match sql.plan.as_ref().and_then(|p| p.get::<Planned>()) {
-            Some(Ok(p)) => Ok(p.clone()),
-            Some(Err(why)) => Err(anyhow!("{}: {why}", self.shown)),
-            None => bail!(
-                "{}: the statements of table '{}' were not written by PostgreSQL",
-                self.shown,
-                sql.table
-            ),
-        }
+        sql.plan_of("PostgreSQL", &self.shown)
     }
 }
-
-/// A table's plan, or why the catalogue could not describe the table.
-type Planned = std::result::Result<Arc<Plan>, String>;
