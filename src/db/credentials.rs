@@ -15,6 +15,30 @@ use anyhow::{Context, Result, bail};
 
 use crate::spec::Side;
 
+/// Where a connection's password came from (never the password).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PasswordFrom {
+    Url,
+    /// A variable: the engine's own (`PGPASSWORD`, `MYSQL_PWD`), or the
+    /// side's.
+    Environment(&'static str),
+    /// The engine's password file (PostgreSQL's `.pgpass`, MySQL's option
+    /// file).
+    File(PathBuf),
+}
+
+impl PasswordFrom {
+    /// Where, as messages say it; `file` is what the engine calls its
+    /// password file.
+    pub fn shown(&self, file: &str) -> String {
+        match self {
+            PasswordFrom::Url => "the URL".to_string(),
+            PasswordFrom::Environment(name) => name.to_string(),
+            PasswordFrom::File(p) => format!("the {file} {}", p.display()),
+        }
+    }
+}
+
 /// Decodes the `%XX` escapes of a part of a server's URL (a user, a
 /// password, a database or schema name, a parameter's value), named by
 /// `what` in messages, never shown. A `%` not followed by two hex digits is

@@ -173,7 +173,7 @@ fn advice(e: &mysql::Error, u: &MyUrl) -> String {
         Some(1045) => match &u.password_from {
             Some(from) => format!(
                 "check the user and the password (it came from {})",
-                from.shown()
+                from.shown("option file")
             ),
             None => "no password was given: give it in ~/.my.cnf ([client] password=…), CUTOVER_SOURCE_PASSWORD / CUTOVER_TARGET_PASSWORD or MYSQL_PWD (docs/engines.md, MySQL), or check the user".to_string(),
         },
@@ -451,7 +451,7 @@ impl MySql {
                 .filter(|v| !v.is_empty())
         };
         let password = match &self.password_from {
-            Some(from) => format!("; password from {}", from.shown()),
+            Some(from) => format!("; password from {}", from.shown("option file")),
             None => String::new(),
         };
         let transport = match (get("Ssl_version"), get("Ssl_cipher")) {

@@ -36,6 +36,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 
 use super::option_file;
+pub use crate::db::credentials::PasswordFrom;
 use crate::db::credentials::{Env, percent_decode};
 use crate::spec::Side;
 
@@ -96,26 +97,6 @@ impl std::fmt::Display for Endpoint {
             Endpoint::Tcp { host, port } if host.contains(':') => write!(f, "[{host}]:{port}"),
             Endpoint::Tcp { host, port } => write!(f, "{host}:{port}"),
             Endpoint::Socket(p) => write!(f, "socket {}", p.display()),
-        }
-    }
-}
-
-/// Where a connection's password came from (never the password).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PasswordFrom {
-    Url,
-    /// A variable: `MYSQL_PWD`, or the side's own.
-    Environment(&'static str),
-    /// An option file.
-    File(PathBuf),
-}
-
-impl PasswordFrom {
-    pub fn shown(&self) -> String {
-        match self {
-            PasswordFrom::Url => "the URL".to_string(),
-            PasswordFrom::Environment(name) => name.to_string(),
-            PasswordFrom::File(p) => format!("the option file {}", p.display()),
         }
     }
 }

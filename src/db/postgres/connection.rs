@@ -267,7 +267,7 @@ impl Postgres {
             )
         };
         if let Some(from) = &self.password_from {
-            transport.push_str(&format!("; password from {}", from.shown()));
+            transport.push_str(&format!("; password from {}", from.shown("password file")));
         }
         let mut warnings = Vec::new();
         if self.password_from == Some(super::url::PasswordFrom::Url) {

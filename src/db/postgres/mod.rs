@@ -90,7 +90,7 @@ fn connect_failure(e: &tokio_postgres::Error, u: &PgUrl, side: Side) -> String {
             let mut m = format!("the server refused: {}", db.message());
             if db.code() == &tokio_postgres::error::SqlState::INVALID_PASSWORD {
                 m.push_str(&match &u.password_from {
-                    Some(from) => format!(" (the password came from {})", from.shown()),
+                    Some(from) => format!(" (the password came from {})", from.shown("password file")),
                     None => format!(" (no password was given: set {}, or add a line to ~/.pgpass; see docs/engines.md, Connecting)", password_variables(side)),
                 });
             }

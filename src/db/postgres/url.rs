@@ -25,6 +25,7 @@ use tokio_postgres::config::Host;
 
 use super::pgpass;
 use super::tls::{Roots, Settings, SslMode};
+pub use crate::db::credentials::PasswordFrom;
 use crate::db::credentials::{Env, percent_decode};
 use crate::spec::Side;
 
@@ -42,26 +43,6 @@ pub struct PgUrl {
     /// What the operator should hear: a password file not read, a
     /// password in the spec.
     pub warnings: Vec<String>,
-}
-
-/// Where a connection's password came from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PasswordFrom {
-    Url,
-    /// A variable: `PGPASSWORD`, or the side's own.
-    Environment(&'static str),
-    File(PathBuf),
-}
-
-impl PasswordFrom {
-    /// Where, as messages say it.
-    pub fn shown(&self) -> String {
-        match self {
-            PasswordFrom::Url => "the URL".to_string(),
-            PasswordFrom::Environment(name) => name.to_string(),
-            PasswordFrom::File(p) => format!("the password file {}", p.display()),
-        }
-    }
 }
 
 /// What `check` says of a URL that holds a password, and how to move it out.
