@@ -30,7 +30,14 @@ use support::conformance::{Subject, conformance};
 
 conformance! {
     connection_contract,
-    catalogue_contract,
+    catalogue_columns_come_in_declaration_order_with_their_place_in_the_key,
+    catalogue_uniqueness_is_the_key_or_a_unique_index_in_any_order,
+    catalogue_foreign_keys_come_in_declaration_order,
+    catalogue_generated_columns_are_named_stored,
+    catalogue_the_rows_breaking_a_foreign_key_are_found,
+    catalogue_what_a_row_cannot_hold_is_said_without_writing_it,
+    catalogue_lists_the_users_tables_and_their_triggers,
+    catalogue_schema_text_is_in_name_order_and_moves_with_the_schema,
     sequences_contract,
     rows_are_scanned_in_key_order_in_blocks,
     rows_are_scanned_by_a_watermark_then_the_key,
@@ -288,14 +295,10 @@ fn connection_contract(s: &Subject) -> Result<()> {
 // ---------------------------------------------------------------------------
 // Catalogue
 
-/// Columns in declaration order with their place in the primary key;
-/// uniqueness by the key or a unique index, whatever the order of the
-/// columns asked; foreign keys in declaration order and the rows breaking
-/// them; generated columns; user tables without cutover's; application
-/// triggers; schema text in name order that moves with the schema; a
-/// NULL in a NOT NULL column found without writing it.
-fn catalogue_contract(s: &Subject) -> Result<()> {
-    let db = &s.db;
+/// `cat_parent` keyed by (b, a) with a unique `note`, `cat_child` referring
+/// to it and to `cat_other` (which has a CHECK) with a generated column,
+/// and `cat_trig` with an application trigger.
+fn cat_tables(s: &Subject) {
     s.exec(&format!(
         "CREATE TABLE cat_other (id integer PRIMARY KEY, CONSTRAINT cat_other_positive CHECK (id > 0));
          CREATE TABLE cat_parent (a {key} NOT NULL, b integer NOT NULL, note {key}, PRIMARY KEY (b, a));
@@ -309,6 +312,15 @@ fn catalogue_contract(s: &Subject) -> Result<()> {
         (s.profile.swallowing_trigger)("cat_trig", "cat_swallow"),
         key = s.profile.key_text
     ));
+}
+
+/// Columns in declaration order with their place in the primary key; none
+/// for a table that is not there.
+fn catalogue_columns_come_in_declaration_order_with_their_place_in_the_key(
+    s: &Subject,
+) -> Result<()> {
+    let db = &s.db;
+    cat_tables(s);
     let cols = db.catalogue().table_columns("cat_parent")?;
     let described: Vec<(String, String, i64)> = cols
         .iter()
@@ -325,6 +337,14 @@ fn catalogue_contract(s: &Subject) -> Result<()> {
     );
     assert!(db.catalogue().table_columns("cat_nowhere")?.is_empty());
 
+    Ok(())
+}
+
+/// Uniqueness by the key or a unique index, whatever the order of the
+/// columns asked; never by part of a key or more than one.
+fn catalogue_uniqueness_is_the_key_or_a_unique_index_in_any_order(s: &Subject) -> Result<()> {
+    let db = &s.db;
+    cat_tables(s);
     assert!(db.catalogue().key_is_unique("cat_parent", &["a", "b"])?);
     assert!(db.catalogue().key_is_unique("cat_parent", &["b", "a"])?);
     assert!(
@@ -342,8 +362,15 @@ fn catalogue_contract(s: &Subject) -> Result<()> {
     );
     assert!(!db.catalogue().key_is_unique("cat_trig", &["v"])?);
 
-    // The parent and the columns; the name and whether a key defers are
-    // the engine's (none on SQLite, every key on MySQL named).
+    Ok(())
+}
+
+/// Foreign keys in declaration order: the parent and the column pairs (the
+/// name and whether a key defers are the engine's: none on SQLite, every
+/// key on MySQL named).
+fn catalogue_foreign_keys_come_in_declaration_order(s: &Subject) -> Result<()> {
+    let db = &s.db;
+    cat_tables(s);
     let fk = |parent: &str, pairs: &[(&str, &str)]| {
         (
             parent.to_string(),
@@ -368,6 +395,13 @@ fn catalogue_contract(s: &Subject) -> Result<()> {
     );
     assert!(db.catalogue().foreign_keys("cat_parent")?.is_empty());
 
+    Ok(())
+}
+
+/// Generated columns, stored ones said so.
+fn catalogue_generated_columns_are_named_stored(s: &Subject) -> Result<()> {
+    let db = &s.db;
+    cat_tables(s);
     assert_eq!(
         db.catalogue().generated_columns("cat_child")?,
         [Generated {
@@ -377,7 +411,14 @@ fn catalogue_contract(s: &Subject) -> Result<()> {
     );
     assert!(db.catalogue().generated_columns("cat_parent")?.is_empty());
 
-    // A child without its parent, written as the rehearsal writes.
+    Ok(())
+}
+
+/// A child without its parent, written as the rehearsal writes (foreign
+/// keys suspended), is found by its key.
+fn catalogue_the_rows_breaking_a_foreign_key_are_found(s: &Subject) -> Result<()> {
+    let db = &s.db;
+    cat_tables(s);
     s.exec("INSERT INTO cat_parent VALUES ('x', 1, NULL); INSERT INTO cat_other VALUES (5)");
     let child = db
         .rows()
@@ -412,7 +453,14 @@ fn catalogue_contract(s: &Subject) -> Result<()> {
             .is_empty()
     );
 
-    // Whether a row's values fit its columns, asked without writing.
+    Ok(())
+}
+
+/// Whether a row's values fit its columns, asked without writing: a NULL
+/// in a NOT NULL column named; a CHECK, which only a write judges, named.
+fn catalogue_what_a_row_cannot_hold_is_said_without_writing_it(s: &Subject) -> Result<()> {
+    let db = &s.db;
+    cat_tables(s);
     let parent = db
         .rows()
         .table_sql("cat_parent", &["b", "a", "note"], 2, None);
@@ -449,6 +497,13 @@ fn catalogue_contract(s: &Subject) -> Result<()> {
         "{checks:?}"
     );
 
+    Ok(())
+}
+
+/// The user's tables without cutover's, and an application trigger.
+fn catalogue_lists_the_users_tables_and_their_triggers(s: &Subject) -> Result<()> {
+    let db = &s.db;
+    cat_tables(s);
     write(s, || db.progress().ensure_control_tables())?;
     assert_eq!(
         db.catalogue().tables(false)?,
@@ -457,6 +512,15 @@ fn catalogue_contract(s: &Subject) -> Result<()> {
     assert_eq!(triggers(db, "cat_trig")?, ["cat_swallow"]);
     assert!(triggers(db, "cat_parent")?.is_empty());
 
+    Ok(())
+}
+
+/// The schema of the tables asked for and of cutover's own (made here), in
+/// name order, changed when a column is added.
+fn catalogue_schema_text_is_in_name_order_and_moves_with_the_schema(s: &Subject) -> Result<()> {
+    let db = &s.db;
+    cat_tables(s);
+    write(s, || db.progress().ensure_control_tables())?;
     let schema = db.catalogue().schema_of(&["cat_parent"])?;
     let names: Vec<&String> = schema.iter().map(|p| &p.name).collect();
     let mut sorted = names.clone();
